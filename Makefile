@@ -1,0 +1,16 @@
+# The one test command: every test of the root module and of the interop module, with the race detector.
+GO ?= go
+
+.PHONY: test test-root test-interop bench
+
+test: test-root test-interop
+
+test-root:
+	$(GO) vet ./...
+	$(GO) test -race -timeout 30m ./...
+
+test-interop:
+	cd interop && $(GO) vet ./... && $(GO) test -race -timeout 30m ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./store/ ./watch/ ./cache/ ./httpwatch/

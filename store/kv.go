@@ -1,0 +1,751 @@
+package store
+
+import (
+	"math"
+	"sort"
+	"strings"
+)
+
+// Range reads keys at a revision. Its checks and results follow etcd's v3rpc checkRangeRequest and
+// server/etcdserver/txn/range.go executeRange.
+func (s *Store) Range(r *RangeRequest) (*RangeResponse, error) {
+	if err := checkRangeRequest(r); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	return s.rangeLocked(r, s.currentRev)
+}
+
+// Put stores a value under a key; it always raises the revision. Checks follow v3rpc checkPutRequest,
+// the request-size check of etcdserver, then txn/put.go checkLease and checkAndGetPrevKV.
+func (s *Store) Put(r *PutRequest) (*PutResponse, error) {
+	if err := checkPutRequest(r); err != nil {
+		return nil, err
+	}
+	if err := s.checkSize(putSize(r)); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if err := s.checkPutLocked(r, s.currentRev); err != nil {
+		return nil, err
+	}
+	tw := s.beginWrite()
+	resp := tw.put(r)
+	tw.end()
+	return resp, nil
+}
+
+// DeleteRange deletes the keys in a range that exist; deleting nothing keeps the revision.
+func (s *Store) DeleteRange(r *DeleteRangeRequest) (*DeleteRangeResponse, error) {
+	if len(r.Key) == 0 {
+		return nil, ErrEmptyKey
+	}
+	if err := s.checkSize(deleteRangeSize(r)); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	tw := s.beginWrite()
+	resp := tw.deleteRange(r)
+	tw.end()
+	return resp, nil
+}
+
+// Txn evaluates the compares against the revision at its start, then runs the chosen branch
+// atomically. It follows v3rpc checkTxnRequest and checkIntervals, then txn/txn.go Txn: the branch is
+// checked in full before anything is written, so a failing txn changes nothing.
+func (s *Store) Txn(r *TxnRequest) (*TxnResponse, error) {
+	if err := checkTxnRequest(r, s.opts.MaxTxnOps); err != nil {
+		return nil, err
+	}
+	if _, _, err := checkIntervals(r.Success); err != nil {
+		return nil, err
+	}
+	if _, _, err := checkIntervals(r.Failure); err != nil {
+		return nil, err
+	}
+	if err := s.checkSize(txnSize(r)); err != nil {
+		return nil, err
+	}
+	if isTxnReadOnly(r) {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+	} else {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+	}
+	if s.closed {
+		return nil, ErrClosed
+	}
+	path := s.compareToPath(r)
+	var deletes []keyRange
+	if _, err := s.checkTxnLocked(r, path, &deletes); err != nil {
+		return nil, err
+	}
+	tw := s.beginWrite()
+	resp := &TxnResponse{}
+	tw.executeTxn(r, path, resp)
+	resp.Header.Revision = tw.rev()
+	tw.end()
+	return resp, nil
+}
+
+// Compact discards history older than rev. It fails with ErrCompacted if rev is not above the last
+// compact revision and with ErrFutureRev if rev is above the current revision. Ranges and watches
+// from rev itself still work.
+func (s *Store) Compact(rev int64) (*CompactResponse, error) {
+	if err := s.checkSize(compactSize(rev)); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if rev <= s.compactRev {
+		return nil, ErrCompacted
+	}
+	if rev > s.currentRev {
+		return nil, ErrFutureRev
+	}
+	s.compactRev = rev
+	s.compactLocked(rev)
+	return &CompactResponse{Header: Header{Revision: s.currentRev}}, nil
+}
+
+// compactLocked drops the history a compaction at rev frees, per key as key_index.go compact does.
+func (s *Store) compactLocked(rev int64) {
+	var empty []*keyIndex
+	s.idx.tree.Ascend(func(ki *keyIndex) bool {
+		ki.compact(rev)
+		if len(ki.revs) == 0 {
+			empty = append(empty, ki)
+		}
+		return true
+	})
+	for _, ki := range empty {
+		s.idx.remove(ki)
+	}
+	s.log.compact(rev,
+		func(r *rec) bool {
+			ki := s.idx.get(r.key)
+			return ki != nil && len(ki.revs) > 0 && ki.revs[0] == r
+		},
+		func(old, cur *rec) {
+			s.idx.get(old.key).revs[0] = cur
+		})
+}
+
+func (s *Store) checkSize(n int) error {
+	if n > s.opts.MaxRequestBytes {
+		return ErrRequestTooLarge
+	}
+	return nil
+}
+
+// ---- validation (v3rpc/key.go) ----
+
+func checkRangeRequest(r *RangeRequest) error {
+	if len(r.Key) == 0 {
+		return ErrEmptyKey
+	}
+	if r.SortOrder < SortNone || r.SortOrder > SortDescend || r.SortTarget < SortByKey || r.SortTarget > SortByValue {
+		return ErrInvalidSortOption
+	}
+	return nil
+}
+
+func checkPutRequest(r *PutRequest) error {
+	if len(r.Key) == 0 {
+		return ErrEmptyKey
+	}
+	if r.IgnoreValue && len(r.Value) != 0 {
+		return ErrValueProvided
+	}
+	if r.IgnoreLease && r.Lease != 0 {
+		return ErrLeaseProvided
+	}
+	return nil
+}
+
+func checkTxnRequest(r *TxnRequest, maxTxnOps int) error {
+	opc := max(len(r.Compare), len(r.Success), len(r.Failure))
+	if opc > maxTxnOps {
+		return ErrTooManyOps
+	}
+	for _, c := range r.Compare {
+		if len(c.Key) == 0 {
+			return ErrEmptyKey
+		}
+	}
+	for _, ops := range [][]RequestOp{r.Success, r.Failure} {
+		for i := range ops {
+			if err := checkRequestOp(&ops[i], maxTxnOps-opc); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func checkRequestOp(op *RequestOp, maxTxnOps int) error {
+	set := 0
+	for _, b := range []bool{op.Range != nil, op.Put != nil, op.DeleteRange != nil, op.Txn != nil} {
+		if b {
+			set++
+		}
+	}
+	switch {
+	case set == 0:
+		return ErrKeyNotFound
+	case set > 1:
+		return ErrInvalidRequestOp
+	case op.Range != nil:
+		return checkRangeRequest(op.Range)
+	case op.Put != nil:
+		return checkPutRequest(op.Put)
+	case op.DeleteRange != nil:
+		if len(op.DeleteRange.Key) == 0 {
+			return ErrEmptyKey
+		}
+		return nil
+	default:
+		return checkTxnRequest(op.Txn, maxTxnOps)
+	}
+}
+
+// interval is a half-open string interval with etcd's "string affine" order, in which "" is +infinity.
+type interval struct{ begin, end string }
+
+func affineLess(a, b string) bool {
+	switch {
+	case a == "":
+		return false
+	case b == "":
+		return true
+	}
+	return a < b
+}
+
+func (iv interval) containsPoint(k string) bool {
+	// point k is [k, k+"\x00"); it intersects iv when begin <= k and k < end
+	return !affineLess(k, iv.begin) && affineLess(k, iv.end)
+}
+
+// checkIntervals rejects a branch that puts one key twice or puts a key a delete of the same branch
+// covers, nested txns included; then and else of a nested txn may put the same key. It follows
+// v3rpc/key.go checkIntervals, quirks included: a delete with range end "\x00" is the empty interval
+// [key, "\x00") there, so it conflicts with no put.
+func checkIntervals(ops []RequestOp) (map[string]struct{}, []interval, error) {
+	var dels []interval
+	for _, op := range ops {
+		if d := op.DeleteRange; d != nil {
+			if len(d.RangeEnd) != 0 {
+				dels = append(dels, interval{string(d.Key), string(d.RangeEnd)})
+			} else {
+				dels = append(dels, interval{string(d.Key), string(d.Key) + "\x00"})
+			}
+		}
+	}
+	intersects := func(k string) bool {
+		for _, iv := range dels {
+			if iv.containsPoint(k) {
+				return true
+			}
+		}
+		return false
+	}
+	puts := make(map[string]struct{})
+	for _, op := range ops {
+		if op.Txn == nil {
+			continue
+		}
+		putsThen, delsThen, err := checkIntervals(op.Txn.Success)
+		if err != nil {
+			return nil, dels, err
+		}
+		putsElse, delsElse, err := checkIntervals(op.Txn.Failure)
+		if err != nil {
+			return nil, dels, err
+		}
+		for k := range putsThen {
+			if _, ok := puts[k]; ok || intersects(k) {
+				return nil, dels, ErrDuplicateKey
+			}
+			puts[k] = struct{}{}
+		}
+		for k := range putsElse {
+			if _, ok := puts[k]; ok {
+				if _, isSafe := putsThen[k]; !isSafe {
+					return nil, dels, ErrDuplicateKey
+				}
+			}
+			if intersects(k) {
+				return nil, dels, ErrDuplicateKey
+			}
+			puts[k] = struct{}{}
+		}
+		dels = append(dels, delsThen...)
+		dels = append(dels, delsElse...)
+	}
+	for _, op := range ops {
+		if op.Put == nil {
+			continue
+		}
+		k := string(op.Put.Key)
+		if _, ok := puts[k]; ok || intersects(k) {
+			return nil, dels, ErrDuplicateKey
+		}
+		puts[k] = struct{}{}
+	}
+	return puts, dels, nil
+}
+
+func isTxnReadOnly(r *TxnRequest) bool {
+	for _, ops := range [][]RequestOp{r.Success, r.Failure} {
+		for _, op := range ops {
+			if op.Range == nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ---- reads ----
+
+// rangeLocked executes a range as txn/range.go executeRange; curRev is the revision the reading
+// transaction sees (the current revision, or the txn's own next revision once it has written).
+func (s *Store) rangeLocked(r *RangeRequest, curRev int64) (*RangeResponse, error) {
+	rev := r.Revision
+	if rev > curRev {
+		return nil, ErrFutureRev
+	}
+	if rev <= 0 {
+		rev = curRev
+	}
+	if rev < s.compactRev {
+		return nil, ErrCompacted
+	}
+	kr := rangeOf(r.Key, r.RangeEnd)
+	resp := &RangeResponse{Header: Header{Revision: curRev}}
+
+	if r.CountOnly {
+		s.idx.visit(kr, func(ki *keyIndex) bool {
+			if ki.at(rev) != nil {
+				resp.Count++
+			}
+			return true
+		})
+		return resp, nil
+	}
+
+	limit := rangeLimit(r)
+	var recs []*rec
+	s.idx.visit(kr, func(ki *keyIndex) bool {
+		if rc := ki.at(rev); rc != nil {
+			if limit <= 0 || int64(len(recs)) < limit {
+				recs = append(recs, rc)
+			}
+			resp.Count++
+		}
+		return true
+	})
+	recs = filterRecs(recs, r)
+	sortRecs(recs, r)
+	if r.Limit > 0 && int64(len(recs)) > r.Limit {
+		recs = recs[:r.Limit]
+		resp.More = true
+	}
+	// keys_only without a value sort is served from the index in etcd v3.7: no value and no lease
+	fastKeysOnly := r.KeysOnly && r.SortTarget != SortByValue
+	resp.Kvs = make([]*KeyValue, len(recs))
+	for i, rc := range recs {
+		kv := rc.keyValue(r.KeysOnly)
+		if fastKeysOnly {
+			kv.Lease = 0
+		}
+		resp.Kvs[i] = kv
+	}
+	if len(resp.Kvs) == 0 {
+		resp.Kvs = nil
+	}
+	return resp, nil
+}
+
+// rangeLimit is txn/range.go rangeLimit: one more than asked, to tell More, unless the result is
+// re-sorted or filtered afterwards.
+func rangeLimit(r *RangeRequest) int64 {
+	limit := r.Limit
+	if !isDefaultOrdering(r.SortTarget, r.SortOrder) || hasRevisionFilters(r) {
+		limit = 0
+	}
+	if limit > 0 && limit < math.MaxInt64 {
+		limit++
+	}
+	return limit
+}
+
+func isDefaultOrdering(t SortTarget, o SortOrder) bool {
+	return o == SortNone || (t == SortByKey && o == SortAscend)
+}
+
+func hasRevisionFilters(r *RangeRequest) bool {
+	return r.MinModRevision != 0 || r.MaxModRevision != 0 || r.MinCreateRevision != 0 || r.MaxCreateRevision != 0
+}
+
+func filterRecs(recs []*rec, r *RangeRequest) []*rec {
+	if !hasRevisionFilters(r) {
+		return recs
+	}
+	out := recs[:0]
+	for _, rc := range recs {
+		switch {
+		case r.MaxModRevision != 0 && rc.mod > r.MaxModRevision:
+		case r.MinModRevision != 0 && rc.mod < r.MinModRevision:
+		case r.MaxCreateRevision != 0 && rc.create > r.MaxCreateRevision:
+		case r.MinCreateRevision != 0 && rc.create < r.MinCreateRevision:
+		default:
+			out = append(out, rc)
+		}
+	}
+	return out
+}
+
+// sortRecs is txn/range.go sortRangeResults; like etcd's sort.Sort it is not stable on ties.
+func sortRecs(recs []*rec, r *RangeRequest) {
+	order := r.SortOrder
+	if r.SortTarget != SortByKey && order == SortNone {
+		order = SortAscend
+	}
+	if isDefaultOrdering(r.SortTarget, order) {
+		return
+	}
+	var less func(a, b *rec) bool
+	switch r.SortTarget {
+	case SortByKey:
+		less = func(a, b *rec) bool { return a.key < b.key }
+	case SortByVersion:
+		less = func(a, b *rec) bool { return a.ver < b.ver }
+	case SortByCreate:
+		less = func(a, b *rec) bool { return a.create < b.create }
+	case SortByMod:
+		less = func(a, b *rec) bool { return a.mod < b.mod }
+	case SortByValue:
+		less = func(a, b *rec) bool { return a.val < b.val }
+	}
+	if order == SortDescend {
+		asc := less
+		less = func(a, b *rec) bool { return asc(b, a) }
+	}
+	sort.Sort(recSorter{recs, less})
+}
+
+type recSorter struct {
+	recs []*rec
+	less func(a, b *rec) bool
+}
+
+func (x recSorter) Len() int           { return len(x.recs) }
+func (x recSorter) Less(i, j int) bool { return x.less(x.recs[i], x.recs[j]) }
+func (x recSorter) Swap(i, j int)      { x.recs[i], x.recs[j] = x.recs[j], x.recs[i] }
+
+// ---- txn evaluation (txn/txn.go) ----
+
+// compareToPath evaluates the compares of r and of every nested txn on the chosen branches, depth
+// first, against the state at txn start.
+func (s *Store) compareToPath(r *TxnRequest) []bool {
+	path := []bool{s.applyCompares(r.Compare)}
+	ops := r.Success
+	if !path[0] {
+		ops = r.Failure
+	}
+	for _, op := range ops {
+		if op.Txn != nil {
+			path = append(path, s.compareToPath(op.Txn)...)
+		}
+	}
+	return path
+}
+
+func (s *Store) applyCompares(cs []Compare) bool {
+	for i := range cs {
+		if !s.applyCompare(&cs[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Store) applyCompare(c *Compare) bool {
+	kr := rangeOf(c.Key, c.RangeEnd)
+	ok, found := true, false
+	s.idx.visit(kr, func(ki *keyIndex) bool {
+		rc := ki.live()
+		if rc == nil {
+			return true
+		}
+		found = true
+		if !compareRec(c, rc) {
+			ok = false
+			return false
+		}
+		return true
+	})
+	if !found {
+		if c.Target == CompareValue {
+			return false
+		}
+		return compareRec(c, &rec{})
+	}
+	return ok
+}
+
+func compareRec(c *Compare, rc *rec) bool {
+	var result int
+	switch c.Target {
+	case CompareValue:
+		result = strings.Compare(rc.val, string(c.Value))
+	case CompareCreate:
+		result = cmpInt(rc.create, c.CreateRevision)
+	case CompareMod:
+		result = cmpInt(rc.mod, c.ModRevision)
+	case CompareVersion:
+		result = cmpInt(rc.ver, c.Version)
+	case CompareLease:
+		result = cmpInt(rc.lease, c.Lease)
+	}
+	switch c.Result {
+	case CompareEqual:
+		return result == 0
+	case CompareNotEqual:
+		return result != 0
+	case CompareGreater:
+		return result > 0
+	case CompareLess:
+		return result < 0
+	}
+	return true
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// checkTxnLocked checks the chosen branch against the state at txn start before anything is written,
+// as txn/txn.go checkTxn. deletes collects the branch's delete ranges in execution order: etcd checks
+// ignore_value and ignore_lease only against the start state and then panics at apply time when an
+// earlier delete of the same txn removed the key (possible with a range end of "\x00", which
+// checkIntervals lets through); here such a txn fails with ErrKeyNotFound instead.
+func (s *Store) checkTxnLocked(r *TxnRequest, path []bool, deletes *[]keyRange) (int, error) {
+	txns := 0
+	ops := r.Success
+	if !path[0] {
+		ops = r.Failure
+	}
+	for _, op := range ops {
+		var err error
+		switch {
+		case op.Range != nil:
+			err = s.checkRangeRevLocked(op.Range)
+		case op.Put != nil:
+			err = s.checkPutLocked(op.Put, s.currentRev)
+			if err == nil && (op.Put.IgnoreValue || op.Put.IgnoreLease) {
+				for _, d := range *deletes {
+					if d.contains(string(op.Put.Key)) {
+						err = ErrKeyNotFound
+					}
+				}
+			}
+		case op.DeleteRange != nil:
+			*deletes = append(*deletes, rangeOf(op.DeleteRange.Key, op.DeleteRange.RangeEnd))
+		case op.Txn != nil:
+			var n int
+			n, err = s.checkTxnLocked(op.Txn, path[1:], deletes)
+			txns += n + 1
+			path = path[n+1:]
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	return txns, nil
+}
+
+func (s *Store) checkRangeRevLocked(r *RangeRequest) error {
+	switch {
+	case r.Revision == 0:
+		return nil
+	case r.Revision > s.currentRev:
+		return ErrFutureRev
+	case r.Revision < s.compactRev:
+		return ErrCompacted
+	}
+	return nil
+}
+
+// checkPutLocked is txn/put.go checkLease and checkAndGetPrevKV, read at revision rev.
+func (s *Store) checkPutLocked(r *PutRequest, rev int64) error {
+	if r.Lease != 0 && s.leases.get(r.Lease) == nil {
+		return ErrLeaseNotFound
+	}
+	if r.IgnoreValue || r.IgnoreLease {
+		ki := s.idx.get(string(r.Key))
+		if ki == nil || ki.at(rev) == nil {
+			return ErrKeyNotFound
+		}
+	}
+	return nil
+}
+
+// ---- writes (mvcc/kvstore_txn.go storeTxnWrite) ----
+
+// writeTxn collects the changes of one write transaction; they become visible at beginRev+1 when it ends.
+type writeTxn struct {
+	s        *Store
+	beginRev int64
+	changes  []*rec
+}
+
+func (s *Store) beginWrite() *writeTxn {
+	return &writeTxn{s: s, beginRev: s.currentRev}
+}
+
+// rev is the revision the txn's reads see: its own next revision once it has changed something.
+func (tw *writeTxn) rev() int64 {
+	if len(tw.changes) > 0 {
+		return tw.beginRev + 1
+	}
+	return tw.beginRev
+}
+
+func (tw *writeTxn) put(r *PutRequest) *PutResponse {
+	s := tw.s
+	rev := tw.beginRev + 1
+	ki := s.idx.getOrCreate(r.Key)
+	prev := ki.at(rev)
+	resp := &PutResponse{Header: Header{Revision: rev}}
+	val, leaseID := string(r.Value), r.Lease
+	if r.IgnoreValue {
+		val = prev.val
+	}
+	if r.IgnoreLease {
+		leaseID = prev.lease
+	}
+	if r.PrevKv && prev != nil {
+		resp.PrevKv = prev.keyValue(false)
+	}
+	nr := rec{key: ki.key, val: val, create: rev, mod: rev, ver: 1, lease: leaseID}
+	oldLease := int64(0)
+	if prev != nil {
+		nr.create, nr.ver, oldLease = prev.create, prev.ver+1, prev.lease
+	}
+	p := s.log.append(nr)
+	ki.revs = append(ki.revs, p)
+	tw.changes = append(tw.changes, p)
+	if oldLease != leaseID {
+		if oldLease != 0 {
+			s.leases.detach(oldLease, ki.key)
+		}
+		if leaseID != 0 {
+			s.leases.attach(leaseID, ki.key)
+		}
+	}
+	return resp
+}
+
+func (tw *writeTxn) deleteRange(r *DeleteRangeRequest) *DeleteRangeResponse {
+	s := tw.s
+	readRev := tw.rev()
+	var victims []*keyIndex
+	var prevs []*KeyValue
+	s.idx.visit(rangeOf(r.Key, r.RangeEnd), func(ki *keyIndex) bool {
+		if rc := ki.at(readRev); rc != nil {
+			victims = append(victims, ki)
+			if r.PrevKv {
+				prevs = append(prevs, rc.keyValue(false))
+			}
+		}
+		return true
+	})
+	resp := &DeleteRangeResponse{Deleted: int64(len(victims))}
+	if r.PrevKv {
+		resp.PrevKvs = prevs
+	}
+	for _, ki := range victims {
+		tw.delete(ki)
+	}
+	resp.Header.Revision = tw.rev()
+	return resp
+}
+
+func (tw *writeTxn) delete(ki *keyIndex) {
+	s := tw.s
+	old := ki.revs[len(ki.revs)-1]
+	p := s.log.append(rec{key: ki.key, mod: tw.beginRev + 1})
+	ki.revs = append(ki.revs, p)
+	tw.changes = append(tw.changes, p)
+	if old.lease != 0 {
+		s.leases.detach(old.lease, ki.key)
+	}
+}
+
+// executeTxn runs the branch chosen by path and fills resp; it returns how many nested txns it consumed.
+func (tw *writeTxn) executeTxn(r *TxnRequest, path []bool, resp *TxnResponse) int {
+	resp.Succeeded = path[0]
+	ops := r.Success
+	if !path[0] {
+		ops = r.Failure
+	}
+	resp.Responses = make([]ResponseOp, len(ops))
+	txns := 0
+	for i, op := range ops {
+		out := &resp.Responses[i]
+		switch {
+		case op.Range != nil:
+			// checked against the start state; the txn's own writes cannot make it fail
+			rr, _ := tw.s.rangeLocked(op.Range, tw.rev())
+			out.Range = rr
+		case op.Put != nil:
+			out.Put = tw.put(op.Put)
+		case op.DeleteRange != nil:
+			out.DeleteRange = tw.deleteRange(op.DeleteRange)
+		case op.Txn != nil:
+			// a nested response's header stays zero, as etcd fills only the outer one
+			sub := &TxnResponse{}
+			n := tw.executeTxn(op.Txn, path[1:], sub)
+			out.Txn = sub
+			txns += n + 1
+			path = path[n+1:]
+		}
+	}
+	return txns
+}
+
+// end commits the txn: the revision rises by one if anything changed, and synced watchers hear of it
+// before the lock is released (mvcc/watchable_store_txn.go End).
+func (tw *writeTxn) end() {
+	if len(tw.changes) == 0 {
+		return
+	}
+	s := tw.s
+	s.currentRev = tw.beginRev + 1
+	s.notifyLocked(s.currentRev, tw.changes)
+}
