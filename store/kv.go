@@ -1,9 +1,9 @@
 package store
 
 import (
+	"bytes"
 	"math"
 	"sort"
-	"strings"
 )
 
 // Range reads keys at a revision. Its checks and results follow etcd's v3rpc checkRangeRequest and
@@ -124,26 +124,31 @@ func (s *Store) Compact(rev int64) (*CompactResponse, error) {
 	return &CompactResponse{Header: Header{Revision: s.currentRev}}, nil
 }
 
-// compactLocked drops the history a compaction at rev frees, per key as key_index.go compact does.
+// compactLocked drops the history a compaction at rev frees, per key as key_index.go compact does,
+// then rebuilds the old end of the log around the survivors.
 func (s *Store) compactLocked(rev int64) {
+	x := s.idx
 	var empty []*keyIndex
-	s.idx.tree.Ascend(func(ki *keyIndex) bool {
-		ki.compact(rev)
+	x.tree.Ascend(func(ki *keyIndex) bool {
+		ki.compact(rev, x.vals.release)
 		if len(ki.revs) == 0 {
 			empty = append(empty, ki)
 		}
 		return true
 	})
 	for _, ki := range empty {
-		s.idx.remove(ki)
+		x.remove(ki)
 	}
 	s.log.compact(rev,
 		func(r *rec) bool {
-			ki := s.idx.get(r.key)
+			ki := x.tab[r.key]
 			return ki != nil && len(ki.revs) > 0 && ki.revs[0] == r
 		},
 		func(old, cur *rec) {
-			s.idx.get(old.key).revs[0] = cur
+			x.tab[cur.key].revs[0] = cur
+			if x.vals.sparse(cur) {
+				x.vals.relocate(cur)
+			}
 		})
 }
 
@@ -363,23 +368,32 @@ func (s *Store) rangeLocked(r *RangeRequest, curRev int64) (*RangeResponse, erro
 		return true
 	})
 	recs = filterRecs(recs, r)
-	sortRecs(recs, r)
+	s.sortRecs(recs, r)
 	if r.Limit > 0 && int64(len(recs)) > r.Limit {
 		recs = recs[:r.Limit]
 		resp.More = true
 	}
 	// keys_only without a value sort is served from the index in etcd v3.7: no value and no lease
 	fastKeysOnly := r.KeysOnly && r.SortTarget != SortByValue
+	if len(recs) == 0 {
+		return resp, nil
+	}
+	// one allocation for the KeyValues and one for all their bytes
+	size := 0
+	for _, rc := range recs {
+		size += s.idx.recSize(rc, r.KeysOnly)
+	}
+	buf := make([]byte, size)
+	kvs := make([]KeyValue, len(recs))
 	resp.Kvs = make([]*KeyValue, len(recs))
 	for i, rc := range recs {
-		kv := rc.keyValue(r.KeysOnly)
+		kv := &kvs[i]
+		s.idx.fillKeyValue(kv, rc, r.KeysOnly, buf)
+		buf = buf[len(kv.Key)+len(kv.Value):]
 		if fastKeysOnly {
 			kv.Lease = 0
 		}
 		resp.Kvs[i] = kv
-	}
-	if len(resp.Kvs) == 0 {
-		resp.Kvs = nil
 	}
 	return resp, nil
 }
@@ -424,7 +438,8 @@ func filterRecs(recs []*rec, r *RangeRequest) []*rec {
 }
 
 // sortRecs is txn/range.go sortRangeResults; like etcd's sort.Sort it is not stable on ties.
-func sortRecs(recs []*rec, r *RangeRequest) {
+func (s *Store) sortRecs(recs []*rec, r *RangeRequest) {
+	x := s.idx
 	order := r.SortOrder
 	if r.SortTarget != SortByKey && order == SortNone {
 		order = SortAscend
@@ -435,7 +450,7 @@ func sortRecs(recs []*rec, r *RangeRequest) {
 	var less func(a, b *rec) bool
 	switch r.SortTarget {
 	case SortByKey:
-		less = func(a, b *rec) bool { return a.key < b.key }
+		less = func(a, b *rec) bool { return x.keyOf(a) < x.keyOf(b) }
 	case SortByVersion:
 		less = func(a, b *rec) bool { return a.ver < b.ver }
 	case SortByCreate:
@@ -443,7 +458,7 @@ func sortRecs(recs []*rec, r *RangeRequest) {
 	case SortByMod:
 		less = func(a, b *rec) bool { return a.mod < b.mod }
 	case SortByValue:
-		less = func(a, b *rec) bool { return a.val < b.val }
+		less = func(a, b *rec) bool { return bytes.Compare(x.vals.get(a), x.vals.get(b)) < 0 }
 	}
 	if order == SortDescend {
 		asc := less
@@ -497,7 +512,7 @@ func (s *Store) applyCompare(c *Compare) bool {
 			return true
 		}
 		found = true
-		if !compareRec(c, rc) {
+		if !s.compareRec(c, rc) {
 			ok = false
 			return false
 		}
@@ -507,16 +522,16 @@ func (s *Store) applyCompare(c *Compare) bool {
 		if c.Target == CompareValue {
 			return false
 		}
-		return compareRec(c, &rec{})
+		return s.compareRec(c, &rec{})
 	}
 	return ok
 }
 
-func compareRec(c *Compare, rc *rec) bool {
+func (s *Store) compareRec(c *Compare, rc *rec) bool {
 	var result int
 	switch c.Target {
 	case CompareValue:
-		result = strings.Compare(rc.val, string(c.Value))
+		result = bytes.Compare(s.idx.vals.get(rc), c.Value)
 	case CompareCreate:
 		result = cmpInt(rc.create, c.CreateRevision)
 	case CompareMod:
@@ -638,34 +653,36 @@ func (tw *writeTxn) rev() int64 {
 
 func (tw *writeTxn) put(r *PutRequest) *PutResponse {
 	s := tw.s
+	x := s.idx
 	rev := tw.beginRev + 1
-	ki := s.idx.getOrCreate(r.Key)
+	ki := x.getOrCreate(r.Key)
 	prev := ki.at(rev)
 	resp := &PutResponse{Header: Header{Revision: rev}}
-	val, leaseID := string(r.Value), r.Lease
-	if r.IgnoreValue {
-		val = prev.val
-	}
-	if r.IgnoreLease {
-		leaseID = prev.lease
-	}
 	if r.PrevKv && prev != nil {
-		resp.PrevKv = prev.keyValue(false)
+		resp.PrevKv = x.keyValue(prev, false)
 	}
-	nr := rec{key: ki.key, val: val, create: rev, mod: rev, ver: 1, lease: leaseID}
+	nr := rec{key: ki.id, create: rev, mod: rev, ver: 1, lease: r.Lease}
 	oldLease := int64(0)
 	if prev != nil {
 		nr.create, nr.ver, oldLease = prev.create, prev.ver+1, prev.lease
 	}
+	if r.IgnoreLease {
+		nr.lease = prev.lease
+	}
+	if r.IgnoreValue {
+		x.vals.share(&nr, prev)
+	} else {
+		x.vals.add(&nr, r.Value)
+	}
 	p := s.log.append(nr)
 	ki.revs = append(ki.revs, p)
 	tw.changes = append(tw.changes, p)
-	if oldLease != leaseID {
+	if oldLease != nr.lease {
 		if oldLease != 0 {
 			s.leases.detach(oldLease, ki.key)
 		}
-		if leaseID != 0 {
-			s.leases.attach(leaseID, ki.key)
+		if nr.lease != 0 {
+			s.leases.attach(nr.lease, ki.key)
 		}
 	}
 	return resp
@@ -680,7 +697,7 @@ func (tw *writeTxn) deleteRange(r *DeleteRangeRequest) *DeleteRangeResponse {
 		if rc := ki.at(readRev); rc != nil {
 			victims = append(victims, ki)
 			if r.PrevKv {
-				prevs = append(prevs, rc.keyValue(false))
+				prevs = append(prevs, s.idx.keyValue(rc, false))
 			}
 		}
 		return true
@@ -699,7 +716,7 @@ func (tw *writeTxn) deleteRange(r *DeleteRangeRequest) *DeleteRangeResponse {
 func (tw *writeTxn) delete(ki *keyIndex) {
 	s := tw.s
 	old := ki.revs[len(ki.revs)-1]
-	p := s.log.append(rec{key: ki.key, mod: tw.beginRev + 1})
+	p := s.log.append(rec{key: ki.id, mod: tw.beginRev + 1})
 	ki.revs = append(ki.revs, p)
 	tw.changes = append(tw.changes, p)
 	if old.lease != 0 {

@@ -111,6 +111,7 @@ type Store struct {
 	log        revLog
 	leases     leases
 	watch      watchState
+	arena      arena // events for watchers, carved under the write lock
 	closed     bool
 
 	// ticking state, guarded by mu

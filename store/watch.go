@@ -167,7 +167,7 @@ func (s *Store) withPrev(ev *Event, cache eventCache) *Event {
 	if rev >= s.compactRev {
 		if ki := s.idx.get(string(ev.Kv.Key)); ki != nil {
 			if rc := ki.at(rev); rc != nil {
-				out = &Event{Type: ev.Type, Kv: ev.Kv, PrevKv: rc.keyValue(false)}
+				out = &Event{Type: ev.Type, Kv: ev.Kv, PrevKv: s.idx.keyValue(rc, false)}
 			}
 		}
 	}
@@ -217,7 +217,7 @@ func (s *Store) notifyLocked(rev int64, changes []*rec) {
 	}
 	touched := s.watch.touched[:0]
 	for i, c := range changes {
-		g.forEach(c.key, func(w *watcher) {
+		g.forEach(s.idx.keyOf(c), func(w *watcher) {
 			if rev < w.minRev {
 				return // a watcher that starts in the future
 			}
@@ -233,7 +233,7 @@ func (s *Store) notifyLocked(rev int64, changes []*rec) {
 	}
 	evs := make([]*Event, len(changes))
 	for i, c := range changes {
-		evs[i] = c.event()
+		evs[i] = s.arena.event(s.idx, c)
 	}
 	cache := eventCache{}
 	var withPrevAll []*Event // the whole txn with prev_kv, shared by every watcher that wants it
@@ -325,7 +325,7 @@ func (s *Store) syncWatchersLocked() int {
 			return false
 		}
 		var ev *Event
-		ug.forEach(r.key, func(w *watcher) {
+		ug.forEach(s.idx.keyOf(r), func(w *watcher) {
 			if !w.chosen || r.mod < w.minRev {
 				return
 			}
@@ -338,7 +338,7 @@ func (s *Store) syncWatchersLocked() int {
 				return
 			}
 			if ev == nil {
-				ev = r.event()
+				ev = s.arena.event(s.idx, r)
 			}
 			eb.add(ev)
 			if eb.full() {

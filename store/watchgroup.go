@@ -1,5 +1,7 @@
 package store
 
+import "slices"
+
 // watcherSet is an unordered set of watchers kept as a slice for fast iteration; each watcher records its
 // position in the one set of a group that holds it.
 type watcherSet struct {
@@ -28,6 +30,7 @@ type watcherGroup struct {
 	keys       map[string]*watcherSet
 	prefixes   map[string]*watcherSet
 	prefixLens map[int]int // number of distinct prefixes of each length
+	lens       []int       // the keys of prefixLens, ascending
 	ranges     map[keyRange]*watcherSet
 }
 
@@ -49,9 +52,10 @@ func (g *watcherGroup) add(w *watcher) {
 	case !w.kr.isRange:
 		g.setFor(g.keys, w.kr.key).add(w)
 	case w.kr.isPrefix():
-		set := g.prefixes[w.kr.key]
-		if set == nil {
-			g.prefixLens[len(w.kr.key)]++
+		if g.prefixes[w.kr.key] == nil {
+			if g.prefixLens[len(w.kr.key)]++; g.prefixLens[len(w.kr.key)] == 1 {
+				g.updateLens()
+			}
 		}
 		g.setFor(g.prefixes, w.kr.key).add(w)
 	default:
@@ -78,6 +82,14 @@ func (g *watcherGroup) has(w *watcher) bool {
 	return w.groupPos >= 0 && w.groupPos < len(g.all) && g.all[w.groupPos] == w
 }
 
+func (g *watcherGroup) updateLens() {
+	g.lens = g.lens[:0]
+	for l := range g.prefixLens {
+		g.lens = append(g.lens, l)
+	}
+	slices.Sort(g.lens)
+}
+
 // remove deletes w from the group; it reports false if w was not in it.
 func (g *watcherGroup) remove(w *watcher) bool {
 	if !g.has(w) {
@@ -96,6 +108,7 @@ func (g *watcherGroup) remove(w *watcher) bool {
 		if g.removeFrom(g.prefixes, w.kr.key, w) {
 			if g.prefixLens[len(w.kr.key)]--; g.prefixLens[len(w.kr.key)] == 0 {
 				delete(g.prefixLens, len(w.kr.key))
+				g.updateLens()
 			}
 		}
 	default:
@@ -126,9 +139,9 @@ func (g *watcherGroup) forEach(key string, f func(w *watcher)) {
 			f(w)
 		}
 	}
-	for l := range g.prefixLens {
+	for _, l := range g.lens {
 		if l > len(key) {
-			continue
+			break
 		}
 		if set := g.prefixes[key[:l]]; set != nil {
 			for _, w := range set.list {
@@ -150,8 +163,11 @@ func (g *watcherGroup) contains(key string) bool {
 	if g.keys[key] != nil {
 		return true
 	}
-	for l := range g.prefixLens {
-		if l <= len(key) && g.prefixes[key[:l]] != nil {
+	for _, l := range g.lens {
+		if l > len(key) {
+			break
+		}
+		if g.prefixes[key[:l]] != nil {
 			return true
 		}
 	}
