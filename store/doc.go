@@ -15,8 +15,8 @@
 //     kept (a tombstone only if it is at exactly C), so a watch from C sees every event at C.
 //   - Watch order. For one watch ID a stream delivers the created answer first, then events in
 //     revision order, whole revisions only (a txn is never split, a catch-up batch holds at most 1000
-//     revisions), no event twice and none missing, and at most one final compacted or canceled
-//     answer. Progress notifications are never below an event already sent for the ID and never above
+//     revisions), no event twice and none missing, then possibly a compacted answer, after which
+//     nothing is sent for the ID except the canceled answer to an explicit Cancel. Progress notifications are never below an event already sent for the ID and never above
 //     one still to come.
 //   - No dropped events, no blocked writers. A watcher whose stream channel is full keeps its pending
 //     response and is retried (etcd's victims); slowness never cancels a watch.

@@ -9,8 +9,8 @@ import (
 // WatchStream multiplexes watchers over one channel of responses, as an etcd gRPC watch stream does:
 // it combines mvcc's watchStream with the parts of v3rpc's serverWatchStream that are not about gRPC
 // (created and canceled answers, prev_kv, progress notifications). Responses for one watch ID arrive
-// in order: its created answer first, then whole revisions in ascending order, and at most one final
-// compacted or canceled answer.
+// in order: its created answer first, then whole revisions in ascending order, then possibly a
+// compacted answer, after which only the answer to an explicit Cancel follows.
 type WatchStream struct {
 	s  *Store
 	ch chan WatchResponse
@@ -83,6 +83,13 @@ func (ws *WatchStream) Watch(ctx context.Context, req *WatchRequest) (int64, err
 	}
 	rev := s.currentRev
 	if fail != nil {
+		answer := WatchResponse{WatchID: InvalidWatchID, Created: true, Canceled: true, CancelReason: fail.Error(), Revision: rev}
+		select {
+		case ws.ch <- answer:
+			s.mu.Unlock()
+			return InvalidWatchID, fail
+		default:
+		}
 		ws.inflight.Add(1)
 		s.mu.Unlock()
 		defer ws.inflight.Done()
@@ -126,6 +133,18 @@ func (ws *WatchStream) Watch(ctx context.Context, req *WatchRequest) (int64, err
 		s.watch.progressStreams[ws] = struct{}{}
 		s.wake()
 	}
+	// Usually the channel has room: answer and register in one critical section, as etcd registers
+	// the watcher before it reads the revision for the created answer.
+	select {
+	case ws.ch <- WatchResponse{WatchID: id, Created: true, Revision: rev}:
+		w.creating = false
+		s.registerLocked(w, rev)
+		s.mu.Unlock()
+		return id, nil
+	default:
+	}
+	// The channel is full: wait for room outside the lock; a watcher from revision 0 then owes
+	// everything after the revision its created answer reported.
 	ws.inflight.Add(1)
 	s.mu.Unlock()
 	defer ws.inflight.Done()

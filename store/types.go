@@ -268,7 +268,8 @@ type WatchRequest struct {
 //     response reflects;
 //   - progress: no events, Revision the store revision, WatchID the watcher or InvalidWatchID for a
 //     stream-wide RequestProgress;
-//   - compacted: Canceled, CompactRevision the compact revision, Revision 0; nothing more follows for the ID;
+//   - compacted: Canceled, CompactRevision the compact revision, Revision 0; nothing more follows for the
+//     ID but the answer to a Cancel (the ID stays in use until then, as in etcd);
 //   - canceled: Canceled after a Cancel, Revision the current revision; nothing more follows for the ID.
 type WatchResponse struct {
 	WatchID         int64

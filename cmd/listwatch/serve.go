@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/store"
+)
+
+func init() {
+	register(&command{
+		name:    "serve",
+		summary: "serve the etcd v3 API from an in-memory store",
+		run:     runServe,
+	})
+}
+
+// Flag defaults. etcd waits about its request timeout for in-flight RPCs before it cuts open watch
+// streams (embed/etcd.go stopServers); 5 s is its default request timeout.
+const (
+	defaultEtcdListen      = "127.0.0.1:2379"
+	defaultShutdownTimeout = 5 * time.Second
+)
+
+// runServe is `listwatch serve`: one in-memory store, served as etcd's gRPC API until SIGINT or
+// SIGTERM.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("listwatch serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	etcdListen := fs.String("etcd-listen", defaultEtcdListen, "`address` (host:port) to serve the etcd v3 gRPC API on")
+	allowRemote := fs.Bool("allow-remote", false, "allow listening on addresses other than loopback; the API has no authentication")
+	name := fs.String("name", etcdgrpc.DefaultName, "member `name` shown by member list")
+	progress := fs.Duration("watch-progress-notify-interval", store.DefaultProgressNotifyInterval,
+		"period of progress notifications for watches that ask for them (etcd's flag of the same name; minimum 100ms)")
+	shutdownTimeout := fs.Duration("shutdown-timeout", defaultShutdownTimeout,
+		"on SIGINT or SIGTERM, how long to let open RPCs finish before cutting them (watch streams never finish by themselves)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err: err, reported: true}
+	}
+	if fs.NArg() > 0 {
+		return usageError{err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	if err := checkListenAddr("etcd-listen", *etcdListen, *allowRemote); err != nil {
+		return usageError{err: err}
+	}
+
+	lis, err := net.Listen("tcp", *etcdListen)
+	if err != nil {
+		return err
+	}
+	opts := etcdgrpc.Options{Name: *name, ClientURLs: []string{"http://" + lis.Addr().String()}}.WithDefaults()
+	st := store.New(store.Options{MemberID: opts.MemberID, ProgressNotifyInterval: *progress})
+	fmt.Fprintf(stdout, "listwatch: serving the etcd API on %s\n", lis.Addr())
+	err = serve(ctx, st, []server{
+		grpcServer{name: "etcd API", srv: etcdgrpc.NewServer(st, opts), lis: lis},
+	}, *shutdownTimeout, stdout)
+	fmt.Fprintln(stdout, "listwatch: stopped")
+	return err
+}
+
+// checkListenAddr refuses a listen address beyond loopback unless allowRemote: an empty host (all
+// interfaces), a non-loopback IP, or any host name but localhost.
+func checkListenAddr(flagName, addr string, allowRemote bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--%s %q: %w", flagName, addr, err)
+	}
+	if allowRemote || isLoopback(host) {
+		return nil
+	}
+	shown := host
+	if shown == "" {
+		shown = "every interface"
+	}
+	return fmt.Errorf("--%s %s would listen on %s, which is not loopback; the API has no authentication, so pass --allow-remote to serve it beyond this machine", flagName, addr, shown)
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	if i := strings.IndexByte(host, '%'); i >= 0 { // IPv6 zone
+		host = host[:i]
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// server is one listener the serve command runs over the shared store. Serve blocks until the
+// server fails or Shutdown stops it; Shutdown stops accepting, lets open requests finish until ctx
+// ends, then cuts what is left, and returns once the server is stopped.
+type server interface {
+	Name() string
+	Serve() error
+	Shutdown(ctx context.Context)
+}
+
+// serve runs servers until ctx ends or one of them fails, then shuts all of them down, giving open
+// requests shutdownTimeout to finish, and closes st once every server has stopped. It returns the
+// first server failure, or nil after a shutdown asked for by ctx.
+func serve(ctx context.Context, st *store.Store, servers []server, shutdownTimeout time.Duration, stdout io.Writer) error {
+	defer st.Close()
+	type result struct {
+		name string
+		err  error
+	}
+	results := make(chan result, len(servers))
+	var running sync.WaitGroup
+	for _, s := range servers {
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			results <- result{s.Name(), s.Serve()}
+		}()
+	}
+
+	var failure error
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(stdout, "listwatch: shutting down")
+	case r := <-results:
+		// A server returned by itself: that is a failure even when it reports none.
+		failure = fmt.Errorf("%s: stopped serving: %v", r.name, r.err)
+		if r.err == nil {
+			failure = fmt.Errorf("%s: stopped serving", r.name)
+		}
+	}
+
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	var stopping sync.WaitGroup
+	for _, s := range servers {
+		stopping.Add(1)
+		go func() {
+			defer stopping.Done()
+			s.Shutdown(shutdownCtx)
+		}()
+	}
+	stopping.Wait()
+	running.Wait()
+	close(results)
+	for r := range results {
+		if r.err != nil && failure == nil {
+			failure = fmt.Errorf("%s: %w", r.name, r.err)
+		}
+	}
+	return failure
+}
+
+// grpcServer runs a gRPC server on a listener.
+type grpcServer struct {
+	name string
+	srv  *grpc.Server
+	lis  net.Listener
+}
+
+func (g grpcServer) Name() string { return g.name }
+
+func (g grpcServer) Serve() error {
+	err := g.srv.Serve(g.lis)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown follows etcd's embed/etcd.go stopServers: GracefulStop, and Stop if open RPCs such as
+// watch streams outlast ctx.
+func (g grpcServer) Shutdown(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.srv.GracefulStop()
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		g.srv.Stop()
+		<-done
+	}
+}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/store"
+)
+
+// waitTimeout bounds waits for the server; generous, and never what a test asserts.
+const waitTimeout = 60 * time.Second
+
+func TestCheckListenAddr(t *testing.T) {
+	cases := []struct {
+		addr   string
+		remote bool
+		ok     bool
+	}{
+		{"127.0.0.1:2379", false, true},
+		{"127.0.0.2:0", false, true},
+		{"[::1]:2379", false, true},
+		{"localhost:2379", false, true},
+		{"LOCALHOST:2379", false, true},
+		{"0.0.0.0:2379", false, false},
+		{":2379", false, false},
+		{"[::]:2379", false, false},
+		{"10.1.2.3:2379", false, false},
+		{"example.com:2379", false, false},
+		{"0.0.0.0:2379", true, true},
+		{":2379", true, true},
+		{"example.com:2379", true, true},
+		{"127.0.0.1", true, false}, // no port
+	}
+	for _, c := range cases {
+		err := checkListenAddr("etcd-listen", c.addr, c.remote)
+		if (err == nil) != c.ok {
+			t.Errorf("checkListenAddr(%q, allowRemote=%v) = %v, want ok=%v", c.addr, c.remote, err, c.ok)
+		}
+		if err != nil && !strings.HasPrefix(err.Error(), "--etcd-listen ") {
+			t.Errorf("error %q does not name the flag", err)
+		}
+	}
+}
+
+// lines is an io.Writer that hands each complete line to a channel, for reading a command's output
+// while it runs.
+type lines struct {
+	mu  sync.Mutex
+	buf []byte
+	ch  chan string
+}
+
+func newLines() *lines { return &lines{ch: make(chan string, 1000)} }
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		l.ch <- string(l.buf[:i])
+		l.buf = l.buf[i+1:]
+	}
+}
+
+// await reads lines until one has the prefix and returns the rest of it.
+func await(t *testing.T, ch <-chan string, prefix string) string {
+	t.Helper()
+	timeout := time.After(waitTimeout)
+	for {
+		select {
+		case l, ok := <-ch:
+			if !ok {
+				t.Fatalf("output ended before a line starting %q", prefix)
+			}
+			if rest, found := strings.CutPrefix(l, prefix); found {
+				return rest
+			}
+		case <-timeout:
+			t.Fatalf("no line starting %q", prefix)
+		}
+	}
+}
+
+func dialTCP(t *testing.T, addr string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, Logger: zap.NewNop(), DialTimeout: waitTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cli
+}
+
+// TestServeInProcess runs `serve` on a free loopback port, uses it over TCP with clientv3, then
+// shuts it down while a watch stream is open: the graceful stop gives up after the timeout and the
+// open stream is cut.
+func TestServeInProcess(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdout, stderr := newLines(), newLines()
+	done := make(chan error, 1)
+	go func() {
+		done <- runServe(ctx, []string{"--etcd-listen", "127.0.0.1:0", "--shutdown-timeout", "200ms"}, stdout, stderr)
+	}()
+	addr := await(t, stdout.ch, "listwatch: serving the etcd API on ")
+	if !strings.HasPrefix(addr, "127.0.0.1:") || strings.HasSuffix(addr, ":0") {
+		t.Fatalf("printed address %q", addr)
+	}
+	cli := dialTCP(t, addr)
+	defer cli.Close()
+	rctx, rcancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer rcancel()
+	if _, err := cli.Put(rctx, "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	ml, err := cli.MemberList(rctx)
+	if err != nil || len(ml.Members) != 1 || ml.Members[0].ClientURLs[0] != "http://"+addr {
+		t.Fatalf("member list %v, %v; want the listen address advertised", ml, err)
+	}
+	wch := cli.Watch(rctx, "k", clientv3.WithCreatedNotify())
+	if wr := <-wch; !wr.Created {
+		t.Fatalf("watch not created: %+v", wr)
+	}
+
+	// The open watch stream never ends by itself: serve returns only because the graceful stop gives
+	// up after the timeout and cuts it.
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve returned %v after a requested shutdown", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("serve did not stop")
+	}
+	await(t, stdout.ch, "listwatch: shutting down")
+	await(t, stdout.ch, "listwatch: stopped")
+	// The port is free again.
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("port still taken after shutdown: %v", err)
+	}
+	lis.Close()
+}
+
+func TestServeListenFailure(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"serve", "--etcd-listen", lis.Addr().String()}, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "address already in use") || stdout.Len() != 0 {
+		t.Errorf("serve on a taken port: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}
+
+// failingServer is a server whose Serve fails at once.
+type failingServer struct{ err error }
+
+func (failingServer) Name() string             { return "failing" }
+func (f failingServer) Serve() error           { return f.err }
+func (failingServer) Shutdown(context.Context) {}
+
+// TestServeStopsAllWhenOneFails: a server that fails takes the others down and closes the store.
+func TestServeStopsAllWhenOneFails(t *testing.T) {
+	st := store.New(store.Options{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	err = serve(context.Background(), st, []server{
+		grpcServer{name: "etcd API", srv: etcdgrpc.NewServer(st, etcdgrpc.Options{}), lis: lis},
+		failingServer{boom},
+	}, time.Second, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "failing: stopped serving: boom") {
+		t.Errorf("serve = %v, want the failure named", err)
+	}
+	if _, err := st.Put(&store.PutRequest{Key: []byte("k")}); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("store after serve returned: %v, want closed", err)
+	}
+	if c, err := net.Dial("tcp", lis.Addr().String()); err == nil {
+		c.Close()
+		t.Error("gRPC listener still accepting after serve returned")
+	}
+}
+
+// scan copies r's lines to a channel that it closes at EOF; the returned channel closes when it is done.
+func scan(r io.Reader, ch chan<- string) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(ch)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			ch <- sc.Text()
+		}
+	}()
+	return done
+}
