@@ -525,3 +525,27 @@ func TestDriverGoroutineCatchesUp(t *testing.T) {
 		}
 	}
 }
+
+func TestCatchUpNeverSplitsARevision(t *testing.T) {
+	e := newEnv(t, store.Options{})
+	for i := range 999 {
+		e.put(fmt.Sprintf("k%04d", i), "v") // revisions 2..1000
+	}
+	// revision 1001, the 1000th revision of history, is a txn of three changes
+	if _, err := e.s.Txn(&store.TxnRequest{Success: []store.RequestOp{put("t1", ""), put("t2", ""), put("t3", "")}}); err != nil {
+		t.Fatal(err)
+	}
+	e.put("after", "v") // 1002
+	s := openStream(t, e)
+	s.watch(&store.WatchRequest{Key: []byte{0}, RangeEnd: []byte{0}, StartRevision: 2})
+	e.step(store.DefaultSyncInterval)
+	r := s.next()
+	last := r.Events[len(r.Events)-1]
+	if len(r.Events) != 1002 || last.Kv.ModRevision != 1001 || string(last.Kv.Key) != "t3" {
+		t.Fatalf("first batch must end with the whole txn at 1001: %d events, last %s@%d", len(r.Events), last.Kv.Key, last.Kv.ModRevision)
+	}
+	e.step(store.DefaultSyncInterval)
+	if r := s.next(); diffStrings(evsOf(r), "PUT after=v@1002") != "" {
+		t.Fatalf("second batch: %s", describe(r))
+	}
+}
