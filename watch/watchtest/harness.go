@@ -343,6 +343,10 @@ type W struct {
 	name string
 	w    apiwatch.Interface
 	s    Storage
+	// syncedRev is the highest revision a Sync or NextBookmark reached. Progress requests are repeated
+	// until answered, so answers to the earlier ones can still arrive afterwards; plain bookmarks at
+	// or below it are those answers and are not recorded.
+	syncedRev int64
 }
 
 // Watch opens a watch named name on key and records it; a Watch error is recorded instead.
@@ -453,8 +457,9 @@ func (w *W) syncTo(target int64, recordBookmark bool) {
 				if ev.Type == apiwatch.Bookmark && !isEndBookmark(ev.Object) {
 					if objectRV(ev.Object) >= target {
 						if recordBookmark {
-							w.record(ev)
+							w.log(ev)
 						}
+						w.syncedRev = max(w.syncedRev, objectRV(ev.Object))
 						return
 					}
 					continue
@@ -483,7 +488,15 @@ func objectRV(obj runtime.Object) int64 {
 	return n
 }
 
+// record writes an event to the transcript, except a late answer to one of Sync's progress requests.
 func (w *W) record(ev apiwatch.Event) {
+	if ev.Type == apiwatch.Bookmark && !isEndBookmark(ev.Object) && objectRV(ev.Object) <= w.syncedRev {
+		return
+	}
+	w.log(ev)
+}
+
+func (w *W) log(ev apiwatch.Event) {
 	w.h.Logf("%s %s %s", w.name, ev.Type, w.h.describe(ev.Object))
 }
 
