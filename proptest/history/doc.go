@@ -1,0 +1,156 @@
+// Package history checks a recorded history of an etcd v3 client session against etcd's
+// consistency and watch guarantees, the way porcupine checks a history against a model: the KV
+// operations must be linearizable with etcd v3.7's semantics (those of listwatch's store package),
+// and every watch must keep the guarantees etcd's robustness tests check
+// (tests/robustness/validate/watch.go), judged against the event log of the linearization found.
+//
+// # API
+//
+//   - History, Operation, Watch and their parts are the input, in Go or in JSON (below).
+//   - Check(h, Options) verifies a history and returns a *Result: the Verdict of the
+//     linearizability search, the Violations found (each naming its Guarantee, the operation or the
+//     watch and response, the revision, and a go-cmp diff of expected against received), the
+//     Linearization found and the reference event log (Events). Result.Err wraps ErrViolation or
+//     ErrInconclusive. Check's own error wraps ErrInvalidHistory for a malformed history (it names
+//     the first problem) or ErrModelDivergence for a bug of this package.
+//   - WriteReport(w, h, res) writes an HTML page of a checked history: violations and their diffs, a
+//     timeline of operations and watch responses with the violating ones in red, the responses of
+//     each failing watch, the reference event log and porcupine's visualisation of the search.
+//   - Recorder records a History from any clientv3 endpoint: Do sends a request, Watch runs a watch,
+//     RequestProgress asks the watches for progress notifications, History returns what was
+//     recorded. It is safe for concurrent use; its times come from an injectable clock.
+//   - ReadJSON, History.WriteJSON and History.Validate read, write and validate the JSON form.
+//   - IsDefiniteError tells an error after which a request certainly changed nothing;
+//     DescribeRequest and DescribeOutcome describe an operation on one line.
+//
+// # Recording
+//
+// A history starts on an empty store (revision 1) and holds every write made to it. For each
+// operation it gives the call and return times (int64 nanoseconds from an origin shared by the
+// whole history, from a monotonic clock), the request and either the response or the error. An
+// error is definite when it is one of etcd's errors that mean the request was refused (the store's
+// sentinel errors: "etcdserver: key is not provided", "etcdserver: mvcc: required revision has been
+// compacted", ...); any other failure (a timeout, a lost connection, a canceled context) must set
+// Unknown: the request may or may not have taken effect. Each watch gives the time it was called,
+// its request and every response it received, in order, with the time it was received. The
+// created response (clientv3 WithCreatedNotify) tells at which revision a watch from 0 starts;
+// without it the first revision is guessed as etcd's tests guess it.
+//
+// # JSON form
+//
+// encoding/json of History, with the field names of the struct tags: snake_case names after
+// etcd's protobuf fields. Enums are strings: event types "PUT" and "DELETE"; watch filters "NOPUT"
+// and "NODELETE"; sort orders "NONE", "ASCEND", "DESCEND"; sort targets "KEY", "VERSION",
+// "CREATE", "MOD", "VALUE"; compare results "EQUAL", "GREATER", "LESS", "NOT_EQUAL"; compare
+// targets "VERSION", "CREATE", "MOD", "VALUE", "LEASE". Keys, range ends and values (Bytes) are
+// JSON strings when they are valid UTF-8 and {"base64": "<standard base64>"} otherwise; both forms
+// are read. A request is an object with exactly one of "range", "put", "delete_range", "txn",
+// "compact", "lease_grant", "lease_revoke", "lease_keep_alive"; a response has "revision" (the
+// header revision) and the body named like the request, which may be left out when empty. Unknown
+// fields are rejected. testdata/history.json is a complete example:
+//
+//	{"operations": [
+//	  {"client": 0, "call": 20, "return": 25, "request": {"put": {"key": "a", "value": "1"}},
+//	   "response": {"revision": 2}},
+//	  {"client": 1, "call": 70, "return": 75, "request": {"range": {"key": "a", "revision": 2}},
+//	   "error": "etcdserver: mvcc: required revision has been compacted"},
+//	  {"client": 0, "call": 80, "return": 85, "request": {"put": {"key": "c", "value": "1"}},
+//	   "error": "context deadline exceeded", "unknown": true}],
+//	 "watches": [
+//	  {"client": 2, "call": 5, "request": {"key": "a", "range_end": "d", "prev_kv": true},
+//	   "responses": [
+//	    {"time": 6, "revision": 1, "created": true},
+//	    {"time": 24, "revision": 2, "events": [{"type": "PUT", "kv": {"key": "a",
+//	      "create_revision": 2, "mod_revision": 2, "version": 1, "value": "1"}}]},
+//	    {"time": 120, "revision": 7}]}]}
+//
+// # Linearizability
+//
+// Linearizable: there is an order of the KV operations, each placed between its call and its
+// return, in which each one's outcome is what the reference semantics give: the same response
+// (header revision included) or the same definite error. Compared: every field of every response,
+// with a nil body read as empty, except lease TTLs and a keepalive's header revision (filled when
+// the answer is sent); a range sorted by a target other than the key may order equal sort keys
+// any way etcd's unstable sort could. An unknown-outcome write may take effect at any point after
+// its call, including after everything else, which is how "it did not happen" is expressed: such
+// writes, after the last operation of known outcome, are left out of the linearization and of the
+// reference log. Unknown-outcome reads are ignored. Serializable: a serializable range is not ordered in real time;
+// it must be the answer of the store at its header revision in the linearization found.
+//
+// The search is porcupine's (github.com/anishathalye/porcupine), in one partition, with a model
+// whose states are immutable: a persistent treap of the keyspace plus a snapshot per revision linked
+// by jump pointers, hashed incrementally, so that forking, caching and comparing states is cheap.
+// The model mirrors store/kv.go and store/lease.go; it is held to the store by a differential
+// test, and every linearization found is replayed into a fresh reference store, whose answers must
+// be the model's (else ErrModelDivergence) and whose watch yields the reference event log. Three
+// things keep the search small: a response's revision says at which store revision the operation
+// can take effect (a put at r+1, a read at r, and so on), so operations are tried only there; a
+// revision a successful response shows its request created cannot be taken by an unknown-outcome
+// write; and, when there are unknown-outcome writes, a first guided search asks that such a write
+// create a revision only with exactly the events each watch covering that revision received there,
+// that the store reach each watch's highest revision before the watch saw it, and that each
+// serializable read fit the store at its header revision some time before it returned (if that
+// finds nothing, an unguided search follows, so the checks that follow can name the watch or the
+// read at fault). Leases never expire on their own in the model, except where the history shows a
+// lease may have expired (a request naming it answered "lease not found", or a revision that no
+// request created and in which watches saw only deletes): then each such lease may expire at any
+// time after its grant. A grant with server-chosen ID whose outcome is unknown is assumed to have
+// created no lease anyone used.
+//
+// # Watch guarantees
+//
+// Each watch is checked on its own. Its first revision F is its start revision, or for a watch
+// from 0 its created revision + 1. Its last revision L is the highest of its last event's revision
+// and its highest progress notification. Its owed events are the reference events at revisions
+// in [F, L] whose key is in the watch's range and whose type its filters keep. An event is
+// identified by (revision, key, type): etcd can emit a PUT and a DELETE of one key at one revision
+// (a txn that puts a key, then deletes it with a range ending in "\x00", which etcd's
+// checkIntervals allows). An event that breaks filter, unique or ordered is judged no further.
+//
+//   - filter: every event's key is in the watched range and its type is not filtered out.
+//   - unique: no event arrives twice (more often than the reference has it at its revision).
+//   - ordered: event revisions never decrease.
+//   - atomic: no revision is split: a response's first event is at a revision after the previous
+//     response's last event.
+//   - bookmarkable: progress notifications never go backwards, are never below an event already
+//     received, never above a revision the history reached, and every event after one is above it.
+//   - first_revision: no event is below F.
+//   - genuine (nothing invented): every event is in the reference log.
+//   - resumable: the first event received is the first owed event.
+//   - reliable: after the first, the events received are the owed ones, in order, within a revision
+//     too, none missing up to L; and each equals the reference event (type, key, value, create and
+//     mod revision, version, lease).
+//   - is_create: an event's is-create (create revision == mod revision) is the reference's: true
+//     exactly when the key did not exist at the previous revision.
+//   - prev_kv: prev_kv is present if and only if the watch asked for it, except for an event that
+//     creates its key (never one) and an event at revision r for which a compaction at or above r
+//     may have run before the response was received (etcd then omits it silently); when present it
+//     is the key's value at r-1.
+//   - compaction: a watch answered "compacted at C" must need a revision below C (its next revision:
+//     after its last event or progress notification, else F) and there must be a compaction at C
+//     requested before; a watch from R below a compaction that completed before the watch was
+//     called must be answered "compacted" before it receives any event or progress notification;
+//     nothing follows a compaction answer. What cannot be known is not judged: a compaction
+//     concurrent with the watch's creation may or may not cancel it.
+//
+// Without a linearization (or when the search times out) only filter, unique, ordered, atomic,
+// bookmarkable and compaction are checked, since the others need the reference. At most 20
+// violations of one guarantee are listed per watch; Result.Notes counts the rest.
+//
+// # Complexity
+//
+// Preparing the search and the replay are linear in the history (times log of the keyspace).
+// The search is NP-hard in general; with the revisions in the responses it is close to linear for
+// histories of successful operations (a step costs O(log K) for K keys, plus the size of what a
+// range reads), and unknown-outcome writes each add a cheap step per state. Options.Timeout bounds
+// it. The watch checks are linear in the events received plus, per watch, the reference events at
+// the revisions it covers (a one-key watch reads only its key's events): O(E + W·L) for E events
+// received, W watches and L events in the reference log, at some millions of events a second
+// (BenchmarkWatchCheck).
+//
+// # Assumptions
+//
+// The store was empty at revision 1 when the history began; no one else wrote to it; it enforces
+// etcd's default limits (1.5 MiB requests, 128 ops per txn); compactions are requested by the
+// history's clients (etcd's auto-compaction would not be in it).
+package history
