@@ -111,6 +111,51 @@ func BenchmarkFanout(b *testing.B) {
 	for _, n := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) { benchFanout(b, n) })
 	}
+	// the floor the Go runtime sets: the same pattern with bare channels and no store
+	b.Run("baseline-channels=1000", func(b *testing.B) { benchChannels(b, 1000) })
+}
+
+func benchChannels(b *testing.B, n int) {
+	const window = 60
+	chs := make([]chan store.WatchResponse, n)
+	for i := range chs {
+		chs[i] = make(chan store.WatchResponse, 128)
+	}
+	total := b.N
+	barrier := make([]sync.WaitGroup, (total+window-1)/window)
+	for i := range barrier {
+		barrier[i].Add(n)
+	}
+	var readers sync.WaitGroup
+	ev := []*store.Event{{Kv: &store.KeyValue{}}}
+	b.ResetTimer()
+	start := time.Now()
+	for _, ch := range chs {
+		readers.Add(1)
+		go func(ch chan store.WatchResponse) {
+			defer readers.Done()
+			for got := 1; got <= total; got++ {
+				<-ch
+				if got%window == 0 || got == total {
+					barrier[(got-1)/window].Done()
+				}
+			}
+		}(ch)
+	}
+	for i := 0; i < total; i++ {
+		if i >= 2*window && i%window == 0 {
+			barrier[i/window-2].Wait()
+		}
+		for _, ch := range chs {
+			select {
+			case ch <- store.WatchResponse{WatchID: 1, Events: ev, Revision: int64(i)}:
+			default:
+				b.Fatal("channel full")
+			}
+		}
+	}
+	readers.Wait()
+	b.ReportMetric(float64(total*n)/time.Since(start).Seconds(), "events/s")
 }
 
 func benchFanout(b *testing.B, watchers int) {
