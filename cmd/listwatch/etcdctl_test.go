@@ -189,7 +189,7 @@ func TestEtcdctl(t *testing.T) {
 	if err != nil {
 		t.Skip("etcdctl is not on PATH: install Debian's etcd-client (apt-get install etcd-client) to run the etcdctl end-to-end test")
 	}
-	p := startListwatch(t, "serve", "--etcd-listen", "127.0.0.1:0", "--name", "e2e", "--shutdown-timeout", "1s")
+	p := startListwatch(t, "serve", "--etcd-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--name", "e2e", "--shutdown-timeout", "1s")
 	e := etcdctl{t: t, path: path, addr: p.addr}
 
 	e.ok("OK\n", "put", "foo/a", "1") // 2
@@ -257,7 +257,7 @@ func TestEtcdctl(t *testing.T) {
 
 // TestSIGINT: Ctrl-C stops the server cleanly too.
 func TestSIGINT(t *testing.T) {
-	p := startListwatch(t, "serve", "--etcd-listen", "127.0.0.1:0")
+	p := startListwatch(t, "serve", "--etcd-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0")
 	code, rest := p.stop(t, syscall.SIGINT)
 	if code != 0 || strings.Join(rest, "\n") != "listwatch: shutting down\nlistwatch: stopped" {
 		t.Errorf("after SIGINT: exit %d, output %q, stderr %q", code, rest, p.stderr.String())

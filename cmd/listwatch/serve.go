@@ -7,20 +7,24 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 
+	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/httpwatch"
 	"github.com/listwatch/listwatch/store"
+	"github.com/listwatch/listwatch/watch"
 )
 
 func init() {
 	register(&command{
 		name:    "serve",
-		summary: "serve the etcd v3 API from an in-memory store",
+		summary: "serve the etcd v3 API and the Kubernetes list/watch API from an in-memory store",
 		run:     runServe,
 	})
 }
@@ -29,16 +33,19 @@ func init() {
 // streams (embed/etcd.go stopServers); 5 s is its default request timeout.
 const (
 	defaultEtcdListen      = "127.0.0.1:2379"
+	defaultHTTPListen      = "127.0.0.1:8080"
 	defaultShutdownTimeout = 5 * time.Second
 )
 
-// runServe is `listwatch serve`: one in-memory store, served as etcd's gRPC API until SIGINT or
-// SIGTERM.
+// runServe is `listwatch serve`: one in-memory store, served as etcd's gRPC API and, over the same
+// store, as the apiserver's HTTP API for httpwatch.DefaultResources (each behind a watch cache),
+// until SIGINT or SIGTERM.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("listwatch serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	etcdListen := fs.String("etcd-listen", defaultEtcdListen, "`address` (host:port) to serve the etcd v3 gRPC API on")
-	allowRemote := fs.Bool("allow-remote", false, "allow listening on addresses other than loopback; the API has no authentication")
+	httpListen := fs.String("http-listen", defaultHTTPListen, "`address` (host:port) to serve the Kubernetes API (list, watch, get, create, update, delete) on")
+	allowRemote := fs.Bool("allow-remote", false, "allow listening on addresses other than loopback; the APIs have no authentication")
 	name := fs.String("name", etcdgrpc.DefaultName, "member `name` shown by member list")
 	progress := fs.Duration("watch-progress-notify-interval", store.DefaultProgressNotifyInterval,
 		"period of progress notifications for watches that ask for them (etcd's flag of the same name; minimum 100ms)")
@@ -53,19 +60,87 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := checkListenAddr("etcd-listen", *etcdListen, *allowRemote); err != nil {
 		return usageError{err: err}
 	}
+	if err := checkListenAddr("http-listen", *httpListen, *allowRemote); err != nil {
+		return usageError{err: err}
+	}
 
 	lis, err := net.Listen("tcp", *etcdListen)
 	if err != nil {
 		return err
 	}
+	httpLis, err := net.Listen("tcp", *httpListen)
+	if err != nil {
+		lis.Close()
+		return err
+	}
 	opts := etcdgrpc.Options{Name: *name, ClientURLs: []string{"http://" + lis.Addr().String()}}.WithDefaults()
 	st := store.New(store.Options{MemberID: opts.MemberID, ProgressNotifyInterval: *progress})
+	api, err := newHTTPServer(ctx, st, opts, httpLis)
+	if err != nil {
+		lis.Close()
+		httpLis.Close()
+		st.Close()
+		return err
+	}
+	// The etcd line comes last: scripts wait for it to know that both APIs are up.
+	fmt.Fprintf(stdout, "listwatch: serving the Kubernetes API on http://%s\n", httpLis.Addr())
 	fmt.Fprintf(stdout, "listwatch: serving the etcd API on %s\n", lis.Addr())
 	err = serve(ctx, st, []server{
 		grpcServer{name: "etcd API", srv: etcdgrpc.NewServer(st, opts), lis: lis},
+		api,
 	}, *shutdownTimeout, stdout)
 	fmt.Fprintln(stdout, "listwatch: stopped")
 	return err
+}
+
+// newHTTPServer serves httpwatch.DefaultResources over st: an in-process etcd client, the etcd3
+// storage of each resource and a watch cache over it, as the apiserver stacks them. It waits until
+// every cache has its first list, or ctx ends.
+func newHTTPServer(ctx context.Context, st *store.Store, opts etcdgrpc.Options, lis net.Listener) (*httpServer, error) {
+	cli, closeClient, err := etcdgrpc.NewClient(st, opts)
+	if err != nil {
+		return nil, err
+	}
+	var cachers []*cache.Cacher
+	release := func() {
+		for _, c := range cachers {
+			c.Stop()
+		}
+		closeClient()
+	}
+	var served []httpwatch.ServedResource
+	for _, r := range httpwatch.DefaultResources() {
+		s, err := watch.New(cli, r.StorageConfig())
+		if err != nil {
+			release()
+			return nil, err
+		}
+		c, err := cache.New(r.CacheConfig(s))
+		if err != nil {
+			release()
+			return nil, err
+		}
+		cachers = append(cachers, c)
+		served = append(served, httpwatch.ServedResource{Resource: r, Storage: c})
+	}
+	for _, c := range cachers {
+		if err := c.Wait(ctx); err != nil {
+			release()
+			return nil, err
+		}
+	}
+	api, err := httpwatch.New(httpwatch.Config{Resources: served})
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return &httpServer{
+		name:    "Kubernetes API",
+		srv:     &http.Server{Handler: api, ReadHeaderTimeout: readHeaderTimeout},
+		lis:     lis,
+		api:     api,
+		release: release,
+	}, nil
 }
 
 // checkListenAddr refuses a listen address beyond loopback unless allowRemote: an empty host (all
@@ -156,6 +231,48 @@ func serve(ctx context.Context, st *store.Store, servers []server, shutdownTimeo
 	}
 	return failure
 }
+
+// readHeaderTimeout bounds how long a client may take to send its request headers.
+const readHeaderTimeout = 30 * time.Second
+
+// httpServer runs the Kubernetes API on a listener; release stops the caches and the etcd client
+// behind it once the last request is done.
+type httpServer struct {
+	name    string
+	srv     *http.Server
+	lis     net.Listener
+	api     *httpwatch.Server
+	release func()
+}
+
+func (h *httpServer) Name() string { return h.name }
+
+func (h *httpServer) Serve() error {
+	err := h.srv.Serve(h.lis)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown follows the apiserver's: watches are told to end first (they never end by themselves, so
+// http.Server.Shutdown would wait for them until ctx), then open requests get until ctx to finish
+// before the connections are cut. Websocket watches, whose connections are hijacked, are waited for
+// separately, and only then are the caches and the etcd client behind the API released.
+func (h *httpServer) Shutdown(ctx context.Context) {
+	h.api.Shutdown()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		h.srv.Close()
+	}
+	// After Close every connection is gone, so the handlers still running end promptly.
+	waitCtx, cancel := context.WithTimeout(context.Background(), handlerGrace)
+	defer cancel()
+	h.api.Wait(waitCtx)
+	h.release()
+}
+
+// handlerGrace bounds the wait for handlers after their connections were closed.
+const handlerGrace = 10 * time.Second
 
 // grpcServer runs a gRPC server on a listener.
 type grpcServer struct {

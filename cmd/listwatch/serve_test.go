@@ -115,7 +115,7 @@ func TestServeInProcess(t *testing.T) {
 	stdout, stderr := newLines(), newLines()
 	done := make(chan error, 1)
 	go func() {
-		done <- runServe(ctx, []string{"--etcd-listen", "127.0.0.1:0", "--shutdown-timeout", "200ms"}, stdout, stderr)
+		done <- runServe(ctx, []string{"--etcd-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--shutdown-timeout", "200ms"}, stdout, stderr)
 	}()
 	addr := await(t, stdout.ch, "listwatch: serving the etcd API on ")
 	if !strings.HasPrefix(addr, "127.0.0.1:") || strings.HasSuffix(addr, ":0") {

@@ -1,0 +1,1164 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/clock"
+
+	"github.com/listwatch/listwatch/watch"
+)
+
+const (
+	// DefaultEventFreshDuration is the shortest (and default) EventsHistoryWindow: the bookmark
+	// frequency plus 15 s, so that the last bookmark a client saw is very likely still in the history.
+	DefaultEventFreshDuration = defaultBookmarkFrequency + 15*time.Second
+	// defaultBookmarkFrequency is how often a watch with bookmarks gets one.
+	defaultBookmarkFrequency = time.Minute
+	// incomingBufferSize is the capacity of the queue from the watch cache to the dispatcher.
+	incomingBufferSize = 100
+	// restartPeriod is the pause between the end of a list-and-watch and the next.
+	restartPeriod = time.Second
+)
+
+// ErrInvalidConfig is matched by every error New returns for a bad Config.
+var ErrInvalidConfig = errors.New("invalid cacher config")
+
+// Storage is the storage a Cacher caches and delegates to. *watch.Storage satisfies it.
+type Storage interface {
+	Watch(ctx context.Context, key string, opts watch.ListOptions) (apiwatch.Interface, error)
+	Get(ctx context.Context, key string, opts watch.GetOptions, out runtime.Object) error
+	GetList(ctx context.Context, key string, opts watch.ListOptions, listObj runtime.Object) error
+	GetCurrentResourceVersion(ctx context.Context) (uint64, error)
+	RequestWatchProgress(ctx context.Context) error
+	Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error
+	GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
+		preconditions *watch.Preconditions, tryUpdate watch.UpdateFunc, cachedExistingObject runtime.Object) error
+	Update(ctx context.Context, key string, obj, out runtime.Object) error
+	Delete(ctx context.Context, key string, out runtime.Object, preconditions *watch.Preconditions,
+		validateDeletion watch.ValidateObjectFunc, cachedExistingObject runtime.Object, opts watch.DeleteOptions) error
+}
+
+var _ Storage = (*watch.Storage)(nil)
+
+// IndexerFunc returns the value of an object's trigger field, such as a pod's spec.nodeName.
+type IndexerFunc func(obj runtime.Object) string
+
+// Config configures a Cacher.
+type Config struct {
+	// Storage is the storage to cache. Required.
+	Storage Storage
+	// ResourcePrefix is the key prefix of the resource, such as "/pods/". Required: it starts with "/"
+	// and is not "/".
+	ResourcePrefix string
+	// GroupResource names the resource in logs.
+	GroupResource schema.GroupResource
+	// EventsHistoryWindow is the minimum age of the events the history keeps; it drives the history's
+	// resizing. 0 means DefaultEventFreshDuration; less than that is an error.
+	EventsHistoryWindow time.Duration
+	// KeyFunc computes an object's key. Default: watch.NamespaceKeyFunc under ResourcePrefix (use
+	// watch.NoNamespaceKeyFunc for cluster-scoped resources).
+	KeyFunc func(runtime.Object) (string, error)
+	// GetAttrsFunc computes the labels and fields predicates match; watches and lists served from the
+	// cache use it instead of the predicate's GetAttrs. Default watch.DefaultNamespaceScopedAttr.
+	GetAttrsFunc watch.AttrFunc
+	// IndexerFuncs holds at most one trigger: watchers whose field selector requires an exact value of
+	// that field are only offered events whose object (now or before) has that value.
+	IndexerFuncs map[string]IndexerFunc
+	// NewFunc returns the empty object of a bookmark. Default *unstructured.Unstructured.
+	NewFunc func() runtime.Object
+	// NewListFunc returns the empty list the reflector lists into. Default *unstructured.UnstructuredList.
+	NewListFunc func() runtime.Object
+	// Versioner reads and writes resourceVersions. Default watch.APIObjectVersioner.
+	Versioner watch.Versioner
+	// Clock drives every timeout, timer and timestamp of the Cacher. Default the real clock.
+	Clock clock.Clock
+	// Backoff is the reflector's backoff before re-watching after a 429. Default DefaultBackoff.
+	Backoff *wait.Backoff
+	// Logger receives what upstream logs with klog. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// indexedTrigger is the configured trigger field and its value function.
+type indexedTrigger struct {
+	indexName string
+	fn        IndexerFunc
+}
+
+// namespacedName is a watcher's scope: the namespace and name its selector pins, if any.
+type namespacedName struct {
+	namespace string
+	name      string
+}
+
+type watchersMap map[int]*cacheWatcher
+
+// indexedWatchers indexes watchers by trigger value when they use the trigger, else by scope.
+//
+// Mirrors cacher.go indexedWatchers.
+type indexedWatchers struct {
+	allWatchers   map[namespacedName]watchersMap
+	valueWatchers map[string]watchersMap
+}
+
+func (i *indexedWatchers) add(w *cacheWatcher, number int, scope namespacedName, value string, supported bool) {
+	if supported {
+		if i.valueWatchers[value] == nil {
+			i.valueWatchers[value] = watchersMap{}
+		}
+		i.valueWatchers[value][number] = w
+		return
+	}
+	if i.allWatchers[scope] == nil {
+		i.allWatchers[scope] = watchersMap{}
+	}
+	i.allWatchers[scope][number] = w
+}
+
+func (i *indexedWatchers) remove(number int, scope namespacedName, value string, supported bool) {
+	if supported {
+		delete(i.valueWatchers[value], number)
+		if len(i.valueWatchers[value]) == 0 {
+			delete(i.valueWatchers, value)
+		}
+		return
+	}
+	delete(i.allWatchers[scope], number)
+	if len(i.allWatchers[scope]) == 0 {
+		delete(i.allWatchers, scope)
+	}
+}
+
+func (i *indexedWatchers) terminateAll(done func(*cacheWatcher)) {
+	for _, ws := range i.allWatchers {
+		for _, w := range ws {
+			done(w)
+		}
+	}
+	for _, ws := range i.valueWatchers {
+		for _, w := range ws {
+			done(w)
+		}
+	}
+	i.allWatchers = map[namespacedName]watchersMap{}
+	i.valueWatchers = map[string]watchersMap{}
+}
+
+// bookmarkBuckets holds the watchers due a bookmark, by the second (since creation) it is due; a bucket
+// pops when its second has begun, so a bookmark due at X comes within (X−1 s, X+1 s).
+//
+// Mirrors cacher.go watcherBookmarkTimeBuckets.
+type bookmarkBuckets struct {
+	buckets       map[int64][]*cacheWatcher
+	createTime    time.Time
+	startBucketID int64
+	clock         clock.PassiveClock
+	frequency     time.Duration
+}
+
+func newBookmarkBuckets(c clock.PassiveClock, frequency time.Duration) *bookmarkBuckets {
+	return &bookmarkBuckets{buckets: map[int64][]*cacheWatcher{}, createTime: c.Now(), clock: c, frequency: frequency}
+}
+
+func (t *bookmarkBuckets) add(w *cacheWatcher) bool {
+	next, ok := w.nextBookmarkTime(t.clock.Now(), t.frequency)
+	if !ok {
+		return false
+	}
+	id := int64(next.Sub(t.createTime) / time.Second)
+	if id < t.startBucketID {
+		id = t.startBucketID
+	}
+	t.buckets[id] = append(t.buckets[id], w)
+	return true
+}
+
+func (t *bookmarkBuckets) popExpired() [][]*cacheWatcher {
+	current := int64(t.clock.Since(t.createTime) / time.Second)
+	expired := make([][]*cacheWatcher, 0, 2)
+	for ; t.startBucketID <= current; t.startBucketID++ {
+		if ws, ok := t.buckets[t.startBucketID]; ok {
+			delete(t.buckets, t.startBucketID)
+			expired = append(expired, ws)
+		}
+	}
+	return expired
+}
+
+// Cacher serves Watch, Get and GetList of one resource from an in-memory watch cache that a reflector
+// keeps in sync with the storage, and passes writes through to the storage. See the package
+// documentation for the guarantees.
+//
+// Mirrors cacher.go Cacher together with delegator.go CacheDelegator.
+type Cacher struct {
+	incoming chan *watchCacheEvent
+
+	resourcePrefix string
+	groupResource  schema.GroupResource
+	storage        Storage
+	versioner      watch.Versioner
+	newFunc        func() runtime.Object
+	trigger        *indexedTrigger
+	clock          clock.Clock
+	logger         *slog.Logger
+
+	ready      *ready
+	watchCache *watchCache
+	reflector  *reflector
+	progress   *progressRequester
+
+	// mu guards the watcher registry and the dispatch state below.
+	mu         sync.Mutex
+	watcherIdx int
+	watchers   indexedWatchers
+	// live holds every watcher whose goroutine runs, registered or already forgotten (draining).
+	live map[*cacheWatcher]struct{}
+	// dispatching is set while an event is being offered to watchers; stops are deferred meanwhile.
+	dispatching      bool
+	watchersBuffer   []*cacheWatcher
+	blockedWatchers  []*cacheWatcher
+	watchersToStop   []*cacheWatcher
+	bookmarkWatchers *bookmarkBuckets
+	expiredBookmarks []*cacheWatcher
+
+	// lastProcessedRV is the resourceVersion of the last event the dispatcher finished with.
+	lastProcessedRV atomic.Uint64
+
+	budget *timeBudget
+	// timer is the dispatcher's one reusable timer for blocking adds; only the dispatcher touches it.
+	timer clock.Timer
+
+	ctx       context.Context
+	cancel    context.CancelFunc
+	stopOnce  sync.Once
+	stopWg    sync.WaitGroup
+	watcherGo goroutines
+}
+
+// New validates cfg and starts a Cacher: its reflector lists and watches the storage in the
+// background, and the Cacher is ready once the first list is applied (Wait blocks until then).
+//
+// Mirrors cacher.go NewCacherFromConfig.
+func New(cfg Config) (*Cacher, error) {
+	if cfg.Storage == nil {
+		return nil, fmt.Errorf("%w: storage cannot be nil", ErrInvalidConfig)
+	}
+	switch {
+	case cfg.ResourcePrefix == "":
+		return nil, fmt.Errorf("%w: resourcePrefix cannot be empty", ErrInvalidConfig)
+	case cfg.ResourcePrefix == "/":
+		return nil, fmt.Errorf("%w: resourcePrefix cannot be /", ErrInvalidConfig)
+	case !strings.HasPrefix(cfg.ResourcePrefix, "/"):
+		return nil, fmt.Errorf("%w: resourcePrefix needs to start from /", ErrInvalidConfig)
+	}
+	if cfg.EventsHistoryWindow == 0 {
+		cfg.EventsHistoryWindow = DefaultEventFreshDuration
+	}
+	if cfg.EventsHistoryWindow < DefaultEventFreshDuration {
+		return nil, fmt.Errorf("%w: config.EventsHistoryWindow (%v) must not be below %v", ErrInvalidConfig, cfg.EventsHistoryWindow, DefaultEventFreshDuration)
+	}
+	if len(cfg.IndexerFuncs) > 1 {
+		return nil, fmt.Errorf("%w: cacher %s doesn't support more than one IndexerFunc", ErrInvalidConfig, cfg.GroupResource)
+	}
+	var trigger *indexedTrigger
+	for name, fn := range cfg.IndexerFuncs {
+		if fn != nil {
+			trigger = &indexedTrigger{indexName: name, fn: fn}
+		}
+	}
+	if cfg.KeyFunc == nil {
+		prefix := cfg.ResourcePrefix
+		if !strings.HasSuffix(prefix, "/") {
+			prefix += "/"
+		}
+		cfg.KeyFunc = func(obj runtime.Object) (string, error) { return watch.NamespaceKeyFunc(prefix, obj) }
+	}
+	if cfg.GetAttrsFunc == nil {
+		cfg.GetAttrsFunc = watch.DefaultNamespaceScopedAttr
+	}
+	if cfg.NewFunc == nil {
+		cfg.NewFunc = func() runtime.Object { return &unstructured.Unstructured{} }
+	}
+	if cfg.NewListFunc == nil {
+		cfg.NewListFunc = func() runtime.Object { return &unstructured.UnstructuredList{} }
+	}
+	if cfg.Versioner == nil {
+		cfg.Versioner = watch.APIObjectVersioner{}
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	backoff := DefaultBackoff
+	if cfg.Backoff != nil {
+		backoff = *cfg.Backoff
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	logger := cfg.Logger.With("resource", cfg.GroupResource.String())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Cacher{
+		incoming:         make(chan *watchCacheEvent, incomingBufferSize),
+		resourcePrefix:   cfg.ResourcePrefix,
+		groupResource:    cfg.GroupResource,
+		storage:          cfg.Storage,
+		versioner:        cfg.Versioner,
+		newFunc:          cfg.NewFunc,
+		trigger:          trigger,
+		clock:            cfg.Clock,
+		logger:           logger,
+		ready:            newReady(cfg.Clock),
+		watchers:         indexedWatchers{allWatchers: map[namespacedName]watchersMap{}, valueWatchers: map[string]watchersMap{}},
+		live:             map[*cacheWatcher]struct{}{},
+		bookmarkWatchers: newBookmarkBuckets(cfg.Clock, defaultBookmarkFrequency),
+		budget:           newTimeBudget(cfg.Clock),
+		ctx:              ctx,
+		cancel:           cancel,
+	}
+	c.progress = newProgressRequester(cfg.Storage.RequestWatchProgress, cfg.Clock, logger)
+	c.watchCache = newWatchCache(cfg.KeyFunc, cfg.GetAttrsFunc, cfg.Versioner, cfg.Clock, cfg.EventsHistoryWindow,
+		c.processEvent, c.progress, cfg.Storage.GetCurrentResourceVersion, ctx.Done())
+	c.reflector = newReflector(cfg.Storage, cfg.ResourcePrefix, cfg.NewListFunc, c.watchCache, cfg.Clock, backoff, logger)
+
+	c.stopWg.Add(3)
+	go func() {
+		defer c.stopWg.Done()
+		c.dispatchEvents()
+	}()
+	go func() {
+		defer c.stopWg.Done()
+		c.progress.run(ctx)
+	}()
+	go func() {
+		defer c.stopWg.Done()
+		defer c.terminateAllWatchers()
+		for {
+			c.startCaching(ctx)
+			t := c.clock.NewTimer(restartPeriod)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C():
+			}
+		}
+	}()
+	return c, nil
+}
+
+// startCaching runs one list-and-watch: every watcher of the previous generation is terminated first,
+// the first Replace makes the cache ready, and the end makes it pending again.
+//
+// Mirrors Cacher.startCaching.
+func (c *Cacher) startCaching(ctx context.Context) {
+	start := c.clock.Now()
+	c.watchCache.setOnReplace(func() {
+		c.ready.setReady()
+		c.logger.Debug("cacher initialized", "duration", c.clock.Since(start))
+	})
+	var err error
+	defer func() { c.ready.setError(err) }()
+	c.terminateAllWatchers()
+	if err = c.reflector.listAndWatch(ctx); err != nil {
+		c.logger.Error("unexpected ListAndWatch error; reinitializing", "err", err)
+	}
+}
+
+// Ready reports whether the cache is initialized and serving.
+func (c *Cacher) Ready() bool {
+	_, _, err := c.ready.check()
+	return err == nil
+}
+
+// Wait blocks until the cache is ready (nil), stopped (an error matching ErrStopped) or ctx ends.
+func (c *Cacher) Wait(ctx context.Context) error { return c.ready.wait(ctx) }
+
+// Stop stops the reflector and the dispatcher, terminates every watcher and waits for all the
+// goroutines of the Cacher. It is idempotent.
+//
+// Mirrors Cacher.Stop.
+func (c *Cacher) Stop() {
+	c.stopOnce.Do(func() {
+		c.ready.stop()
+		c.cancel()
+		c.stopWg.Wait()
+		c.mu.Lock()
+		c.watchers.terminateAll(c.stopWatcherLocked)
+		// Draining watchers were already forgotten; they must not outlive the Cacher either.
+		for w := range c.live {
+			w.drainInputBuffer = false
+			w.stopLocked()
+		}
+		c.mu.Unlock()
+		c.watcherGo.closeAndWait()
+		c.watchCache.helpers.closeAndWait()
+	})
+}
+
+func (c *Cacher) prepareKey(key string, recursive bool) (string, error) {
+	return watch.PrepareKey(c.resourcePrefix, key, recursive)
+}
+
+// Watch watches key (a prefix when opts.Recursive) from the cache. Key and resourceVersion errors and
+// a cache that is not ready (429 with Retry-After) are returned; every later failure is an ERROR
+// event on an already closed watch. See the package documentation for the resourceVersion rules.
+//
+// Mirrors Cacher.Watch.
+func (c *Cacher) Watch(ctx context.Context, key string, opts watch.ListOptions) (apiwatch.Interface, error) {
+	key, err := c.prepareKey(key, opts.Recursive)
+	if err != nil {
+		return nil, err
+	}
+	pred := opts.Predicate
+	requestedRV, err := c.versioner.ParseResourceVersion(opts.ResourceVersion)
+	if err != nil {
+		return nil, err
+	}
+	readyGeneration, downtime, err := c.ready.check()
+	if err != nil {
+		return nil, apierrors.NewTooManyRequests(err.Error(), retryAfterForUnreadyCache(downtime))
+	}
+
+	scope := namespacedName{}
+	if pred.Field != nil {
+		if ns, ok := pred.Field.RequiresExactMatch("metadata.namespace"); ok {
+			scope.namespace = ns
+		}
+		if name, ok := pred.Field.RequiresExactMatch("metadata.name"); ok {
+			scope.name = name
+		}
+	}
+	// Namespaces carry no metadata.namespace field, so a namespace scoped to itself is cluster-wide.
+	if c.groupResource == (schema.GroupResource{Resource: "namespaces"}) && scope.namespace != "" && scope.namespace == scope.name {
+		scope.namespace = ""
+	}
+	triggerValue, triggerSupported := "", false
+	if c.trigger != nil && pred.Field != nil {
+		if v, ok := pred.Field.RequiresExactMatch(c.trigger.indexName); ok {
+			triggerValue, triggerSupported = v, true
+		}
+	}
+	chanSize := c.watchCache.suggestedWatchChannelSize(c.trigger != nil, triggerSupported)
+
+	requiredRV, err := c.watchCacheResourceVersion(ctx, requestedRV, opts)
+	if err != nil {
+		return newErrWatcher(err), nil
+	}
+	deadline, _ := ctx.Deadline()
+	watcher := newCacheWatcher(chanSize, prefixFilter(key, pred), c.versioner, deadline, pred.AllowWatchBookmarks,
+		c.clock, c.logger, identifierFor(key, pred))
+
+	// The freshness wait takes and releases the read lock itself: holding it across would block the
+	// events the wait is for.
+	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+		c.watchCache.RLock()
+		err := c.watchCache.waitUntilFreshLocked(ctx, requiredRV)
+		c.watchCache.RUnlock()
+		if err != nil {
+			return newErrWatcher(err), nil
+		}
+	}
+
+	// Under the read lock no event can be applied, so the interval and the registration below see the
+	// same cache state: every later event reaches the watcher through input.
+	c.watchCache.RLock()
+	defer c.watchCache.RUnlock()
+	interval, err := c.watchCache.getAllEventsSinceLocked(requiredRV, key, opts)
+	if err != nil {
+		return newErrWatcher(err), nil
+	}
+	if isListWatchRequest(opts) {
+		be := &watchCacheEvent{Type: apiwatch.Bookmark, Object: c.newFunc(), ResourceVersion: c.watchCache.resourceVersion}
+		if err := c.versioner.UpdateObject(be.Object, be.ResourceVersion); err != nil {
+			c.logger.Error("failure to set resourceVersion on the initial-events-end bookmark", "err", err)
+		} else {
+			interval.initialEventsEndBookmark = be
+		}
+	}
+	bookmarkAfterRV := c.bookmarkAfterResourceVersionLocked(requestedRV, requiredRV, opts)
+
+	c.mu.Lock()
+	if generation, _, err := c.ready.check(); err != nil || generation != readyGeneration {
+		// Re-initialized (or stopped) since the watch began: it would be terminated at once anyway.
+		c.mu.Unlock()
+		return newImmediateCloseWatcher(), nil
+	}
+	index := c.watcherIdx
+	c.watcherIdx++
+	watcher.forget = c.forgetWatcher(watcher, index, scope, triggerValue, triggerSupported)
+	watcher.setBookmarkAfterResourceVersion(bookmarkAfterRV)
+	c.watchers.add(watcher, index, scope, triggerValue, triggerSupported)
+	if watcher.allowWatchBookmarks {
+		c.bookmarkWatchers.add(watcher)
+	}
+	c.live[watcher] = struct{}{}
+	started := c.watcherGo.start(func() {
+		defer func() {
+			c.mu.Lock()
+			delete(c.live, watcher)
+			c.mu.Unlock()
+		}()
+		watcher.processInterval(ctx, interval, requiredRV)
+	})
+	if !started {
+		delete(c.live, watcher)
+		c.watchers.remove(index, scope, triggerValue, triggerSupported)
+		c.stopWatcherLocked(watcher)
+		c.mu.Unlock()
+		return newImmediateCloseWatcher(), nil
+	}
+	c.mu.Unlock()
+	return watcher, nil
+}
+
+// watchCacheResourceVersion is the resourceVersion the cache must reach for this watch: the one asked
+// for, 0 for the legacy watch with neither resourceVersion nor SendInitialEvents, and etcd's current
+// revision for a consistent watch (resourceVersion unset, SendInitialEvents set).
+//
+// Mirrors Cacher.getWatchCacheResourceVersion.
+func (c *Cacher) watchCacheResourceVersion(ctx context.Context, requestedRV uint64, opts watch.ListOptions) (uint64, error) {
+	if opts.ResourceVersion != "" {
+		return requestedRV, nil
+	}
+	if opts.SendInitialEvents == nil {
+		return 0, nil
+	}
+	return c.storage.GetCurrentResourceVersion(ctx)
+}
+
+// bookmarkAfterResourceVersionLocked is the resourceVersion a watch-list's end bookmark must reach:
+// the required one for a consistent watch, the cache's for RV=0, the requested one otherwise; 0 (none)
+// for other watches. The caller holds the watch cache's read lock.
+//
+// Mirrors Cacher.getBookmarkAfterResourceVersionLockedFunc.
+func (c *Cacher) bookmarkAfterResourceVersionLocked(requestedRV, requiredRV uint64, opts watch.ListOptions) uint64 {
+	switch {
+	case !isListWatchRequest(opts):
+		return 0
+	case opts.ResourceVersion == "":
+		return requiredRV
+	case requestedRV == 0:
+		return c.watchCache.resourceVersion
+	default:
+		return requestedRV
+	}
+}
+
+// isListWatchRequest reports a watch-list: initial events ended by an annotated bookmark.
+func isListWatchRequest(opts watch.ListOptions) bool {
+	return opts.SendInitialEvents != nil && *opts.SendInitialEvents && opts.Predicate.AllowWatchBookmarks
+}
+
+// prefixFilter selects the objects under key (on a "/" boundary) that the predicate's selectors match.
+//
+// Mirrors cacher.go filterWithAttrsAndPrefixFunction.
+func prefixFilter(key string, pred watch.Predicate) filterFunc {
+	return func(objKey string, l labels.Set, f fields.Set) bool {
+		return hasPathPrefix(objKey, key) && pred.MatchesObjectAttributes(l, f)
+	}
+}
+
+// forgetWatcher returns the watcher's forget: unregister it and stop it (deferred during a dispatch).
+//
+// Mirrors cacher.go forgetWatcher.
+func (c *Cacher) forgetWatcher(w *cacheWatcher, index int, scope namespacedName, value string, supported bool) func(bool) {
+	return func(drain bool) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		w.drainInputBuffer = drain
+		// Safe when already removed (a Stop racing terminateAllWatchers); stopLocked is idempotent.
+		c.watchers.remove(index, scope, value, supported)
+		c.stopWatcherLocked(w)
+	}
+}
+
+func (c *Cacher) stopWatcherLocked(w *cacheWatcher) {
+	if c.dispatching {
+		c.watchersToStop = append(c.watchersToStop, w)
+		return
+	}
+	w.stopLocked()
+}
+
+func (c *Cacher) terminateAllWatchers() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.watchers.allWatchers) > 0 || len(c.watchers.valueWatchers) > 0 {
+		c.logger.Warn("terminating all watchers")
+	}
+	c.watchers.terminateAll(c.stopWatcherLocked)
+}
+
+// processEvent queues an event of the watch cache for the dispatcher, blocking while the queue is full
+// (this pushes back on the reflector) unless the Cacher stops.
+func (c *Cacher) processEvent(event *watchCacheEvent) {
+	select {
+	case c.incoming <- event:
+	case <-c.ctx.Done():
+	}
+}
+
+// dispatchEvents is the dispatcher: once the cache has listed, it offers every event to the watchers
+// that may want it, and every 1–1.25 s sends a bookmark at the last processed resourceVersion to the
+// watchers whose bookmark is due. Storage bookmarks only move that resourceVersion.
+//
+// Mirrors Cacher.dispatchEvents.
+func (c *Cacher) dispatchEvents() {
+	select {
+	case <-c.watchCache.listed:
+	case <-c.ctx.Done():
+		return
+	}
+	c.watchCache.RLock()
+	lastProcessedRV := c.watchCache.listResourceVersion
+	c.watchCache.RUnlock()
+	c.lastProcessedRV.Store(lastProcessedRV)
+
+	bookmarkTimer := c.clock.NewTimer(wait.Jitter(time.Second, 0.25))
+	defer bookmarkTimer.Stop()
+	for {
+		select {
+		case event := <-c.incoming:
+			if event.Type != apiwatch.Bookmark {
+				c.dispatchEvent(event)
+			}
+			lastProcessedRV = event.ResourceVersion
+			c.lastProcessedRV.Store(lastProcessedRV)
+		case <-bookmarkTimer.C():
+			bookmarkTimer.Reset(wait.Jitter(time.Second, 0.25))
+			be := &watchCacheEvent{Type: apiwatch.Bookmark, Object: c.newFunc(), ResourceVersion: lastProcessedRV}
+			if err := c.versioner.UpdateObject(be.Object, lastProcessedRV); err != nil {
+				c.logger.Error("failure to set resourceVersion on bookmark event", "resourceVersion", lastProcessedRV, "err", err)
+				continue
+			}
+			c.dispatchEvent(be)
+		case <-c.ctx.Done():
+			return
+		}
+	}
+}
+
+// setCachingObjects wraps the objects watchers will deliver in CachingObjects, so that each is
+// serialized once however many watchers write it. A DELETED event delivers its previous object, at the
+// deletion's resourceVersion.
+//
+// Mirrors cacher.go setCachingObjects.
+func (c *Cacher) setCachingObjects(event *watchCacheEvent) {
+	switch event.Type {
+	case apiwatch.Added, apiwatch.Modified:
+		if co, err := newCachingObject(event.Object); err == nil {
+			event.Object = co
+		} else {
+			c.logger.Error("couldn't create cachingObject", "err", err)
+		}
+	case apiwatch.Deleted:
+		if event.PrevObject == nil {
+			return
+		}
+		prev := event.PrevObject.DeepCopyObject()
+		if err := c.versioner.UpdateObject(prev, event.ResourceVersion); err != nil {
+			c.logger.Error("failure to version api object", "resourceVersion", event.ResourceVersion, "err", err)
+		}
+		if co, err := newCachingObject(prev); err == nil {
+			co.deepCopied = true
+			event.PrevObject = co
+		} else {
+			c.logger.Error("couldn't create cachingObject", "err", err)
+		}
+	}
+}
+
+// dispatchEvent offers event to every watcher that may want it: first without blocking, then, for the
+// watchers whose input was full, blocking within the shared time budget; a watcher still full after
+// the budget is spent is closed. Bookmarks are only offered without blocking.
+//
+// Mirrors Cacher.dispatchEvent.
+func (c *Cacher) dispatchEvent(event *watchCacheEvent) {
+	c.startDispatching(event)
+	defer c.finishDispatching()
+
+	if event.Type == apiwatch.Bookmark {
+		for _, w := range c.watchersBuffer {
+			w.nonblockingAdd(event)
+		}
+		return
+	}
+	wcEvent := *event
+	c.setCachingObjects(&wcEvent)
+	event = &wcEvent
+
+	c.blockedWatchers = c.blockedWatchers[:0]
+	for _, w := range c.watchersBuffer {
+		if !w.nonblockingAdd(event) {
+			c.blockedWatchers = append(c.blockedWatchers, w)
+		}
+	}
+	if len(c.blockedWatchers) == 0 {
+		return
+	}
+	start := c.clock.Now()
+	timeout := c.budget.takeAvailable()
+	var timerC <-chan time.Time
+	if timeout > 0 {
+		if c.timer == nil {
+			c.timer = c.clock.NewTimer(timeout)
+		} else {
+			c.timer.Reset(timeout)
+		}
+		timerC = c.timer.C()
+	}
+	// While the timer runs every blocked watcher gets its chance, not only the first; once it has fired
+	// the rest are closed at once.
+	for _, w := range c.blockedWatchers {
+		if !w.add(event, timerC, c.ctx.Done()) {
+			timerC = nil
+		}
+	}
+	if c.timer != nil && !c.timer.Stop() {
+		// Fired but not received (a stop came first): drain it so a fake clock never blocks on it.
+		select {
+		case <-c.timer.C():
+		default:
+		}
+	}
+	c.budget.returnUnused(timeout - c.clock.Since(start))
+	// Drop references to watchers so they are not kept alive by the reused slice.
+	clear(c.blockedWatchers)
+}
+
+// startDispatching collects the watchers that may want event and marks a dispatch in flight.
+//
+// Mirrors Cacher.startDispatching.
+func (c *Cacher) startDispatching(event *watchCacheEvent) {
+	triggerValues, supported := c.triggerValues(event)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dispatching = true
+	c.watchersBuffer = c.watchersBuffer[:0]
+
+	if event.Type == apiwatch.Bookmark {
+		for _, ws := range c.bookmarkWatchers.popExpired() {
+			for _, w := range ws {
+				// Stopped watchers stay in their bucket until it pops.
+				if w.stopped {
+					continue
+				}
+				c.watchersBuffer = append(c.watchersBuffer, w)
+				c.expiredBookmarks = append(c.expiredBookmarks, w)
+			}
+		}
+		return
+	}
+
+	namespace := event.ObjFields["metadata.namespace"]
+	name := event.ObjFields["metadata.name"]
+	if namespace != "" {
+		if name != "" {
+			for _, w := range c.watchers.allWatchers[namespacedName{namespace: namespace, name: name}] {
+				c.watchersBuffer = append(c.watchersBuffer, w)
+			}
+		}
+		for _, w := range c.watchers.allWatchers[namespacedName{namespace: namespace}] {
+			c.watchersBuffer = append(c.watchersBuffer, w)
+		}
+	}
+	if name != "" {
+		for _, w := range c.watchers.allWatchers[namespacedName{name: name}] {
+			c.watchersBuffer = append(c.watchersBuffer, w)
+		}
+	}
+	for _, w := range c.watchers.allWatchers[namespacedName{}] {
+		c.watchersBuffer = append(c.watchersBuffer, w)
+	}
+	if supported {
+		for _, v := range triggerValues {
+			for _, w := range c.watchers.valueWatchers[v] {
+				c.watchersBuffer = append(c.watchersBuffer, w)
+			}
+		}
+	} else {
+		// Without a trigger no watcher should be indexed by value; offer to all to be safe.
+		for _, ws := range c.watchers.valueWatchers {
+			for _, w := range ws {
+				c.watchersBuffer = append(c.watchersBuffer, w)
+			}
+		}
+	}
+}
+
+// triggerValues are the trigger values of the object now and before.
+//
+// Mirrors Cacher.triggerValuesThreadUnsafe.
+func (c *Cacher) triggerValues(event *watchCacheEvent) ([]string, bool) {
+	if c.trigger == nil {
+		return nil, false
+	}
+	result := []string{c.trigger.fn(event.Object)}
+	if event.PrevObject == nil {
+		return result, true
+	}
+	if prev := c.trigger.fn(event.PrevObject); prev != result[0] {
+		result = append(result, prev)
+	}
+	return result, true
+}
+
+// finishDispatching ends the dispatch: the stops deferred meanwhile happen now (closing an input that
+// add may still write to would panic), and the watchers that got a bookmark are queued for the next.
+//
+// Mirrors Cacher.finishDispatching.
+func (c *Cacher) finishDispatching() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dispatching = false
+	for _, w := range c.watchersToStop {
+		w.stopLocked()
+	}
+	clear(c.watchersToStop)
+	c.watchersToStop = c.watchersToStop[:0]
+	for _, w := range c.expiredBookmarks {
+		if !w.stopped {
+			c.bookmarkWatchers.add(w)
+		}
+	}
+	clear(c.expiredBookmarks)
+	c.expiredBookmarks = c.expiredBookmarks[:0]
+	clear(c.watchersBuffer)
+}
+
+// errWatcher is a watch that delivers one ERROR event and is closed.
+type errWatcher struct{ result chan apiwatch.Event }
+
+// newErrWatcher carries err as an ERROR event: an API error's Status, anything else as a 500.
+//
+// Mirrors cacher.go newErrWatcher.
+func newErrWatcher(err error) apiwatch.Interface {
+	ev := apiwatch.Event{Type: apiwatch.Error}
+	var se *apierrors.StatusError
+	if errors.As(err, &se) {
+		status := se.ErrStatus
+		ev.Object = &status
+	} else {
+		ev.Object = &metav1.Status{
+			Status:  metav1.StatusFailure,
+			Message: err.Error(),
+			Reason:  metav1.StatusReasonInternalError,
+			Code:    http.StatusInternalServerError,
+		}
+	}
+	w := &errWatcher{result: make(chan apiwatch.Event, 1)}
+	w.result <- ev
+	close(w.result)
+	return w
+}
+
+func (w *errWatcher) ResultChan() <-chan apiwatch.Event { return w.result }
+func (w *errWatcher) Stop()                             {}
+
+// immediateCloseWatcher is a watch closed before any event: the client re-watches.
+type immediateCloseWatcher struct{ result chan apiwatch.Event }
+
+func newImmediateCloseWatcher() apiwatch.Interface {
+	w := &immediateCloseWatcher{result: make(chan apiwatch.Event)}
+	close(w.result)
+	return w
+}
+
+func (w *immediateCloseWatcher) ResultChan() <-chan apiwatch.Event { return w.result }
+func (w *immediateCloseWatcher) Stop()                             {}
+
+// Get reads key. Without a resourceVersion, or while the cache is not ready, it reads the storage;
+// otherwise it waits (up to 3 s, else 504) for the cache to reach the resourceVersion and reads it
+// there. A missing key is a KeyNotFound storage error at the cache's resourceVersion unless
+// opts.IgnoreNotFound, which zeroes out.
+//
+// Mirrors CacheDelegator.Get and Cacher.Get.
+func (c *Cacher) Get(ctx context.Context, key string, opts watch.GetOptions, out runtime.Object) error {
+	if opts.ResourceVersion == "" || !c.Ready() {
+		return c.storage.Get(ctx, key, opts, out)
+	}
+	getRV, err := c.versioner.ParseResourceVersion(opts.ResourceVersion)
+	if err != nil {
+		return err
+	}
+	preparedKey, err := c.prepareKey(key, false)
+	if err != nil {
+		return err
+	}
+	outVal, err := enforcePtr(out)
+	if err != nil {
+		return err
+	}
+	elem, exists, readRV, err := c.watchCache.waitUntilFreshAndGet(ctx, getRV, preparedKey)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		outVal.Set(reflect.Zero(outVal.Type()))
+		if opts.IgnoreNotFound {
+			return nil
+		}
+		return watch.NewKeyNotFoundError(preparedKey, int64(readRV))
+	}
+	return setObject(outVal, elem.Object.DeepCopyObject())
+}
+
+func enforcePtr(obj runtime.Object) (reflect.Value, error) {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return reflect.Value{}, fmt.Errorf("expected pointer, but got %T", obj)
+	}
+	return v.Elem(), nil
+}
+
+func setObject(outVal reflect.Value, obj runtime.Object) error {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.Elem().Type() != outVal.Type() {
+		return fmt.Errorf("cached object of type %T cannot be stored in %v", obj, outVal.Type())
+	}
+	outVal.Set(v.Elem())
+	return nil
+}
+
+// GetList lists key (a prefix when opts.Recursive) into listObj. Which reads the cache serves is
+// upstream's: resourceVersion "0" (any staleness, limit ignored), NotOlderThan, and "" (consistent:
+// the cache waits up to 3 s for etcd's current revision, else the list falls back to the storage).
+// Exact, legacy exact (a resourceVersion with a limit) and continue tokens go to the storage, as does
+// an unfiltered paginated list while the cache is not ready. A list served from the cache has the
+// cache's resourceVersion, and its continue token lets the next page be read from the storage at it.
+//
+// Mirrors CacheDelegator.GetList and Cacher.GetList.
+func (c *Cacher) GetList(ctx context.Context, key string, opts watch.ListOptions, listObj runtime.Object) error {
+	if err := validateListOptions(c.resourcePrefix, c.versioner, opts); err != nil {
+		return err
+	}
+	delegate, consistent := shouldDelegateList(opts)
+	if delegate {
+		return c.storage.GetList(ctx, key, opts, listObj)
+	}
+	if _, err := c.versioner.ParseResourceVersion(opts.ResourceVersion); err != nil {
+		return err
+	}
+	if !c.Ready() && shouldDelegateListOnNotReadyCache(opts) {
+		return c.storage.GetList(ctx, key, opts, listObj)
+	}
+	err := c.listFromCache(ctx, key, opts, listObj)
+	if err != nil && consistent && watch.IsTooLargeResourceVersion(err) {
+		return c.storage.GetList(ctx, key, opts, listObj)
+	}
+	return err
+}
+
+// shouldDelegateList decides between the cache and the storage (without cache snapshots), and whether
+// the list is a consistent read.
+//
+// Mirrors delegator/interface.go ShouldDelegateList with snapshots unavailable.
+func shouldDelegateList(opts watch.ListOptions) (delegate, consistent bool) {
+	switch opts.ResourceVersionMatch {
+	case metav1.ResourceVersionMatchExact:
+		return true, false
+	case metav1.ResourceVersionMatchNotOlderThan:
+		return false, false
+	case "":
+		if opts.Predicate.Continue != "" {
+			return true, false
+		}
+		if opts.Predicate.Limit > 0 && opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
+			return true, false
+		}
+		if opts.ResourceVersion == "" {
+			return false, true
+		}
+		return false, false
+	default:
+		return true, false
+	}
+}
+
+// shouldDelegateListOnNotReadyCache: an unfiltered paginated list is cheap enough for etcd.
+func shouldDelegateListOnNotReadyCache(opts watch.ListOptions) bool {
+	return opts.Predicate.Empty() && opts.Predicate.Limit > 0
+}
+
+// validateListOptions rejects what the storage would reject before choosing where to read.
+//
+// Mirrors storage.ValidateListOptions.
+func validateListOptions(keyPrefix string, versioner watch.Versioner, opts watch.ListOptions) error {
+	if opts.Recursive && opts.Predicate.Continue != "" {
+		if _, _, err := watch.DecodeContinue(opts.Predicate.Continue, keyPrefix); err != nil {
+			return apierrors.NewBadRequest(fmt.Sprintf("invalid continue token: %v", err))
+		}
+		if opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
+			return apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
+		}
+		return nil
+	}
+	if opts.ResourceVersion == "" {
+		return nil
+	}
+	if _, err := versioner.ParseResourceVersion(opts.ResourceVersion); err != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %v", err))
+	}
+	switch opts.ResourceVersionMatch {
+	case "", metav1.ResourceVersionMatchNotOlderThan, metav1.ResourceVersionMatchExact:
+		return nil
+	default:
+		return fmt.Errorf("unknown ResourceVersionMatch value: %v", opts.ResourceVersionMatch)
+	}
+}
+
+// listFromCache serves a list from the watch cache.
+//
+// Mirrors Cacher.GetList and watchCache.WaitUntilFreshAndGetList.
+func (c *Cacher) listFromCache(ctx context.Context, key string, opts watch.ListOptions, listObj runtime.Object) error {
+	preparedKey, err := c.prepareKey(key, opts.Recursive)
+	if err != nil {
+		return err
+	}
+	parsedRV, err := c.versioner.ParseResourceVersion(opts.ResourceVersion)
+	if err != nil {
+		return err
+	}
+	if _, downtime, err := c.ready.check(); err != nil {
+		return apierrors.NewTooManyRequests(err.Error(), retryAfterForUnreadyCache(downtime))
+	}
+	if _, err := meta.GetItemsPtr(listObj); err != nil {
+		return err
+	}
+	listRV := parsedRV
+	if opts.ResourceVersionMatch == "" && opts.ResourceVersion == "" {
+		if listRV, err = c.storage.GetCurrentResourceVersion(ctx); err != nil {
+			return err
+		}
+	}
+	var elems []*element
+	var readRV uint64
+	if opts.Recursive {
+		if elems, readRV, err = c.watchCache.waitUntilFreshAndList(ctx, listRV, preparedKey); err != nil {
+			return err
+		}
+	} else {
+		e, exists, rv, err := c.watchCache.waitUntilFreshAndGet(ctx, listRV, preparedKey)
+		if err != nil {
+			return err
+		}
+		if exists {
+			elems = []*element{e}
+		}
+		readRV = rv
+	}
+
+	limit := opts.Predicate.Limit
+	if limit < 0 || opts.ResourceVersion == "0" {
+		limit = 0
+	}
+	var selected []runtime.Object
+	var lastKey string
+	hasMore := false
+	for i, e := range elems {
+		if opts.Predicate.MatchesObjectAttributes(e.Labels, e.Fields) {
+			selected = append(selected, e.Object.DeepCopyObject())
+			lastKey = e.Key
+		}
+		if limit > 0 && int64(len(selected)) >= limit {
+			hasMore = i < len(elems)-1
+			break
+		}
+	}
+	if selected == nil {
+		selected = []runtime.Object{}
+	}
+	if err := meta.SetList(listObj, selected); err != nil {
+		return err
+	}
+	continueValue, remaining, err := prepareContinueToken(lastKey, preparedKey, int64(readRV), int64(len(elems)), hasMore, opts)
+	if err != nil {
+		return err
+	}
+	return c.versioner.UpdateList(listObj, readRV, continueValue, remaining)
+}
+
+// prepareContinueToken is the continue token after keyLastItem and, for an unfiltered list, the
+// number of items left.
+//
+// Mirrors storage.PrepareContinueToken.
+func prepareContinueToken(keyLastItem, keyPrefix string, resourceVersion, itemsCount int64, hasMore bool, opts watch.ListOptions) (string, *int64, error) {
+	if !hasMore {
+		return "", nil, nil
+	}
+	token, err := watch.EncodeContinue(keyLastItem+"\x00", keyPrefix, resourceVersion)
+	if err != nil {
+		return "", nil, err
+	}
+	var remaining *int64
+	if opts.Predicate.Empty() {
+		n := itemsCount - opts.Predicate.Limit
+		remaining = &n
+	}
+	return token, remaining, nil
+}
+
+// GetCurrentResourceVersion returns the storage's current resourceVersion.
+func (c *Cacher) GetCurrentResourceVersion(ctx context.Context) (uint64, error) {
+	return c.storage.GetCurrentResourceVersion(ctx)
+}
+
+// RequestWatchProgress passes a progress request to the storage.
+func (c *Cacher) RequestWatchProgress(ctx context.Context) error {
+	return c.storage.RequestWatchProgress(ctx)
+}
+
+// Create passes through to the storage.
+func (c *Cacher) Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error {
+	return c.storage.Create(ctx, key, obj, out, ttl)
+}
+
+// Update passes through to the storage.
+func (c *Cacher) Update(ctx context.Context, key string, obj, out runtime.Object) error {
+	return c.storage.Update(ctx, key, obj, out)
+}
+
+// cachedObject is the cache's copy of key, offered to the storage as the current state of a write.
+func (c *Cacher) cachedObject(key string) runtime.Object {
+	if e, ok := c.watchCache.getByKey(key); ok {
+		return e.Object.DeepCopyObject()
+	}
+	return nil
+}
+
+// GuaranteedUpdate passes through to the storage, suggesting the cached object as the current state
+// (the storage re-reads it if the suggestion is stale).
+//
+// Mirrors CacheDelegator.GuaranteedUpdate.
+func (c *Cacher) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
+	preconditions *watch.Preconditions, tryUpdate watch.UpdateFunc, _ runtime.Object) error {
+	return c.storage.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, tryUpdate, c.cachedObject(key))
+}
+
+// Delete passes through to the storage, suggesting the cached object as the current state.
+//
+// Mirrors CacheDelegator.Delete.
+func (c *Cacher) Delete(ctx context.Context, key string, out runtime.Object, preconditions *watch.Preconditions,
+	validateDeletion watch.ValidateObjectFunc, _ runtime.Object, opts watch.DeleteOptions) error {
+	return c.storage.Delete(ctx, key, out, preconditions, validateDeletion, c.cachedObject(key), opts)
+}

@@ -1,0 +1,331 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
+
+	"github.com/listwatch/listwatch/watch"
+)
+
+// fillSlowWatcher opens a watcher that never reads and writes the 21 events it can hold (10 in
+// result, one in hand, 10 in input); it returns the watcher and the events.
+func fillSlowWatcher(t *testing.T, e *env, opts watch.ListOptions) (*recorder, []*unstructured.Unstructured) {
+	t.Helper()
+	opts.ResourceVersion = strconv.FormatUint(e.syncCache(), 10)
+	opts.Recursive = true
+	slow := e.watch("/pods/", opts)
+	cw := slow.w.(*cacheWatcher)
+	var created []*unstructured.Unstructured
+	for i := range 21 {
+		created = append(created, e.create(pod("ns", fmt.Sprintf("p%02d", i))))
+	}
+	e.waitProcessed(e.lastRV)
+	e.waitFor("the slow watcher is full", func() bool { return len(cw.input) == cap(cw.input) && len(cw.result) == cap(cw.result) })
+	return slow, created
+}
+
+// TestSlowWatcherClosedWithoutError: a watcher still full once the (empty) budget is spent is closed
+// without an ERROR, after a gap-free prefix of its events; the reader next to it gets everything; a
+// re-watch from the last delivered RV gets exactly the rest.
+func TestSlowWatcherClosedWithoutError(t *testing.T) {
+	e := newEnv(t, withFakeClock)
+	reader := e.watch("/pods/", watch.ListOptions{ResourceVersion: strconv.FormatUint(e.syncCache(), 10), Predicate: watch.Everything, Recursive: true})
+	slow, created := fillSlowWatcher(t, e, watch.ListOptions{Predicate: watch.Everything})
+	more := e.create(pod("ns", "overflow"))
+	created = append(created, more)
+	for _, c := range created {
+		reader.expectStepping(ev(apiwatch.Added, c))
+	}
+	// Reading the slow watcher while the dispatcher still waits for it would rescue it: let the budget
+	// run out first.
+	e.eventually("the dispatcher gives up on the slow watcher", func() bool { return e.cacher.lastProcessedRV.Load() >= rvOf(t, more) })
+	var lastRV string
+	i := 0
+	for {
+		got, ok := slow.nextStepping()
+		if !ok {
+			break
+		}
+		if want := ev(apiwatch.Added, created[i]); describe(got) != want {
+			t.Fatalf("slow watcher event %d: %s, want %s", i, describe(got), want)
+		}
+		lastRV = created[i].GetResourceVersion()
+		i++
+	}
+	if i == len(created) {
+		t.Fatal("the slow watcher was not closed")
+	}
+	resumed := e.watch("/pods/", watch.ListOptions{ResourceVersion: lastRV, Predicate: watch.Everything, Recursive: true})
+	var want []string
+	for _, c := range created[i:] {
+		want = append(want, ev(apiwatch.Added, c))
+	}
+	resumed.expect(want...)
+	resumed.expectNothing()
+}
+
+// TestBlockedWatcherRescuedWithinBudget: with budget available the dispatcher waits for a full watcher;
+// if it makes room in time nothing is lost and it stays open. Failure mode: stepping the clock by the
+// budget instead closes it (TestSlowWatcherClosedWithoutError).
+func TestBlockedWatcherRescuedWithinBudget(t *testing.T) {
+	e := newEnv(t, withFakeClock)
+	e.clock.Step(10 * time.Second)
+	slow, created := fillSlowWatcher(t, e, watch.ListOptions{Predicate: watch.Everything})
+	waiters := e.clock.Waiters()
+	created = append(created, e.create(pod("ns", "p21")))
+	e.waitFor("the dispatcher blocks on the watcher", func() bool { return e.clock.Waiters() > waiters })
+	var want []string
+	for _, c := range created {
+		want = append(want, ev(apiwatch.Added, c))
+	}
+	slow.expect(want...)
+	next := e.create(pod("ns", "p22"))
+	slow.expect(ev(apiwatch.Added, next))
+}
+
+// TestBookmarksNeverBlock: a bookmark for a full watcher is dropped, neither waiting for it nor closing
+// it, even with budget to spare.
+func TestBookmarksNeverBlock(t *testing.T) {
+	e := newEnv(t, withFakeClock)
+	e.clock.Step(10 * time.Second)
+	p := watch.Everything
+	p.AllowWatchBookmarks = true
+	slow, created := fillSlowWatcher(t, e, watch.ListOptions{Predicate: p})
+	cw := slow.w.(*cacheWatcher)
+	bucketOf := func() (int64, bool) {
+		e.cacher.mu.Lock()
+		defer e.cacher.mu.Unlock()
+		for id, ws := range e.cacher.bookmarkWatchers.buckets {
+			for _, w := range ws {
+				if w == cw {
+					return id, true
+				}
+			}
+		}
+		return 0, false
+	}
+	orig, ok := bucketOf()
+	if !ok {
+		t.Fatal("the watcher is not queued for a bookmark")
+	}
+	// A minute on, the bookmark is due; the dispatcher's timer fires within 1.25 s. Once dispatched, the
+	// watcher is queued again for the next one, unless the dispatch stopped it.
+	e.clock.Step(time.Minute)
+	e.eventually("the bookmark is dispatched and the watcher queued again", func() bool {
+		id, ok := bucketOf()
+		return ok && id != orig
+	})
+	e.cacher.mu.Lock()
+	stopped := cw.stopped
+	e.cacher.mu.Unlock()
+	if stopped {
+		t.Fatal("a bookmark closed the watcher")
+	}
+	var want []string
+	for _, c := range created {
+		want = append(want, ev(apiwatch.Added, c))
+	}
+	slow.expect(want...)
+	next := e.create(pod("ns", "next"))
+	got, _ := slow.next()
+	if got.Type == apiwatch.Bookmark {
+		got, _ = slow.next()
+	}
+	if describe(got) != ev(apiwatch.Added, next) {
+		t.Fatalf("got %s", describe(got))
+	}
+}
+
+// TestStopDuringDispatch ports TestDispatchingBookmarkEventsWithConcurrentStop: watchers stopped while
+// events and bookmarks are dispatched are stopped once the dispatch ends; input is never closed under
+// the dispatcher (which would panic).
+func TestStopDuringDispatch(t *testing.T) {
+	e := newEnv(t, withFakeClock)
+	p := watch.Everything
+	p.AllowWatchBookmarks = true
+	rv := strconv.FormatUint(e.syncCache(), 10)
+	var wg sync.WaitGroup
+	for i := range 200 {
+		w, err := e.cacher.Watch(e.ctx, "/pods/", watch.ListOptions{ResourceVersion: rv, Predicate: p, Recursive: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			w.Stop()
+			for range w.ResultChan() {
+			}
+		})
+		if i%20 == 0 {
+			e.create(pod("ns", fmt.Sprintf("p%d", i)))
+		}
+		e.clock.Step(time.Second)
+	}
+	wg.Wait()
+	e.cacher.mu.Lock()
+	defer e.cacher.mu.Unlock()
+	if n := len(e.cacher.watchers.allWatchers); n != 0 {
+		t.Fatalf("%d watcher scopes left registered", n)
+	}
+}
+
+// TestTriggerIndexedWatchers: with the spec.nodeName trigger, a watcher selecting one node is indexed by
+// it (channel size 10) and offered only events whose object is or was on that node, so moves between
+// nodes still give DELETED and ADDED.
+func TestTriggerIndexedWatchers(t *testing.T) {
+	e := newEnv(t, withNodeNameTrigger)
+	rv := strconv.FormatUint(e.syncCache(), 10)
+	open := func(field string) *recorder {
+		return e.watch("/pods/", watch.ListOptions{ResourceVersion: rv, Predicate: pred("", field), Recursive: true})
+	}
+	n1, n2, all := open("spec.nodeName=node1"), open("spec.nodeName=node2"), open("")
+	e.cacher.mu.Lock()
+	if len(e.cacher.watchers.valueWatchers["node1"]) != 1 || len(e.cacher.watchers.valueWatchers["node2"]) != 1 ||
+		len(e.cacher.watchers.allWatchers[namespacedName{}]) != 1 {
+		t.Errorf("index: %v %v", e.cacher.watchers.valueWatchers, e.cacher.watchers.allWatchers)
+	}
+	e.cacher.mu.Unlock()
+	if c := cap(n1.w.(*cacheWatcher).input); c != 10 {
+		t.Errorf("trigger watcher channel size %d", c)
+	}
+	on1 := e.create(pod("ns", "p", withNode("node1")))
+	on2 := e.put(pod("ns", "p", withNode("node2")))
+	on3 := e.put(pod("ns", "p", withNode("node3")))
+	n1.expect(ev(apiwatch.Added, on1), ev(apiwatch.Deleted, atRV(on1, rvOf(t, on2))))
+	n2.expect(ev(apiwatch.Added, on2), ev(apiwatch.Deleted, atRV(on2, rvOf(t, on3))))
+	all.expect(ev(apiwatch.Added, on1), ev(apiwatch.Modified, on2), ev(apiwatch.Modified, on3))
+	n1.expectNothing()
+	n2.expectNothing()
+}
+
+// TestScopeIndexedWatchers: a field selector pinning a namespace or name indexes the watcher by that
+// scope; it still gets exactly its events.
+func TestScopeIndexedWatchers(t *testing.T) {
+	e := newEnv(t)
+	rv := strconv.FormatUint(e.syncCache(), 10)
+	ns := e.watch("/pods/", watch.ListOptions{ResourceVersion: rv, Predicate: pred("", "metadata.namespace=a"), Recursive: true})
+	named := e.watch("/pods/", watch.ListOptions{ResourceVersion: rv, Predicate: pred("", "metadata.namespace=a,metadata.name=x"), Recursive: true})
+	e.cacher.mu.Lock()
+	if len(e.cacher.watchers.allWatchers[namespacedName{namespace: "a"}]) != 1 || len(e.cacher.watchers.allWatchers[namespacedName{namespace: "a", name: "x"}]) != 1 {
+		t.Errorf("index: %v", e.cacher.watchers.allWatchers)
+	}
+	e.cacher.mu.Unlock()
+	e.create(pod("b", "x"))
+	y := e.create(pod("a", "y"))
+	x := e.create(pod("a", "x"))
+	ns.expect(ev(apiwatch.Added, y), ev(apiwatch.Added, x))
+	named.expect(ev(apiwatch.Added, x))
+	named.expectNothing()
+}
+
+// TestNamespacesScopedToThemselves: for the namespaces resource a scope naming the same namespace and
+// name is cluster-wide, as namespaces carry no metadata.namespace field.
+func TestNamespacesScopedToThemselves(t *testing.T) {
+	e := newEnv(t, withResource("namespaces"))
+	e.watch("/pods/", watch.ListOptions{Predicate: pred("", "metadata.namespace=a,metadata.name=a"), Recursive: true, ResourceVersion: "0"})
+	e.cacher.mu.Lock()
+	defer e.cacher.mu.Unlock()
+	if len(e.cacher.watchers.allWatchers[namespacedName{name: "a"}]) != 1 {
+		t.Fatalf("index: %v", e.cacher.watchers.allWatchers)
+	}
+}
+
+// TestEventsSerializedOnce: one event written by 100 watchers is encoded once: they share one
+// CachingObject. A DELETED event's object is cached too, at the deletion's RV.
+func TestEventsSerializedOnce(t *testing.T) {
+	e := newEnv(t)
+	rv := strconv.FormatUint(e.syncCache(), 10)
+	var watchers []*recorder
+	for range 100 {
+		watchers = append(watchers, e.watch("/pods/", watch.ListOptions{ResourceVersion: rv, Predicate: watch.Everything, Recursive: true}))
+	}
+	created := e.create(pod("ns", "a"))
+	deleted := e.remove(created)
+	for _, want := range []string{ev(apiwatch.Added, created), ev(apiwatch.Deleted, atRV(created, rvOf(t, deleted)))} {
+		enc := &countingEncoder{}
+		var first runtime.Object
+		var wg sync.WaitGroup
+		for _, w := range watchers {
+			got, _ := w.next()
+			if describe(got) != want {
+				t.Fatalf("got %s, want %s", describe(got), want)
+			}
+			if first == nil {
+				first = got.Object
+			} else if got.Object != first {
+				t.Fatal("watchers got different objects for one event")
+			}
+			co, ok := got.Object.(runtime.CacheableObject)
+			if !ok {
+				t.Fatalf("event object %T is not cacheable", got.Object)
+			}
+			wg.Go(func() {
+				if err := co.CacheEncode("json", enc.encode, io.Discard); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if n := enc.calls.Load(); n != 1 {
+			t.Fatalf("%s encoded %d times", want, n)
+		}
+	}
+}
+
+// TestCacherStop: Stop terminates every watcher (a draining one included) and is idempotent; afterwards
+// watches are refused with ErrStopped's message and Wait fails.
+func TestCacherStop(t *testing.T) {
+	e := newEnv(t)
+	w := e.watch("/pods/", watch.ListOptions{ResourceVersion: "0", Predicate: watch.Everything, Recursive: true})
+	draining := e.watch("/pods/", watch.ListOptions{ResourceVersion: "0", Predicate: watch.Everything, Recursive: true})
+	for i := range 15 {
+		e.create(pod("ns", fmt.Sprintf("p%d", i)))
+	}
+	e.waitProcessed(e.lastRV)
+	draining.w.(*cacheWatcher).forget(true)
+	e.cacher.Stop()
+	e.cacher.Stop()
+	for range w.w.ResultChan() {
+	}
+	_, err := e.cacher.Watch(e.ctx, "/pods/", watch.ListOptions{Predicate: watch.Everything, Recursive: true})
+	if !apierrors.IsTooManyRequests(err) || err.Error() != ErrStopped.Error() {
+		t.Fatalf("watch after stop: %v", err)
+	}
+	if err := e.cacher.Wait(context.Background()); !errors.Is(err, ErrStopped) {
+		t.Fatalf("wait after stop: %v", err)
+	}
+	// The draining watcher's goroutine has exited: its result channel is closed once read out.
+	for range draining.w.ResultChan() {
+	}
+}
+
+// TestStopDuringBlockedDispatch: Stop does not wait for the budget timer of a dispatch blocked on a
+// slow watcher (on a fake clock that timer would never fire).
+func TestStopDuringBlockedDispatch(t *testing.T) {
+	e := newEnv(t, withFakeClock)
+	e.clock.Step(10 * time.Second)
+	fillSlowWatcher(t, e, watch.ListOptions{Predicate: watch.Everything})
+	waiters := e.clock.Waiters()
+	e.create(pod("ns", "overflow"))
+	e.waitFor("the dispatcher blocks on the watcher", func() bool { return e.clock.Waiters() > waiters })
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		e.cacher.Stop()
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(waitTimeout):
+		t.Fatal("Stop waits for the blocked dispatch")
+	}
+}

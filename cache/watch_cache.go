@@ -1,0 +1,342 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/clock"
+
+	"github.com/listwatch/listwatch/watch"
+)
+
+const (
+	// blockTimeout bounds how long a request waits for the cache to reach a resourceVersion.
+	blockTimeout = 3 * time.Second
+	// resourceVersionTooHighRetrySeconds is the Retry-After of the 504 that ends such a wait.
+	resourceVersionTooHighRetrySeconds = 1
+)
+
+// watchCacheEvent is one event of the cache: the watch event plus what filtering needs, the previous
+// state of the object and both states' attributes.
+//
+// Mirrors watch_cache.go watchCacheEvent.
+type watchCacheEvent struct {
+	Type            apiwatch.EventType
+	Object          runtime.Object
+	ObjLabels       labels.Set
+	ObjFields       fields.Set
+	PrevObject      runtime.Object
+	PrevObjLabels   labels.Set
+	PrevObjFields   fields.Set
+	Key             string
+	ResourceVersion uint64
+	RecordTime      time.Time
+}
+
+// watchCache is the sliding window of recent events plus the current state, both at resourceVersion.
+// Exactly one goroutine (the reflector's) calls Add, Update, Delete, Replace and UpdateResourceVersion.
+//
+// Mirrors watch_cache.go watchCache.
+type watchCache struct {
+	sync.RWMutex
+	// cond wakes requests waiting for a fresher resourceVersion; its locker is the read lock.
+	cond *sync.Cond
+
+	// resourceVersion is the newest revision the cache reflects: an event's, a progress
+	// notification's or a list's.
+	resourceVersion uint64
+	// listResourceVersion is the revision of the last relist, 0 before the first.
+	listResourceVersion uint64
+
+	history *watchCacheHistory
+	store   *objectStore
+
+	// onReplace runs under the lock at the end of every Replace.
+	onReplace func()
+
+	keyFunc      func(runtime.Object) (string, error)
+	getAttrs     watch.AttrFunc
+	versioner    watch.Versioner
+	clock        clock.Clock
+	eventHandler func(*watchCacheEvent)
+	progress     *progressRequester
+	getCurrentRV func(context.Context) (uint64, error)
+
+	// helpers are the goroutines that wake freshness waits on timeout, cancellation or stop.
+	helpers *goroutines
+	stopCh  <-chan struct{}
+
+	// listed is closed by the first Replace.
+	listed     chan struct{}
+	listedOnce sync.Once
+}
+
+func newWatchCache(keyFunc func(runtime.Object) (string, error), getAttrs watch.AttrFunc, versioner watch.Versioner,
+	clk clock.Clock, eventFreshDuration time.Duration, eventHandler func(*watchCacheEvent), progress *progressRequester,
+	getCurrentRV func(context.Context) (uint64, error), stopCh <-chan struct{}) *watchCache {
+	w := &watchCache{
+		history:      newWatchCacheHistory(eventFreshDuration),
+		store:        newObjectStore(),
+		keyFunc:      keyFunc,
+		getAttrs:     getAttrs,
+		versioner:    versioner,
+		clock:        clk,
+		eventHandler: eventHandler,
+		progress:     progress,
+		getCurrentRV: getCurrentRV,
+		helpers:      &goroutines{},
+		stopCh:       stopCh,
+		listed:       make(chan struct{}),
+	}
+	w.cond = sync.NewCond(w.RLocker())
+	return w
+}
+
+// Add records the creation of obj.
+func (w *watchCache) Add(obj runtime.Object) error { return w.processEvent(apiwatch.Added, obj) }
+
+// Update records a change of obj.
+func (w *watchCache) Update(obj runtime.Object) error { return w.processEvent(apiwatch.Modified, obj) }
+
+// Delete records the deletion of obj, which carries the deletion's resourceVersion.
+func (w *watchCache) Delete(obj runtime.Object) error { return w.processEvent(apiwatch.Deleted, obj) }
+
+// processEvent appends the event to the history, applies it to the store and moves resourceVersion,
+// all under the lock, then hands the event to the dispatcher outside it.
+//
+// Mirrors watchCache.processEvent.
+func (w *watchCache) processEvent(eventType apiwatch.EventType, obj runtime.Object) error {
+	resourceVersion, err := w.versioner.ObjectResourceVersion(obj)
+	if err != nil {
+		return err
+	}
+	key, err := w.keyFunc(obj)
+	if err != nil {
+		return fmt.Errorf("couldn't compute key: %w", err)
+	}
+	elem := &element{Key: key, Object: obj}
+	if elem.Labels, elem.Fields, err = w.getAttrs(obj); err != nil {
+		return err
+	}
+	event := &watchCacheEvent{
+		Type:            eventType,
+		Object:          obj,
+		ObjLabels:       elem.Labels,
+		ObjFields:       elem.Fields,
+		Key:             key,
+		ResourceVersion: resourceVersion,
+		RecordTime:      w.clock.Now(),
+	}
+
+	w.Lock()
+	if prev, ok := w.store.get(key); ok {
+		event.PrevObject, event.PrevObjLabels, event.PrevObjFields = prev.Object, prev.Labels, prev.Fields
+	}
+	w.history.add(event)
+	w.resourceVersion = resourceVersion
+	if eventType == apiwatch.Deleted {
+		w.store.remove(key)
+	} else {
+		w.store.put(elem)
+	}
+	w.cond.Broadcast()
+	w.Unlock()
+
+	if w.eventHandler != nil {
+		w.eventHandler(event)
+	}
+	return nil
+}
+
+// UpdateResourceVersion moves the cache to resourceVersion without an event (a progress notification,
+// or the revision of the event just applied) and queues a bookmark for the dispatcher.
+//
+// Mirrors watchCache.UpdateResourceVersion.
+func (w *watchCache) UpdateResourceVersion(resourceVersion string) error {
+	rv, err := w.versioner.ParseResourceVersion(resourceVersion)
+	if err != nil {
+		return err
+	}
+	w.Lock()
+	w.resourceVersion = rv
+	w.cond.Broadcast()
+	w.Unlock()
+	if w.eventHandler != nil {
+		w.eventHandler(&watchCacheEvent{Type: apiwatch.Bookmark, ResourceVersion: rv})
+	}
+	return nil
+}
+
+// Replace makes objs the whole state at resourceVersion after a (re)list. The history is emptied with
+// its start index moved forward, never back, so intervals built before are invalidated.
+//
+// Mirrors watchCache.Replace.
+func (w *watchCache) Replace(objs []runtime.Object, resourceVersion string) error {
+	version, err := w.versioner.ParseResourceVersion(resourceVersion)
+	if err != nil {
+		return err
+	}
+	elems := make([]*element, 0, len(objs))
+	for _, obj := range objs {
+		key, err := w.keyFunc(obj)
+		if err != nil {
+			return fmt.Errorf("couldn't compute key: %w", err)
+		}
+		l, f, err := w.getAttrs(obj)
+		if err != nil {
+			return err
+		}
+		elems = append(elems, &element{Key: key, Object: obj, Labels: l, Fields: f})
+	}
+
+	w.Lock()
+	defer w.Unlock()
+	w.history.reset()
+	w.store.replace(elems)
+	w.listResourceVersion = version
+	w.resourceVersion = version
+	if w.onReplace != nil {
+		w.onReplace()
+	}
+	w.cond.Broadcast()
+	w.listedOnce.Do(func() { close(w.listed) })
+	return nil
+}
+
+func (w *watchCache) setOnReplace(f func()) {
+	w.Lock()
+	defer w.Unlock()
+	w.onReplace = f
+}
+
+func (w *watchCache) suggestedWatchChannelSize(indexExists, triggerUsed bool) int {
+	w.RLock()
+	defer w.RUnlock()
+	return w.history.suggestedWatchChannelSize(indexExists, triggerUsed)
+}
+
+// waitUntilFreshLocked waits, with the read lock held, until the cache reaches resourceVersion; after
+// blockTimeout it fails with 504 TooLargeResourceVersion (Retry-After 1). While it waits, progress
+// notifications are requested so that an idle cache still moves forward.
+//
+// Mirrors watchCache.waitUntilFreshLocked. Unlike upstream, a cancelled ctx or a stopped cache also
+// end the wait.
+func (w *watchCache) waitUntilFreshLocked(ctx context.Context, resourceVersion uint64) error {
+	if resourceVersion == 0 || resourceVersion <= w.resourceVersion {
+		return nil
+	}
+	w.progress.add()
+	defer w.progress.remove()
+
+	start := w.clock.Now()
+	timer := w.clock.NewTimer(blockTimeout)
+	waitDone := make(chan struct{})
+	defer func() {
+		close(waitDone)
+		timer.Stop()
+	}()
+	w.helpers.start(func() {
+		select {
+		case <-timer.C():
+		case <-ctx.Done():
+		case <-w.stopCh:
+		case <-waitDone:
+			return
+		}
+		// Taking the write lock makes sure the waiter has released its read lock inside cond.Wait, so the
+		// broadcast cannot fall between its check and its wait.
+		w.Lock()
+		w.Unlock() //nolint:staticcheck // an empty critical section is the point
+		w.cond.Broadcast()
+	})
+	for w.resourceVersion < resourceVersion {
+		if w.clock.Since(start) >= blockTimeout {
+			return watch.NewTooLargeResourceVersionError(resourceVersion, w.resourceVersion, resourceVersionTooHighRetrySeconds)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		select {
+		case <-w.stopCh:
+			return apierrors.NewServiceUnavailable(ErrStopped.Error())
+		default:
+		}
+		w.cond.Wait()
+	}
+	return nil
+}
+
+// waitUntilFreshAndGet returns the element at key once the cache has reached resourceVersion, and the
+// cache's resourceVersion at the read.
+//
+// Mirrors watchCache.WaitUntilFreshAndGet.
+func (w *watchCache) waitUntilFreshAndGet(ctx context.Context, resourceVersion uint64, key string) (*element, bool, uint64, error) {
+	w.RLock()
+	defer w.RUnlock()
+	if err := w.waitUntilFreshLocked(ctx, resourceVersion); err != nil {
+		return nil, false, 0, err
+	}
+	e, ok := w.store.get(key)
+	return e, ok, w.resourceVersion, nil
+}
+
+// waitUntilFreshAndList returns the elements under prefix (from continueKey on) once the cache has
+// reached resourceVersion, and the cache's resourceVersion at the read.
+//
+// Mirrors watchCache.waitAndListLatestRV.
+func (w *watchCache) waitUntilFreshAndList(ctx context.Context, resourceVersion uint64, prefix string) ([]*element, uint64, error) {
+	w.RLock()
+	defer w.RUnlock()
+	if err := w.waitUntilFreshLocked(ctx, resourceVersion); err != nil {
+		return nil, 0, err
+	}
+	return w.store.listPrefix(prefix, ""), w.resourceVersion, nil
+}
+
+// getByKey returns the current element at key, for the suggestions passed to storage writes.
+func (w *watchCache) getByKey(key string) (*element, bool) {
+	w.RLock()
+	defer w.RUnlock()
+	return w.store.get(key)
+}
+
+// getAllEventsSinceLocked picks what a new watcher replays: the current state (SendInitialEvents, or
+// the legacy RV=0 watch) or the history after resourceVersion (RV=0 with SendInitialEvents=false
+// meaning "from now"). The caller holds the read lock until the watcher is registered.
+//
+// Mirrors watchCache.getAllEventsSinceLocked.
+func (w *watchCache) getAllEventsSinceLocked(resourceVersion uint64, key string, opts watch.ListOptions) (*watchCacheInterval, error) {
+	_, matchesSingle := opts.Predicate.MatchesSingle()
+	matchesSingle = matchesSingle && !opts.Recursive
+	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+		return w.intervalFromStoreLocked(key, matchesSingle), nil
+	}
+	if resourceVersion == 0 {
+		if opts.SendInitialEvents == nil {
+			return w.intervalFromStoreLocked(key, matchesSingle), nil
+		}
+		resourceVersion = w.resourceVersion
+	}
+	return w.history.intervalLocked(resourceVersion, w.listResourceVersion, w.RLocker())
+}
+
+// intervalFromStoreLocked is the current state under key as of the cache's resourceVersion.
+//
+// Mirrors watchCache.getIntervalFromStoreLocked.
+func (w *watchCache) intervalFromStoreLocked(key string, matchesSingle bool) *watchCacheInterval {
+	if matchesSingle {
+		var elems []*element
+		if e, ok := w.store.get(key); ok {
+			elems = append(elems, e)
+		}
+		return newElementsInterval(elems, w.resourceVersion)
+	}
+	return newSnapshotInterval(w.store.snapshot(), key, w.resourceVersion)
+}

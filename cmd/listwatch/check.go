@@ -1,0 +1,689 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"k8s.io/utils/clock"
+
+	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/proptest/history"
+	"github.com/listwatch/listwatch/proptest/workload"
+	"github.com/listwatch/listwatch/store"
+)
+
+func init() {
+	register(&command{
+		name:    "check",
+		summary: "run a randomized workload against an etcd v3 store (in-memory or --endpoints) and check its guarantees",
+		run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+			return defaultCheckEnv.run(ctx, args, stdout, stderr)
+		},
+	})
+}
+
+// Flag defaults.
+const (
+	defaultCheckDuration  = 5 * time.Second
+	defaultCompactEvery   = 500
+	defaultDialTimeout    = 5 * time.Second
+	defaultCheckTimeout   = 5 * time.Minute
+	defaultRequestTimeout = workload.DefaultRequestTimeout
+)
+
+// Progress lines: overwritten every second on a terminal, a plain line every 10 s otherwise (a
+// log file should not get one a second).
+const (
+	progressTerminalInterval = time.Second
+	progressPlainInterval    = 10 * time.Second
+)
+
+// inMemoryProgressNotifyInterval is the in-memory store's period of progress notifications, so
+// that the watches asking for them get some within a run (etcd's default is 10 minutes).
+const inMemoryProgressNotifyInterval = 500 * time.Millisecond
+
+// The verdicts that fail the command (exit status 1).
+var (
+	errFail         = errors.New("FAIL")
+	errInconclusive = errors.New("INCONCLUSIVE")
+)
+
+// maxViolationsShown is how many violations are printed; the report has them all.
+const maxViolationsShown = 10
+
+// checkEnv is what check takes from its surroundings; tests replace parts of it.
+type checkEnv struct {
+	clock clock.WithTicker
+	// terminal reports whether w is a terminal, where progress lines are overwritten in place.
+	terminal func(w io.Writer) bool
+	// started, if set, is called with the workload's stats once it runs.
+	started func(*workload.Stats)
+	// checkHistory checks a history: history.Check.
+	checkHistory func(*history.History, history.Options) (*history.Result, error)
+}
+
+var defaultCheckEnv = checkEnv{clock: clock.RealClock{}, terminal: isTerminal, checkHistory: history.Check}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// checkFlags is the parsed command line.
+type checkFlags struct {
+	endpoints    []string
+	dialTimeout  time.Duration
+	cfg          workload.Config
+	seedSet      bool
+	checkTimeout time.Duration
+	report       string
+	historyOut   string
+	checkHistory string
+}
+
+// workloadFlags apply to a workload run only, not to --check-history.
+var workloadFlags = []string{"endpoints", "dial-timeout", "seed", "duration", "ops", "clients", "watchers",
+	"compact-every", "workload", "history", "request-timeout"}
+
+func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
+	fs := flag.NewFlagSet("listwatch check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: listwatch check [flags]")
+		fmt.Fprintln(stderr, "\nRuns a seeded randomized workload against an etcd v3 store, records every request and watch,")
+		fmt.Fprintln(stderr, "and checks the history against etcd's guarantees: linearizable KV operations and every watch")
+		fmt.Fprintln(stderr, "guarantee. Without --endpoints the store is listwatch's in-memory store, in process. Exit status:")
+		fmt.Fprintln(stderr, "0 PASS, 1 a guarantee was violated or the check was inconclusive, 2 a bad command line.")
+		fmt.Fprintln(stderr, "\nflags:")
+		fs.PrintDefaults()
+	}
+	endpoints := fs.String("endpoints", "", "comma-separated etcd v3 client `endpoints` (host:port or http://host:port) of a fresh store (revision 1) nobody else writes to; default: the in-memory store")
+	dialTimeout := fs.Duration("dial-timeout", defaultDialTimeout, "how long to wait for --endpoints to answer")
+	seed := fs.Uint64("seed", 0, "seed of the workload's choices (default: drawn, and printed)")
+	duration := fs.Duration("duration", 0, fmt.Sprintf("run the workload this long (default %v unless --ops)", defaultCheckDuration))
+	ops := fs.Int64("ops", 0, "run the workload until its clients have sent this many requests")
+	clients := fs.Int("clients", workload.DefaultClients, "concurrent clients")
+	watchers := fs.Int("watchers", workload.DefaultWatchers, "concurrent watchers")
+	compactEvery := fs.Int64("compact-every", defaultCompactEvery, "compact every this many `revisions` (0: never)")
+	kind := fs.String("workload", string(workload.K8s), fmt.Sprintf("the workload: %v", workload.Kinds))
+	requestTimeout := fs.Duration("request-timeout", defaultRequestTimeout, "timeout of each request (one that runs out has an unknown outcome)")
+	checkTimeout := fs.Duration("check-timeout", defaultCheckTimeout, "bound on the linearizability search (0: none); when it runs out the check is inconclusive")
+	report := fs.String("report", "", "write the HTML report to `file` (on a failure one is always written, to a temporary file if not here)")
+	historyOut := fs.String("history", "", "write the recorded history as JSON to `file`, to check it again with --check-history")
+	checkHistory := fs.String("check-history", "", "check the JSON history in `file` instead of running a workload")
+	if err := fs.Parse(args); err != nil {
+		return nil, usageError{err: err, reported: true}
+	}
+	if fs.NArg() > 0 {
+		return nil, usageError{err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	bad := func(format string, a ...any) (*checkFlags, error) {
+		return nil, usageError{err: fmt.Errorf(format, a...)}
+	}
+	f := &checkFlags{dialTimeout: *dialTimeout, seedSet: set["seed"], checkTimeout: *checkTimeout,
+		report: *report, historyOut: *historyOut, checkHistory: *checkHistory}
+	if set["check-history"] {
+		if *checkHistory == "" {
+			return bad("--check-history needs a file")
+		}
+		for _, name := range workloadFlags {
+			if set[name] {
+				return bad("--%s does not apply to --check-history, which checks a recorded history instead of running a workload", name)
+			}
+		}
+	}
+	if set["endpoints"] {
+		eps, err := parseEndpoints(*endpoints)
+		if err != nil {
+			return bad("--endpoints %q: %v", *endpoints, err)
+		}
+		f.endpoints = eps
+	}
+	k, err := workload.ParseKind(*kind)
+	if err != nil {
+		return bad("--workload %q: want one of %v", *kind, workload.Kinds)
+	}
+	switch {
+	case set["ops"] && set["duration"]:
+		return bad("--ops and --duration both bound the run: give one")
+	case set["ops"] && *ops <= 0:
+		return bad("--ops %d: must be positive", *ops)
+	case set["duration"] && *duration <= 0:
+		return bad("--duration %v: must be positive", *duration)
+	case *clients < 1:
+		return bad("--clients %d: need at least one", *clients)
+	case *watchers < 0:
+		return bad("--watchers %d: must not be negative", *watchers)
+	case *compactEvery < 0:
+		return bad("--compact-every %d: must not be negative (0 never compacts)", *compactEvery)
+	case *dialTimeout <= 0:
+		return bad("--dial-timeout %v: must be positive", *dialTimeout)
+	case *requestTimeout <= 0:
+		return bad("--request-timeout %v: must be positive", *requestTimeout)
+	case *checkTimeout < 0:
+		return bad("--check-timeout %v: must not be negative (0 is no bound)", *checkTimeout)
+	}
+	for _, out := range []struct{ name, path string }{{"report", *report}, {"history", *historyOut}} {
+		if !set[out.name] {
+			continue
+		}
+		if out.path == "" {
+			return bad("--%s needs a file", out.name)
+		}
+		if fi, err := os.Stat(filepath.Dir(out.path)); err != nil || !fi.IsDir() {
+			return bad("--%s %s: no directory %s to write it in", out.name, out.path, filepath.Dir(out.path))
+		}
+	}
+	if !set["ops"] && !set["duration"] {
+		*duration = defaultCheckDuration
+	}
+	f.cfg = workload.Config{Kind: k, Seed: *seed, Clients: *clients, Watchers: *watchers, Ops: *ops,
+		Duration: *duration, CompactEvery: *compactEvery, RequestTimeout: *requestTimeout}
+	return f, nil
+}
+
+// parseEndpoints splits a comma-separated endpoint list: host:port, or http://host:port as etcdctl
+// takes them. TLS is not configured, so https endpoints are refused.
+func parseEndpoints(s string) ([]string, error) {
+	var eps []string
+	for _, ep := range strings.Split(s, ",") {
+		ep = strings.TrimSpace(ep)
+		hostport := ep
+		if scheme, rest, ok := strings.Cut(ep, "://"); ok {
+			if scheme != "http" {
+				return nil, fmt.Errorf("endpoint %q: only http:// endpoints are supported (no TLS flags)", ep)
+			}
+			hostport = rest
+		}
+		if ep == "" {
+			return nil, errors.New("empty endpoint")
+		}
+		if _, _, err := net.SplitHostPort(hostport); err != nil {
+			return nil, fmt.Errorf("endpoint %q: %v", ep, err)
+		}
+		eps = append(eps, ep)
+	}
+	return eps, nil
+}
+
+// run is `listwatch check`.
+func (env checkEnv) run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseCheckFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if f.checkHistory != "" {
+		return env.checkFile(f, stdout, stderr)
+	}
+	if !f.seedSet {
+		f.cfg.Seed = uint64(env.clock.Now().UnixNano())
+	}
+
+	target, err := openTarget(ctx, f)
+	if err != nil {
+		return err
+	}
+	defer target.close()
+	f.cfg.Quirks = target.quirks
+	f.cfg.Clock = env.clock
+	stats := &workload.Stats{}
+	f.cfg.Stats = stats
+
+	bound := fmt.Sprintf("for %v", f.cfg.Duration)
+	if f.cfg.Ops > 0 {
+		bound = fmt.Sprintf("for %d requests", f.cfg.Ops)
+	}
+	fmt.Fprintf(stdout, "listwatch check: %s workload, seed %d, %d clients, %d watchers, %s, %s\n",
+		f.cfg.Kind, f.cfg.Seed, f.cfg.Clients, f.cfg.Watchers, compactionText(f.cfg.CompactEvery), bound)
+	fmt.Fprintf(stdout, "target: %s\n", target.description)
+	if names := target.quirks.Names(); len(names) > 0 {
+		fmt.Fprintf(stdout, "known bugs of this etcd version the workload does not provoke: %s\n", strings.Join(names, ", "))
+	}
+
+	rec := history.NewRecorder(target.client, env.clock)
+	start := env.clock.Now()
+	stopProgress := env.progress(stderr, stats, start)
+	if env.started != nil {
+		env.started(stats)
+	}
+	snap, err := workload.Run(ctx, rec, f.cfg)
+	stopProgress()
+	if err != nil {
+		return err // the flags were checked: only a bug gets here
+	}
+	elapsed := env.clock.Since(start)
+	h := rec.History()
+	target.close()
+	if ctx.Err() != nil {
+		fmt.Fprintf(stdout, "interrupted after %v: checking what was recorded\n", elapsed.Round(time.Millisecond))
+	}
+	rate := float64(snap.Operations) / max(elapsed.Seconds(), 1e-9)
+	fmt.Fprintf(stdout, "recorded %d requests and %d watches in %v (%.0f requests/s), final revision %d\n",
+		len(h.Operations), len(h.Watches), elapsed.Round(time.Millisecond), rate, snap.Revision)
+	if f.historyOut != "" {
+		if err := writeFile(f.historyOut, h.WriteJSON); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "history: %s\n", f.historyOut)
+	}
+	writeOperations(stdout, snap.ByName)
+	return env.check(h, f, true, stdout, stderr)
+}
+
+func compactionText(every int64) string {
+	if every == 0 {
+		return "no compaction"
+	}
+	return fmt.Sprintf("compaction every %d revisions", every)
+}
+
+// checkFile is `listwatch check --check-history FILE`.
+func (env checkEnv) checkFile(f *checkFlags, stdout, stderr io.Writer) error {
+	file, err := os.Open(f.checkHistory)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	h, err := history.ReadJSON(file)
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.checkHistory, err)
+	}
+	fmt.Fprintf(stdout, "listwatch check: the history in %s: %d requests, %d watches\n", f.checkHistory, len(h.Operations), len(h.Watches))
+	writeOperations(stdout, historyCounts(h))
+	return env.check(h, f, false, stdout, stderr)
+}
+
+// check checks h and reports; recorded says h comes from a run (saved on a failure if --history
+// did not save it).
+func (env checkEnv) check(h *history.History, f *checkFlags, recorded bool, stdout, stderr io.Writer) error {
+	writeWatches(stdout, h)
+	bound := "unbounded"
+	if f.checkTimeout > 0 {
+		bound = fmt.Sprintf("bounded by --check-timeout %v", f.checkTimeout)
+	}
+	fmt.Fprintf(stderr, "checking %d requests and %d watches (search %s)...\n", len(h.Operations), len(h.Watches), bound)
+	start := env.clock.Now()
+	res, err := env.checkHistory(h, history.Options{Timeout: f.checkTimeout})
+	if err != nil {
+		return err
+	}
+	took := env.clock.Since(start).Round(time.Millisecond)
+	writeGuarantees(stdout, h, res)
+	for _, n := range res.Notes {
+		fmt.Fprintf(stdout, "note: %s\n", n)
+	}
+
+	var verdict error
+	switch {
+	case res.OK():
+		fmt.Fprintf(stdout, "checked in %v: PASS\n", took)
+	case len(res.Violations) > 0:
+		verdict = fmt.Errorf("%w: %d violation(s) of %s", errFail, len(res.Violations), guaranteeList(res.Guarantees()))
+		fmt.Fprintf(stdout, "checked in %v: %v\n", took, verdict)
+		for i, v := range res.Violations {
+			if i == maxViolationsShown {
+				fmt.Fprintf(stdout, "... and %d more, in the report\n", len(res.Violations)-i)
+				break
+			}
+			fmt.Fprintln(stdout, v.String())
+		}
+	default:
+		fmt.Fprintf(stdout, "checked in %v: INCONCLUSIVE: the linearizability search did not finish within --check-timeout %v, so the watch checks that need a linearization were skipped; no violation was found in what could be checked\n",
+			took, f.checkTimeout)
+		verdict = fmt.Errorf("%w: the linearizability search timed out after %v (raise --check-timeout)", errInconclusive, f.checkTimeout)
+	}
+
+	report := f.report
+	if verdict != nil && report == "" {
+		if report, err = tempFile("listwatch-check-report-*.html"); err != nil {
+			return errors.Join(verdict, err)
+		}
+	}
+	if report != "" {
+		if err := writeFile(report, func(w io.Writer) error { return history.WriteReport(w, h, res) }); err != nil {
+			return errors.Join(verdict, err)
+		}
+		fmt.Fprintf(stdout, "report: %s\n", report)
+		if verdict != nil {
+			verdict = fmt.Errorf("%w; report: %s", verdict, report)
+		}
+	}
+	if verdict != nil && recorded && f.historyOut == "" {
+		path, err := tempFile("listwatch-check-history-*.json")
+		if err == nil {
+			err = writeFile(path, h.WriteJSON)
+		}
+		if err != nil {
+			return errors.Join(verdict, err)
+		}
+		fmt.Fprintf(stdout, "history: %s (check it again with --check-history %s)\n", path, path)
+	}
+	return verdict
+}
+
+func guaranteeList(gs []history.Guarantee) string {
+	names := make([]string, len(gs))
+	for i, g := range gs {
+		names[i] = string(g)
+	}
+	return strings.Join(names, ", ")
+}
+
+func tempFile(pattern string) (string, error) {
+	f, err := os.CreateTemp("", pattern)
+	if err != nil {
+		return "", err
+	}
+	return f.Name(), f.Close()
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	file, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(file); err != nil {
+		file.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return file.Close()
+}
+
+// target is the store a workload runs against.
+type target struct {
+	client      *clientv3.Client
+	description string
+	quirks      workload.Quirks
+	closeOnce   sync.Once
+	closeFn     func()
+}
+
+func (t *target) close() { t.closeOnce.Do(t.closeFn) }
+
+// openTarget connects to --endpoints, or starts the in-memory store. An endpoint must be a fresh
+// store: the checker replays the history from an empty store at revision 1.
+func openTarget(ctx context.Context, f *checkFlags) (*target, error) {
+	if len(f.endpoints) == 0 {
+		st := store.New(store.Options{ProgressNotifyInterval: inMemoryProgressNotifyInterval, Seed: f.cfg.Seed})
+		cli, closeClient, err := etcdgrpc.NewClient(st, etcdgrpc.Options{})
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		t := &target{client: cli, closeFn: func() {
+			_ = closeClient()
+			_ = st.Close()
+		}}
+		eps, quirks, err := probe(ctx, cli, f.dialTimeout)
+		if err != nil {
+			t.close()
+			return nil, err
+		}
+		t.quirks = quirks
+		t.description = fmt.Sprintf("the in-memory store, in process (etcd API %s)", eps[0].Version)
+		return t, nil
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: f.endpoints, DialTimeout: f.dialTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", strings.Join(f.endpoints, ","), err)
+	}
+	t := &target{client: cli, closeFn: func() { _ = cli.Close() }}
+	eps, quirks, err := probe(ctx, cli, f.dialTimeout)
+	if err != nil {
+		t.close()
+		return nil, err
+	}
+	var parts []string
+	for _, ep := range eps {
+		if ep.Revision != 1 {
+			t.close()
+			return nil, fmt.Errorf("endpoint %s is at revision %d: check needs a fresh store (revision 1, never written) that nobody else writes to while it runs, since the history is checked from an empty store", ep.Endpoint, ep.Revision)
+		}
+		parts = append(parts, fmt.Sprintf("%s (etcd %s)", ep.Endpoint, ep.Version))
+	}
+	t.quirks = quirks
+	t.description = strings.Join(parts, ", ")
+	return t, nil
+}
+
+func probe(ctx context.Context, cli *clientv3.Client, timeout time.Duration) ([]workload.Endpoint, workload.Quirks, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	eps, quirks, err := workload.Probe(ctx, cli)
+	if err != nil {
+		return nil, workload.Quirks{}, fmt.Errorf("no answer within --dial-timeout %v: %w", timeout, err)
+	}
+	return eps, quirks, nil
+}
+
+// progress prints a progress line to w until the returned function is called: overwritten in
+// place every second on a terminal, a plain line every 10 s otherwise.
+func (env checkEnv) progress(w io.Writer, stats *workload.Stats, start time.Time) (stop func()) {
+	terminal := env.terminal(w)
+	interval := progressPlainInterval
+	if terminal {
+		interval = progressTerminalInterval
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := env.clock.NewTicker(interval)
+		defer t.Stop()
+		width := 0
+		for {
+			select {
+			case <-done:
+				if terminal && width > 0 {
+					fmt.Fprintln(w)
+				}
+				return
+			case <-t.C():
+				line := progressLine(stats.Snapshot(), env.clock.Since(start))
+				if terminal {
+					pad := max(0, width-len(line))
+					width = len(line)
+					fmt.Fprintf(w, "\r%s%s", line, strings.Repeat(" ", pad))
+				} else {
+					fmt.Fprintln(w, line)
+				}
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
+func progressLine(s workload.Snapshot, elapsed time.Duration) string {
+	rate := float64(s.Operations) / max(elapsed.Seconds(), 1e-9)
+	return fmt.Sprintf("%6.1fs  requests %d (%.0f/s)  errors %d failed, %d unknown  watches %d  events %d  revision %d",
+		elapsed.Seconds(), s.Operations, rate, s.Failed, s.Unknown, s.Watches, s.WatchEvents, s.Revision)
+}
+
+// historyCounts counts a history's operations by request type and outcome.
+func historyCounts(h *history.History) []workload.NameCount {
+	order := []string{"range", "put", "delete_range", "txn", "compact", "lease_grant", "lease_revoke", "lease_keep_alive"}
+	counts := make([]workload.NameCount, len(order))
+	for i, n := range order {
+		counts[i].Name = n
+	}
+	for _, op := range h.Operations {
+		r := &op.Request
+		i := 0
+		switch {
+		case r.Range != nil:
+			i = 0
+		case r.Put != nil:
+			i = 1
+		case r.DeleteRange != nil:
+			i = 2
+		case r.Txn != nil:
+			i = 3
+		case r.Compact != nil:
+			i = 4
+		case r.LeaseGrant != nil:
+			i = 5
+		case r.LeaseRevoke != nil:
+			i = 6
+		case r.LeaseKeepAlive != nil:
+			i = 7
+		}
+		o := workload.OK
+		switch {
+		case op.Unknown:
+			o = workload.Unknown
+		case op.Error != "":
+			o = workload.Failed
+		case op.Response != nil && op.Response.Txn != nil && !op.Response.Txn.Succeeded:
+			o = workload.Conflict
+		}
+		counts[i].Outcomes[o]++
+	}
+	return slices.DeleteFunc(counts, func(c workload.NameCount) bool { return c.Total() == 0 })
+}
+
+var outcomes = []workload.Outcome{workload.OK, workload.Conflict, workload.Failed, workload.Unknown}
+
+func writeOperations(w io.Writer, counts []workload.NameCount) {
+	width := len("requests")
+	for _, c := range counts {
+		width = max(width, len(c.Name))
+	}
+	row := func(name string, cells []string) {
+		fmt.Fprintf(w, "%-*s", width, name)
+		for _, c := range cells {
+			fmt.Fprintf(w, "  %8s", c)
+		}
+		fmt.Fprintln(w)
+	}
+	var header []string
+	for _, o := range outcomes {
+		header = append(header, o.String())
+	}
+	fmt.Fprintln(w)
+	row("requests", append(header, "total"))
+	var total workload.NameCount
+	for _, c := range append(counts, workload.NameCount{Name: ""}) {
+		if c.Name == "" {
+			c = total
+			c.Name = "all"
+		}
+		var cells []string
+		for _, o := range outcomes {
+			cells = append(cells, fmt.Sprint(c.Outcomes[o]))
+			total.Outcomes[o] += c.Outcomes[o]
+		}
+		row(c.Name, append(cells, fmt.Sprint(c.Total())))
+	}
+	fmt.Fprintln(w)
+}
+
+// watchCounts is what a history's watches received.
+type watchCounts struct {
+	watches, responses, eventResponses, events, progress, compacted, serializable int
+}
+
+func countWatches(h *history.History) watchCounts {
+	c := watchCounts{watches: len(h.Watches)}
+	for _, w := range h.Watches {
+		for _, r := range w.Responses {
+			c.responses++
+			c.events += len(r.Events)
+			switch {
+			case len(r.Events) > 0:
+				c.eventResponses++
+			case r.IsCompacted():
+				c.compacted++
+			case r.IsProgressNotify():
+				c.progress++
+			}
+		}
+	}
+	for _, op := range h.Operations {
+		if op.Request.Range != nil && op.Request.Range.Serializable && op.Response != nil {
+			c.serializable++
+		}
+	}
+	return c
+}
+
+func writeWatches(w io.Writer, h *history.History) {
+	c := countWatches(h)
+	fmt.Fprintf(w, "watches: %d, %d responses: %d events in %d responses, %d progress notifications, %d compaction answers\n",
+		c.watches, c.responses, c.events, c.eventResponses, c.progress, c.compacted)
+}
+
+// guarantees in the order doc.go of proptest/history defines them; needsReference marks those
+// checked only against a linearization's event log.
+var guarantees = []struct {
+	g              history.Guarantee
+	needsReference bool
+	over           func(n int, c watchCounts) string
+}{
+	{history.Linearizable, false, func(n int, _ watchCounts) string { return fmt.Sprintf("%d requests", n) }},
+	{history.Serializable, true, func(_ int, c watchCounts) string { return fmt.Sprintf("%d serializable ranges", c.serializable) }},
+	{history.Filter, false, events},
+	{history.Unique, false, events},
+	{history.Ordered, false, events},
+	{history.Atomic, false, func(_ int, c watchCounts) string { return fmt.Sprintf("%d responses with events", c.eventResponses) }},
+	{history.Bookmarkable, false, func(_ int, c watchCounts) string { return fmt.Sprintf("%d progress notifications", c.progress) }},
+	{history.FirstRevision, true, events},
+	{history.Genuine, true, events},
+	{history.Resumable, true, watches},
+	{history.Reliable, true, watches},
+	{history.IsCreate, true, events},
+	{history.PrevKV, true, events},
+	{history.Compaction, false, func(_ int, c watchCounts) string {
+		return fmt.Sprintf("%d watches, %d compaction answers", c.watches, c.compacted)
+	}},
+}
+
+func events(_ int, c watchCounts) string  { return fmt.Sprintf("%d events", c.events) }
+func watches(_ int, c watchCounts) string { return fmt.Sprintf("%d watches", c.watches) }
+
+func writeGuarantees(w io.Writer, h *history.History, res *history.Result) {
+	c := countWatches(h)
+	violations := map[history.Guarantee]int{}
+	for _, v := range res.Violations {
+		violations[v.Guarantee]++
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "guarantee\tchecked over\tviolations")
+	listed := map[history.Guarantee]bool{}
+	for _, g := range guarantees {
+		listed[g.g] = true
+		over := g.over(len(h.Operations), c)
+		if g.needsReference && res.Verdict != history.VerdictLinearizable {
+			over = "skipped: no linearization"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\n", g.g, over, violations[g.g])
+	}
+	for _, g := range res.Guarantees() {
+		if !listed[g] {
+			fmt.Fprintf(tw, "%s\t\t%d\n", g, violations[g])
+		}
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+}

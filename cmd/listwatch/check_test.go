@@ -1,0 +1,458 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/listwatch/listwatch/proptest/history"
+	"github.com/listwatch/listwatch/proptest/workload"
+	"github.com/listwatch/listwatch/proptest/workload/etcdtest"
+)
+
+// checkWait bounds the waits of the check tests; generous, and never what a test asserts.
+const checkWait = 60 * time.Second
+
+// runCheckCmd runs `listwatch check args...` in process and returns its exit status and output.
+func runCheckCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append([]string{"check"}, args...), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func mustContain(t *testing.T, what, out string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(out, w) {
+			t.Errorf("%s does not contain %q:\n%s", what, w, out)
+		}
+	}
+}
+
+// TestCheckPasses: `check` with no target runs the workload against the in-memory store and
+// passes, with a summary; --report and --history write their files on success too, and the
+// history written checks again.
+func TestCheckPasses(t *testing.T) {
+	dir := t.TempDir()
+	for _, kind := range workload.Kinds {
+		t.Run(string(kind), func(t *testing.T) {
+			hist, report := filepath.Join(dir, string(kind)+".json"), filepath.Join(dir, string(kind)+".html")
+			code, out, errOut := runCheckCmd(t, "--ops", "400", "--seed", "1", "--workload", string(kind),
+				"--compact-every", "40", "--history", hist, "--report", report)
+			if code != 0 {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+			mustContain(t, "stdout", out,
+				fmt.Sprintf("listwatch check: %s workload, seed 1, 4 clients, 4 watchers, compaction every 40 revisions, for 400 requests", kind),
+				"target: the in-memory store, in process (etcd API 3.7.3)",
+				"\nall ", "watches: ", "linearizable    ", "reliable  ", "compaction  ",
+				"history: "+hist, "report: "+report, "checked in ", ": PASS\n")
+			if !regexp.MustCompile(`\nrequests +ok +conflict +failed +unknown +total\n`).MatchString(out) {
+				t.Errorf("no table of requests:\n%s", out)
+			}
+			if strings.Contains(out, "known bugs") {
+				t.Errorf("the in-memory store has no quirk to avoid:\n%s", out)
+			}
+			for _, f := range []string{hist, report} {
+				if fi, err := os.Stat(f); err != nil || fi.Size() == 0 {
+					t.Errorf("%s not written: %v", f, err)
+				}
+			}
+			code, out, errOut = runCheckCmd(t, "--check-history", hist)
+			if code != 0 || !strings.Contains(out, ": PASS\n") {
+				t.Fatalf("--check-history of the recorded history: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+		})
+	}
+}
+
+// recordedHistory records a small passing history and returns it as JSON.
+func recordedHistory(t *testing.T) []byte {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "h.json")
+	if code, out, errOut := runCheckCmd(t, "--ops", "300", "--seed", "2", "--clients", "2", "--watchers", "2", "--history", path); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestCheckHistoryViolation: a submitted history with one tampered watch event fails with exit
+// status 1, names the guarantee, and writes the report (to --report, or else a temporary file).
+func TestCheckHistoryViolation(t *testing.T) {
+	var h history.History
+	if err := json.Unmarshal(recordedHistory(t), &h); err != nil {
+		t.Fatal(err)
+	}
+	tampered := false
+	for wi := range h.Watches {
+		for ri := range h.Watches[wi].Responses {
+			if evs := h.Watches[wi].Responses[ri].Events; len(evs) > 0 && !tampered {
+				evs[0].Kv.Value = "tampered"
+				tampered = true
+			}
+		}
+	}
+	if !tampered {
+		t.Fatal("the recorded history has no watch event to tamper with")
+	}
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	var buf bytes.Buffer
+	if err := h.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	report := filepath.Join(dir, "report.html")
+	code, out, errOut := runCheckCmd(t, "--check-history", bad, "--report", report)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	mustContain(t, "stdout", out, "listwatch check: the history in "+bad, ": FAIL: 1 violation(s) of reliable\n",
+		"reliable: watch ", "report: "+report)
+	if !regexp.MustCompile(`\n\+[^\n]*Value:[^\n]*"tampered"`).MatchString(out) {
+		t.Errorf("no diff showing the tampered value:\n%s", out)
+	}
+	mustContain(t, "stderr", errOut, "listwatch check: FAIL: 1 violation(s) of reliable; report: "+report)
+	if strings.Contains(out, "check it again") {
+		t.Errorf("a submitted history is not saved again:\n%s", out)
+	}
+	html, err := os.ReadFile(report)
+	if err != nil || !bytes.Contains(html, []byte("reliable")) {
+		t.Errorf("report %s: %v, want one naming reliable", report, err)
+	}
+
+	code, out, _ = runCheckCmd(t, "--check-history", bad)
+	m := regexp.MustCompile(`report: (\S+listwatch-check-report-\S+\.html)\n`).FindStringSubmatch(out)
+	if code != 1 || m == nil {
+		t.Fatalf("without --report: exit %d, want 1 and a report in a temporary file:\n%s", code, out)
+	}
+	defer os.Remove(m[1])
+	if fi, err := os.Stat(m[1]); err != nil || fi.Size() == 0 {
+		t.Errorf("temporary report %s: %v", m[1], err)
+	}
+}
+
+// TestCheckInvalidHistory: a submitted file that is not a history fails with exit status 1,
+// naming the problem.
+func TestCheckInvalidHistory(t *testing.T) {
+	dir := t.TempDir()
+	cases := map[string]string{
+		`{"operations": [{"client": 0, "call": 1, "return": 2, "request": {}}]}`: "operation 0",
+		`{"operations": [], "extra": 1}`:                                         `unknown field "extra"`,
+	}
+	i := 0
+	for content, want := range cases {
+		i++
+		path := filepath.Join(dir, fmt.Sprintf("h%d.json", i))
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errOut := runCheckCmd(t, "--check-history", path)
+		if code != 1 || !strings.Contains(errOut, "invalid history") || !strings.Contains(errOut, want) {
+			t.Errorf("%s: exit %d, stderr %q; want 1 and an invalid history naming %q", content, code, errOut, want)
+		}
+	}
+	if code, _, errOut := runCheckCmd(t, "--check-history", filepath.Join(dir, "missing.json")); code != 1 || !strings.Contains(errOut, "no such file") {
+		t.Errorf("missing file: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestCheckInconclusive: a linearizability search that runs out of time fails the check with exit
+// status 1, labelled INCONCLUSIVE, and still writes the report.
+func TestCheckInconclusive(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "h.json")
+	if err := os.WriteFile(path, recordedHistory(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := defaultCheckEnv
+	var gotTimeout time.Duration
+	env.checkHistory = func(h *history.History, opts history.Options) (*history.Result, error) {
+		gotTimeout = opts.Timeout
+		return &history.Result{Verdict: history.VerdictTimeout, Notes: []string{"the linearizability search timed out"}}, nil
+	}
+	report := filepath.Join(dir, "r.html")
+	var stdout, stderr bytes.Buffer
+	err := env.run(context.Background(), []string{"--check-history", path, "--check-timeout", "3s", "--report", report}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "INCONCLUSIVE: the linearizability search timed out after 3s (raise --check-timeout)") {
+		t.Fatalf("error %v, want INCONCLUSIVE\nstdout:\n%s", err, stdout.String())
+	}
+	if gotTimeout != 3*time.Second {
+		t.Errorf("search bounded by %v, want --check-timeout 3s", gotTimeout)
+	}
+	mustContain(t, "stdout", stdout.String(), ": INCONCLUSIVE: the linearizability search did not finish within --check-timeout 3s",
+		"resumable       skipped: no linearization", "note: the linearizability search timed out", "report: "+report)
+	if fi, err := os.Stat(report); err != nil || fi.Size() == 0 {
+		t.Errorf("report %s: %v", report, err)
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		t.Errorf("an inconclusive check is not a usage error (exit 2): %v", err)
+	}
+}
+
+func TestCheckBadFlags(t *testing.T) {
+	hist := filepath.Join(t.TempDir(), "h.json")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
+		{[]string{"extra"}, `listwatch check: unexpected argument "extra"`},
+		{[]string{"--workload", "pods"}, `--workload "pods": want one of [k8s etcd]`},
+		{[]string{"--ops", "10", "--duration", "1s"}, "--ops and --duration both bound the run: give one"},
+		{[]string{"--ops", "0"}, "--ops 0: must be positive"},
+		{[]string{"--duration", "-1s"}, "--duration -1s: must be positive"},
+		{[]string{"--clients", "0"}, "--clients 0: need at least one"},
+		{[]string{"--watchers", "-1"}, "--watchers -1: must not be negative"},
+		{[]string{"--compact-every", "-1"}, "--compact-every -1: must not be negative"},
+		{[]string{"--dial-timeout", "0s"}, "--dial-timeout 0s: must be positive"},
+		{[]string{"--request-timeout", "0s"}, "--request-timeout 0s: must be positive"},
+		{[]string{"--check-timeout", "-1s"}, "--check-timeout -1s: must not be negative"},
+		{[]string{"--endpoints", ""}, `--endpoints "": empty endpoint`},
+		{[]string{"--endpoints", "127.0.0.1:2379,"}, `--endpoints "127.0.0.1:2379,": empty endpoint`},
+		{[]string{"--endpoints", "nohostport"}, `endpoint "nohostport": address nohostport: missing port in address`},
+		{[]string{"--endpoints", "https://127.0.0.1:2379"}, `only http:// endpoints are supported`},
+		{[]string{"--check-history", hist, "--endpoints", "127.0.0.1:2379"}, "--endpoints does not apply to --check-history"},
+		{[]string{"--check-history", hist, "--seed", "3"}, "--seed does not apply to --check-history"},
+		{[]string{"--check-history", ""}, "--check-history needs a file"},
+		{[]string{"--report", "/no/such/dir/r.html"}, "--report /no/such/dir/r.html: no directory /no/such/dir to write it in"},
+		{[]string{"--history", ""}, "--history needs a file"},
+	}
+	for _, c := range cases {
+		code, out, errOut := runCheckCmd(t, c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) || out != "" {
+			t.Errorf("check %q: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.args, code, out, errOut, c.want)
+		}
+	}
+	if code, _, errOut := runCheckCmd(t, "-h"); code != 0 || !strings.Contains(errOut, "usage: listwatch check [flags]") || !strings.Contains(errOut, "-check-history file") {
+		t.Errorf("check -h: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestCheckAgainstEtcd: --endpoints runs the workload against a real etcd and passes, avoiding
+// the bugs of its version; a store already written to, or one that does not answer, is refused.
+func TestCheckAgainstEtcd(t *testing.T) {
+	ep := etcdtest.Start(t, "--experimental-watch-progress-notify-interval=100ms")
+	code, out, errOut := runCheckCmd(t, "--endpoints", ep, "--ops", "600", "--seed", "3", "--compact-every", "50", "--workload", "etcd")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	mustContain(t, "stdout", out, "target: "+ep+" (etcd 3.4.23)",
+		"known bugs of this etcd version the workload does not provoke: ProgressAhead, CompactedTombstone", ": PASS\n")
+
+	code, _, errOut = runCheckCmd(t, "--endpoints", "http://"+ep, "--ops", "10")
+	if code != 1 || !strings.Contains(errOut, "endpoint http://"+ep+" is at revision ") || !strings.Contains(errOut, "check needs a fresh store") {
+		t.Errorf("second run on the same store: exit %d, stderr %q; want 1 and a refusal", code, errOut)
+	}
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	code, _, errOut = runCheckCmd(t, "--endpoints", closed, "--dial-timeout", "300ms", "--ops", "10")
+	if code != 1 || !strings.Contains(errOut, "no answer within --dial-timeout 300ms") {
+		t.Errorf("endpoint nobody listens on: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestCheckAgainstEtcdCluster: --endpoints takes every member of a cluster (in either form) and
+// the workload passes across them.
+func TestCheckAgainstEtcdCluster(t *testing.T) {
+	eps := etcdtest.StartCluster(t, 3)
+	code, out, errOut := runCheckCmd(t, "--endpoints", eps[0]+", "+eps[1]+",http://"+eps[2], "--ops", "600", "--seed", "6", "--compact-every", "50")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	mustContain(t, "stdout", out, ": PASS\n")
+	for _, ep := range eps {
+		mustContain(t, "stdout", out, ep+" (etcd 3.4.23)")
+	}
+}
+
+// TestCheckInterrupted: when the context ends mid-run (SIGINT), check stops the workload, checks
+// what was recorded and reports.
+func TestCheckInterrupted(t *testing.T) {
+	started := make(chan *workload.Stats, 1)
+	env := defaultCheckEnv
+	env.started = func(s *workload.Stats) { started <- s }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- env.run(ctx, []string{"--duration", "10m", "--seed", "4", "--compact-every", "50"}, &stdout, &stderr)
+	}()
+	var stats *workload.Stats
+	select {
+	case stats = <-started:
+	case <-time.After(checkWait):
+		t.Fatal("the workload did not start")
+	}
+	checkWaitFor(t, "300 requests", func() bool { return stats.Snapshot().Operations >= 300 })
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+		}
+	case <-time.After(checkWait):
+		t.Fatal("check did not stop after its context ended")
+	}
+	mustContain(t, "stdout", stdout.String(), "for 10m0s", "interrupted after ", ": checking what was recorded", ": PASS\n")
+}
+
+// TestCheckSIGINT: the real command, sent SIGINT while the workload runs, reports and exits 0.
+func TestCheckSIGINT(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "check", "--duration", "10m", "--seed", "5")
+	cmd.Env = append(os.Environ(), runAsListwatch+"=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 1000)
+	var scanned sync.WaitGroup
+	scanned.Go(func() {
+		defer close(lines)
+		s := bufio.NewScanner(out)
+		for s.Scan() {
+			lines <- s.Text()
+		}
+	})
+	defer func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			scanned.Wait()
+			cmd.Wait()
+		}
+	}()
+	var got []string
+	next := func() (string, bool) {
+		select {
+		case l, ok := <-lines:
+			return l, ok
+		case <-time.After(checkWait):
+			t.Fatalf("no output line after %q; stderr %q", got, stderr.String())
+			return "", false
+		}
+	}
+	for {
+		l, ok := next()
+		if !ok {
+			t.Fatalf("output ended before the workload started: %q; stderr %q", got, stderr.String())
+		}
+		got = append(got, l)
+		if strings.HasPrefix(l, "target: ") {
+			break
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		l, ok := next()
+		if !ok {
+			break
+		}
+		got = append(got, l)
+	}
+	scanned.Wait()
+	err = cmd.Wait()
+	all := strings.Join(got, "\n")
+	if err != nil || !strings.Contains(all, "interrupted after ") || !strings.HasSuffix(all, ": PASS") {
+		t.Errorf("after SIGINT: %v\nstdout:\n%s\nstderr:\n%s", err, all, stderr.String())
+	}
+}
+
+func checkWaitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(checkWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestCheckProgress: on a terminal the progress line is rewritten in place every second and ended
+// by a newline; elsewhere a plain line is written every 10 seconds.
+func TestCheckProgress(t *testing.T) {
+	for _, terminal := range []bool{true, false} {
+		t.Run(fmt.Sprint("terminal=", terminal), func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+			env := checkEnv{clock: clk, terminal: func(io.Writer) bool { return terminal }}
+			var w syncBuffer
+			stop := env.progress(&w, &workload.Stats{}, clk.Now())
+			checkWaitFor(t, "the ticker", clk.HasWaiters)
+			step := time.Second
+			if !terminal {
+				clk.Step(9 * time.Second)
+			}
+			clk.Step(step)
+			checkWaitFor(t, "a line", func() bool { return strings.Contains(w.String(), "requests 0") })
+			clk.Step(10 * time.Second)
+			checkWaitFor(t, "a second line", func() bool { return strings.Count(w.String(), "requests 0") == 2 })
+			stop()
+			got := w.String()
+			var want *regexp.Regexp
+			if terminal {
+				want = regexp.MustCompile(`^\r +1\.0s  requests 0 \(0/s\)  errors 0 failed, 0 unknown  watches 0  events 0  revision 0\r +11\.0s  requests 0 \(0/s\)[^\n]*\n$`)
+			} else {
+				want = regexp.MustCompile(`^ +10\.0s  requests 0 \(0/s\)[^\r\n]*\n +20\.0s  requests 0 \(0/s\)[^\r\n]*\n$`)
+			}
+			if !want.MatchString(got) {
+				t.Errorf("progress output %q does not match %v", got, want)
+			}
+		})
+	}
+}

@@ -1,0 +1,500 @@
+package httpwatch
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/store"
+	"github.com/listwatch/listwatch/watch"
+)
+
+// waitTimeout bounds every wait in the tests; generous, never what a test asserts.
+const waitTimeout = 30 * time.Second
+
+// Gizmos is a cluster-scoped custom resource the tests add to the default set.
+func Gizmos() Resource {
+	return Resource{Group: "example.com", Version: "v1", Resource: "gizmos", Kind: "Gizmo"}
+}
+
+// env is a Server over an in-process store, reached over loopback HTTP.
+type env struct {
+	t        *testing.T
+	st       *store.Store
+	storages map[string]Storage // by resource
+	spies    map[string]*spyStorage
+	api      *Server
+	ts       *httptest.Server
+	clock    *testingclock.FakeClock
+	client   *http.Client
+}
+
+type envOption func(*Config)
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// newEnv serves ConfigMaps, Pods, Widgets and Gizmos, each over its own *watch.Storage wrapped in a
+// spyStorage, with a fake clock and a jitter of 0.5.
+// overWatchCache makes newEnv put a watch cache over every storage; TestOverWatchCache sets it while it
+// reruns tests (which run one at a time) against the cache.
+var overWatchCache = false
+
+func newEnv(t *testing.T, opts ...envOption) *env { return newEnvWith(t, overWatchCache, opts...) }
+
+// newCachedEnv is newEnv with a watch cache over each storage, as `listwatch serve` runs.
+func newCachedEnv(t *testing.T, opts ...envOption) *env { return newEnvWith(t, true, opts...) }
+
+func newEnvWith(t *testing.T, cached bool, opts ...envOption) *env {
+	t.Helper()
+	e := &env{t: t, storages: map[string]Storage{}, spies: map[string]*spyStorage{}}
+	var cachers []*cache.Cacher
+	e.st = store.New(store.Options{})
+	cli, closeClient, err := etcdgrpc.NewClient(e.st, etcdgrpc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock = testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	cfg := Config{Clock: e.clock, Jitter: func() float64 { return 0.5 }, Logger: quietLogger()}
+	for _, r := range append(DefaultResources(), Gizmos()) {
+		sc := r.StorageConfig()
+		sc.Logger = quietLogger()
+		s, err := watch.New(cli, sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var backend Storage = s
+		if cached {
+			cc := r.CacheConfig(s)
+			cc.Logger = quietLogger()
+			c, err := cache.New(cc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cachers = append(cachers, c)
+			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+			err = c.Wait(ctx)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			backend = c
+		}
+		spy := &spyStorage{Storage: backend}
+		e.storages[r.Resource] = spy
+		e.spies[r.Resource] = spy
+		cfg.Resources = append(cfg.Resources, ServedResource{Resource: r, Storage: spy})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e.api, err = New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ts = httptest.NewServer(e.api)
+	e.client = e.ts.Client()
+	t.Cleanup(func() {
+		e.api.Shutdown()
+		e.ts.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		if err := e.api.Wait(ctx); err != nil {
+			t.Errorf("handlers still running after shutdown: %v", err)
+		}
+		for _, c := range cachers {
+			c.Stop()
+		}
+		if err := closeClient(); err != nil {
+			t.Errorf("closing the etcd client: %v", err)
+		}
+		e.st.Close()
+	})
+	return e
+}
+
+// response is a finished HTTP exchange.
+type response struct {
+	code   int
+	header http.Header
+	body   []byte
+}
+
+func (r response) status(t *testing.T) *metav1.Status {
+	t.Helper()
+	var s metav1.Status
+	if err := json.Unmarshal(r.body, &s); err != nil || s.Kind != "Status" {
+		t.Fatalf("body is not a Status (%v): %s", err, r.body)
+	}
+	return &s
+}
+
+func (r response) object(t *testing.T) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(r.body); err != nil {
+		t.Fatalf("body is not an object (%v): %s", err, r.body)
+	}
+	return u
+}
+
+func (r response) list(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("body is not JSON (%v): %s", err, r.body)
+	}
+	return m
+}
+
+// do sends a request and reads the whole answer.
+func (e *env) do(method, path string, body string, headers ...string) response {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.ts.URL+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	resp, err := e.client.Do(req.WithContext(ctx))
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatalf("%s %s: reading the body: %v", method, path, err)
+	}
+	return response{code: resp.StatusCode, header: resp.Header, body: data}
+}
+
+// mustCreate creates an object and returns it as stored.
+func (e *env) mustCreate(path, body string) *unstructured.Unstructured {
+	e.t.Helper()
+	r := e.do("POST", path, body)
+	if r.code != http.StatusCreated {
+		e.t.Fatalf("POST %s: %d %s", path, r.code, r.body)
+	}
+	return r.object(e.t)
+}
+
+func cmJSON(ns, name string, extra string) string {
+	meta := fmt.Sprintf(`"name":%q`, name)
+	if ns != "" {
+		meta += fmt.Sprintf(`,"namespace":%q`, ns)
+	}
+	if extra != "" {
+		meta += "," + extra
+	}
+	return `{"apiVersion":"v1","kind":"ConfigMap","metadata":{` + meta + `},"data":{"k":"v"}}`
+}
+
+func widgetJSON(name string, extra string) string {
+	meta := fmt.Sprintf(`"name":%q`, name)
+	if extra != "" {
+		meta += "," + extra
+	}
+	return `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{` + meta + `},"spec":{"size":1}}`
+}
+
+// unchanged fails if the store was written since rev.
+func (e *env) unchanged(rev int64, what string) {
+	e.t.Helper()
+	if got := e.st.Rev(); got != rev {
+		e.t.Errorf("%s changed the store: revision %d -> %d", what, rev, got)
+	}
+}
+
+// wantStatus checks an error answer: HTTP code, Status code and reason, and the message.
+func wantStatus(t *testing.T, r response, code int, reason metav1.StatusReason, message string) {
+	t.Helper()
+	if r.code != code {
+		t.Errorf("HTTP %d, want %d: %s", r.code, code, r.body)
+		return
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q, want application/json", ct)
+	}
+	s := r.status(t)
+	if s.Status != metav1.StatusFailure || int(s.Code) != code || s.Reason != reason || s.APIVersion != "v1" {
+		t.Errorf("Status %+v, want Failure %d %q", s, code, reason)
+	}
+	if message != "" && s.Message != message {
+		t.Errorf("message\n  %q\nwant\n  %q", s.Message, message)
+	}
+}
+
+// stream is an open watch.
+type stream struct {
+	t      *testing.T
+	resp   *http.Response
+	cancel context.CancelFunc
+	frames chan rawFrame
+	errc   chan error // how the body ended: nil for a clean end after a whole frame
+	done   chan struct{}
+}
+
+// rawFrame is a decoded frame and the line it came in.
+type rawFrame struct {
+	Frame
+	line []byte
+}
+
+// watch opens a watch and returns once the response headers arrived.
+func (e *env) watch(path string, headers ...string) *stream {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, "GET", e.ts.URL+path, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		cancel()
+		e.t.Fatalf("GET %s: %v", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		e.t.Fatalf("GET %s: %d %s", path, resp.StatusCode, data)
+	}
+	return e.stream(resp, cancel, resp.Body)
+}
+
+func (e *env) stream(resp *http.Response, cancel context.CancelFunc, body io.Reader) *stream {
+	s := &stream{t: e.t, resp: resp, cancel: cancel, frames: make(chan rawFrame, 10000),
+		errc: make(chan error, 1), done: make(chan struct{})}
+	go s.read(body)
+	e.t.Cleanup(s.close)
+	return s
+}
+
+// read takes the body line by line: every line must be exactly one frame.
+func (s *stream) read(body io.Reader) {
+	defer close(s.done)
+	defer close(s.frames)
+	br := bufio.NewReader(body)
+	for {
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			if err == io.EOF && len(line) > 0 {
+				err = fmt.Errorf("stream ended inside a frame: %q", line)
+			} else if err == io.EOF {
+				err = nil
+			}
+			s.errc <- err
+			return
+		}
+		dec := NewDecoder(bytes.NewReader(line))
+		f, err := dec.Decode()
+		if err == nil {
+			if _, end := dec.Decode(); end != io.EOF {
+				err = fmt.Errorf("more than one frame in line %q", line)
+			}
+		}
+		if err != nil {
+			s.errc <- fmt.Errorf("line %q: %w", line, err)
+			return
+		}
+		s.frames <- rawFrame{Frame: f, line: line}
+	}
+}
+
+func (s *stream) close() {
+	s.cancel()
+	s.resp.Body.Close()
+	<-s.done
+}
+
+// next returns the next frame.
+func (s *stream) next() rawFrame {
+	s.t.Helper()
+	select {
+	case f, ok := <-s.frames:
+		if !ok {
+			s.t.Fatalf("watch ended (%v) while an event was expected", <-s.errc)
+		}
+		return f
+	case <-time.After(waitTimeout):
+		s.t.Fatal("no watch event")
+	}
+	return rawFrame{}
+}
+
+// expectEnd waits for the stream to end cleanly, with no further frame.
+func (s *stream) expectEnd() {
+	s.t.Helper()
+	select {
+	case f, ok := <-s.frames:
+		if ok {
+			s.t.Fatalf("frame %s %s where the end was expected", f.Type, f.Object)
+		}
+	case <-time.After(waitTimeout):
+		s.t.Fatal("watch did not end")
+	}
+	if err := <-s.errc; err != nil {
+		s.t.Fatalf("watch ended with %v, want a clean end", err)
+	}
+}
+
+// nameOf returns the name and resourceVersion of a frame's object.
+func nameOf(t *testing.T, f Frame) (string, string) {
+	t.Helper()
+	_, m, err := f.Meta()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Name, m.ResourceVersion
+}
+
+// expect reads frames and checks their types and object names ("" skips the name).
+func (s *stream) expect(want ...string) []rawFrame {
+	s.t.Helper()
+	var got []rawFrame
+	for _, w := range want {
+		typ, name, _ := strings.Cut(w, " ")
+		f := s.next()
+		got = append(got, f)
+		n, _ := nameOf(s.t, f.Frame)
+		if string(f.Type) != typ || (name != "" && n != name) {
+			s.t.Fatalf("event %s %s (%s), want %s", f.Type, n, f.Object, w)
+		}
+	}
+	return got
+}
+
+// spyStorage records what the handlers ask of the storage and what becomes of the watches.
+type spyStorage struct {
+	Storage
+	mu       sync.Mutex
+	watches  []*spyWatch
+	lastList watch.ListOptions
+}
+
+type spyWatch struct {
+	key      string
+	opts     watch.ListOptions
+	ctx      context.Context
+	deadline time.Time
+	stopped  chan struct{}
+	once     sync.Once
+}
+
+func (s *spyStorage) Watch(ctx context.Context, key string, opts watch.ListOptions) (apiwatch.Interface, error) {
+	w, err := s.Storage.Watch(ctx, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	sw := &spyWatch{key: key, opts: opts, ctx: ctx, stopped: make(chan struct{})}
+	sw.deadline, _ = ctx.Deadline()
+	s.mu.Lock()
+	s.watches = append(s.watches, sw)
+	s.mu.Unlock()
+	return &spiedWatcher{Interface: w, spy: sw}, nil
+}
+
+func (s *spyStorage) GetList(ctx context.Context, key string, opts watch.ListOptions, listObj runtime.Object) error {
+	s.mu.Lock()
+	s.lastList = opts
+	s.mu.Unlock()
+	return s.Storage.GetList(ctx, key, opts, listObj)
+}
+
+// lastWatch waits for the n-th watch (1-based) to be opened and returns it.
+func (s *spyStorage) nthWatch(t *testing.T, n int) *spyWatch {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		if len(s.watches) >= n {
+			w := s.watches[n-1]
+			s.mu.Unlock()
+			return w
+		}
+		s.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("watch %d never opened", n)
+	return nil
+}
+
+type spiedWatcher struct {
+	apiwatch.Interface
+	spy *spyWatch
+}
+
+func (w *spiedWatcher) Stop() {
+	w.spy.once.Do(func() { close(w.spy.stopped) })
+	w.Interface.Stop()
+}
+
+// waitStopped waits until the handler stopped the storage watch and cancelled its context.
+func (w *spyWatch) waitStopped(t *testing.T) {
+	t.Helper()
+	select {
+	case <-w.stopped:
+	case <-time.After(waitTimeout):
+		t.Fatal("the storage watch was not stopped")
+	}
+	select {
+	case <-w.ctx.Done():
+	case <-time.After(waitTimeout):
+		t.Fatal("the storage watch's context was not cancelled")
+	}
+}
+
+// waitFor polls cond until it holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// fakeStorage serves watches from channels the test fills.
+type fakeStorage struct {
+	Storage
+	mu      sync.Mutex
+	watches []*apiwatch.FakeWatcher
+	size    int
+}
+
+func (f *fakeStorage) Watch(context.Context, string, watch.ListOptions) (apiwatch.Interface, error) {
+	w := apiwatch.NewFakeWithChanSize(f.size, false)
+	f.mu.Lock()
+	f.watches = append(f.watches, w)
+	f.mu.Unlock()
+	return w, nil
+}

@@ -1,0 +1,320 @@
+package httpwatch
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/watch"
+)
+
+// Resource describes one resource the server serves: where its paths are, what its objects are called
+// and which of the registry behaviours that differ between built-in types and custom resources it
+// follows.
+type Resource struct {
+	// Group is the API group; "" is the core group, served under /api.
+	Group string
+	// Version is the one served version, such as "v1".
+	Version string
+	// Resource is the plural lower-case name used in paths, such as "configmaps".
+	Resource string
+	// Kind is the kind of one object, such as "ConfigMap".
+	Kind string
+	// ListKind is the kind of a list; default Kind+"List".
+	ListKind string
+	// SingularName is shown in discovery; default the lower-case Kind.
+	SingularName string
+	// ShortNames are shown in discovery.
+	ShortNames []string
+	// Namespaced says objects live in namespaces (/namespaces/<ns>/<resource>/<name>).
+	Namespaced bool
+	// BuiltIn makes the resource behave like a compiled-in type rather than a custom resource: a request
+	// body may omit apiVersion and kind, list items are served without them, an unknown field label is
+	// refused with runtime.DefaultMetaV1FieldSelectorConversion's message, and metadata.generation is
+	// left alone. Custom resources (BuiltIn false) follow apiextensions-apiserver: kind is required,
+	// a kind or apiVersion other than the resource's is a 422, generation starts at 1 and grows with
+	// every change outside metadata.
+	BuiltIn bool
+	// AllowUnconditionalUpdate lets a PUT without metadata.resourceVersion overwrite the stored object,
+	// as most built-in strategies do; custom resources refuse it with a 422.
+	AllowUnconditionalUpdate bool
+	// ReturnDeletedObject makes DELETE answer with the deleted object instead of a Success Status.
+	ReturnDeletedObject bool
+	// SelectableFields are the field labels a fieldSelector may use besides metadata.name and (for
+	// namespaced resources) metadata.namespace.
+	SelectableFields []SelectableField
+	// KeyPrefix is the storage key prefix of the resource; default "/"+Resource, so objects are kept at
+	// /registry/<resource>/<namespace>/<name>.
+	KeyPrefix string
+	// TriggerField is a selectable field the watch cache indexes watchers by, as pods are indexed by
+	// spec.nodeName; "" for none.
+	TriggerField string
+}
+
+// SelectableField is a field label a field selector may use, and where its value is in an object.
+type SelectableField struct {
+	// Label is the field label, such as "status.phase".
+	Label string
+	// Path is the field's path in the object, such as ["status", "phase"]. Strings, booleans and numbers
+	// are matched by their text; a missing field is "".
+	Path []string
+}
+
+// ErrInvalidConfig is wrapped by every error New returns for a bad Config.
+var ErrInvalidConfig = errors.New("httpwatch: invalid config")
+
+// ConfigMaps is core/v1 configmaps, as the apiserver serves them.
+func ConfigMaps() Resource {
+	return Resource{
+		Version: "v1", Resource: "configmaps", Kind: "ConfigMap", ShortNames: []string{"cm"},
+		Namespaced: true, BuiltIn: true, AllowUnconditionalUpdate: true,
+	}
+}
+
+// Pods is core/v1 pods with the pod field labels (k8s.io/kubernetes pkg/registry/core/pod
+// ToSelectableFields). The pod spec is not validated and deletion is never graceful: there is no
+// kubelet to finish it.
+func Pods() Resource {
+	field := func(label string) SelectableField {
+		return SelectableField{Label: label, Path: strings.Split(label, ".")}
+	}
+	return Resource{
+		Version: "v1", Resource: "pods", Kind: "Pod", ShortNames: []string{"po"},
+		Namespaced: true, BuiltIn: true, AllowUnconditionalUpdate: true, ReturnDeletedObject: true,
+		SelectableFields: []SelectableField{
+			field("spec.nodeName"), field("spec.restartPolicy"), field("spec.schedulerName"),
+			field("spec.serviceAccountName"), field("spec.hostNetwork"), field("status.phase"),
+			field("status.podIP"), field("status.nominatedNodeName"),
+		},
+	}
+}
+
+// Widgets is widgets.example.com/v1, a namespaced custom resource with no schema.
+func Widgets() Resource {
+	return Resource{Group: "example.com", Version: "v1", Resource: "widgets", Kind: "Widget", Namespaced: true}
+}
+
+// DefaultResources returns the resources `listwatch serve` serves: ConfigMaps, Pods and Widgets.
+func DefaultResources() []Resource { return []Resource{ConfigMaps(), Pods(), Widgets()} }
+
+// withDefaults fills in the derived fields and checks the rest.
+func (r Resource) withDefaults() (Resource, error) {
+	bad := func(format string, args ...any) (Resource, error) {
+		return r, fmt.Errorf("%w: resource %q: %s", ErrInvalidConfig, r.Resource, fmt.Sprintf(format, args...))
+	}
+	if r.Resource == "" || strings.ContainsAny(r.Resource, "/ ") || r.Resource != strings.ToLower(r.Resource) {
+		return bad("the resource name must be a non-empty lower-case path segment")
+	}
+	if r.Resource == "namespaces" || r.Resource == "watch" || r.Resource == "proxy" {
+		return bad("the name is reserved in paths")
+	}
+	if r.Version == "" || strings.Contains(r.Version, "/") {
+		return bad("a version is required")
+	}
+	if strings.Contains(r.Group, "/") {
+		return bad("invalid group %q", r.Group)
+	}
+	if r.Kind == "" {
+		return bad("a kind is required")
+	}
+	if r.ListKind == "" {
+		r.ListKind = r.Kind + "List"
+	}
+	if r.SingularName == "" {
+		r.SingularName = strings.ToLower(r.Kind)
+	}
+	if r.KeyPrefix == "" {
+		r.KeyPrefix = "/" + r.Resource
+	}
+	if !strings.HasPrefix(r.KeyPrefix, "/") || strings.HasSuffix(r.KeyPrefix, "/") {
+		return bad("the key prefix %q must start and not end with /", r.KeyPrefix)
+	}
+	for _, f := range r.SelectableFields {
+		if f.Label == "" || len(f.Path) == 0 {
+			return bad("a selectable field needs a label and a path")
+		}
+	}
+	if r.TriggerField != "" && r.selectableField(r.TriggerField) == nil {
+		return bad("the trigger field %q is not a selectable field", r.TriggerField)
+	}
+	return r, nil
+}
+
+func (r Resource) selectableField(label string) *SelectableField {
+	for i := range r.SelectableFields {
+		if r.SelectableFields[i].Label == label {
+			return &r.SelectableFields[i]
+		}
+	}
+	return nil
+}
+
+// GroupVersion returns the resource's group and version.
+func (r Resource) GroupVersion() schema.GroupVersion {
+	return schema.GroupVersion{Group: r.Group, Version: r.Version}
+}
+
+// GroupVersionKind returns the kind of one object.
+func (r Resource) GroupVersionKind() schema.GroupVersionKind {
+	return r.GroupVersion().WithKind(r.Kind)
+}
+
+// GroupResource names the resource in errors, as in `configmaps "x" not found`.
+func (r Resource) GroupResource() schema.GroupResource {
+	return schema.GroupResource{Group: r.Group, Resource: r.Resource}
+}
+
+// keyPrefix is KeyPrefix with its default.
+func (r Resource) keyPrefix() string {
+	if r.KeyPrefix != "" {
+		return r.KeyPrefix
+	}
+	return "/" + r.Resource
+}
+
+// NewObject returns an empty object of the resource's kind: what a BOOKMARK carries, so that every
+// watch event decodes (client-go's unstructured decoder refuses an object without kind).
+func (r Resource) NewObject() runtime.Object {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(r.GroupVersionKind())
+	return u
+}
+
+// StorageConfig returns the watch.Config of the resource's etcd3 storage: its key prefix, its
+// GroupResource for errors and NewObject for bookmarks. Callers may add a clock or logger.
+func (r Resource) StorageConfig() watch.Config {
+	return watch.Config{ResourcePrefix: r.keyPrefix(), GroupResource: r.GroupResource(), NewFunc: r.NewObject}
+}
+
+// CacheConfig returns the configuration of a watch cache of the resource over s: its key prefix and
+// key function, GetAttrs, NewObject for bookmarks, the list kind and the trigger index.
+func (r Resource) CacheConfig(s cache.Storage) cache.Config {
+	prefix := r.keyPrefix() + "/"
+	keyFunc := func(obj runtime.Object) (string, error) { return watch.NamespaceKeyFunc(prefix, obj) }
+	if !r.Namespaced {
+		keyFunc = func(obj runtime.Object) (string, error) { return watch.NoNamespaceKeyFunc(prefix, obj) }
+	}
+	listKind := r.ListKind
+	if listKind == "" {
+		listKind = r.Kind + "List"
+	}
+	cfg := cache.Config{
+		Storage:        s,
+		ResourcePrefix: prefix,
+		GroupResource:  r.GroupResource(),
+		KeyFunc:        keyFunc,
+		GetAttrsFunc:   r.GetAttrs,
+		NewFunc:        r.NewObject,
+		NewListFunc: func() runtime.Object {
+			l := &unstructured.UnstructuredList{}
+			l.SetGroupVersionKind(r.GroupVersion().WithKind(listKind))
+			return l
+		},
+	}
+	if f := r.selectableField(r.TriggerField); f != nil {
+		path := f.Path
+		cfg.IndexerFuncs = map[string]cache.IndexerFunc{f.Label: func(obj runtime.Object) string {
+			return fieldText(contentOf(obj), path)
+		}}
+	}
+	return cfg
+}
+
+// GetAttrs returns the label set and the field set a field selector matches against: metadata.name,
+// metadata.namespace for namespaced resources (as storage.DefaultNamespaceScopedAttr and
+// DefaultClusterScopedAttr), and the SelectableFields. It is the Predicate.GetAttrs of every list and
+// watch the server makes, so a Cacher must be configured with it too.
+func (r Resource) GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, nil, err
+	}
+	fs := fields.Set{"metadata.name": m.GetName()}
+	if r.Namespaced {
+		fs["metadata.namespace"] = m.GetNamespace()
+	}
+	if len(r.SelectableFields) > 0 {
+		content := contentOf(obj)
+		for _, f := range r.SelectableFields {
+			fs[f.Label] = fieldText(content, f.Path)
+		}
+	}
+	return labels.Set(m.GetLabels()), fs, nil
+}
+
+// contentOf returns the JSON-like content of an unstructured object, or nil.
+func contentOf(obj runtime.Object) map[string]any {
+	if u, ok := obj.(runtime.Unstructured); ok {
+		return u.UnstructuredContent()
+	}
+	if co, ok := obj.(runtime.CacheableObject); ok {
+		return contentOf(co.GetObject())
+	}
+	return nil
+}
+
+func fieldText(content map[string]any, path []string) string {
+	v, found, err := unstructured.NestedFieldNoCopy(content, path...)
+	if err != nil || !found || v == nil {
+		return ""
+	}
+	switch t := v.(type) {
+	case string:
+		return t
+	case bool:
+		return strconv.FormatBool(t)
+	case int64:
+		return strconv.FormatInt(t, 10)
+	case float64:
+		return strconv.FormatFloat(t, 'g', -1, 64)
+	default:
+		return fmt.Sprint(t)
+	}
+}
+
+// convertFieldLabel checks one field selector term, as the scope's Convertor.ConvertFieldLabel does:
+// runtime.DefaultMetaV1FieldSelectorConversion for built-in types, crConverter.ConvertFieldLabel of
+// apiextensions-apiserver for custom resources.
+func (r Resource) convertFieldLabel(label, value string) (string, string, error) {
+	if r.selectableField(label) != nil {
+		return label, value, nil
+	}
+	if r.BuiltIn {
+		if len(r.SelectableFields) > 0 {
+			// Types with their own field labels (pods) answer as their generated conversion does.
+			switch label {
+			case "metadata.name", "metadata.namespace":
+				return label, value, nil
+			}
+			return "", "", fmt.Errorf("field label not supported: %s", label)
+		}
+		return runtime.DefaultMetaV1FieldSelectorConversion(label, value)
+	}
+	switch label {
+	case "metadata.name", "metadata.namespace":
+		return label, value, nil
+	}
+	return "", "", fmt.Errorf("field label not supported: %s", label)
+}
+
+// apiResource is the resource's entry in an APIResourceList.
+func (r Resource) apiResource() metav1.APIResource {
+	return metav1.APIResource{
+		Name:         r.Resource,
+		SingularName: r.SingularName,
+		Namespaced:   r.Namespaced,
+		Kind:         r.Kind,
+		Verbs:        metav1.Verbs{"create", "delete", "get", "list", "update", "watch"},
+		ShortNames:   r.ShortNames,
+	}
+}

@@ -1,0 +1,433 @@
+package httpwatch
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/clock"
+)
+
+// Defaults of Config, the apiserver's.
+const (
+	// DefaultMinRequestTimeout is --min-request-timeout: a watch without timeoutSeconds lasts between
+	// one and two times this.
+	DefaultMinRequestTimeout = 1800 * time.Second
+	// DefaultMaxRequestBodyBytes is the apiserver's --max-resource-write-bytes default (3 MiB).
+	DefaultMaxRequestBodyBytes = 3 * 1024 * 1024
+	// requestTimeoutUpperBound bounds every write, as handlers.requestTimeoutUpperBound.
+	requestTimeoutUpperBound = 34 * time.Second
+)
+
+// Features mirrors the k8s.io/apiserver v0.37 feature gates the handlers read. The zero value is the
+// v0.37 default; each field turns a default-on gate off.
+type Features struct {
+	// DisableWatchList turns WatchList off: no sendInitialEvents defaulting, and sendInitialEvents is
+	// refused on watches.
+	DisableWatchList bool
+	// DisableWatchListCompression never gzips a watch-list stream.
+	DisableWatchListCompression bool
+	// DisableAPIResponseCompression never gzips a large response.
+	DisableAPIResponseCompression bool
+}
+
+// ServedResource is a resource and the storage its requests go to.
+type ServedResource struct {
+	Resource Resource
+	Storage  Storage
+}
+
+// Config configures a Server.
+type Config struct {
+	// Resources are the resources to serve; at least one, each group/version/resource once, and every
+	// resource of a group version with the same version.
+	Resources []ServedResource
+	// MinRequestTimeout is the apiserver's --min-request-timeout. Default DefaultMinRequestTimeout.
+	MinRequestTimeout time.Duration
+	// MaxRequestBodyBytes bounds request bodies (413 beyond). Default DefaultMaxRequestBodyBytes.
+	MaxRequestBodyBytes int64
+	// Clock runs watch timeouts and stamps creationTimestamp and deletionTimestamp. Default the real clock.
+	Clock clock.WithTicker
+	// Jitter returns a number in [0, 1) that spreads default watch timeouts over
+	// [MinRequestTimeout, 2·MinRequestTimeout). Default math/rand/v2.Float64.
+	Jitter func() float64
+	// Logger receives what the apiserver logs with klog. Default slog.Default().
+	Logger *slog.Logger
+	// Features are the feature gates.
+	Features Features
+}
+
+// Server serves the configured resources with the apiserver's REST paths. It is an http.Handler.
+type Server struct {
+	resources         map[groupVersion]map[string]*resourceHandler
+	groups            []string // non-core groups, in the order configured
+	minRequestTimeout time.Duration
+	maxBodyBytes      int64
+	clock             clock.WithTicker
+	jitter            func() float64
+	logger            *slog.Logger
+	features          Features
+
+	shutdownOnce sync.Once
+	shuttingDown chan struct{}
+	inflight     inflight
+}
+
+type groupVersion struct{ group, version string }
+
+// New returns a Server for cfg.
+func New(cfg Config) (*Server, error) {
+	if len(cfg.Resources) == 0 {
+		return nil, fmt.Errorf("%w: no resources", ErrInvalidConfig)
+	}
+	if cfg.MinRequestTimeout < 0 || cfg.MaxRequestBodyBytes < 0 {
+		return nil, fmt.Errorf("%w: negative MinRequestTimeout or MaxRequestBodyBytes", ErrInvalidConfig)
+	}
+	s := &Server{
+		resources:         map[groupVersion]map[string]*resourceHandler{},
+		minRequestTimeout: cfg.MinRequestTimeout,
+		maxBodyBytes:      cfg.MaxRequestBodyBytes,
+		clock:             cfg.Clock,
+		jitter:            cfg.Jitter,
+		logger:            cfg.Logger,
+		features:          cfg.Features,
+		shuttingDown:      make(chan struct{}),
+	}
+	if s.minRequestTimeout == 0 {
+		s.minRequestTimeout = DefaultMinRequestTimeout
+	}
+	if s.maxBodyBytes == 0 {
+		s.maxBodyBytes = DefaultMaxRequestBodyBytes
+	}
+	if s.clock == nil {
+		s.clock = clock.RealClock{}
+	}
+	if s.jitter == nil {
+		s.jitter = rand.Float64
+	}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	groupVersions := map[string]string{}
+	for _, sr := range cfg.Resources {
+		r, err := sr.Resource.withDefaults()
+		if err != nil {
+			return nil, err
+		}
+		if sr.Storage == nil {
+			return nil, fmt.Errorf("%w: resource %q has no storage", ErrInvalidConfig, r.Resource)
+		}
+		if v, ok := groupVersions[r.Group]; ok && v != r.Version {
+			return nil, fmt.Errorf("%w: group %q served at two versions (%s, %s); one version per group", ErrInvalidConfig, r.Group, v, r.Version)
+		} else if !ok {
+			groupVersions[r.Group] = r.Version
+			if r.Group != "" {
+				s.groups = append(s.groups, r.Group)
+			}
+		}
+		gv := groupVersion{r.Group, r.Version}
+		if s.resources[gv] == nil {
+			s.resources[gv] = map[string]*resourceHandler{}
+		}
+		if _, dup := s.resources[gv][r.Resource]; dup {
+			return nil, fmt.Errorf("%w: resource %q of %q configured twice", ErrInvalidConfig, r.Resource, r.GroupVersion())
+		}
+		s.resources[gv][r.Resource] = &resourceHandler{server: s, res: r, storage: dryRunnableStorage{sr.Storage}}
+	}
+	return s, nil
+}
+
+// Shutdown tells every open watch to end now and every later one to end right after its headers, as
+// the apiserver's ShuttingDown signal does; other requests are still served. It returns at once and
+// may be called more than once. Call it before http.Server.Shutdown, which otherwise waits for
+// watches that never end.
+func (s *Server) Shutdown() {
+	s.shutdownOnce.Do(func() { close(s.shuttingDown) })
+}
+
+// Wait blocks until no request is being handled, websocket watches included (http.Server.Shutdown
+// does not wait for those: their connections are hijacked), or until ctx ends.
+func (s *Server) Wait(ctx context.Context) error { return s.inflight.wait(ctx) }
+
+// ServeHTTP routes a request as the apiserver does: discovery under /api and /apis, resources under
+// /api/v1 and /apis/<group>/<version>, a few health paths, and a plain 404 for everything else.
+func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	s.inflight.add()
+	defer s.inflight.done()
+	// Mirrors filters.WithCacheControl: API responses are never cached.
+	if _, ok := w.Header()["Cache-Control"]; !ok {
+		w.Header().Set("Cache-Control", "no-cache, private")
+	}
+
+	parts := splitPath(req.URL.Path)
+	switch {
+	case len(parts) == 1 && (parts[0] == "healthz" || parts[0] == "livez" || parts[0] == "readyz"):
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(http.StatusOK)
+		fmt.Fprint(w, "ok")
+		return
+	case len(parts) == 1 && parts[0] == "version":
+		s.serveVersion(w, req)
+		return
+	case len(parts) == 0 || (parts[0] != "api" && parts[0] != "apis"):
+		http.NotFound(w, req)
+		return
+	}
+
+	var gv groupVersion
+	var rest []string
+	if parts[0] == "api" {
+		switch len(parts) {
+		case 1:
+			s.serveDiscovery(w, req, s.apiVersions(req))
+			return
+		}
+		gv, rest = groupVersion{"", parts[1]}, parts[2:]
+	} else {
+		switch len(parts) {
+		case 1:
+			s.serveDiscovery(w, req, s.apiGroupList())
+			return
+		case 2:
+			if g, ok := s.apiGroup(parts[1]); ok {
+				s.serveDiscovery(w, req, g)
+				return
+			}
+			http.NotFound(w, req)
+			return
+		}
+		gv, rest = groupVersion{parts[1], parts[2]}, parts[3:]
+	}
+	handlers, ok := s.resources[gv]
+	if !ok {
+		http.NotFound(w, req)
+		return
+	}
+	if len(rest) == 0 {
+		s.serveDiscovery(w, req, s.apiResourceList(gv))
+		return
+	}
+	s.serveResource(w, req, handlers, rest)
+}
+
+// verb is what a resource request asks for.
+type verb int
+
+const (
+	verbList  verb = iota // list or watch, as the watch parameter says
+	verbWatch             // the deprecated /watch/ path: always a watch
+	verbGet
+	verbCreate
+	verbUpdate
+	verbDelete
+)
+
+// serveResource routes the path below a group version, as the routes pkg/endpoints/installer.go
+// registers: an unknown path is a 404 Status, a known path with another method a 405 Status.
+func (s *Server) serveResource(w http.ResponseWriter, req *http.Request, handlers map[string]*resourceHandler, parts []string) {
+	// Mirrors request.RequestInfoFactory.NewRequestInfo for the path shapes of the routes.
+	watchPrefix := false
+	if parts[0] == "watch" {
+		watchPrefix = true
+		parts = parts[1:]
+	}
+	namespace, inNamespace := "", false
+	if len(parts) >= 3 && parts[0] == "namespaces" {
+		namespace, inNamespace = parts[1], true
+		parts = parts[2:]
+	}
+	if len(parts) == 0 || len(parts) > 2 {
+		s.writeError(w, req, notFoundRoute())
+		return
+	}
+	h, ok := handlers[parts[0]]
+	if !ok || (inNamespace && !h.res.Namespaced) {
+		s.writeError(w, req, notFoundRoute())
+		return
+	}
+	named := len(parts) == 2
+	if named && !inNamespace && h.res.Namespaced {
+		// Namespaced objects have no cluster-wide item path.
+		s.writeError(w, req, notFoundRoute())
+		return
+	}
+	name := ""
+	if named {
+		name = parts[1]
+	}
+	if name == "" && named {
+		s.writeError(w, req, notFoundRoute())
+		return
+	}
+	// The cluster-wide collection of a namespaced resource only lists and watches.
+	allNamespaces := h.res.Namespaced && !inNamespace
+	var v verb
+	switch {
+	case watchPrefix:
+		if req.Method != http.MethodGet {
+			s.writeError(w, req, methodNotAllowed())
+			return
+		}
+		v = verbWatch
+	case !named && req.Method == http.MethodGet:
+		v = verbList
+	case !named && req.Method == http.MethodPost && !allNamespaces:
+		v = verbCreate
+	case named && req.Method == http.MethodGet:
+		v = verbGet
+	case named && req.Method == http.MethodPut:
+		v = verbUpdate
+	case named && req.Method == http.MethodDelete:
+		v = verbDelete
+	default:
+		s.writeError(w, req, methodNotAllowed())
+		return
+	}
+	h.serve(w, req, v, namespace, name)
+}
+
+// notFoundRoute and methodNotAllowed are what go-restful's ServiceError becomes in the apiserver's
+// serviceErrorHandler.
+func notFoundRoute() error {
+	return apierrors.NewGenericServerResponse(http.StatusNotFound, "", schema.GroupResource{}, "", "", 0, false)
+}
+
+func methodNotAllowed() error {
+	return apierrors.NewGenericServerResponse(http.StatusMethodNotAllowed, "", schema.GroupResource{}, "", "", 0, false)
+}
+
+// splitPath mirrors request.splitPath.
+func splitPath(path string) []string {
+	path = strings.Trim(path, "/")
+	if path == "" {
+		return []string{}
+	}
+	return strings.Split(path, "/")
+}
+
+// Discovery documents, minimal: what client-go's discovery client and kubectl get --raw read.
+
+func (s *Server) serveDiscovery(w http.ResponseWriter, req *http.Request, obj runtime.Object) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		s.writeError(w, req, methodNotAllowed())
+		return
+	}
+	s.writeObject(w, req, http.StatusOK, obj)
+}
+
+// apiVersions is /api; like the apiserver it names the address the client reached it at.
+func (s *Server) apiVersions(req *http.Request) *metav1.APIVersions {
+	v := &metav1.APIVersions{TypeMeta: metav1.TypeMeta{Kind: "APIVersions"}, Versions: []string{}}
+	for gv := range s.resources {
+		if gv.group == "" {
+			v.Versions = append(v.Versions, gv.version)
+		}
+	}
+	sort.Strings(v.Versions)
+	v.ServerAddressByClientCIDRs = []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: req.Host}}
+	return v
+}
+
+func (s *Server) groupVersionsOf(group string) []metav1.GroupVersionForDiscovery {
+	var out []metav1.GroupVersionForDiscovery
+	for gv := range s.resources {
+		if gv.group == group {
+			out = append(out, metav1.GroupVersionForDiscovery{GroupVersion: group + "/" + gv.version, Version: gv.version})
+		}
+	}
+	return out
+}
+
+func (s *Server) apiGroup(group string) (*metav1.APIGroup, bool) {
+	versions := s.groupVersionsOf(group)
+	if group == "" || len(versions) == 0 {
+		return nil, false
+	}
+	return &metav1.APIGroup{
+		TypeMeta:         metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"},
+		Name:             group,
+		Versions:         versions,
+		PreferredVersion: versions[0],
+	}, true
+}
+
+func (s *Server) apiGroupList() *metav1.APIGroupList {
+	l := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}}
+	for _, g := range s.groups {
+		grp, _ := s.apiGroup(g)
+		l.Groups = append(l.Groups, *grp)
+	}
+	return l
+}
+
+func (s *Server) apiResourceList(gv groupVersion) *metav1.APIResourceList {
+	l := &metav1.APIResourceList{
+		TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+		GroupVersion: schema.GroupVersion{Group: gv.group, Version: gv.version}.String(),
+		APIResources: []metav1.APIResource{},
+	}
+	for _, h := range s.resources[gv] {
+		l.APIResources = append(l.APIResources, h.res.apiResource())
+	}
+	sort.Slice(l.APIResources, func(i, j int) bool { return l.APIResources[i].Name < l.APIResources[j].Name })
+	return l
+}
+
+// serveVersion answers /version with the apiserver line this server mirrors.
+func (s *Server) serveVersion(w http.ResponseWriter, req *http.Request) {
+	writeRawJSON(w, http.StatusOK, map[string]string{
+		"major": "1", "minor": "37", "gitVersion": "v1.37.0-listwatch", "platform": "listwatch",
+	})
+}
+
+// inflight counts the requests being handled.
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{} // closed when n drops to 0
+}
+
+func (f *inflight) add() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == 0 {
+		f.zero = make(chan struct{})
+	}
+	f.n++
+}
+
+func (f *inflight) done() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n--
+	if f.n == 0 {
+		close(f.zero)
+	}
+}
+
+func (f *inflight) wait(ctx context.Context) error {
+	f.mu.Lock()
+	if f.n == 0 {
+		f.mu.Unlock()
+		return nil
+	}
+	zero := f.zero
+	f.mu.Unlock()
+	select {
+	case <-zero:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

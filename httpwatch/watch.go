@@ -1,0 +1,424 @@
+package httpwatch
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
+)
+
+// InitialEventsEndAnnotation marks the BOOKMARK that ends a watch-list's initial events.
+const InitialEventsEndAnnotation = "k8s.io/initial-events-end"
+
+// watchTimeout is how long a watch lasts: timeoutSeconds when given and non-zero, else
+// minRequestTimeout stretched by a factor in [1, 2) so that watches opened together do not all end
+// together.
+//
+// Mirrors handlers.handleWatch.
+func watchTimeout(timeoutSeconds *int64, minRequestTimeout time.Duration, jitter func() float64) time.Duration {
+	timeout := time.Duration(0)
+	if timeoutSeconds != nil {
+		timeout = time.Duration(*timeoutSeconds) * time.Second
+	}
+	if timeout == 0 && minRequestTimeout > 0 {
+		timeout = time.Duration(float64(minRequestTimeout) * (jitter() + 1.0))
+	}
+	return timeout
+}
+
+// isListWatchRequest mirrors handlers.isListWatchRequest.
+func isListWatchRequest(opts *metainternalversion.ListOptions) bool {
+	return opts.SendInitialEvents != nil && *opts.SendInitialEvents && opts.AllowWatchBookmarks
+}
+
+// serveWatch starts the watch and streams it, over a websocket if the request asks for one.
+//
+// Mirrors handlers.handleWatch and serveWatchHandler.
+func (h *resourceHandler) serveWatch(w http.ResponseWriter, req *http.Request, namespace string, opts *metainternalversion.ListOptions) {
+	timeout := watchTimeout(opts.TimeoutSeconds, h.server.minRequestTimeout, h.server.jitter)
+	// The deadline travels down to the storage: the watch cache times its last bookmark by it.
+	ctx, cancel := context.WithTimeout(req.Context(), timeout)
+	defer cancel()
+	watcher, err := h.watch(ctx, namespace, opts)
+	if err != nil {
+		h.server.writeError(w, req, err)
+		return
+	}
+	defer watcher.Stop()
+	s := &watchServer{
+		server:      h.server,
+		res:         h.res,
+		watcher:     watcher,
+		timeout:     timeout,
+		isWatchList: isListWatchRequest(opts),
+	}
+	if isWebSocketRequest(req) {
+		w.Header().Set("Content-Type", contentTypeJSON)
+		s.handleWS(ctx, w, req)
+		return
+	}
+	s.handleHTTP(w, req)
+}
+
+// watchServer streams one watch.
+//
+// Mirrors handlers.WatchServer.
+type watchServer struct {
+	server      *Server
+	res         Resource
+	watcher     apiwatch.Interface
+	timeout     time.Duration
+	isWatchList bool
+}
+
+// handleHTTP writes the watch as a chunked JSON stream, one frame per event: 200 and the headers are
+// flushed before the first event, and the stream is flushed whenever no event is waiting. The
+// response ends without a final event when the watch ends, its time is up, the client goes away or
+// the server shuts down.
+//
+// Mirrors WatchServer.HandleHTTP.
+func (s *watchServer) handleHTTP(w http.ResponseWriter, req *http.Request) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		err := fmt.Errorf("unable to start watch - can't get http.Flusher: %#v", w)
+		s.server.logger.Error("Unable to start watch", "err", err)
+		s.server.writeError(w, req, apierrors.NewInternalError(err))
+		return
+	}
+	gzipStream := s.isWatchList && !s.server.features.DisableWatchListCompression && acceptsGzip(req)
+	rw := &watchResponseWriter{w: w, flusher: flusher, gzip: gzipStream}
+	defer func() {
+		if err := rw.Close(); err != nil {
+			s.server.logger.Debug("Failed to close watch response writer", "err", err)
+		}
+	}()
+
+	timer := s.server.clock.NewTimer(s.timeout)
+	defer timer.Stop()
+
+	rw.beginStream(contentTypeJSON)
+
+	enc := newFrameEncoder(s.res)
+	ch := s.watcher.ResultChan()
+	done := req.Context().Done()
+	for {
+		select {
+		case <-s.server.shuttingDown:
+			return
+		case <-done:
+			return
+		case <-timer.C():
+			return
+		case event, ok := <-ch:
+			if !ok {
+				return
+			}
+			initialEventsEnd := !s.server.features.DisableWatchList && isInitialEventsEndBookmark(event)
+			if err := enc.encode(event, rw); err != nil {
+				s.server.logger.Debug("Failed to encode watch event", "err", err)
+				return
+			}
+			if len(ch) == 0 {
+				if err := rw.Flush(); err != nil {
+					s.server.logger.Debug("Failed to flush watch response", "err", err)
+					return
+				}
+			}
+			if initialEventsEnd {
+				// The initial events are all out: send them now and, with gzip, end the member so an
+				// idle watch holds no compressor.
+				if err := rw.Flush(); err != nil {
+					s.server.logger.Debug("Failed to flush watch response after initial events", "err", err)
+					return
+				}
+			}
+		}
+	}
+}
+
+// handleWS sends one text message per event over a websocket and ignores what the client sends. It
+// ends, closing the websocket, when the watch ends, its time is up, the client closes or the server
+// shuts down.
+//
+// Mirrors WatchServer.HandleWS.
+func (s *watchServer) handleWS(ctx context.Context, w http.ResponseWriter, req *http.Request) {
+	// Upstream's x/net/websocket handler accepts any non-empty Origin. This server has no
+	// authentication, so it keeps coder/websocket's same-origin check instead: a web page from
+	// elsewhere must not read the watch.
+	conn, err := websocket.Accept(w, req, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		s.server.logger.Debug("Websocket upgrade failed", "err", err)
+		return
+	}
+	conn.SetReadLimit(-1)
+	// Writes end with the watch, and at shutdown: a hijacked connection is beyond http.Server.Shutdown.
+	writeCtx, cancel := context.WithCancel(ctx)
+	shutdownWatched := make(chan struct{})
+	go func() {
+		defer close(shutdownWatched)
+		select {
+		case <-s.server.shuttingDown:
+			cancel()
+		case <-writeCtx.Done():
+		}
+	}()
+	defer func() {
+		cancel()
+		<-shutdownWatched
+	}()
+
+	clientGone := make(chan struct{})
+	go func() {
+		defer close(clientGone)
+		// Client messages are read and dropped until the connection closes.
+		for {
+			_, r, err := conn.Reader(context.Background())
+			if err != nil {
+				return
+			}
+			if _, err := io.Copy(io.Discard, r); err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		conn.Close(websocket.StatusNormalClosure, "")
+		<-clientGone
+	}()
+
+	timer := s.server.clock.NewTimer(s.timeout)
+	defer timer.Stop()
+
+	framer := websocketFramer{ctx: writeCtx, conn: conn}
+	enc := newFrameEncoder(s.res)
+	ch := s.watcher.ResultChan()
+	for {
+		select {
+		case <-clientGone:
+			return
+		case <-writeCtx.Done():
+			return
+		case <-timer.C():
+			return
+		case event, ok := <-ch:
+			if !ok {
+				return
+			}
+			if err := enc.encode(event, framer); err != nil {
+				s.server.logger.Debug("Failed to encode watch event", "err", err)
+				return
+			}
+		}
+	}
+}
+
+// websocketFramer sends each write as one text message.
+type websocketFramer struct {
+	ctx  context.Context
+	conn *websocket.Conn
+}
+
+func (f websocketFramer) Write(p []byte) (int, error) {
+	if err := f.conn.Write(f.ctx, websocket.MessageText, p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// isWebSocketRequest mirrors wsstream.IsWebSocketRequest.
+func isWebSocketRequest(req *http.Request) bool {
+	if !strings.EqualFold(req.Header.Get("Upgrade"), "websocket") {
+		return false
+	}
+	for _, v := range req.Header.Values("Connection") {
+		for _, token := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(token), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isInitialEventsEndBookmark mirrors shouldRecordWatchListLatency's test of the event.
+func isInitialEventsEndBookmark(event apiwatch.Event) bool {
+	if event.Type != apiwatch.Bookmark || event.Object == nil {
+		return false
+	}
+	m, err := meta.Accessor(event.Object)
+	if err != nil {
+		return false
+	}
+	return m.GetAnnotations()[InitialEventsEndAnnotation] == "true"
+}
+
+// watchResponseWriter is the body of an HTTP watch; for a watch-list with gzip, each flush ends one
+// gzip member, so the writer holds no compressor between flushes.
+//
+// Mirrors handlers.watchResponseWriter, plainResponseWriter and perFlushGzipWriter.
+type watchResponseWriter struct {
+	w       http.ResponseWriter
+	flusher http.Flusher
+	gzip    bool
+	gw      *gzip.Writer
+}
+
+func (w *watchResponseWriter) beginStream(mediaType string) {
+	h := w.w.Header()
+	h.Set("Content-Type", mediaType)
+	h.Set("Transfer-Encoding", "chunked")
+	if w.gzip {
+		h.Set("Content-Encoding", "gzip")
+		h.Add("Vary", "Accept-Encoding")
+	}
+	w.w.WriteHeader(http.StatusOK)
+	// Only the headers: gzip applies to the body.
+	w.flusher.Flush()
+}
+
+func (w *watchResponseWriter) Write(p []byte) (int, error) {
+	if !w.gzip {
+		return w.w.Write(p)
+	}
+	if w.gw == nil {
+		w.gw = gzipPool.Get().(*gzip.Writer)
+		w.gw.Reset(w.w)
+	}
+	return w.gw.Write(p)
+}
+
+func (w *watchResponseWriter) Flush() error {
+	if w.gzip {
+		if w.gw == nil {
+			return nil
+		}
+		if err := w.gw.Flush(); err != nil {
+			return err
+		}
+		err := w.Close()
+		w.flusher.Flush()
+		return err
+	}
+	w.flusher.Flush()
+	return nil
+}
+
+// Close returns the compressor to the pool; the plain writer has nothing to close.
+func (w *watchResponseWriter) Close() error {
+	if w.gw == nil {
+		return nil
+	}
+	err := w.gw.Close()
+	w.gw.Reset(nil)
+	gzipPool.Put(w.gw)
+	w.gw = nil
+	return err
+}
+
+// frameEncoder writes watch events as the apiserver's JSON stream frames:
+// {"type":"ADDED","object":{...}} and a newline, byte for byte what json.Encoder makes of a
+// metav1.WatchEvent whose object is the JSON of the event object.
+//
+// Mirrors handlers.watchEncoder and watchEmbeddedEncoder without transformations.
+type frameEncoder struct {
+	res Resource
+	buf bytes.Buffer
+}
+
+func newFrameEncoder(res Resource) *frameEncoder { return &frameEncoder{res: res} }
+
+// frameIdentifiers name the encoding of a whole frame per event type: an object the watch cache shares
+// between watchers is framed once for all of them.
+var frameIdentifiers = map[apiwatch.EventType]runtime.Identifier{}
+
+func init() {
+	for _, t := range []apiwatch.EventType{apiwatch.Added, apiwatch.Modified, apiwatch.Deleted, apiwatch.Bookmark, apiwatch.Error} {
+		frameIdentifiers[t] = runtime.Identifier(`{"name":"watch","embeddedEncoder":"json","encoder":"json","eventType":"` + string(t) + `"}`)
+	}
+}
+
+// encode writes one frame for event to w.
+func (e *frameEncoder) encode(event apiwatch.Event, w io.Writer) error {
+	if co, ok := event.Object.(runtime.CacheableObject); ok {
+		if id, known := frameIdentifiers[event.Type]; known {
+			return co.CacheEncode(id, func(obj runtime.Object, w io.Writer) error {
+				return e.writeFrame(event.Type, obj, w)
+			}, w)
+		}
+	}
+	return e.writeFrame(event.Type, event.Object, w)
+}
+
+func (e *frameEncoder) writeFrame(typ apiwatch.EventType, obj runtime.Object, w io.Writer) error {
+	e.buf.Reset()
+	e.buf.WriteString(`{"type":`)
+	switch typ {
+	case apiwatch.Added, apiwatch.Modified, apiwatch.Deleted, apiwatch.Bookmark, apiwatch.Error:
+		e.buf.WriteByte('"')
+		e.buf.WriteString(string(typ))
+		e.buf.WriteByte('"')
+	default:
+		quoted, err := json.Marshal(string(typ))
+		if err != nil {
+			return err
+		}
+		e.buf.Write(quoted)
+	}
+	e.buf.WriteString(`,"object":`)
+	if err := e.encodeEmbedded(obj); err != nil {
+		return fmt.Errorf("unable to encode watch object %T: %v", obj, err)
+	}
+	// The embedded encoder ends the object with a newline; the frame ends with one.
+	if b := e.buf.Bytes(); len(b) > 0 && b[len(b)-1] == '\n' {
+		e.buf.Truncate(e.buf.Len() - 1)
+	}
+	e.buf.WriteString("}\n")
+	_, err := w.Write(e.buf.Bytes())
+	return err
+}
+
+// encodeEmbedded appends the JSON of obj. Like the apiserver's versioning encoder, it names the kind of
+// an object that has none (a bookmark from a storage without NewFunc, a Status).
+func (e *frameEncoder) encodeEmbedded(obj runtime.Object) error {
+	switch t := obj.(type) {
+	case nil:
+		return fmt.Errorf("nil object")
+	case *unstructured.Unstructured:
+		if t.GetKind() == "" || t.GetAPIVersion() == "" {
+			c := &unstructured.Unstructured{Object: make(map[string]any, len(t.Object)+2)}
+			for k, v := range t.Object {
+				c.Object[k] = v
+			}
+			gvk := t.GroupVersionKind()
+			if gvk.Kind == "" {
+				gvk.Kind = e.res.Kind
+			}
+			if gvk.Version == "" {
+				gvk.Group, gvk.Version = e.res.Group, e.res.Version
+			}
+			c.SetGroupVersionKind(gvk)
+			t = c
+		}
+		return unstructured.UnstructuredJSONScheme.Encode(t, &e.buf)
+	case *metav1.Status:
+		c := *t
+		c.Kind, c.APIVersion = "Status", "v1"
+		return json.NewEncoder(&e.buf).Encode(&c)
+	default:
+		return json.NewEncoder(&e.buf).Encode(obj)
+	}
+}
