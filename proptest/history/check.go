@@ -210,7 +210,7 @@ func newChecker(h *History) *checker {
 				continue // an unanswered read tells nothing
 			}
 		}
-		if req.Range != nil && req.Range.Serializable && op.resp == nil {
+		if isSerializableRead(req) && op.resp == nil {
 			continue // a stale read may fail where a linearizable one would not
 		}
 		if g := req.LeaseGrant; g != nil {
@@ -237,7 +237,7 @@ func newChecker(h *History) *checker {
 			if op.rev == revNext {
 				c.claimed[op.resp.Revision] = op
 			}
-			if req.Range != nil && req.Range.Serializable {
+			if isSerializableRead(req) {
 				c.serializable = append(c.serializable, op)
 				continue
 			}
@@ -279,6 +279,27 @@ func isReadOnly(req *Request) bool {
 		return true
 	case req.Txn != nil:
 		return txnReadOnly(req.Txn)
+	}
+	return false
+}
+
+// isSerializableRead reports whether etcd serves the request from the member's local state without a
+// linearizable read: a serializable range, or a txn whose every top-level op of both branches is a
+// serializable range, an empty txn included (etcdserver/v3_server.go Txn with IsTxnReadonly and
+// IsTxnSerializable).
+func isSerializableRead(req *Request) bool {
+	switch {
+	case req.Range != nil:
+		return req.Range.Serializable
+	case req.Txn != nil:
+		for _, ops := range [][]RequestOp{req.Txn.Success, req.Txn.Failure} {
+			for _, op := range ops {
+				if op.Range == nil || !op.Range.Serializable {
+					return false
+				}
+			}
+		}
+		return true
 	}
 	return false
 }

@@ -305,6 +305,30 @@ func TestSerializableReadMayBeStale(t *testing.T) {
 	wantOnly(t, &b.h, Serializable, b.op(1, ser, kvs(3, kv("a", "1", 2, 2, 1))))
 }
 
+// TestSerializableTxnMayBeStale: etcd serves a txn of serializable ranges only, and an empty txn,
+// from local state like a serializable range (v3_server.go Txn, IsTxnSerializable).
+func TestSerializableTxnMayBeStale(t *testing.T) {
+	var b builder
+	b.op(0, put("a", "1"), rev(2))
+	b.op(0, put("a", "2"), rev(3))
+	empty := Request{Txn: &TxnRequest{}}
+	b.op(1, empty, &Response{Revision: 2, Txn: &TxnResponse{Succeeded: true}})
+	ser := Request{Txn: &TxnRequest{Success: []RequestOp{{Range: &RangeRequest{Key: "a", Serializable: true}}}}}
+	stale := func(v string, rv int64) *Response {
+		return &Response{Revision: 2, Txn: &TxnResponse{Succeeded: true, Responses: []ResponseOp{
+			{Range: &RangeResponse{Count: 1, Kvs: []KeyValue{kv("a", v, 2, rv, rv-1)}}}}}}
+	}
+	b.op(1, ser, stale("1", 2))
+	wantOK(t, &b.h)
+	wantOnly(t, &b.h, Serializable, b.op(1, ser, stale("2", 3)))
+	// a txn mixing in a linearizable range is ordered in real time
+	var l builder
+	l.op(0, put("a", "1"), rev(2))
+	l.op(0, put("a", "2"), rev(3))
+	lin := Request{Txn: &TxnRequest{Success: []RequestOp{{Range: &RangeRequest{Key: "a"}}}}}
+	wantOnly(t, &l.h, Linearizable, l.op(1, lin, stale("1", 2)))
+}
+
 // TestPutThenDeleteInOneTxn: etcd lets a txn put a key and then delete it with a range ending in
 // "\x00" (checkIntervals sees that range as empty), so a watch gets two events of one key at one
 // revision: that is not a duplicate.

@@ -74,8 +74,10 @@
 // any way etcd's unstable sort could. An unknown-outcome write may take effect at any point after
 // its call, including after everything else, which is how "it did not happen" is expressed: such
 // writes, after the last operation of known outcome, are left out of the linearization and of the
-// reference log. Unknown-outcome reads are ignored. Serializable: a serializable range is not ordered in real time;
-// it must be the answer of the store at its header revision in the linearization found.
+// reference log. Unknown-outcome reads are ignored. Serializable: a serializable range, or a txn
+// whose top-level ops are all serializable ranges (an empty txn included), which etcd serves from a
+// member's local state, is not ordered in real time; it must be the answer of the store at its header
+// revision in the linearization found.
 //
 // The search is porcupine's (github.com/anishathalye/porcupine), in one partition, with a model
 // whose states are immutable: a persistent treap of the keyspace plus a snapshot per revision linked
