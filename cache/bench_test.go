@@ -80,7 +80,7 @@ func benchObject(size int) *unstructured.Unstructured {
 // BenchmarkDispatch measures event deliveries per second from the reflector's watch through the watch
 // cache and the dispatcher to N watchers whose clients encode every event (as an HTTP layer would,
 // through CacheEncode) and read on. The producer keeps fewer events in flight than a watcher's input
-// holds (10), so no watcher is ever closed for slowness; a run that closes one fails.
+// holds, so no watcher is ever closed for slowness; a run that closes one fails.
 func BenchmarkDispatch(b *testing.B) {
 	for _, n := range []int{10, 100, 1000, 10000} {
 		for _, sel := range []bool{false, true} {
@@ -103,11 +103,26 @@ func benchDispatch(b *testing.B, n int, selector bool, size int) {
 	if err := c.Wait(context.Background()); err != nil {
 		b.Fatal(err)
 	}
+	template := benchObject(size)
+	// Warm the cache up as a busy resource is: 8192 events within the history window grow the history
+	// to 8192 events, which sizes new watchers' channels to 100 (capacity / 75 s, capped at 100).
+	const warmup = 8192
+	for i := range warmup {
+		obj := template.DeepCopy()
+		obj.SetName("p" + strconv.Itoa(i%1000))
+		obj.SetResourceVersion(strconv.Itoa(i + 2))
+		feed <- apiwatch.Event{Type: apiwatch.Modified, Object: obj}
+	}
+	startRV := uint64(warmup + 1)
+	for c.watchCache.suggestedWatchChannelSize(false, false) < 100 || c.lastProcessedRV.Load() < startRV {
+		time.Sleep(time.Millisecond)
+	}
 	p := watch.Everything
 	if selector {
 		p = pred("app=bench,tier!=db", "status.phase!=Failed")
 	}
-	const window = 8
+	// Fewer events in flight than a watcher's input holds: no watcher is ever full.
+	const window = 64
 	acks := make([]atomic.Int32, b.N)
 	var completed atomic.Int64
 	completed.Store(-1)
@@ -118,7 +133,7 @@ func benchDispatch(b *testing.B, n int, selector bool, size int) {
 	var wg sync.WaitGroup
 	var watchers []apiwatch.Interface
 	for range n {
-		w, err := c.Watch(context.Background(), "/pods/", watch.ListOptions{ResourceVersion: "1", Predicate: p, Recursive: true})
+		w, err := c.Watch(context.Background(), "/pods/", watch.ListOptions{ResourceVersion: strconv.FormatUint(startRV, 10), Predicate: p, Recursive: true})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -134,8 +149,8 @@ func benchDispatch(b *testing.B, n int, selector bool, size int) {
 				if err := co.CacheEncode(encoder.Identifier(), encoder.Encode, io.Discard); err != nil {
 					b.Error(err)
 				}
-				rv, _ := strconv.ParseUint(co.GetResourceVersion(), 10, 64)
-				idx := int(rv) - 2
+				// Every watcher gets every event, in order: the k-th one received is event k.
+				idx := got
 				if acks[idx].Add(1) == int32(n) {
 					completed.Store(int64(idx))
 					select {
@@ -151,7 +166,6 @@ func benchDispatch(b *testing.B, n int, selector bool, size int) {
 			}
 		})
 	}
-	template := benchObject(size)
 	var before runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -163,7 +177,7 @@ func benchDispatch(b *testing.B, n int, selector bool, size int) {
 		}
 		obj := template.DeepCopy()
 		obj.SetName("p" + strconv.Itoa(i%1000))
-		obj.SetResourceVersion(strconv.Itoa(i + 2))
+		obj.SetResourceVersion(strconv.FormatUint(startRV+1+uint64(i), 10))
 		feed <- apiwatch.Event{Type: apiwatch.Modified, Object: obj}
 	}
 	for completed.Load() < int64(b.N-1) {

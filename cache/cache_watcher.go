@@ -27,8 +27,24 @@ const (
 	bookmarkSent
 )
 
-// filterFunc reports whether the object at key with the given attributes is watched.
-type filterFunc func(key string, l labels.Set, f fields.Set) bool
+// watchFilter selects the objects under prefix (on a "/" boundary) that pred's selectors match. It is
+// kept inline in the watcher, not behind a closure: with thousands of watchers every pointer chased
+// per delivery is a cache miss.
+//
+// Mirrors cacher.go filterWithAttrsAndPrefixFunction.
+type watchFilter struct {
+	prefix     string
+	pred       watch.Predicate
+	everything bool
+}
+
+func newWatchFilter(prefix string, pred watch.Predicate) watchFilter {
+	return watchFilter{prefix: prefix, pred: pred, everything: pred.Empty()}
+}
+
+func (f *watchFilter) matches(key string, l labels.Set, fs fields.Set) bool {
+	return hasPathPrefix(key, f.prefix) && (f.everything || f.pred.MatchesObjectAttributes(l, fs))
+}
 
 // cacheWatcher is one watch served by the Cacher. The dispatcher feeds input; the watcher's goroutine
 // replays its interval, then turns input into result, sending only events newer than what it already
@@ -39,7 +55,7 @@ type cacheWatcher struct {
 	input  chan *watchCacheEvent
 	result chan apiwatch.Event
 	done   chan struct{}
-	filter filterFunc
+	filter watchFilter
 	// stopped and drainInputBuffer are guarded by the Cacher's lock.
 	stopped          bool
 	drainInputBuffer bool
@@ -61,7 +77,7 @@ type cacheWatcher struct {
 	state                        int
 }
 
-func newCacheWatcher(chanSize int, filter filterFunc, versioner watch.Versioner, deadline time.Time,
+func newCacheWatcher(chanSize int, filter watchFilter, versioner watch.Versioner, deadline time.Time,
 	allowWatchBookmarks bool, clk clock.PassiveClock, logger *slog.Logger, identifier string) *cacheWatcher {
 	return &cacheWatcher{
 		input:               make(chan *watchCacheEvent, chanSize),
@@ -253,8 +269,8 @@ func (c *cacheWatcher) convertToWatchEvent(event *watchCacheEvent) (apiwatch.Eve
 		}
 		return apiwatch.Event{Type: apiwatch.Bookmark, Object: obj}, true
 	}
-	curPasses := event.Type != apiwatch.Deleted && c.filter(event.Key, event.ObjLabels, event.ObjFields)
-	oldPasses := event.PrevObject != nil && c.filter(event.Key, event.PrevObjLabels, event.PrevObjFields)
+	curPasses := event.Type != apiwatch.Deleted && c.filter.matches(event.Key, event.ObjLabels, event.ObjFields)
+	oldPasses := event.PrevObject != nil && c.filter.matches(event.Key, event.PrevObjLabels, event.PrevObjFields)
 	switch {
 	case curPasses && !oldPasses:
 		return apiwatch.Event{Type: apiwatch.Added, Object: mutableObject(event.Object)}, true
@@ -298,6 +314,14 @@ func (c *cacheWatcher) sendWatchCacheEvent(event *watchCacheEvent) {
 	}
 	select {
 	case <-c.done:
+		return
+	default:
+	}
+	// Room in result: deliver at once. This is one of the choices the select below could make, and it
+	// avoids locking both channels on the common path.
+	select {
+	case c.result <- ev:
+		c.markBookmarkSent(event)
 		return
 	default:
 	}
@@ -350,17 +374,24 @@ func (c *cacheWatcher) processInterval(ctx context.Context, interval *watchCache
 // Mirrors cacheWatcher.process.
 func (c *cacheWatcher) process(ctx context.Context, resourceVersion uint64) {
 	for {
+		var event *watchCacheEvent
+		var ok bool
+		// Take what input already holds without a two-way select; wait on both only when it is empty.
 		select {
-		case event, ok := <-c.input:
-			if !ok {
+		case event, ok = <-c.input:
+		default:
+			select {
+			case event, ok = <-c.input:
+			case <-ctx.Done():
 				return
 			}
-			if event.ResourceVersion > resourceVersion ||
-				(event.Type == apiwatch.Bookmark && event.ResourceVersion == resourceVersion && !c.wasBookmarkSent()) {
-				c.sendWatchCacheEvent(event)
-			}
-		case <-ctx.Done():
+		}
+		if !ok {
 			return
+		}
+		if event.ResourceVersion > resourceVersion ||
+			(event.Type == apiwatch.Bookmark && event.ResourceVersion == resourceVersion && !c.wasBookmarkSent()) {
+			c.sendWatchCacheEvent(event)
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 
 	"github.com/listwatch/listwatch/watch"
@@ -44,7 +43,7 @@ func makeEvent(rv uint64) *watchCacheEvent {
 	return &watchCacheEvent{Type: apiwatch.Added, Object: testPod(rv), Key: fmt.Sprintf("/pods/ns/pod-%d", rv), ResourceVersion: rv}
 }
 
-func passAll(string, labels.Set, fields.Set) bool { return true }
+var passAll = newWatchFilter("", watch.Everything)
 
 // watcherUnderTest is a cacheWatcher whose forget stops it and counts the calls, as upstream's tests.
 type watcherUnderTest struct {
@@ -54,7 +53,7 @@ type watcherUnderTest struct {
 	drains  []bool
 }
 
-func newWatcherUnderTest(chanSize int, filter filterFunc, allowBookmarks bool) *watcherUnderTest {
+func newWatcherUnderTest(chanSize int, filter watchFilter, allowBookmarks bool) *watcherUnderTest {
 	w := &watcherUnderTest{cacheWatcher: newCacheWatcher(chanSize, filter, watch.APIObjectVersioner{}, time.Time{}, allowBookmarks, nil, discardLogger, "test")}
 	w.setBookmarkAfterResourceVersion(0)
 	w.forget = func(drain bool) {
@@ -103,7 +102,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // TestCacheWatcherHandlesFiltering ports the upstream test: the filter runs on the current and the
 // previous state, producing ADDED, MODIFIED and DELETED (of the previous object at the event's RV).
 func TestCacheWatcherHandlesFiltering(t *testing.T) {
-	onHost := func(_ string, _ labels.Set, f fields.Set) bool { return f["spec.nodeName"] == "host" }
+	onHost := newWatchFilter("", pred("", "spec.nodeName=host"))
 	mk := func(typ apiwatch.EventType, rv uint64, node, prevNode string) *watchCacheEvent {
 		e := &watchCacheEvent{Type: typ, Object: testPod(rv), ObjFields: fields.Set{"spec.nodeName": node}, ResourceVersion: rv}
 		if typ == apiwatch.Modified {

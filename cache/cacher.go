@@ -16,8 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -464,7 +462,7 @@ func (c *Cacher) Watch(ctx context.Context, key string, opts watch.ListOptions) 
 		return newErrWatcher(err), nil
 	}
 	deadline, _ := ctx.Deadline()
-	watcher := newCacheWatcher(chanSize, prefixFilter(key, pred), c.versioner, deadline, pred.AllowWatchBookmarks,
+	watcher := newCacheWatcher(chanSize, newWatchFilter(key, pred), c.versioner, deadline, pred.AllowWatchBookmarks,
 		c.clock, c.logger, identifierFor(key, pred))
 
 	// The freshness wait takes and releases the read lock itself: holding it across would block the
@@ -566,15 +564,6 @@ func (c *Cacher) bookmarkAfterResourceVersionLocked(requestedRV, requiredRV uint
 // isListWatchRequest reports a watch-list: initial events ended by an annotated bookmark.
 func isListWatchRequest(opts watch.ListOptions) bool {
 	return opts.SendInitialEvents != nil && *opts.SendInitialEvents && opts.Predicate.AllowWatchBookmarks
-}
-
-// prefixFilter selects the objects under key (on a "/" boundary) that the predicate's selectors match.
-//
-// Mirrors cacher.go filterWithAttrsAndPrefixFunction.
-func prefixFilter(key string, pred watch.Predicate) filterFunc {
-	return func(objKey string, l labels.Set, f fields.Set) bool {
-		return hasPathPrefix(objKey, key) && pred.MatchesObjectAttributes(l, f)
-	}
 }
 
 // forgetWatcher returns the watcher's forget: unregister it and stop it (deferred during a dispatch).

@@ -292,10 +292,9 @@ func TestReflectorRewatchesWithoutRelist(t *testing.T) {
 			a := e.create(pod("ns", "a"))
 			w := e.watch("/pods/", watch.ListOptions{ResourceVersion: a.GetResourceVersion(), Predicate: watch.Everything, Recursive: true})
 			gen, lists := e.generation(), e.storage.lists.Load()
-			e.storage.mu.Lock()
-			watches := len(e.storage.watches)
-			e.storage.mu.Unlock()
-			e.storage.breakWatch(t, st)
+			// Counted when the broken watch is known to be open: the cache is ready before its first
+			// watch is.
+			watches := e.storage.breakWatch(t, st)
 			e.eventually("the reflector re-watches", func() bool {
 				e.storage.mu.Lock()
 				defer e.storage.mu.Unlock()

@@ -168,15 +168,17 @@ func (s *testStorage) Watch(ctx context.Context, key string, opts watch.ListOpti
 }
 
 // breakWatch ends the reflector's current watch with an ERROR event carrying err, waiting for the
-// reflector to have one open.
-func (s *testStorage) breakWatch(t tb, err *metav1.Status) {
+// reflector to have one open. It returns how many watches the reflector had opened by then: a re-watch
+// is the next one.
+func (s *testStorage) breakWatch(t tb, err *metav1.Status) int {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	for time.Now().Before(deadline) {
 		s.mu.Lock()
 		var w *injectableWatch
-		if len(s.watches) > 0 {
-			w = s.watches[len(s.watches)-1]
+		opened := len(s.watches)
+		if opened > 0 {
+			w = s.watches[opened-1]
 		}
 		s.mu.Unlock()
 		if w == nil {
@@ -185,13 +187,14 @@ func (s *testStorage) breakWatch(t tb, err *metav1.Status) {
 		}
 		select {
 		case w.inject <- apiwatch.Event{Type: apiwatch.Error, Object: err}:
-			return
+			return opened
 		case <-w.done:
 			time.Sleep(time.Millisecond)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
 	t.Fatal("the reflector has no watch to break")
+	return 0
 }
 
 // injectableWatch forwards a storage watch through the gate and can interject events.

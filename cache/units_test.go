@@ -277,7 +277,7 @@ func TestObjectStore(t *testing.T) {
 func TestBookmarkBuckets(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
 	newW := func(deadline time.Time) *cacheWatcher {
-		w := newCacheWatcher(10, nil, nil, deadline, true, clk, discardLogger, "")
+		w := newCacheWatcher(10, passAll, nil, deadline, true, clk, discardLogger, "")
 		w.setBookmarkAfterResourceVersion(0)
 		return w
 	}
@@ -327,7 +327,7 @@ func TestNextBookmarkTime(t *testing.T) {
 		{now.Add(time.Second), 0, time.Time{}, false},
 		{now.Add(time.Second), 7, time.Time{}, true},
 	} {
-		w := newCacheWatcher(10, nil, nil, tc.deadline, true, nil, discardLogger, "")
+		w := newCacheWatcher(10, passAll, nil, tc.deadline, true, nil, discardLogger, "")
 		w.setBookmarkAfterResourceVersion(tc.after)
 		got, ok := w.nextBookmarkTime(now, time.Minute)
 		if !got.Equal(tc.want) || ok != tc.ok {

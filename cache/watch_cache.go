@@ -253,7 +253,7 @@ func (w *watchCache) waitUntilFreshLocked(ctx context.Context, resourceVersion u
 		// Taking the write lock makes sure the waiter has released its read lock inside cond.Wait, so the
 		// broadcast cannot fall between its check and its wait.
 		w.Lock()
-		w.Unlock() //nolint:staticcheck // an empty critical section is the point
+		w.Unlock()
 		w.cond.Broadcast()
 	})
 	for w.resourceVersion < resourceVersion {
