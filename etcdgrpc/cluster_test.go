@@ -3,7 +3,6 @@ package etcdgrpc_test
 import (
 	"testing"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/version"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
@@ -72,12 +71,5 @@ func TestUnimplementedRPCs(t *testing.T) {
 	}
 	if _, err := cli.AuthStatus(ctx); status.Code(err) != codes.Unimplemented {
 		t.Errorf("auth status: %v, want Unimplemented", err)
-	}
-	rs, err := pb.NewKVClient(cli.ActiveConnection()).RangeStream(ctx, &pb.RangeRequest{Key: []byte("a")})
-	if err == nil {
-		_, err = rs.Recv()
-	}
-	if status.Code(err) != codes.Unimplemented {
-		t.Errorf("range stream: %v, want Unimplemented", err)
 	}
 }

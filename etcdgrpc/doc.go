@@ -15,20 +15,36 @@
 // Invariants the package keeps:
 //
 //   - Behaviour is v3rpc's. Each handler converts the request field for field, calls the store and
-//     converts the answer back; validation and semantics live in the store. Errors are etcd's own gRPC
+//     converts the answer back; validation and semantics live in the store, except the checks only
+//     RangeStream makes, which are v3rpc's checkRangeStreamRequest. Errors are etcd's own gRPC
 //     errors (rpctypes.ErrGRPC*), chosen by matching the store's sentinel errors with errors.Is, so
 //     clientv3 turns them into the rpctypes errors a real etcd produces.
 //   - Headers. Every top-level response header carries cluster_id, member_id, raft_term and the
 //     revision (the store's, or the current one where the store gives none, as v3rpc's header.fill);
-//     member-list headers carry no revision, as etcd's. Headers nested in txn responses are left as
-//     the store returns them. Watch headers carry the revision the store response reflects, so the
-//     compaction answer keeps revision 0.
+//     member-list headers carry no revision, as etcd's. A RangeStream has one header, on its last
+//     chunk, with the member's identity and the stream's own revision, never the live one (v3rpc's
+//     fillWithoutRevision). Headers nested in txn responses are left as the store returns them.
+//     Watch headers carry the revision the store response reflects, so the compaction answer keeps
+//     revision 0.
 //   - Watch order. A watch stream's responses are sent in the order the store stream yields them, so
 //     no event for an ID precedes its created answer, no event follows its compaction answer (only
 //     the answer to a later cancel may), and nothing follows its cancel answer. A response is fragmented only if its create asked for it, and only as
 //     v3rpc's sendFragments splits: when it holds at least two events and encodes to at least
 //     MaxRequestBytes+512 KiB; every fragment but the last has fragment=true and holds at least one
 //     event.
+//   - RangeStream is etcd v3.7's EtcdServer.rangeStream over store.Range. The first chunk reads at
+//     most 10 keys at the requested revision, or at the current one, which then pins every later
+//     chunk; so the chunks merged are exactly a Range at that revision, whatever is written or
+//     deleted meanwhile, and a compaction past it fails the next chunk with ErrCompacted. Each next
+//     chunk starts after the last key sent, its limit doubled while a chunk encodes to under half of
+//     MaxRequestBytes and halved above twice, never below one key, and capped by what is left of
+//     the request's limit. Only the last chunk carries Header (revision: the store's revision when
+//     the stream began, even for an explicit revision), More and Count (the keys in the whole range
+//     at that revision); the chunks before it carry keys only, at least one each. A count-only
+//     request is one chunk. A sort order other than ascending by key, and revision filters, are
+//     refused with codes.Unimplemented and upstream's messages, after the empty-key and sort-enum
+//     checks; every other error is the one Range gives for the same request. A canceled stream
+//     stops before its next chunk.
 //   - Size limits. The server accepts messages up to MaxRequestBytes+512 KiB, like etcd, so a larger
 //     request fails in gRPC with ResourceExhausted; a smaller one over MaxRequestBytes fails in the
 //     store with "etcdserver: request is too large". Sends are unlimited.
@@ -38,6 +54,6 @@
 //     returns no goroutine of this package is left. NewClient's close function closes the client, then
 //     stops the server and waits for it.
 //
-// RPCs other than those above (RangeStream, Auth, member changes, alarms, snapshots, hashes,
-// defragmentation, downgrade, leader moves) answer codes.Unimplemented.
+// RPCs other than those above (Auth, member changes, alarms, snapshots, hashes, defragmentation,
+// downgrade, leader moves) answer codes.Unimplemented.
 package etcdgrpc

@@ -24,8 +24,14 @@ const waitTimeout = 30 * time.Second
 // both are closed when the test ends, client and server first.
 func newClient(t *testing.T, so store.Options, configure ...func(*clientv3.Config)) (*store.Store, *clientv3.Client) {
 	t.Helper()
+	return newClientWith(t, so, etcdgrpc.Options{}, configure...)
+}
+
+// newClientWith is newClient with the server's options given.
+func newClientWith(t *testing.T, so store.Options, opts etcdgrpc.Options, configure ...func(*clientv3.Config)) (*store.Store, *clientv3.Client) {
+	t.Helper()
 	st := store.New(so)
-	cli, closeFn, err := etcdgrpc.NewClient(st, etcdgrpc.Options{}, configure...)
+	cli, closeFn, err := etcdgrpc.NewClient(st, opts, configure...)
 	if err != nil {
 		st.Close()
 		t.Fatalf("NewClient: %v", err)

@@ -1,6 +1,7 @@
 package etcdgrpc
 
 import (
+	"context"
 	"crypto/sha1"
 	"encoding/binary"
 	"math"
@@ -61,8 +62,19 @@ type Options struct {
 	RaftTerm uint64
 	// MaxRequestBytes must equal the store's Options.MaxRequestBytes: the server accepts messages up
 	// to this plus GRPCOverheadBytes, and fragments watch responses from that size. Default
-	// store.DefaultMaxRequestBytes.
+	// store.DefaultMaxRequestBytes. RangeStream also aims its chunks at this size.
 	MaxRequestBytes int
+
+	// hooks are set only by this package's tests.
+	hooks *testHooks
+}
+
+// testHooks let this package's tests act at fixed points inside a handler, where etcd's own tests
+// use gofail failpoints.
+type testHooks struct {
+	// beforeRangeStreamChunk runs before each chunk of a RangeStream is read, numbered from 0,
+	// with the stream's context (etcd's beforeRangeStreamChunk failpoint).
+	beforeRangeStreamChunk func(ctx context.Context, chunk int)
 }
 
 // WithDefaults returns o with every unset field set to its default, member and cluster IDs included.
@@ -147,13 +159,19 @@ func NewServer(st *store.Store, opts Options) *grpc.Server {
 // fill follows v3rpc/header.go header.fill: the member's identity and term, and the current
 // revision if the response carries none.
 func (s *server) fill(h *pb.ResponseHeader) *pb.ResponseHeader {
-	h.ClusterId = s.opts.ClusterID
-	h.MemberId = s.opts.MemberID
-	h.RaftTerm = s.opts.RaftTerm
+	s.fillWithoutRevision(h)
 	if h.Revision == 0 {
 		h.Revision = s.st.Rev()
 	}
 	return h
+}
+
+// fillWithoutRevision follows v3rpc/header.go header.fillWithoutRevision: streams set the revision
+// themselves, so a missing one shows as zero rather than as the live revision.
+func (s *server) fillWithoutRevision(h *pb.ResponseHeader) {
+	h.ClusterId = s.opts.ClusterID
+	h.MemberId = s.opts.MemberID
+	h.RaftTerm = s.opts.RaftTerm
 }
 
 // header returns a filled header for a store response revision.

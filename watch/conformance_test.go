@@ -106,6 +106,30 @@ func TestConformanceRangeStream(t *testing.T) {
 	}
 }
 
+// TestConformanceWithoutRangeStream plays every case with a client whose server lacks the RangeStream
+// RPC, as etcd before v3.7: each storage asks once, is answered Unimplemented and pages from then on.
+func TestConformanceWithoutRangeStream(t *testing.T) {
+	var total atomic.Int64
+	t.Run("cases", func(t *testing.T) {
+		for _, c := range watchtest.Cases() {
+			t.Run(c.Name, func(t *testing.T) {
+				if c.Slow && *short {
+					t.Skip("slow")
+				}
+				t.Parallel()
+				b := newInProcess(t, store.Options{})
+				kv, attempts := watch.NewNoRangeStreamKV(b.Client)
+				b.Client.KV = kv
+				playCase(t, c, b)
+				total.Add(attempts.Load())
+			})
+		}
+	})
+	if total.Load() == 0 {
+		t.Errorf("no case tried to stream a list")
+	}
+}
+
 // TestConformanceEtcd plays the cases against real etcd processes (with -etcd): one shared server for
 // the cases that allow it, a fresh one for each Fresh case.
 func TestConformanceEtcd(t *testing.T) {

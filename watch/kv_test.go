@@ -9,15 +9,18 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
 // NewRangeStreamKV returns a clientv3.KV for c whose RangeStream RPC is answered the way etcd v3.7 answers it
 // (v3_server.go rangeStream) by issuing ranges to the real server: the first chunk holds 10 keys,
 // later ones twice the last, all read at the revision of the first, and the last chunk carries the
-// header, More and Count. The in-process server and etcd 3.4 answer RangeStream with Unimplemented;
-// this drives the store's streaming paths through the real clientv3 code.
-// beforeChunk, if not nil, runs before each chunk after the first; the counter counts the streams.
+// header, More and Count. The in-process server streams as well, but sends its chunks ahead of the
+// reader; these are read only when the client asks for the next one, so that beforeChunk, if not
+// nil, runs between two chunks (where etcd's tests use the beforeRangeStreamChunk failpoint). It
+// runs before each chunk after the first; the counter counts the streams.
 func NewRangeStreamKV(c *clientv3.Client, beforeChunk func(chunk int)) (clientv3.KV, *atomic.Int64) {
 	n := new(atomic.Int64)
 	remote := &rangeStreamClient{KVClient: pb.NewKVClient(c.ActiveConnection()), streams: n, beforeChunk: beforeChunk}
@@ -99,4 +102,34 @@ func (s *rangeStream) Recv() (*pb.RangeStreamResponse, error) {
 	s.r.Key = next
 	s.r.Limit = min(s.r.Limit*2, s.total-s.count)
 	return &pb.RangeStreamResponse{RangeResponse: out}, nil
+}
+
+// NewNoRangeStreamKV returns a clientv3.KV for c whose RangeStream RPC is answered as a server without
+// it answers (etcd before v3.7, such as etcd 3.4): the stream opens and its first receive fails with
+// gRPC's Unimplemented for an unknown method. Everything else goes to c's server. The counter counts
+// the RangeStream attempts.
+func NewNoRangeStreamKV(c *clientv3.Client) (clientv3.KV, *atomic.Int64) {
+	n := new(atomic.Int64)
+	return clientv3.NewKVFromKVClient(&noRangeStreamClient{KVClient: pb.NewKVClient(c.ActiveConnection()), attempts: n}, c), n
+}
+
+type noRangeStreamClient struct {
+	pb.KVClient
+	attempts *atomic.Int64
+}
+
+func (c *noRangeStreamClient) RangeStream(ctx context.Context, _ *pb.RangeRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[pb.RangeStreamResponse], error) {
+	c.attempts.Add(1)
+	return &unimplementedStream{ctx: ctx}, nil
+}
+
+type unimplementedStream struct {
+	grpc.ClientStream
+	ctx context.Context
+}
+
+func (s *unimplementedStream) Context() context.Context { return s.ctx }
+
+func (s *unimplementedStream) Recv() (*pb.RangeStreamResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "unknown method RangeStream for service etcdserverpb.KV")
 }

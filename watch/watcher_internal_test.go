@@ -287,8 +287,10 @@ func TestInitialListRangeStream(t *testing.T) {
 		mustCreate(t, s, pod("ns", fmt.Sprintf("p%02d", i), nil))
 	}
 
-	// The real server does not implement RangeStream: the list falls back to pages and the RPC is
-	// not tried again for ten minutes.
+	// A server without RangeStream: the list falls back to pages and the RPC is not tried again
+	// for ten minutes.
+	noStream, attempts := NewNoRangeStreamKV(b.Client)
+	s.watcher.client = clientWithKV(t, b.Client, noStream)
 	w := mustWatch(t, s, "/pods/ns", ListOptions{Recursive: true, Predicate: Everything})
 	for i := range 25 {
 		if ev := next(t, w); ev.Type != apiwatch.Added || ev.Object.(*unstructured.Unstructured).GetName() != fmt.Sprintf("p%02d", i) {
@@ -299,6 +301,17 @@ func TestInitialListRangeStream(t *testing.T) {
 		t.Fatal("RangeStream still marked supported after Unimplemented")
 	}
 	stopAndDrain(w)
+	// Within the interval the next list pages without asking.
+	w = mustWatch(t, s, "/pods/ns", ListOptions{Recursive: true, Predicate: Everything})
+	for i := range 25 {
+		if ev := next(t, w); ev.Type != apiwatch.Added {
+			t.Fatalf("second list, event %d: %s", i, eventString(ev))
+		}
+	}
+	stopAndDrain(w)
+	if attempts.Load() != 1 {
+		t.Fatalf("%d RangeStream attempts, want the one answered Unimplemented", attempts.Load())
+	}
 	clk.Step(rangeStreamRecheckInterval)
 	if !s.rangeStream.supported() {
 		t.Fatal("RangeStream not rechecked after the interval")

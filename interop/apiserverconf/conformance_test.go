@@ -54,19 +54,16 @@ func withPrefixStore(fn func(context.Context, *testing.T, storagetesting.Interfa
 var unsafeDeletion = map[featuregate.Feature]bool{features.AllowUnsafeMalformedObjectDeletion: true}
 
 // checkStreamReads checks, after a list function ran with EtcdRangeStream set to rangeStream, which
-// path the storage took: with the gate off it never asks for a stream; with it on it streams where
-// the server serves RangeStream (upstream's TestList and TestConsistentList check these two), and
-// where the server answers Unimplemented it asks exactly once and pages from then on.
+// path the storage took, as upstream's TestList and TestConsistentList do: with the gate off it never
+// asks for a stream; with it on it streams, since both backends serve RangeStream.
 func checkStreamReads(t *testing.T, e *env, rangeStream bool) {
 	t.Helper()
 	streams := e.kv.GetStreamReadsAndReset()
 	switch {
 	case !rangeStream && streams > 0:
 		t.Errorf("%d RangeStream reads with EtcdRangeStream off, want none", streams)
-	case rangeStream && e.be.rangeStream && streams == 0:
-		t.Errorf("no RangeStream reads with EtcdRangeStream on against a server that serves them")
-	case rangeStream && !e.be.rangeStream && streams != 1:
-		t.Errorf("%d RangeStream reads against a server without RangeStream, want the one that finds it unimplemented", streams)
+	case rangeStream && streams == 0:
+		t.Errorf("no RangeStream reads with EtcdRangeStream on")
 	}
 }
 
@@ -153,16 +150,16 @@ func storeCases() []conformanceCase {
 			storagetesting.RunTestCompactRevision(e.ctx, t, e.store, e.increaseRV(), e.compaction())
 		}},
 		conformanceCase{name: "ListContinuation", run: func(t *testing.T, b backend) {
-			e := newEnv(t, b, withSettledRangeStream())
+			e := newEnv(t, b)
 			storagetesting.RunTestListContinuation(e.ctx, t, e.store, e.callsValidation())
 		}},
 		// ListFromCacheSnapshot adds a read of compact_rev_key that the call count does not expect.
 		conformanceCase{name: "ListPaginationRareObject", gates: map[featuregate.Feature]bool{features.ListFromCacheSnapshot: false}, run: func(t *testing.T, b backend) {
-			e := newEnv(t, b, withSettledRangeStream())
+			e := newEnv(t, b)
 			storagetesting.RunTestListPaginationRareObject(e.ctx, t, e.store, e.callsValidation())
 		}},
 		conformanceCase{name: "ListContinuationWithFilter", run: func(t *testing.T, b backend) {
-			e := newEnv(t, b, withSettledRangeStream())
+			e := newEnv(t, b)
 			storagetesting.RunTestListContinuationWithFilter(e.ctx, t, e.store, e.callsValidation())
 		}},
 		conformanceCase{name: "NamespaceScopedList", run: plain(storagetesting.RunTestNamespaceScopedList)},

@@ -19,14 +19,43 @@ import (
 const faultEnv = "APISERVERCONF_FAULT"
 
 // faultRangeDropsLast drops the last key of every range answer with more than one, and lowers its
-// count to match, as an off-by-one at a range end would.
+// count to match, as an off-by-one at a range end would; a RangeStream answer is its chunks together.
 const faultRangeDropsLast = "range-drops-last-key"
 
 // injectFault configures the listwatch backend's client with the fault faultEnv names.
 func injectFault(cfg *clientv3.Config) {
 	if os.Getenv(faultEnv) == faultRangeDropsLast {
-		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(dropLastRangeKey))
+		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(dropLastRangeKey),
+			grpc.WithChainStreamInterceptor(dropLastStreamedKey))
 	}
+}
+
+func dropLastStreamedKey(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
+	streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	cs, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil || method != pb.KV_RangeStream_FullMethodName {
+		return cs, err
+	}
+	return &droppingStream{ClientStream: cs}, nil
+}
+
+// droppingStream drops the last key of a RangeStream from its last chunk, the one with the header.
+type droppingStream struct {
+	grpc.ClientStream
+	keys int
+}
+
+func (s *droppingStream) RecvMsg(m any) error {
+	if err := s.ClientStream.RecvMsg(m); err != nil {
+		return err
+	}
+	rr := m.(*pb.RangeStreamResponse).GetRangeResponse()
+	s.keys += len(rr.GetKvs())
+	if rr.GetHeader() != nil && s.keys > 1 && len(rr.Kvs) > 0 {
+		rr.Kvs = rr.Kvs[:len(rr.Kvs)-1]
+		rr.Count--
+	}
+	return nil
 }
 
 func dropLastRangeKey(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,

@@ -71,15 +71,13 @@ var groupResource = schema.GroupResource{Resource: "pods"}
 // backend starts a fresh server for one subtest and returns a client connected to it; both are
 // stopped at the subtest's cleanup.
 type backend struct {
-	name string
-	// rangeStream says whether the server implements KV.RangeStream.
-	rangeStream bool
-	start       func(t *testing.T, progressNotify time.Duration) *clientv3.Client
+	name  string
+	start func(t *testing.T, progressNotify time.Duration) *clientv3.Client
 }
 
 var backends = []backend{
-	{name: "etcd", rangeStream: true, start: startEtcd},
-	{name: "listwatch", rangeStream: false, start: startListwatch},
+	{name: "etcd", start: startEtcd},
+	{name: "listwatch", start: startListwatch},
 }
 
 func startEtcd(t *testing.T, progressNotify time.Duration) *clientv3.Client {
@@ -130,9 +128,6 @@ func startListwatch(t *testing.T, progressNotify time.Duration) *clientv3.Client
 type setupOptions struct {
 	progressNotify time.Duration
 	codec          runtime.Codec
-	// settleRangeStream lists once before the function runs, so that the storage already knows
-	// whether the server streams ranges; functions that count reads need it (see withSettledRangeStream).
-	settleRangeStream bool
 }
 
 type setupOption func(*setupOptions)
@@ -145,15 +140,6 @@ func withProgressNotify(d time.Duration) setupOption {
 // withCodec replaces the storage's codec.
 func withCodec(c runtime.Codec) setupOption {
 	return func(o *setupOptions) { o.codec = c }
-}
-
-// withSettledRangeStream makes the storage learn, before the function runs, whether the server
-// implements RangeStream. The etcd3 storage finds out at its first recursive read: against a
-// server without it (listwatch), that read costs one extra GetStream call answered Unimplemented,
-// and from then on it pages with Range. The functions that count storage reads expect either
-// path's steady state, not the probe.
-func withSettledRangeStream() setupOption {
-	return func(o *setupOptions) { o.settleRangeStream = true }
 }
 
 // env is one subtest's storage on one backend.
@@ -227,14 +213,6 @@ func newEnv(t *testing.T, b backend, opts ...setupOption) *env {
 		codec:       o.codec,
 		prefix:      prefix,
 		transformer: tr,
-	}
-	if o.settleRangeStream {
-		if err := e.store.GetList(e.ctx, resourcePrefix, storage.ListOptions{Recursive: true, Predicate: storage.Everything}, &example.PodList{}); err != nil {
-			t.Fatalf("settling RangeStream support: %v", err)
-		}
-		e.kv.GetReadsAndReset()
-		e.kv.GetStreamReadsAndReset()
-		e.prefix.GetReadsAndReset()
 	}
 	return e
 }
