@@ -1,6 +1,9 @@
 // Package interop holds the tests that hold listwatch to upstream: a differential test that drives
 // the same seeded clientv3 workload against a real embedded etcd v3.7 and against listwatch's store
-// served by etcdgrpc, and a benchmark of write plus watch fan-out throughput on both.
+// served by etcdgrpc, the watch conformance cases run on both, `listwatch check --endpoints` run
+// against the embedded etcd (check_test.go: the built command must pass there with both workloads,
+// and refuse a member that is not at revision 1), and a benchmark of write plus watch fan-out
+// throughput on both.
 //
 // It is a module of its own (github.com/listwatch/listwatch/interop) so that etcd's server and its
 // dependencies never enter the root module. The package has no API: everything is in its tests and

@@ -1,0 +1,436 @@
+package clientgo
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/httpwatch"
+	"github.com/listwatch/listwatch/store"
+	"github.com/listwatch/listwatch/watch"
+)
+
+// waitTimeout bounds every wait for a condition; generous, never what a test asserts.
+const waitTimeout = 30 * time.Second
+
+// pollInterval is how often a wait re-checks its condition (and steps a fake clock).
+const pollInterval = 10 * time.Millisecond
+
+// bookmarkTick steps a fake cache clock past one period of the dispatcher's bookmark timer
+// (one second with 25% jitter).
+const bookmarkTick = 1250 * time.Millisecond
+
+// User agents tell the requests of the informer under test from the test's own.
+const (
+	informerAgent = "listwatch-clientgo-informer"
+	directAgent   = "listwatch-clientgo-direct"
+)
+
+var (
+	configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	podsGVR       = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	widgetsGVR    = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+)
+
+// envOptions choose how the served resources are stored.
+type envOptions struct {
+	// uncached serves every resource straight from its etcd3 storage: the apiserver with the watch
+	// cache off (--watch-cache=false).
+	uncached bool
+	// fakeCacheClock gives every watch cache a fake clock that the test steps: it times the
+	// periodic bookmarks and the age of the events in the history window.
+	fakeCacheClock bool
+	// progressNotify is the store's progress notification period; 0 is etcd's default.
+	progressNotify time.Duration
+}
+
+// env is listwatch's Kubernetes API over an in-memory store, as `listwatch serve` stacks it
+// (store → in-process etcd client → etcd3 storage → watch cache → httpwatch), on a loopback
+// httptest server behind the request log and the watch gate.
+type env struct {
+	t          *testing.T
+	st         *store.Store
+	storages   map[string]*watch.Storage // by resource
+	cacheClock *testingclock.FakeClock   // nil unless fakeCacheClock
+	api        *httpwatch.Server
+	ts         *httptest.Server
+	log        *requestLog
+	gate       *watchGate
+	// direct is a dynamic client for the test's own reads and writes.
+	direct dynamic.Interface
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func newEnv(t *testing.T, opts envOptions) *env {
+	t.Helper()
+	e := &env{t: t, storages: map[string]*watch.Storage{}}
+	e.st = store.New(store.Options{ProgressNotifyInterval: opts.progressNotify})
+	cli, closeClient, err := etcdgrpc.NewClient(e.st, etcdgrpc.Options{})
+	if err != nil {
+		e.st.Close()
+		t.Fatal(err)
+	}
+	var cachers []*cache.Cacher
+	release := func() {
+		for _, c := range cachers {
+			c.Stop()
+		}
+		if err := closeClient(); err != nil {
+			t.Errorf("closing the etcd client: %v", err)
+		}
+		e.st.Close()
+	}
+	if opts.fakeCacheClock {
+		// Real time as the start: the watch cache compares its clock with the deadline of each
+		// watch's context, which the HTTP layer sets on the real clock.
+		e.cacheClock = testingclock.NewFakeClock(time.Now())
+	}
+	var served []httpwatch.ServedResource
+	for _, r := range httpwatch.DefaultResources() {
+		sc := r.StorageConfig()
+		sc.Logger = quietLogger()
+		s, err := watch.New(cli, sc)
+		if err != nil {
+			release()
+			t.Fatal(err)
+		}
+		e.storages[r.Resource] = s
+		if opts.uncached {
+			served = append(served, httpwatch.ServedResource{Resource: r, Storage: s})
+			continue
+		}
+		cc := r.CacheConfig(s)
+		cc.Logger = quietLogger()
+		if e.cacheClock != nil {
+			cc.Clock = e.cacheClock
+		}
+		c, err := cache.New(cc)
+		if err != nil {
+			release()
+			t.Fatal(err)
+		}
+		cachers = append(cachers, c)
+		served = append(served, httpwatch.ServedResource{Resource: r, Storage: c})
+	}
+	for _, c := range cachers {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		err := c.Wait(ctx)
+		cancel()
+		if err != nil {
+			release()
+			t.Fatalf("watch cache never ready: %v", err)
+		}
+	}
+	e.api, err = httpwatch.New(httpwatch.Config{Resources: served, Logger: quietLogger()})
+	if err != nil {
+		release()
+		t.Fatal(err)
+	}
+	e.gate = newWatchGate(e.api)
+	e.log = newRequestLog(e.gate)
+	e.ts = httptest.NewServer(e.log)
+	t.Cleanup(func() {
+		// Held watches first, so that nothing waits on the gate; then the watches end as at an
+		// apiserver shutdown, and only after the last handler the storage goes away.
+		e.gate.close()
+		e.api.Shutdown()
+		e.ts.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		if err := e.api.Wait(ctx); err != nil {
+			t.Errorf("handlers still running after shutdown: %v", err)
+		}
+		release()
+	})
+	e.direct = e.dynamicClient(directAgent)
+	return e
+}
+
+// restConfig is a client configuration for the server; client-side rate limiting is off, since the
+// tests write in bursts.
+func (e *env) restConfig(userAgent string) *rest.Config {
+	return &rest.Config{Host: e.ts.URL, UserAgent: userAgent, QPS: -1}
+}
+
+func (e *env) dynamicClient(userAgent string) dynamic.Interface {
+	e.t.Helper()
+	c, err := dynamic.NewForConfig(e.restConfig(userAgent))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+// ctx is a context for one request of the test.
+func (e *env) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	e.t.Cleanup(cancel)
+	return ctx
+}
+
+// waitFor polls cond until it holds. With a fake cache clock every poll also steps the clock by a
+// bookmark period, so that whatever the watch cache times (a watch-list's closing bookmark, the
+// progress requests of a consistent read) comes about as it would in real time.
+func (e *env) waitFor(what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out waiting for %s", what)
+		}
+		if e.cacheClock != nil {
+			e.cacheClock.Step(bookmarkTick)
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// object builds an object of a served resource.
+func object(gvr schema.GroupVersionResource, namespace, name string, labels map[string]string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	switch gvr {
+	case configMapsGVR:
+		u.SetAPIVersion("v1")
+		u.SetKind("ConfigMap")
+		u.Object["data"] = map[string]any{"k": "v"}
+	case podsGVR:
+		u.SetAPIVersion("v1")
+		u.SetKind("Pod")
+		u.Object["spec"] = map[string]any{"containers": []any{map[string]any{"name": "c", "image": "busybox"}}}
+	case widgetsGVR:
+		u.SetAPIVersion("example.com/v1")
+		u.SetKind("Widget")
+		u.Object["spec"] = map[string]any{"size": int64(1)}
+	}
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	u.SetLabels(labels)
+	return u
+}
+
+func (e *env) create(gvr schema.GroupVersionResource, namespace, name string) *unstructured.Unstructured {
+	e.t.Helper()
+	return e.createLabeled(gvr, namespace, name, nil)
+}
+
+func (e *env) createLabeled(gvr schema.GroupVersionResource, namespace, name string, labels map[string]string) *unstructured.Unstructured {
+	e.t.Helper()
+	out, err := e.direct.Resource(gvr).Namespace(namespace).Create(e.ctx(), object(gvr, namespace, name, labels), metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("creating %s %s/%s: %v", gvr.Resource, namespace, name, err)
+	}
+	return out
+}
+
+// touch updates an object's labels, so that its resourceVersion moves.
+func (e *env) touch(gvr schema.GroupVersionResource, namespace, name, value string) *unstructured.Unstructured {
+	e.t.Helper()
+	return e.setLabel(gvr, namespace, name, "touched", value)
+}
+
+// setLabel sets one label of an object.
+func (e *env) setLabel(gvr schema.GroupVersionResource, namespace, name, label, value string) *unstructured.Unstructured {
+	e.t.Helper()
+	c := e.direct.Resource(gvr).Namespace(namespace)
+	u, err := c.Get(e.ctx(), name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatalf("getting %s %s/%s: %v", gvr.Resource, namespace, name, err)
+	}
+	labels := u.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[label] = value
+	u.SetLabels(labels)
+	out, err := c.Update(e.ctx(), u, metav1.UpdateOptions{})
+	if err != nil {
+		e.t.Fatalf("updating %s %s/%s: %v", gvr.Resource, namespace, name, err)
+	}
+	return out
+}
+
+func (e *env) remove(gvr schema.GroupVersionResource, namespace, name string) {
+	e.t.Helper()
+	if err := e.direct.Resource(gvr).Namespace(namespace).Delete(e.ctx(), name, metav1.DeleteOptions{}); err != nil {
+		e.t.Fatalf("deleting %s %s/%s: %v", gvr.Resource, namespace, name, err)
+	}
+}
+
+// state is a set of objects as namespace/name → resourceVersion.
+type state map[string]string
+
+func key(u *unstructured.Unstructured) string { return u.GetNamespace() + "/" + u.GetName() }
+
+// serverState is what a consistent list (resourceVersion unset) with labelSelector returns, and
+// the list's resourceVersion.
+func (e *env) serverState(gvr schema.GroupVersionResource, namespace, labelSelector string) (state, string) {
+	e.t.Helper()
+	l, err := e.direct.Resource(gvr).Namespace(namespace).List(e.ctx(), metav1.ListOptions{LabelSelector: labelSelector})
+	if err != nil {
+		e.t.Fatalf("listing %s: %v", gvr.Resource, err)
+	}
+	s := state{}
+	for i := range l.Items {
+		s[key(&l.Items[i])] = l.Items[i].GetResourceVersion()
+	}
+	return s, l.GetResourceVersion()
+}
+
+// informer is a dynamic shared informer under test, started from its own factory.
+type informer struct {
+	gvr           schema.GroupVersionResource
+	namespace     string
+	labelSelector string
+	inf           toolscache.SharedIndexInformer
+	handler       *recordingHandler
+}
+
+// startInformer starts a dynamic informer for gvr in namespace ("" for all) and waits until it
+// has synced. The informer is stopped, and its goroutines waited for, when the test ends.
+func (e *env) startInformer(gvr schema.GroupVersionResource, namespace string) *informer {
+	e.t.Helper()
+	return e.startFilteredInformer(gvr, namespace, "")
+}
+
+// startFilteredInformer is startInformer for the objects labelSelector selects.
+func (e *env) startFilteredInformer(gvr schema.GroupVersionResource, namespace, labelSelector string) *informer {
+	e.t.Helper()
+	client := e.dynamicClient(informerAgent)
+	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, namespace,
+		func(o *metav1.ListOptions) { o.LabelSelector = labelSelector })
+	i := &informer{gvr: gvr, namespace: namespace, labelSelector: labelSelector,
+		inf: factory.ForResource(gvr).Informer(), handler: &recordingHandler{}}
+	if _, err := i.inf.AddEventHandler(i.handler); err != nil {
+		e.t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	factory.Start(stop)
+	e.t.Cleanup(func() {
+		close(stop)
+		factory.Shutdown() // waits for every goroutine the informers started
+	})
+	e.waitFor(gvr.Resource+" informer sync", i.inf.HasSynced)
+	return i
+}
+
+// state is the informer's store.
+func (i *informer) state() state {
+	s := state{}
+	for _, o := range i.inf.GetStore().List() {
+		u := o.(*unstructured.Unstructured)
+		s[key(u)] = u.GetResourceVersion()
+	}
+	return s
+}
+
+// waitConverged waits until the informer's store holds exactly what a direct list returns.
+func (e *env) waitConverged(i *informer) {
+	e.t.Helper()
+	var got, want state
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		want, _ = e.serverState(i.gvr, i.namespace, i.labelSelector)
+		got = i.state()
+		if cmp.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the %s informer's store did not converge to the server's list (-informer +server):\n%s",
+				i.gvr.Resource, cmp.Diff(got, want))
+		}
+		if e.cacheClock != nil {
+			e.cacheClock.Step(bookmarkTick)
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// recordingHandler records the notifications an informer hands out, as "ADD ns/name rv".
+type recordingHandler struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (h *recordingHandler) record(verb string, obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	u := obj.(*unstructured.Unstructured)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events = append(h.events, verb+" "+key(u)+" "+u.GetResourceVersion())
+}
+
+func (h *recordingHandler) OnAdd(obj any, _ bool) { h.record("ADD", obj) }
+func (h *recordingHandler) OnUpdate(_, obj any)   { h.record("UPDATE", obj) }
+func (h *recordingHandler) OnDelete(obj any)      { h.record("DELETE", obj) }
+
+// snapshot returns the notifications so far.
+func (h *recordingHandler) snapshot() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.events)
+}
+
+// hasPrefix reports whether the handler was given an event starting with prefix.
+func (h *recordingHandler) hasPrefix(prefix string) bool {
+	return slices.ContainsFunc(h.snapshot(), func(e string) bool { return strings.HasPrefix(e, prefix) })
+}
+
+// waitResourceVersion waits until the informer's reflector is at rv. (The store can have an event
+// a moment before the reflector records its resourceVersion.)
+func (i *informer) waitResourceVersion(e *env, rv string) {
+	e.t.Helper()
+	e.waitFor("the informer at rv "+rv, func() bool { return i.inf.LastSyncResourceVersion() == rv })
+}
+
+// waitNotified waits until the informer's handler was given an event starting with each prefix.
+func (i *informer) waitNotified(e *env, prefixes ...string) {
+	e.t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		var missing []string
+		for _, p := range prefixes {
+			if !i.handler.hasPrefix(p) {
+				missing = append(missing, p)
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the event handler was not given %q; it got %v", missing, i.handler.snapshot())
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// sortedKeys returns a state's keys in order.
+func (s state) sortedKeys() []string {
+	keys := make([]string, 0, len(s))
+	for k := range s {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
