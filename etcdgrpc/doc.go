@@ -41,10 +41,11 @@
 //     the request's limit. Only the last chunk carries Header (revision: the store's revision when
 //     the stream began, even for an explicit revision), More and Count (the keys in the whole range
 //     at that revision); the chunks before it carry keys only, at least one each. A count-only
-//     request is one chunk. A sort order other than ascending by key, and revision filters, are
-//     refused with codes.Unimplemented and upstream's messages, after the empty-key and sort-enum
-//     checks; every other error is the one Range gives for the same request. A canceled stream
-//     stops before its next chunk.
+//     request is one chunk. A sort other than etcd's default ordering (ascending by key, or no
+//     order with any target, which each chunk then sorts by that target on its own, as upstream),
+//     and revision filters, are refused with codes.Unimplemented and upstream's messages, after
+//     the empty-key and sort-enum checks; every other error is the one Range gives for the same
+//     request. A canceled stream stops before its next chunk.
 //   - Size limits. The server accepts messages up to MaxRequestBytes+512 KiB, like etcd, so a larger
 //     request fails in gRPC with ResourceExhausted; a smaller one over MaxRequestBytes fails in the
 //     store with "etcdserver: request is too large". Sends are unlimited.
