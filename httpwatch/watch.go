@@ -337,27 +337,54 @@ func (w *watchResponseWriter) Close() error {
 type frameEncoder struct {
 	res Resource
 	buf bytes.Buffer
+	// framers hold, per event type, the function CacheEncode calls to frame a shared object, made once
+	// per watch so that an event costs a watcher no allocation.
+	framers [len(frameEventTypes)]func(runtime.Object, io.Writer) error
 }
 
-func newFrameEncoder(res Resource) *frameEncoder { return &frameEncoder{res: res} }
+func newFrameEncoder(res Resource) *frameEncoder {
+	e := &frameEncoder{res: res}
+	for i, t := range frameEventTypes {
+		e.framers[i] = func(obj runtime.Object, w io.Writer) error { return e.writeFrame(t, obj, w) }
+	}
+	return e
+}
 
-// frameIdentifiers name the encoding of a whole frame per event type: an object the watch cache shares
-// between watchers is framed once for all of them.
-var frameIdentifiers = map[apiwatch.EventType]runtime.Identifier{}
+// frameEventTypes are the event types a watch frame can carry.
+var frameEventTypes = [...]apiwatch.EventType{apiwatch.Added, apiwatch.Modified, apiwatch.Deleted, apiwatch.Bookmark, apiwatch.Error}
+
+// frameEventIndex is the index of typ in frameEventTypes, or -1.
+func frameEventIndex(typ apiwatch.EventType) int {
+	switch typ {
+	case apiwatch.Added:
+		return 0
+	case apiwatch.Modified:
+		return 1
+	case apiwatch.Deleted:
+		return 2
+	case apiwatch.Bookmark:
+		return 3
+	case apiwatch.Error:
+		return 4
+	}
+	return -1
+}
+
+// frameIdentifiers name the encoding of a whole frame per event type (indexed as frameEventTypes): an
+// object the watch cache shares between watchers is framed once for all of them.
+var frameIdentifiers [len(frameEventTypes)]runtime.Identifier
 
 func init() {
-	for _, t := range []apiwatch.EventType{apiwatch.Added, apiwatch.Modified, apiwatch.Deleted, apiwatch.Bookmark, apiwatch.Error} {
-		frameIdentifiers[t] = runtime.Identifier(`{"name":"watch","embeddedEncoder":"json","encoder":"json","eventType":"` + string(t) + `"}`)
+	for i, t := range frameEventTypes {
+		frameIdentifiers[i] = runtime.Identifier(`{"name":"watch","embeddedEncoder":"json","encoder":"json","eventType":"` + string(t) + `"}`)
 	}
 }
 
 // encode writes one frame for event to w.
 func (e *frameEncoder) encode(event apiwatch.Event, w io.Writer) error {
 	if co, ok := event.Object.(runtime.CacheableObject); ok {
-		if id, known := frameIdentifiers[event.Type]; known {
-			return co.CacheEncode(id, func(obj runtime.Object, w io.Writer) error {
-				return e.writeFrame(event.Type, obj, w)
-			}, w)
+		if i := frameEventIndex(event.Type); i >= 0 {
+			return co.CacheEncode(frameIdentifiers[i], e.framers[i], w)
 		}
 	}
 	return e.writeFrame(event.Type, event.Object, w)
