@@ -26,5 +26,7 @@
 //
 // Values handed out are copies, except the events and key-values delivered on watch streams, which
 // are shared by all the watchers that receive them and must not be modified. Errors are sentinel
-// values with etcd's client-facing wording, to be matched with errors.Is.
+// values with etcd's client-facing wording, to be matched with errors.Is. A request is checked
+// before any state is read (CheckRequest gives those errors alone); a rejected request changes
+// nothing.
 package store

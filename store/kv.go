@@ -23,10 +23,7 @@ func (s *Store) Range(r *RangeRequest) (*RangeResponse, error) {
 // Put stores a value under a key; it always raises the revision. Checks follow v3rpc checkPutRequest,
 // the request-size check of etcdserver, then txn/put.go checkLease and checkAndGetPrevKV.
 func (s *Store) Put(r *PutRequest) (*PutResponse, error) {
-	if err := checkPutRequest(r); err != nil {
-		return nil, err
-	}
-	if err := s.checkSize(putSize(r)); err != nil {
+	if err := s.checkPut(r); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -45,10 +42,7 @@ func (s *Store) Put(r *PutRequest) (*PutResponse, error) {
 
 // DeleteRange deletes the keys in a range that exist; deleting nothing keeps the revision.
 func (s *Store) DeleteRange(r *DeleteRangeRequest) (*DeleteRangeResponse, error) {
-	if len(r.Key) == 0 {
-		return nil, ErrEmptyKey
-	}
-	if err := s.checkSize(deleteRangeSize(r)); err != nil {
+	if err := s.checkDeleteRange(r); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -66,16 +60,7 @@ func (s *Store) DeleteRange(r *DeleteRangeRequest) (*DeleteRangeResponse, error)
 // atomically. It follows v3rpc checkTxnRequest and checkIntervals, then txn/txn.go Txn: the branch is
 // checked in full before anything is written, so a failing txn changes nothing.
 func (s *Store) Txn(r *TxnRequest) (*TxnResponse, error) {
-	if err := checkTxnRequest(r, s.opts.MaxTxnOps); err != nil {
-		return nil, err
-	}
-	if _, _, err := checkIntervals(r.Success); err != nil {
-		return nil, err
-	}
-	if _, _, err := checkIntervals(r.Failure); err != nil {
-		return nil, err
-	}
-	if err := s.checkSize(txnSize(r)); err != nil {
+	if err := s.checkTxn(r); err != nil {
 		return nil, err
 	}
 	if isTxnReadOnly(r) {
@@ -150,6 +135,53 @@ func (s *Store) compactLocked(rev int64) {
 				x.vals.relocate(cur)
 			}
 		})
+}
+
+// CheckRequest returns the error Range, Put, DeleteRange or Txn gives req whatever the store holds
+// (req is a *RangeRequest, *PutRequest, *DeleteRangeRequest or *TxnRequest; any other is nil): the
+// checks v3rpc makes before a request reaches the store (empty key, sort option, a value or lease
+// given with ignore_value or ignore_lease, too many txn ops, a key put twice in a txn branch) and
+// the request size limit. Checkers of recorded histories use it to tell these errors, which no state
+// explains, from the rest.
+func (s *Store) CheckRequest(req any) error {
+	switch r := req.(type) {
+	case *RangeRequest:
+		return checkRangeRequest(r)
+	case *PutRequest:
+		return s.checkPut(r)
+	case *DeleteRangeRequest:
+		return s.checkDeleteRange(r)
+	case *TxnRequest:
+		return s.checkTxn(r)
+	}
+	return nil
+}
+
+func (s *Store) checkPut(r *PutRequest) error {
+	if err := checkPutRequest(r); err != nil {
+		return err
+	}
+	return s.checkSize(putSize(r))
+}
+
+func (s *Store) checkDeleteRange(r *DeleteRangeRequest) error {
+	if len(r.Key) == 0 {
+		return ErrEmptyKey
+	}
+	return s.checkSize(deleteRangeSize(r))
+}
+
+func (s *Store) checkTxn(r *TxnRequest) error {
+	if err := checkTxnRequest(r, s.opts.MaxTxnOps); err != nil {
+		return err
+	}
+	if _, _, err := checkIntervals(r.Success); err != nil {
+		return err
+	}
+	if _, _, err := checkIntervals(r.Failure); err != nil {
+		return err
+	}
+	return s.checkSize(txnSize(r))
 }
 
 func (s *Store) checkSize(n int) error {

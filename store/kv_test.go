@@ -408,3 +408,58 @@ func TestClosedStoreRefusesCalls(t *testing.T) {
 		t.Fatalf("second close: %v", err)
 	}
 }
+
+// TestCheckRequest: CheckRequest gives exactly the errors no state explains, the ones each operation
+// itself returns for the request; a request that passes them, or fails only on the store's state,
+// gets nil; and nothing is stored.
+func TestCheckRequest(t *testing.T) {
+	e := newEnv(t, store.Options{MaxTxnOps: 2})
+	big := bytes.Repeat([]byte("x"), store.DefaultMaxRequestBytes)
+	put := func(k string) store.RequestOp { return store.RequestOp{Put: &store.PutRequest{Key: []byte(k)}} }
+	cases := []struct {
+		name string
+		req  any
+		want error
+	}{
+		{"range", &store.RangeRequest{Key: []byte("a"), Revision: 99}, nil}, // future revision: state
+		{"range empty key", &store.RangeRequest{}, store.ErrEmptyKey},
+		{"range sort", &store.RangeRequest{Key: []byte("a"), SortOrder: 7}, store.ErrInvalidSortOption},
+		{"put", &store.PutRequest{Key: []byte("a"), IgnoreValue: true}, nil}, // key not found: state
+		{"put value with ignore_value", &store.PutRequest{Key: []byte("a"), Value: []byte("x"), IgnoreValue: true}, store.ErrValueProvided},
+		{"put lease with ignore_lease", &store.PutRequest{Key: []byte("a"), Lease: 1, IgnoreLease: true}, store.ErrLeaseProvided},
+		{"put too large", &store.PutRequest{Key: []byte("a"), Value: big}, store.ErrRequestTooLarge},
+		{"delete empty key", &store.DeleteRangeRequest{}, store.ErrEmptyKey},
+		{"delete too large", &store.DeleteRangeRequest{Key: big}, store.ErrRequestTooLarge},
+		{"txn", &store.TxnRequest{Success: []store.RequestOp{put("a"), put("b")}}, nil},
+		{"txn too many ops", &store.TxnRequest{Success: []store.RequestOp{put("a"), put("b"), put("c")}}, store.ErrTooManyOps},
+		{"txn duplicate key", &store.TxnRequest{Failure: []store.RequestOp{put("a"), put("a")}}, store.ErrDuplicateKey},
+		{"txn empty op", &store.TxnRequest{Success: []store.RequestOp{{}}}, store.ErrKeyNotFound},
+		{"not a request", "put a", nil},
+	}
+	for _, c := range cases {
+		got := e.s.CheckRequest(c.req)
+		if !errors.Is(got, c.want) || (got == nil) != (c.want == nil) {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+		if c.want == nil {
+			continue
+		}
+		var opErr error
+		switch r := c.req.(type) {
+		case *store.RangeRequest:
+			_, opErr = e.s.Range(r)
+		case *store.PutRequest:
+			_, opErr = e.s.Put(r)
+		case *store.DeleteRangeRequest:
+			_, opErr = e.s.DeleteRange(r)
+		case *store.TxnRequest:
+			_, opErr = e.s.Txn(r)
+		}
+		if !errors.Is(opErr, c.want) {
+			t.Errorf("%s: the operation itself fails with %v, CheckRequest with %v", c.name, opErr, got)
+		}
+	}
+	if e.s.Rev() != 1 {
+		t.Fatalf("checks changed the revision to %d", e.s.Rev())
+	}
+}

@@ -146,6 +146,8 @@ func TestShapeChecksMatchStore(t *testing.T) {
 		"nested duplicate": {Txn: &TxnRequest{Success: []RequestOp{{Put: &PutRequest{Key: "a"}}, {Txn: &TxnRequest{Failure: []RequestOp{{Put: &PutRequest{Key: "a"}}}}}}}},
 		"ttl too large":    {LeaseGrant: &LeaseGrantRequest{ID: 1, TTL: store.MaxLeaseTTL + 1}},
 	}
+	var shapes shapeChecker
+	defer shapes.close()
 	for name, req := range reqs {
 		st := newReferenceStore()
 		_, serr := applyToStore(st, &req)
@@ -154,7 +156,7 @@ func TestShapeChecksMatchStore(t *testing.T) {
 		if serr != nil && !errors.Is(serr, store.ErrLeaseNotFound) && !errors.Is(serr, store.ErrKeyNotFound) || errors.Is(serr, store.ErrKeyNotFound) && name == "empty op" {
 			want = serr
 		}
-		if got := (shapeChecker{}).check(&req); !errors.Is(got, want) || (got == nil) != (want == nil) {
+		if got := shapes.check(&req); !errors.Is(got, want) || (got == nil) != (want == nil) {
 			t.Errorf("%s: checker %v, store %v", name, got, want)
 		}
 	}
