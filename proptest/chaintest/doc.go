@@ -1,0 +1,23 @@
+// Package chaintest runs the whole list-watch chain in one process for the chain-wide tests of
+// package proptest, and says what every HTTP watch of it must receive.
+//
+// A Chain is an in-memory store, an in-process etcd gRPC client, the etcd3 storage of pods, a watch
+// cache over it (unless Options.Uncached) and the HTTP API on a loopback port. Its clocks are fake
+// where the tests need to drive time: HTTPClock (watch timeouts), CacheClock (the Cacher: bookmarks,
+// progress requests, relist delays) and optionally the store's. A gate between the Cacher and the
+// storage lets a test end the reflector's watch and hold its re-watch (ForceRelist, the
+// Reflector* methods). Close stops everything the chain started and waits for it.
+//
+// A Model records every pod write, by reading the store after each one (the caller is the only
+// writer), and for a watch request opened at a given moment computes an Expectation: the range of
+// start revisions the chain may pick, or the one ERROR it must send. Model.Check judges a watch's
+// frames against it: for one start in range they must be a prefix of the initial state (key order),
+// the initial-events-end bookmark, then every selected change after the start, as ADDED, MODIFIED
+// or DELETED by filter transition, with exactly the stored object; bookmarks never decrease and
+// never pass an undelivered event. The Verdict says whether the prefix is complete and which
+// resourceVersion a client resumes from.
+//
+// Watch is an HTTP watch as a client reads it (pausable, disconnectable); MemPeak samples the heap
+// for the fault tests' memory reports. Every wait is a condition polled with a generous deadline
+// (WaitTimeout), moving fake clocks through a step function where the awaited thing needs them.
+package chaintest
