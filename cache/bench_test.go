@@ -114,7 +114,12 @@ func benchDispatch(b *testing.B, n int, selector bool, size int) {
 		feed <- apiwatch.Event{Type: apiwatch.Modified, Object: obj}
 	}
 	startRV := uint64(warmup + 1)
+	deadline := time.Now().Add(time.Minute)
 	for c.watchCache.suggestedWatchChannelSize(false, false) < 100 || c.lastProcessedRV.Load() < startRV {
+		if time.Now().After(deadline) {
+			b.Fatalf("after the warm-up: watch channel size %d (want 100), last processed RV %d (want %d)",
+				c.watchCache.suggestedWatchChannelSize(false, false), c.lastProcessedRV.Load(), startRV)
+		}
 		time.Sleep(time.Millisecond)
 	}
 	p := watch.Everything

@@ -377,6 +377,12 @@ func (c *cacheWatcher) process(ctx context.Context, resourceVersion uint64) {
 		var event *watchCacheEvent
 		var ok bool
 		// Take what input already holds without a two-way select; wait on both only when it is empty.
+		// The context is looked at first, so an input kept full never hides a cancellation.
+		select {
+		case <-ctx.Done():
+			return
+		default:
+		}
 		select {
 		case event, ok = <-c.input:
 		default:

@@ -357,3 +357,27 @@ func TestAnnotateInitialEventsEnd(t *testing.T) {
 		t.Fatalf("%v %v", err, u.GetAnnotations())
 	}
 }
+
+// TestCacheWatcherProcessSeesCancellationUnderSteadyInput: a watcher whose input always holds events
+// still notices that its context ended, before it delivers any more of them.
+func TestCacheWatcherProcessSeesCancellationUnderSteadyInput(t *testing.T) {
+	w := newWatcherUnderTest(10, passAll, false)
+	for rv := uint64(1); rv <= 5; rv++ {
+		w.input <- makeEvent(rv)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.process(ctx, 0)
+	}()
+	select {
+	case <-done:
+	case <-time.After(waitTimeout):
+		t.Fatal("process did not return after its context ended")
+	}
+	if n := len(w.result); n != 0 {
+		t.Fatalf("%d events delivered after the context ended", n)
+	}
+}

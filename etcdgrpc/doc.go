@@ -35,7 +35,9 @@
 //   - RangeStream is etcd v3.7's EtcdServer.rangeStream over store.Range. The first chunk reads at
 //     most 10 keys at the requested revision, or at the current one, which then pins every later
 //     chunk; so the chunks merged are exactly a Range at that revision, whatever is written or
-//     deleted meanwhile, and a compaction past it fails the next chunk with ErrCompacted. Each next
+//     deleted meanwhile (in key order: with no order and another sort target each chunk is sorted,
+//     then cut, on its own, so merged chunks may miss or repeat keys, as upstream's do), and a
+//     compaction past it fails the next chunk with ErrCompacted. Each next
 //     chunk starts after the last key sent, its limit doubled while a chunk encodes to under half of
 //     MaxRequestBytes and halved above twice, never below one key, and capped by what is left of
 //     the request's limit. Only the last chunk carries Header (revision: the store's revision when

@@ -6,7 +6,6 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -36,29 +35,24 @@ func (k *kvServer) Range(_ context.Context, r *pb.RangeRequest) (*pb.RangeRespon
 // RangeStream follows v3rpc/key.go kvServer.RangeStream: the stream-specific checks, then the chunks,
 // each header filled with the member's identity but never with the live revision.
 func (k *kvServer) RangeStream(r *pb.RangeRequest, rs grpc.ServerStreamingServer[pb.RangeStreamResponse]) error {
-	if err := checkRangeStreamRequest(r); err != nil {
+	req := rangeFromPB(r)
+	if err := k.checkRangeStreamRequest(req); err != nil {
 		return err
 	}
-	if err := k.s.rangeStream(rs.Context(), rangeFromPB(r), rs); err != nil {
+	if err := k.s.rangeStream(rs.Context(), req, rs); err != nil {
 		return toGRPCError(err)
 	}
 	return nil
 }
 
-// checkRangeStreamRequest follows v3rpc/key.go checkRangeStreamRequest (checkRangeRequest first).
-// The store checks the first two as well, but here they must come before the Unimplemented ones.
-func checkRangeStreamRequest(r *pb.RangeRequest) error {
-	if len(r.Key) == 0 {
-		return rpctypes.ErrGRPCEmptyKey
-	}
-	if _, ok := pb.RangeRequest_SortOrder_name[int32(r.SortOrder)]; !ok {
-		return rpctypes.ErrGRPCInvalidSortOption
-	}
-	if _, ok := pb.RangeRequest_SortTarget_name[int32(r.SortTarget)]; !ok {
-		return rpctypes.ErrGRPCInvalidSortOption
+// checkRangeStreamRequest follows v3rpc/key.go checkRangeStreamRequest: Range's own checks (the
+// store's) come before the Unimplemented ones.
+func (k *kvServer) checkRangeStreamRequest(r *store.RangeRequest) error {
+	if err := k.s.st.CheckRequest(r); err != nil {
+		return toGRPCError(err)
 	}
 	// A sort other than by key would order each chunk on its own, not the whole range.
-	if !(r.SortOrder == pb.RangeRequest_NONE || (r.SortTarget == pb.RangeRequest_KEY && r.SortOrder == pb.RangeRequest_ASCEND)) {
+	if !(r.SortOrder == store.SortNone || (r.SortTarget == store.SortByKey && r.SortOrder == store.SortAscend)) {
 		return status.Errorf(codes.Unimplemented, "RangeStream does not support custom sort orders")
 	}
 	if r.MinModRevision != 0 || r.MaxModRevision != 0 || r.MinCreateRevision != 0 || r.MaxCreateRevision != 0 {

@@ -14,10 +14,16 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
-	if _, env := os.LookupEnv("RAPID_CHECKS"); !set && !env {
+	_, env := os.LookupEnv("RAPID_CHECKS")
+	rapidChecksChosen = set || env
+	if !rapidChecksChosen {
 		if err := flag.Set("rapid.checks", "1000"); err != nil {
 			panic(err)
 		}
 	}
 	goleak.VerifyTestMain(m)
 }
+
+// rapidChecksChosen reports whether the command line or the environment chose rapid's number of
+// checks; properties with their own default keep it only when nobody did.
+var rapidChecksChosen bool

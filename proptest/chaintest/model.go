@@ -349,8 +349,9 @@ func (m *Model) Expect(spec WatchSpec) (Expectation, error) {
 	g := m.Rev
 	switch {
 	case !m.Cached && e.Replay && rv > g:
-		// The etcd3 storage refuses initial events from the future at once (watcher.go
-		// startWatching), where the cache waits for them first.
+		// The etcd3 storage refuses initial events from the future (watcher.go startWatching, in
+		// the watch's goroutine: the caller writes nothing until the ERROR came), where the cache
+		// waits for them first.
 		e.ErrorCode, e.ErrorMessage = 504, fmt.Sprintf("Timeout: Too large resource version: %d, current: ", rv)
 	case !m.Cached && e.Replay:
 		// The etcd3 storage lists at etcd's current revision, in the watch's goroutine.
