@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +22,10 @@ const checkCommandTimeout = 5 * time.Minute
 // returns its path.
 func buildListwatch(t *testing.T) string {
 	t.Helper()
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("no go command on PATH to build cmd/listwatch with: %v", err)
+	}
 	bin := filepath.Join(t.TempDir(), "listwatch")
 	ctx, cancel := context.WithTimeout(context.Background(), checkCommandTimeout)
 	defer cancel()
