@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/listwatch/listwatch/watch"
+	"github.com/listwatch/listwatch/watch/watchtest"
 )
 
 // benchStorage is a Storage without etcd: the list is empty at revision 1 and the reflector's watch
@@ -68,7 +69,7 @@ func (w *benchWatch) Stop()                             {}
 
 // benchObject is a pod of about size bytes of JSON.
 func benchObject(size int) *unstructured.Unstructured {
-	u := pod("ns", "p", withLabels("app=bench", "tier=web"))
+	u := watchtest.Pod("ns", "p", watchtest.Labels("app=bench", "tier=web"))
 	pad := size - 200
 	if pad < 0 {
 		pad = 0
@@ -124,7 +125,7 @@ func benchDispatch(b *testing.B, n int, selector bool, size int) {
 	}
 	p := watch.Everything
 	if selector {
-		p = pred("app=bench,tier!=db", "status.phase!=Failed")
+		p = watchtest.PodPredicate("app=bench,tier!=db", "status.phase!=Failed")
 	}
 	// Fewer events in flight than a watcher's input holds: no watcher is ever full.
 	const window = 64
@@ -233,7 +234,7 @@ func BenchmarkCachedEventMemory(b *testing.B) {
 		base := heap()
 		objs := objects()
 		withObjects := heap()
-		wc := newWatchCache(func(o k8sruntime.Object) (string, error) { return watch.NamespaceKeyFunc("/pods/", o) }, podAttrs,
+		wc := newWatchCache(func(o k8sruntime.Object) (string, error) { return watch.NamespaceKeyFunc("/pods/", o) }, watchtest.PodAttrs,
 			watch.APIObjectVersioner{}, clock.RealClock{}, DefaultEventFreshDuration, nil, nil, nil, nil)
 		if err := wc.Replace(nil, "1"); err != nil {
 			b.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 
 	"github.com/listwatch/listwatch/watch"
+	"github.com/listwatch/listwatch/watch/watchtest"
 )
 
 // sliceSource is an interval of given events.
@@ -34,7 +35,7 @@ func intervalFromEvents(events []*watchCacheEvent) *watchCacheInterval {
 }
 
 func testPod(rv uint64) *unstructured.Unstructured {
-	u := pod("ns", fmt.Sprintf("pod-%d", rv))
+	u := watchtest.Pod("ns", fmt.Sprintf("pod-%d", rv))
 	u.SetResourceVersion(fmt.Sprint(rv))
 	return u
 }
@@ -102,7 +103,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // TestCacheWatcherHandlesFiltering ports the upstream test: the filter runs on the current and the
 // previous state, producing ADDED, MODIFIED and DELETED (of the previous object at the event's RV).
 func TestCacheWatcherHandlesFiltering(t *testing.T) {
-	onHost := newWatchFilter("", pred("", "spec.nodeName=host"))
+	onHost := newWatchFilter("", watchtest.PodPredicate("", "spec.nodeName=host"))
 	mk := func(typ apiwatch.EventType, rv uint64, node, prevNode string) *watchCacheEvent {
 		e := &watchCacheEvent{Type: typ, Object: testPod(rv), ObjFields: fields.Set{"spec.nodeName": node}, ResourceVersion: rv}
 		if typ == apiwatch.Modified {

@@ -16,6 +16,7 @@ import (
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 
 	"github.com/listwatch/listwatch/watch"
+	"github.com/listwatch/listwatch/watch/watchtest"
 )
 
 // fillSlowWatcher opens a watcher that never reads and writes the 21 events it can hold (10 in
@@ -28,7 +29,7 @@ func fillSlowWatcher(t *testing.T, e *env, opts watch.ListOptions) (*recorder, [
 	cw := slow.w.(*cacheWatcher)
 	var created []*unstructured.Unstructured
 	for i := range 21 {
-		created = append(created, e.create(pod("ns", fmt.Sprintf("p%02d", i))))
+		created = append(created, e.create(watchtest.Pod("ns", fmt.Sprintf("p%02d", i))))
 	}
 	e.waitProcessed(e.lastRV)
 	e.waitFor("the slow watcher is full", func() bool { return len(cw.input) == cap(cw.input) && len(cw.result) == cap(cw.result) })
@@ -42,7 +43,7 @@ func TestSlowWatcherClosedWithoutError(t *testing.T) {
 	e := newEnv(t, withFakeClock)
 	reader := e.watch("/pods/", watch.ListOptions{ResourceVersion: strconv.FormatUint(e.syncCache(), 10), Predicate: watch.Everything, Recursive: true})
 	slow, created := fillSlowWatcher(t, e, watch.ListOptions{Predicate: watch.Everything})
-	more := e.create(pod("ns", "overflow"))
+	more := e.create(watchtest.Pod("ns", "overflow"))
 	created = append(created, more)
 	for _, c := range created {
 		reader.expectStepping(ev(apiwatch.Added, c))
@@ -83,14 +84,14 @@ func TestBlockedWatcherRescuedWithinBudget(t *testing.T) {
 	e.clock.Step(10 * time.Second)
 	slow, created := fillSlowWatcher(t, e, watch.ListOptions{Predicate: watch.Everything})
 	waiters := e.clock.Waiters()
-	created = append(created, e.create(pod("ns", "p21")))
+	created = append(created, e.create(watchtest.Pod("ns", "p21")))
 	e.waitFor("the dispatcher blocks on the watcher", func() bool { return e.clock.Waiters() > waiters })
 	var want []string
 	for _, c := range created {
 		want = append(want, ev(apiwatch.Added, c))
 	}
 	slow.expect(want...)
-	next := e.create(pod("ns", "p22"))
+	next := e.create(watchtest.Pod("ns", "p22"))
 	slow.expect(ev(apiwatch.Added, next))
 }
 
@@ -137,7 +138,7 @@ func TestBookmarksNeverBlock(t *testing.T) {
 		want = append(want, ev(apiwatch.Added, c))
 	}
 	slow.expect(want...)
-	next := e.create(pod("ns", "next"))
+	next := e.create(watchtest.Pod("ns", "next"))
 	got, _ := slow.next()
 	if got.Type == apiwatch.Bookmark {
 		got, _ = slow.next()
@@ -167,7 +168,7 @@ func TestStopDuringDispatch(t *testing.T) {
 			}
 		})
 		if i%20 == 0 {
-			e.create(pod("ns", fmt.Sprintf("p%d", i)))
+			e.create(watchtest.Pod("ns", fmt.Sprintf("p%d", i)))
 		}
 		e.clock.Step(time.Second)
 	}
@@ -186,7 +187,7 @@ func TestTriggerIndexedWatchers(t *testing.T) {
 	e := newEnv(t, withNodeNameTrigger)
 	rv := strconv.FormatUint(e.syncCache(), 10)
 	open := func(field string) *recorder {
-		return e.watch("/pods/", watch.ListOptions{ResourceVersion: rv, Predicate: pred("", field), Recursive: true})
+		return e.watch("/pods/", watch.ListOptions{ResourceVersion: rv, Predicate: watchtest.PodPredicate("", field), Recursive: true})
 	}
 	n1, n2, all := open("spec.nodeName=node1"), open("spec.nodeName=node2"), open("")
 	e.cacher.mu.Lock()
@@ -198,9 +199,9 @@ func TestTriggerIndexedWatchers(t *testing.T) {
 	if c := cap(n1.w.(*cacheWatcher).input); c != 10 {
 		t.Errorf("trigger watcher channel size %d", c)
 	}
-	on1 := e.create(pod("ns", "p", withNode("node1")))
-	on2 := e.put(pod("ns", "p", withNode("node2")))
-	on3 := e.put(pod("ns", "p", withNode("node3")))
+	on1 := e.create(watchtest.Pod("ns", "p", watchtest.Node("node1")))
+	on2 := e.put(watchtest.Pod("ns", "p", watchtest.Node("node2")))
+	on3 := e.put(watchtest.Pod("ns", "p", watchtest.Node("node3")))
 	n1.expect(ev(apiwatch.Added, on1), ev(apiwatch.Deleted, atRV(on1, rvOf(t, on2))))
 	n2.expect(ev(apiwatch.Added, on2), ev(apiwatch.Deleted, atRV(on2, rvOf(t, on3))))
 	all.expect(ev(apiwatch.Added, on1), ev(apiwatch.Modified, on2), ev(apiwatch.Modified, on3))
@@ -213,16 +214,16 @@ func TestTriggerIndexedWatchers(t *testing.T) {
 func TestScopeIndexedWatchers(t *testing.T) {
 	e := newEnv(t)
 	rv := strconv.FormatUint(e.syncCache(), 10)
-	ns := e.watch("/pods/", watch.ListOptions{ResourceVersion: rv, Predicate: pred("", "metadata.namespace=a"), Recursive: true})
-	named := e.watch("/pods/", watch.ListOptions{ResourceVersion: rv, Predicate: pred("", "metadata.namespace=a,metadata.name=x"), Recursive: true})
+	ns := e.watch("/pods/", watch.ListOptions{ResourceVersion: rv, Predicate: watchtest.PodPredicate("", "metadata.namespace=a"), Recursive: true})
+	named := e.watch("/pods/", watch.ListOptions{ResourceVersion: rv, Predicate: watchtest.PodPredicate("", "metadata.namespace=a,metadata.name=x"), Recursive: true})
 	e.cacher.mu.Lock()
 	if len(e.cacher.watchers.allWatchers[namespacedName{namespace: "a"}]) != 1 || len(e.cacher.watchers.allWatchers[namespacedName{namespace: "a", name: "x"}]) != 1 {
 		t.Errorf("index: %v", e.cacher.watchers.allWatchers)
 	}
 	e.cacher.mu.Unlock()
-	e.create(pod("b", "x"))
-	y := e.create(pod("a", "y"))
-	x := e.create(pod("a", "x"))
+	e.create(watchtest.Pod("b", "x"))
+	y := e.create(watchtest.Pod("a", "y"))
+	x := e.create(watchtest.Pod("a", "x"))
 	ns.expect(ev(apiwatch.Added, y), ev(apiwatch.Added, x))
 	named.expect(ev(apiwatch.Added, x))
 	named.expectNothing()
@@ -232,7 +233,7 @@ func TestScopeIndexedWatchers(t *testing.T) {
 // name is cluster-wide, as namespaces carry no metadata.namespace field.
 func TestNamespacesScopedToThemselves(t *testing.T) {
 	e := newEnv(t, withResource("namespaces"))
-	e.watch("/pods/", watch.ListOptions{Predicate: pred("", "metadata.namespace=a,metadata.name=a"), Recursive: true, ResourceVersion: "0"})
+	e.watch("/pods/", watch.ListOptions{Predicate: watchtest.PodPredicate("", "metadata.namespace=a,metadata.name=a"), Recursive: true, ResourceVersion: "0"})
 	e.cacher.mu.Lock()
 	defer e.cacher.mu.Unlock()
 	if len(e.cacher.watchers.allWatchers[namespacedName{name: "a"}]) != 1 {
@@ -249,7 +250,7 @@ func TestEventsSerializedOnce(t *testing.T) {
 	for range 100 {
 		watchers = append(watchers, e.watch("/pods/", watch.ListOptions{ResourceVersion: rv, Predicate: watch.Everything, Recursive: true}))
 	}
-	created := e.create(pod("ns", "a"))
+	created := e.create(watchtest.Pod("ns", "a"))
 	deleted := e.remove(created)
 	for _, want := range []string{ev(apiwatch.Added, created), ev(apiwatch.Deleted, atRV(created, rvOf(t, deleted)))} {
 		enc := &countingEncoder{}
@@ -289,7 +290,7 @@ func TestCacherStop(t *testing.T) {
 	w := e.watch("/pods/", watch.ListOptions{ResourceVersion: "0", Predicate: watch.Everything, Recursive: true})
 	draining := e.watch("/pods/", watch.ListOptions{ResourceVersion: "0", Predicate: watch.Everything, Recursive: true})
 	for i := range 15 {
-		e.create(pod("ns", fmt.Sprintf("p%d", i)))
+		e.create(watchtest.Pod("ns", fmt.Sprintf("p%d", i)))
 	}
 	e.waitProcessed(e.lastRV)
 	draining.w.(*cacheWatcher).forget(true)
@@ -316,7 +317,7 @@ func TestStopDuringBlockedDispatch(t *testing.T) {
 	e.clock.Step(10 * time.Second)
 	fillSlowWatcher(t, e, watch.ListOptions{Predicate: watch.Everything})
 	waiters := e.clock.Waiters()
-	e.create(pod("ns", "overflow"))
+	e.create(watchtest.Pod("ns", "overflow"))
 	e.waitFor("the dispatcher blocks on the watcher", func() bool { return e.clock.Waiters() > waiters })
 	stopped := make(chan struct{})
 	go func() {

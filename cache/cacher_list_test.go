@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/listwatch/listwatch/watch"
+	"github.com/listwatch/listwatch/watch/watchtest"
 )
 
 func names(l *unstructured.UnstructuredList) []string {
@@ -31,11 +32,11 @@ func (e *env) list(key string, opts watch.ListOptions) (*unstructured.Unstructur
 // Failure mode: a consistent read would see the write the cache has not applied.
 func TestListAnyStaleness(t *testing.T) {
 	e := newEnv(t)
-	a := e.create(pod("ns", "a"))
-	e.create(pod("ns", "b"))
+	a := e.create(watchtest.Pod("ns", "a"))
+	e.create(watchtest.Pod("ns", "b"))
 	cacheRV := e.syncCache()
 	e.storage.gate.pause()
-	e.create(pod("ns", "c"))
+	e.create(watchtest.Pod("ns", "c"))
 	p := watch.Everything
 	p.Limit = 1
 	delegated := e.storage.delegatedLists.Load()
@@ -61,7 +62,7 @@ func TestListAnyStaleness(t *testing.T) {
 // cache; stale for 3 s, it falls back to the storage.
 func TestListConsistent(t *testing.T) {
 	e := newEnv(t, withFakeClock)
-	e.create(pod("ns", "a"))
+	e.create(watchtest.Pod("ns", "a"))
 	rv := e.syncCache()
 	delegated := e.storage.delegatedLists.Load()
 	l, err := e.list("/pods/", watch.ListOptions{Predicate: watch.Everything, Recursive: true})
@@ -73,7 +74,7 @@ func TestListConsistent(t *testing.T) {
 	}
 
 	e.storage.gate.pause()
-	b := e.create(pod("ns", "b"))
+	b := e.create(watchtest.Pod("ns", "b"))
 	type result struct {
 		l   *unstructured.UnstructuredList
 		err error
@@ -98,7 +99,7 @@ func TestListConsistent(t *testing.T) {
 // back: after 3 s it is 504 TooLargeResourceVersion.
 func TestListNotOlderThan(t *testing.T) {
 	e := newEnv(t, withFakeClock)
-	a := e.create(pod("ns", "a"))
+	a := e.create(watchtest.Pod("ns", "a"))
 	e.syncCache()
 	l, err := e.list("/pods/", watch.ListOptions{ResourceVersion: a.GetResourceVersion(), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
 		Predicate: watch.Everything, Recursive: true})
@@ -106,7 +107,7 @@ func TestListNotOlderThan(t *testing.T) {
 		t.Fatalf("%v %v", err, names(l))
 	}
 	e.storage.gate.pause()
-	b := e.create(pod("ns", "b"))
+	b := e.create(watchtest.Pod("ns", "b"))
 	done := make(chan error, 1)
 	go func() {
 		_, err := e.list("/pods/", watch.ListOptions{ResourceVersion: b.GetResourceVersion(), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
@@ -124,8 +125,8 @@ func TestListNotOlderThan(t *testing.T) {
 // Exact list at a compacted RV gets etcd's 410.
 func TestListDelegation(t *testing.T) {
 	e := newEnv(t)
-	a := e.create(pod("ns", "a"))
-	b := e.create(pod("ns", "b"))
+	a := e.create(watchtest.Pod("ns", "a"))
+	b := e.create(watchtest.Pod("ns", "b"))
 	e.syncCache()
 	limited := watch.Everything
 	limited.Limit = 1
@@ -157,7 +158,7 @@ func TestListDelegation(t *testing.T) {
 func TestListPagination(t *testing.T) {
 	e := newEnv(t)
 	for _, n := range []string{"a", "b", "c", "d", "e"} {
-		e.create(pod("ns", n))
+		e.create(watchtest.Pod("ns", n))
 	}
 	rv := e.syncCache()
 	p := watch.Everything
@@ -169,8 +170,8 @@ func TestListPagination(t *testing.T) {
 	if n := l.GetRemainingItemCount(); n == nil || *n != 3 {
 		t.Fatalf("remaining %v", n)
 	}
-	e.create(pod("ns", "aa"))
-	e.remove(pod("ns", "c"))
+	e.create(watchtest.Pod("ns", "aa"))
+	e.remove(watchtest.Pod("ns", "c"))
 	var all []string
 	all = append(all, names(l)...)
 	for l.GetContinue() != "" {
@@ -188,10 +189,10 @@ func TestListPagination(t *testing.T) {
 	}
 
 	// A filtered page: limit counts selected items, no remaining count.
-	e.put(pod("ns", "d", withLabels("x=1")))
-	e.put(pod("ns", "e", withLabels("x=1")))
+	e.put(watchtest.Pod("ns", "d", watchtest.Labels("x=1")))
+	e.put(watchtest.Pod("ns", "e", watchtest.Labels("x=1")))
 	e.syncCache()
-	fp := pred("x=1", "")
+	fp := watchtest.PodPredicate("x=1", "")
 	fp.Limit = 1
 	l, err = e.list("/pods/", watch.ListOptions{Predicate: fp, Recursive: true})
 	if err != nil || fmt.Sprint(names(l)) != "[ns/d]" || l.GetContinue() == "" || l.GetRemainingItemCount() != nil {
@@ -228,8 +229,8 @@ func TestListArgumentErrors(t *testing.T) {
 // TestListSingleObject: a non-recursive list from the cache holds the one object (or none).
 func TestListSingleObject(t *testing.T) {
 	e := newEnv(t)
-	a := e.create(pod("ns", "a"))
-	e.create(pod("ns", "ab"))
+	a := e.create(watchtest.Pod("ns", "a"))
+	e.create(watchtest.Pod("ns", "ab"))
 	rv := e.syncCache()
 	l, err := e.list(keyOf(a), watch.ListOptions{ResourceVersion: "0", Predicate: watch.Everything})
 	if err != nil || fmt.Sprint(names(l)) != "[ns/a]" || l.GetResourceVersion() != strconv.FormatUint(rv, 10) {
@@ -246,7 +247,7 @@ func TestListSingleObject(t *testing.T) {
 // after 3 s; the returned object is a copy.
 func TestGet(t *testing.T) {
 	e := newEnv(t, withFakeClock)
-	a := e.create(pod("ns", "a"))
+	a := e.create(watchtest.Pod("ns", "a"))
 	rv := e.syncCache()
 	gets := e.storage.getCalls.Load()
 	got := &unstructured.Unstructured{}
@@ -281,7 +282,7 @@ func TestGet(t *testing.T) {
 	}
 
 	e.storage.gate.pause()
-	b := e.create(pod("ns", "b"))
+	b := e.create(watchtest.Pod("ns", "b"))
 	done := make(chan error, 1)
 	go func() {
 		done <- e.cacher.Get(e.ctx, keyOf(b), watch.GetOptions{ResourceVersion: b.GetResourceVersion()}, &unstructured.Unstructured{})
@@ -297,22 +298,22 @@ func TestGet(t *testing.T) {
 // object (a copy) as the current state.
 func TestWritesPassThrough(t *testing.T) {
 	e := newEnv(t)
-	a := e.create(pod("ns", "a"))
+	a := e.create(watchtest.Pod("ns", "a"))
 	e.syncCache()
-	upd := e.put(pod("ns", "a", withLabels("v=2")))
+	upd := e.put(watchtest.Pod("ns", "a", watchtest.Labels("v=2")))
 	sugg, ok := e.storage.lastSuggestion().(*unstructured.Unstructured)
 	if !ok || describeObject(sugg) != describeObject(a) {
 		t.Fatalf("update suggestion: %v", e.storage.lastSuggestion())
 	}
 	e.waitForCache(rvOf(t, upd))
 	out := &unstructured.Unstructured{}
-	obj := pod("ns", "a", withLabels("v=3"))
+	obj := watchtest.Pod("ns", "a", watchtest.Labels("v=3"))
 	obj.SetResourceVersion(upd.GetResourceVersion())
 	if err := e.cacher.Update(e.ctx, keyOf(a), obj, out); err != nil || out.GetLabels()["v"] != "3" {
 		t.Fatalf("update: %v", err)
 	}
 	e.waitForCache(rvOf(t, out))
-	del := e.remove(pod("ns", "a"))
+	del := e.remove(watchtest.Pod("ns", "a"))
 	if sugg, ok := e.storage.lastSuggestion().(*unstructured.Unstructured); !ok || describeObject(sugg) != describeObject(out) {
 		t.Fatalf("delete suggestion: %v", e.storage.lastSuggestion())
 	}

@@ -14,6 +14,7 @@ import (
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 
 	"github.com/listwatch/listwatch/watch"
+	"github.com/listwatch/listwatch/watch/watchtest"
 )
 
 // TestWatchInitialEventsInKeyOrder: the legacy watch (RV "" or "0" without SendInitialEvents) replays
@@ -23,15 +24,15 @@ func TestWatchInitialEventsInKeyOrder(t *testing.T) {
 	e := newEnv(t)
 	for i, rv := range []string{"", "0"} {
 		ns := fmt.Sprintf("ns%d", i)
-		c := e.create(pod(ns, "c"))
-		e.create(pod(ns, "a"))
-		b := e.create(pod(ns, "b"))
-		a := e.put(pod(ns, "a", withLabels("v=2")))
-		e.create(pod(ns+"x", "a")) // outside the watched prefix
+		c := e.create(watchtest.Pod(ns, "c"))
+		e.create(watchtest.Pod(ns, "a"))
+		b := e.create(watchtest.Pod(ns, "b"))
+		a := e.put(watchtest.Pod(ns, "a", watchtest.Labels("v=2")))
+		e.create(watchtest.Pod(ns+"x", "a")) // outside the watched prefix
 		e.syncCache()
 		w := e.watch("/pods/"+ns, watch.ListOptions{ResourceVersion: rv, Predicate: watch.Everything, Recursive: true})
 		w.expect(ev(apiwatch.Added, a), ev(apiwatch.Added, b), ev(apiwatch.Added, c))
-		d := e.create(pod(ns, "d"))
+		d := e.create(watchtest.Pod(ns, "d"))
 		w.expect(ev(apiwatch.Added, d))
 		w.stop()
 	}
@@ -41,10 +42,10 @@ func TestWatchInitialEventsInKeyOrder(t *testing.T) {
 // the cache's RV: nothing is replayed.
 func TestWatchResourceVersionZeroWithoutInitialEvents(t *testing.T) {
 	e := newEnv(t)
-	e.create(pod("ns", "a"))
+	e.create(watchtest.Pod("ns", "a"))
 	e.syncCache()
 	w := e.watch("/pods/ns", watch.ListOptions{ResourceVersion: "0", Predicate: watch.Everything, Recursive: true, SendInitialEvents: ptrTo(false)})
-	b := e.create(pod("ns", "b"))
+	b := e.create(watchtest.Pod("ns", "b"))
 	w.expect(ev(apiwatch.Added, b))
 }
 
@@ -52,17 +53,17 @@ func TestWatchResourceVersionZeroWithoutInitialEvents(t *testing.T) {
 // nothing of /pods/ns/ab, in replay and live.
 func TestWatchKeyPrefixBoundary(t *testing.T) {
 	e := newEnv(t)
-	e.create(pod("ns2", "x"))
-	a := e.create(pod("ns", "a"))
-	e.create(pod("ns", "ab"))
+	e.create(watchtest.Pod("ns2", "x"))
+	a := e.create(watchtest.Pod("ns", "a"))
+	e.create(watchtest.Pod("ns", "ab"))
 	e.syncCache()
 	dir := e.watch("/pods/ns", watch.ListOptions{ResourceVersion: "0", Predicate: watch.Everything, Recursive: true})
-	dir.expect(ev(apiwatch.Added, a), ev(apiwatch.Added, e.put(pod("ns", "ab"))))
+	dir.expect(ev(apiwatch.Added, a), ev(apiwatch.Added, e.put(watchtest.Pod("ns", "ab"))))
 	one := e.watch("/pods/ns/a", watch.ListOptions{ResourceVersion: "0", Predicate: watch.Everything})
 	one.expect(ev(apiwatch.Added, a))
-	e.put(pod("ns2", "y"))
-	e.put(pod("ns", "ab", withLabels("v=3")))
-	a2 := e.put(pod("ns", "a", withLabels("v=2")))
+	e.put(watchtest.Pod("ns2", "y"))
+	e.put(watchtest.Pod("ns", "ab", watchtest.Labels("v=3")))
+	a2 := e.put(watchtest.Pod("ns", "a", watchtest.Labels("v=2")))
 	one.expect(ev(apiwatch.Modified, a2))
 	dir.fence()
 	dir.expectNothing()
@@ -102,10 +103,10 @@ func TestWatchFutureResourceVersion(t *testing.T) {
 			w := e.watch("/pods/", watch.ListOptions{ResourceVersion: strconv.FormatUint(future, 10), Predicate: watch.Everything,
 				Recursive: true, SendInitialEvents: sie})
 			for i := range 3 {
-				e.create(pod("ns", fmt.Sprintf("p%d", i)))
+				e.create(watchtest.Pod("ns", fmt.Sprintf("p%d", i)))
 			}
 			w.expectNothing()
-			next := e.create(pod("ns", "next"))
+			next := e.create(watchtest.Pod("ns", "next"))
 			w.expect(ev(apiwatch.Added, next))
 		})
 	}
@@ -124,7 +125,7 @@ func TestWatchListWaitsForFreshness(t *testing.T) {
 			t.Run(fmt.Sprintf("rv=%q catchUp=%t", rv, catchUp), func(t *testing.T) {
 				e := newEnv(t, withFakeClock)
 				e.storage.gate.pause()
-				x := e.create(pod("ns", "x"))
+				x := e.create(watchtest.Pod("ns", "x"))
 				opts := watch.ListOptions{Predicate: watch.Everything, Recursive: true, SendInitialEvents: ptrTo(true)}
 				opts.Predicate.AllowWatchBookmarks = true
 				required := rvOf(t, x)
@@ -183,7 +184,7 @@ func TestWatchListWaitsForFreshness(t *testing.T) {
 func TestWatchRegistrationChecksGeneration(t *testing.T) {
 	e := newEnv(t, withFakeClock)
 	e.storage.gate.pause()
-	e.create(pod("ns", "x"))
+	e.create(watchtest.Pod("ns", "x"))
 	done := make(chan apiwatch.Interface, 1)
 	go func() {
 		w, err := e.cacher.Watch(e.ctx, "/pods/", watch.ListOptions{Predicate: watch.Everything, Recursive: true, SendInitialEvents: ptrTo(true)})
@@ -236,7 +237,7 @@ func TestNotReady(t *testing.T) {
 		t.Fatalf("Retry-After after a minute: %v %+v", err, se.ErrStatus.Details)
 	}
 
-	x := e.create(pod("ns", "x"))
+	x := e.create(watchtest.Pod("ns", "x"))
 	list := &unstructured.UnstructuredList{}
 	err = e.cacher.GetList(e.ctx, "/pods/", watch.ListOptions{ResourceVersion: "0", Predicate: watch.Everything, Recursive: true}, list)
 	if !apierrors.IsTooManyRequests(err) {
@@ -262,9 +263,9 @@ func TestNotReady(t *testing.T) {
 // RV before the relist is too old, the relist's RV itself is fine (pitfalls 1, 15).
 func TestRelist(t *testing.T) {
 	e := newEnv(t, withFakeClock)
-	a := e.create(pod("ns", "a"))
+	a := e.create(watchtest.Pod("ns", "a"))
 	old := e.watch("/pods/", watch.ListOptions{ResourceVersion: a.GetResourceVersion(), Predicate: watch.Everything, Recursive: true})
-	b := e.create(pod("ns", "b"))
+	b := e.create(watchtest.Pod("ns", "b"))
 	old.expect(ev(apiwatch.Added, b))
 	gen := e.generation()
 	lists := e.storage.lists.Load()
@@ -279,7 +280,7 @@ func TestRelist(t *testing.T) {
 	tooOld := e.watch("/pods/", watch.ListOptions{ResourceVersion: a.GetResourceVersion(), Predicate: watch.Everything, Recursive: true})
 	tooOld.expect(fmt.Sprintf("ERROR 410 Expired: too old resource version: %s (%d)", a.GetResourceVersion(), listRV))
 	w := e.watch("/pods/", watch.ListOptions{ResourceVersion: strconv.FormatUint(listRV, 10), Predicate: watch.Everything, Recursive: true})
-	c := e.create(pod("ns", "c"))
+	c := e.create(watchtest.Pod("ns", "c"))
 	w.expect(ev(apiwatch.Added, c))
 }
 
@@ -289,7 +290,7 @@ func TestReflectorRewatchesWithoutRelist(t *testing.T) {
 	for _, st := range []*metav1.Status{&apierrors.NewInternalError(errors.New("no leader")).ErrStatus, &apierrors.NewTooManyRequests("slow down", 1).ErrStatus} {
 		t.Run(string(st.Reason), func(t *testing.T) {
 			e := newEnv(t, withFakeClock)
-			a := e.create(pod("ns", "a"))
+			a := e.create(watchtest.Pod("ns", "a"))
 			w := e.watch("/pods/", watch.ListOptions{ResourceVersion: a.GetResourceVersion(), Predicate: watch.Everything, Recursive: true})
 			gen, lists := e.generation(), e.storage.lists.Load()
 			// Counted when the broken watch is known to be open: the cache is ready before its first
@@ -300,7 +301,7 @@ func TestReflectorRewatchesWithoutRelist(t *testing.T) {
 				defer e.storage.mu.Unlock()
 				return len(e.storage.watches) > watches
 			})
-			b := e.create(pod("ns", "b"))
+			b := e.create(watchtest.Pod("ns", "b"))
 			w.expect(ev(apiwatch.Added, b))
 			if e.generation() != gen || e.storage.lists.Load() != lists {
 				t.Fatal("relisted")
@@ -319,21 +320,21 @@ func TestInitialEventsNotDuplicatedByLaggingDispatcher(t *testing.T) {
 	cw := slow.w.(*cacheWatcher)
 	var last *unstructured.Unstructured
 	for i := range 21 {
-		last = e.create(pod("ns", fmt.Sprintf("p%02d", i)))
+		last = e.create(watchtest.Pod("ns", fmt.Sprintf("p%02d", i)))
 	}
 	e.waitProcessed(rvOf(t, last))
 	e.waitFor("the slow watcher is full", func() bool { return len(cw.input) == cap(cw.input) && len(cw.result) == cap(cw.result) })
 	waiters := e.clock.Waiters()
-	e22 := e.create(pod("ns", "p21"))
+	e22 := e.create(watchtest.Pod("ns", "p21"))
 	e.waitFor("the dispatcher blocks on the slow watcher", func() bool { return e.clock.Waiters() > waiters })
-	e23 := e.create(pod("ns", "p22"))
-	e24 := e.create(pod("ns", "p23"))
+	e23 := e.create(watchtest.Pod("ns", "p22"))
+	e24 := e.create(watchtest.Pod("ns", "p23"))
 	e.waitForCache(rvOf(t, e24))
 
 	w := e.watch("/pods/", watch.ListOptions{ResourceVersion: last.GetResourceVersion(), Predicate: watch.Everything, Recursive: true})
 	e.clock.Step(maxBudget)
 	w.expect(ev(apiwatch.Added, e22), ev(apiwatch.Added, e23), ev(apiwatch.Added, e24))
-	e25 := e.create(pod("ns", "p24"))
+	e25 := e.create(watchtest.Pod("ns", "p24"))
 	w.expect(ev(apiwatch.Added, e25))
 	w.expectNothing()
 }

@@ -18,6 +18,7 @@ import (
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 
 	"github.com/listwatch/listwatch/watch"
+	"github.com/listwatch/listwatch/watch/watchtest"
 )
 
 // step is one write of a transition scenario and the event it must cause ("" for none).
@@ -59,7 +60,7 @@ func runSteps(t *testing.T, e *env, r *recorder, delKey string, steps []step) {
 	r.w.Stop()
 	// Nothing written after Stop may be delivered, even a write every predicate but one selects.
 	ns, name, _ := strings.Cut(strings.TrimPrefix(delKey, "/pods/"), "/")
-	e.put(pod(ns, name, withNode("bar"), withLabels("select=true")))
+	e.put(watchtest.Pod(ns, name, watchtest.Node("bar"), watchtest.Labels("select=true")))
 	r.expectClosed()
 }
 
@@ -78,10 +79,10 @@ func listRV(t *testing.T, e *env, key string, p watch.Predicate, recursive bool)
 // transition or the other namespace's event shows up in place of the expected event.
 func TestConformanceWatch(t *testing.T) {
 	t.Parallel()
-	base := func(ns string) *unstructured.Unstructured { return pod(ns, "foo") }
-	assigned := func(ns string) *unstructured.Unstructured { return pod(ns, "foo", withNode("bar")) }
+	base := func(ns string) *unstructured.Unstructured { return watchtest.Pod(ns, "foo") }
+	assigned := func(ns string) *unstructured.Unstructured { return watchtest.Pod(ns, "foo", watchtest.Node("bar")) }
 	selected := func(u *unstructured.Unstructured) *unstructured.Unstructured {
-		withLabels("select=true")(u)
+		watchtest.Labels("select=true")(u)
 		return u
 	}
 	cases := []struct {
@@ -90,16 +91,16 @@ func TestConformanceWatch(t *testing.T) {
 		steps func(ns string) []step
 	}{
 		{"create a key", watch.Everything, func(ns string) []step { return []step{{base(ns), apiwatch.Added}} }},
-		{"key updated to match predicate", pred("", "spec.nodeName=bar"), func(ns string) []step {
+		{"key updated to match predicate", watchtest.PodPredicate("", "spec.nodeName=bar"), func(ns string) []step {
 			return []step{{base(ns), ""}, {assigned(ns), apiwatch.Added}}
 		}},
 		{"update", watch.Everything, func(ns string) []step {
 			return []step{{base(ns), apiwatch.Added}, {assigned(ns), apiwatch.Modified}}
 		}},
-		{"delete because of being filtered", pred("", "spec.nodeName!=bar"), func(ns string) []step {
+		{"delete because of being filtered", watchtest.PodPredicate("", "spec.nodeName!=bar"), func(ns string) []step {
 			return []step{{base(ns), apiwatch.Added}, {assigned(ns), apiwatch.Deleted}}
 		}},
-		{"filtering", pred("select=true", ""), func(ns string) []step {
+		{"filtering", watchtest.PodPredicate("select=true", ""), func(ns string) []step {
 			return []step{
 				{selected(base(ns)), apiwatch.Added},
 				{base(ns), apiwatch.Deleted},
@@ -123,7 +124,7 @@ func TestConformanceWatch(t *testing.T) {
 				}
 				rv := listRV(t, e, watchKey, tc.pred, recursive)
 				r := e.watch(watchKey, watch.ListOptions{ResourceVersion: rv, Predicate: tc.pred, Recursive: recursive})
-				e.put(pod(ns+"-bad", "foo"))
+				e.put(watchtest.Pod(ns+"-bad", "foo"))
 				runSteps(t, e, r, key, tc.steps(ns))
 			})
 		}
@@ -157,11 +158,11 @@ func compactCache(t *testing.T, e *env, rv uint64) {
 func TestConformanceWatchFromZero(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	stored := e.create(pod("test-ns", "foo"))
+	stored := e.create(watchtest.Pod("test-ns", "foo"))
 	e.syncCache()
 	w := e.watch(keyOf(stored), watch.ListOptions{ResourceVersion: "0", Predicate: watch.Everything})
 	w.expect(ev(apiwatch.Added, stored))
-	out := e.put(pod("test-ns", "foo", withLabels("a=1")))
+	out := e.put(watchtest.Pod("test-ns", "foo", watchtest.Labels("a=1")))
 	w.expect(ev(apiwatch.Modified, out))
 	w.stop()
 
@@ -169,7 +170,7 @@ func TestConformanceWatchFromZero(t *testing.T) {
 	w.expect(ev(apiwatch.Added, out))
 	w.stop()
 
-	newOut := e.put(pod("test-ns", "foo"))
+	newOut := e.put(watchtest.Pod("test-ns", "foo"))
 	compactCache(t, e, rvOf(t, newOut))
 
 	w = e.watch(keyOf(stored), watch.ListOptions{ResourceVersion: "0", Predicate: watch.Everything})
@@ -186,7 +187,7 @@ func TestConformanceWatchFromZero(t *testing.T) {
 func TestConformanceDeleteTriggerWatch(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	stored := e.create(pod("test-ns", "foo"))
+	stored := e.create(watchtest.Pod("test-ns", "foo"))
 	w := e.watch(keyOf(stored), watch.ListOptions{ResourceVersion: stored.GetResourceVersion(), Predicate: watch.Everything})
 	deleted := e.remove(stored)
 	w.expect(ev(apiwatch.Deleted, atRV(stored, rvOf(t, deleted))))
@@ -197,9 +198,9 @@ func TestConformanceDeleteTriggerWatch(t *testing.T) {
 func TestConformanceWatchFromNonZero(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	stored := e.create(pod("test-ns", "foo"))
+	stored := e.create(watchtest.Pod("test-ns", "foo"))
 	w := e.watch(keyOf(stored), watch.ListOptions{ResourceVersion: stored.GetResourceVersion(), Predicate: watch.Everything})
-	out := e.put(pod("test-ns", "foo", withLabels("version=2")))
+	out := e.put(watchtest.Pod("test-ns", "foo", watchtest.Labels("version=2")))
 	w.expect(ev(apiwatch.Modified, out))
 	w.expectNothing()
 }
@@ -210,10 +211,10 @@ func TestConformanceWatchFromNonZero(t *testing.T) {
 func TestConformanceDelayedWatchDelivery(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	stored := e.create(pod("test-ns", "foo"))
+	stored := e.create(watchtest.Pod("test-ns", "foo"))
 	w := e.watch("/pods/test-ns", watch.ListOptions{ResourceVersion: stored.GetResourceVersion(), Predicate: watch.Everything, Recursive: true})
 	for i := range 21 {
-		e.put(pod("test-ns", fmt.Sprintf("foo-%d", i)))
+		e.put(watchtest.Pod("test-ns", fmt.Sprintf("foo-%d", i)))
 	}
 	watched := 0
 	check := func(ev apiwatch.Event) {
@@ -259,7 +260,7 @@ func TestConformanceWatcherTimeout(t *testing.T) {
 	reader := e.watch("/pods/test-ns", opts)
 	var created []*unstructured.Unstructured
 	for i := range 22 {
-		out := e.create(pod("test-ns", fmt.Sprintf("foo-%d", i)))
+		out := e.create(watchtest.Pod("test-ns", fmt.Sprintf("foo-%d", i)))
 		created = append(created, out)
 		reader.expect(ev(apiwatch.Added, out))
 	}
@@ -289,7 +290,7 @@ func TestConformanceWatcherTimeout(t *testing.T) {
 func TestConformanceDeleteEventObjectHaveLatestRV(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	stored := e.create(pod("test-ns", "foo"))
+	stored := e.create(watchtest.Pod("test-ns", "foo"))
 	ctx, cancel := context.WithTimeout(e.ctx, waitTimeout)
 	defer cancel()
 	w := e.watchCtx(ctx, keyOf(stored), watch.ListOptions{ResourceVersion: stored.GetResourceVersion(), Predicate: watch.Everything})
@@ -324,7 +325,7 @@ func runScopedCase(t *testing.T, tc scopedCase, clusterScoped bool) {
 	} else if tc.requestedNS != "" {
 		watchKey += tc.requestedNS + "/" + tc.requestedName
 	}
-	p := watch.Predicate{Label: pred("", "").Label, Field: tc.field}
+	p := watch.Predicate{Label: watchtest.PodPredicate("", "").Label, Field: tc.field}
 	lo := watch.ListOptions{Predicate: p, Recursive: true}
 	lo.ResourceVersion = listRV(t, e, "/pods/", p, true)
 	lo.Recursive = tc.recursive
@@ -352,27 +353,27 @@ func runScopedCase(t *testing.T, tc scopedCase, clusterScoped bool) {
 func TestConformanceClusterScopedWatch(t *testing.T) {
 	t.Parallel()
 	p := func(name string, mods ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
-		return pod("", name, mods...)
+		return watchtest.Pod("", name, mods...)
 	}
-	upd := withPhase("Running")
+	upd := watchtest.Phase("Running")
 	cases := []scopedCase{
 		{"without name, without field selector", "", "", true, fields.Everything(), []step{
-			{p("t1-foo1"), apiwatch.Added}, {p("t1-foo1", upd), apiwatch.Modified}, {p("t1-foo2", withNode("t1-bar1")), apiwatch.Added}}},
+			{p("t1-foo1"), apiwatch.Added}, {p("t1-foo1", upd), apiwatch.Modified}, {p("t1-foo2", watchtest.Node("t1-bar1")), apiwatch.Added}}},
 		{"without name, spec.nodeName", "", "", true, fields.ParseSelectorOrDie("spec.nodeName=t2-bar1"), []step{
-			{p("t2-foo1"), ""}, {p("t2-foo1", withNode("t2-bar1")), apiwatch.Added}}},
+			{p("t2-foo1"), ""}, {p("t2-foo1", watchtest.Node("t2-bar1")), apiwatch.Added}}},
 		{"without name, spec.nodeName filters out", "", "", true, fields.ParseSelectorOrDie("spec.nodeName!=t3-bar1"), []step{
 			{p("t3-foo1"), apiwatch.Added}, {p("t3-foo2"), apiwatch.Added}, {p("t3-foo1", upd), apiwatch.Modified},
-			{p("t3-foo1", withNode("t3-bar1")), apiwatch.Deleted}}},
+			{p("t3-foo1", watchtest.Node("t3-bar1")), apiwatch.Deleted}}},
 		{"with name, metadata.name", "t4-foo1", "", false, fields.ParseSelectorOrDie("metadata.name=t4-foo1"), []step{
 			{p("t4-foo1"), apiwatch.Added}, {p("t4-foo2"), ""}, {p("t4-foo1", upd), apiwatch.Modified}, {p("t4-foo2", upd), ""}}},
 		{"with name, metadata.name and spec.nodeName", "t5-foo1", "", false,
 			fields.SelectorFromSet(fields.Set{"metadata.name": "t5-foo1", "spec.nodeName": "t5-bar1"}), []step{
 				{p("t5-foo1"), ""}, {p("t5-foo2"), ""}, {p("t5-foo1", upd), ""}, {p("t5-foo2", upd), ""},
-				{p("t5-foo1", withNode("t5-bar1")), apiwatch.Added}}},
+				{p("t5-foo1", watchtest.Node("t5-bar1")), apiwatch.Added}}},
 		{"with name, metadata.name, spec.nodeName filters out", "t6-foo1", "", false,
 			fields.AndSelectors(fields.ParseSelectorOrDie("spec.nodeName!=t6-bar1"), fields.SelectorFromSet(fields.Set{"metadata.name": "t6-foo1"})), []step{
 				{p("t6-foo1"), apiwatch.Added}, {p("t6-foo2"), ""}, {p("t6-foo1", upd), apiwatch.Modified},
-				{p("t6-foo1", withNode("t6-bar1")), apiwatch.Deleted}, {p("t6-foo2", withNode("t6-bar1")), ""}}},
+				{p("t6-foo1", watchtest.Node("t6-bar1")), apiwatch.Deleted}, {p("t6-foo2", watchtest.Node("t6-bar1")), ""}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -386,9 +387,9 @@ func TestConformanceClusterScopedWatch(t *testing.T) {
 func TestConformanceNamespaceScopedWatch(t *testing.T) {
 	t.Parallel()
 	p := func(name, ns string, mods ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
-		return pod(ns, name, mods...)
+		return watchtest.Pod(ns, name, mods...)
 	}
-	upd := withPhase("Running")
+	upd := watchtest.Phase("Running")
 	sel := fields.ParseSelectorOrDie
 	set := func(kv ...string) fields.Selector {
 		s := fields.Set{}
@@ -406,10 +407,10 @@ func TestConformanceNamespaceScopedWatch(t *testing.T) {
 			{p("t2-foo1", "t2-ns1", upd), apiwatch.Modified}, {p("t2-foo1", "t2-ns2", upd), ""}}},
 		{"no name, no namespace, spec.nodeName", "", "", true, sel("spec.nodeName=t3-bar1"), []step{
 			{p("t3-foo1", "t3-ns1"), ""}, {p("t3-foo2", "t3-ns2"), ""},
-			{p("t3-foo1", "t3-ns1", withNode("t3-bar1")), apiwatch.Added}, {p("t3-foo2", "t3-ns2", withNode("t3-bar1")), apiwatch.Added}}},
+			{p("t3-foo1", "t3-ns1", watchtest.Node("t3-bar1")), apiwatch.Added}, {p("t3-foo2", "t3-ns2", watchtest.Node("t3-bar1")), apiwatch.Added}}},
 		{"no name, no namespace, spec.nodeName filters out", "", "", true, sel("spec.nodeName!=t4-bar1"), []step{
 			{p("t4-foo1", "t4-ns1"), apiwatch.Added}, {p("t4-foo2", "t4-ns1"), apiwatch.Added},
-			{p("t4-foo1", "t4-ns1", upd), apiwatch.Modified}, {p("t4-foo1", "t4-ns1", withNode("t4-bar1")), apiwatch.Deleted}}},
+			{p("t4-foo1", "t4-ns1", upd), apiwatch.Modified}, {p("t4-foo1", "t4-ns1", watchtest.Node("t4-bar1")), apiwatch.Deleted}}},
 		{"no name, namespace, no selector", "", "t5-ns1", true, fields.Everything(), []step{
 			{p("t5-foo1", "t5-ns1"), apiwatch.Added}, {p("t5-foo1", "t5-ns2"), ""}, {p("t5-foo2", "t5-ns1"), apiwatch.Added},
 			{p("t5-foo1", "t5-ns1", upd), apiwatch.Modified}, {p("t5-foo1", "t5-ns2", upd), ""}}},
@@ -418,37 +419,37 @@ func TestConformanceNamespaceScopedWatch(t *testing.T) {
 		{"no name, namespace, other metadata.namespace", "", "t7-ns1", true, sel("metadata.namespace=t7-ns2"), []step{
 			{p("t7-foo1", "t7-ns1"), ""}, {p("t7-foo1", "t7-ns2"), ""}, {p("t7-foo1", "t7-ns1", upd), ""}, {p("t7-foo1", "t7-ns2", upd), ""}}},
 		{"no name, namespace, spec.nodeName", "", "t8-ns1", true, sel("spec.nodeName=t8-bar2"), []step{
-			{p("t8-foo1", "t8-ns1"), ""}, {p("t8-foo1", "t8-ns1", withNode("t8-bar1")), ""},
-			{p("t8-foo1", "t8-ns2", withNode("t8-bar2")), ""}, {p("t8-foo1", "t8-ns1", withNode("t8-bar2")), apiwatch.Added}}},
+			{p("t8-foo1", "t8-ns1"), ""}, {p("t8-foo1", "t8-ns1", watchtest.Node("t8-bar1")), ""},
+			{p("t8-foo1", "t8-ns2", watchtest.Node("t8-bar2")), ""}, {p("t8-foo1", "t8-ns1", watchtest.Node("t8-bar2")), apiwatch.Added}}},
 		{"no name, namespace, spec.nodeName filters out", "", "t9-ns2", true, sel("spec.nodeName!=t9-bar1"), []step{
 			{p("t9-foo1", "t9-ns1"), ""}, {p("t9-foo1", "t9-ns2"), apiwatch.Added},
-			{p("t9-foo1", "t9-ns2", withNode("t9-bar1")), apiwatch.Deleted}, {p("t9-foo1", "t9-ns2", withNode("t9-bar2")), apiwatch.Added}}},
+			{p("t9-foo1", "t9-ns2", watchtest.Node("t9-bar1")), apiwatch.Deleted}, {p("t9-foo1", "t9-ns2", watchtest.Node("t9-bar2")), apiwatch.Added}}},
 		{"name, no namespace, metadata.name", "t10-foo1", "", true, sel("metadata.name=t10-foo1"), []step{
 			{p("t10-foo1", "t10-ns1"), apiwatch.Added}, {p("t10-foo1", "t10-ns2"), apiwatch.Added}, {p("t10-foo2", "t10-ns1"), ""},
-			{p("t10-foo1", "t10-ns1", upd), apiwatch.Modified}, {p("t10-foo1", "t10-ns1", withNode("t10-bar1")), apiwatch.Modified}}},
+			{p("t10-foo1", "t10-ns1", upd), apiwatch.Modified}, {p("t10-foo1", "t10-ns1", watchtest.Node("t10-bar1")), apiwatch.Modified}}},
 		{"name, no namespace, metadata.name and metadata.namespace", "t11-foo1", "", true, set("metadata.name", "t11-foo1", "metadata.namespace", "t11-ns1"), []step{
 			{p("t11-foo1", "t11-ns1"), apiwatch.Added}, {p("t11-foo2", "t11-ns1"), ""}, {p("t11-foo1", "t11-ns2"), ""},
-			{p("t11-foo1", "t11-ns1", upd), apiwatch.Modified}, {p("t11-foo1", "t11-ns1", withNode("t11-bar1")), apiwatch.Modified}}},
+			{p("t11-foo1", "t11-ns1", upd), apiwatch.Modified}, {p("t11-foo1", "t11-ns1", watchtest.Node("t11-bar1")), apiwatch.Modified}}},
 		{"name, no namespace, metadata.name and spec.nodeName", "t12-foo1", "", true, set("metadata.name", "t12-foo1", "spec.nodeName", "t12-bar1"), []step{
-			{p("t12-foo1", "t12-ns1"), ""}, {p("t12-foo1", "t12-ns1", upd), ""}, {p("t12-foo1", "t12-ns1", withNode("t12-bar1")), apiwatch.Added}}},
+			{p("t12-foo1", "t12-ns1"), ""}, {p("t12-foo1", "t12-ns1", upd), ""}, {p("t12-foo1", "t12-ns1", watchtest.Node("t12-bar1")), apiwatch.Added}}},
 		{"name, no namespace, metadata.name, spec.nodeName filters out", "t15-foo1", "", true,
 			fields.AndSelectors(sel("spec.nodeName!=t15-bar1"), set("metadata.name", "t15-foo1")), []step{
 				{p("t15-foo1", "t15-ns1"), apiwatch.Added}, {p("t15-foo2", "t15-ns1"), ""}, {p("t15-foo1", "t15-ns1", upd), apiwatch.Modified},
-				{p("t15-foo1", "t15-ns1", withNode("t15-bar1")), apiwatch.Deleted}, {p("t15-foo1", "t15-ns1", withNode("t15-bar2")), apiwatch.Added}}},
+				{p("t15-foo1", "t15-ns1", watchtest.Node("t15-bar1")), apiwatch.Deleted}, {p("t15-foo1", "t15-ns1", watchtest.Node("t15-bar2")), apiwatch.Added}}},
 		{"name, namespace, metadata.name", "t16-foo1", "t16-ns1", false, sel("metadata.name=t16-foo1"), []step{
 			{p("t16-foo1", "t16-ns1"), apiwatch.Added}, {p("t16-foo2", "t16-ns1"), ""},
-			{p("t16-foo1", "t16-ns1", upd), apiwatch.Modified}, {p("t16-foo1", "t16-ns1", withNode("t16-bar1")), apiwatch.Modified}}},
+			{p("t16-foo1", "t16-ns1", upd), apiwatch.Modified}, {p("t16-foo1", "t16-ns1", watchtest.Node("t16-bar1")), apiwatch.Modified}}},
 		{"name, namespace, metadata.name and metadata.namespace", "t17-foo2", "t17-ns1", false, set("metadata.name", "t17-foo2", "metadata.namespace", "t17-ns1"), []step{
 			{p("t17-foo1", "t17-ns1"), ""}, {p("t17-foo2", "t17-ns1"), apiwatch.Added},
-			{p("t17-foo1", "t17-ns1", upd), ""}, {p("t17-foo2", "t17-ns1", withNode("t17-bar1")), apiwatch.Modified}}},
+			{p("t17-foo1", "t17-ns1", upd), ""}, {p("t17-foo2", "t17-ns1", watchtest.Node("t17-bar1")), apiwatch.Modified}}},
 		{"name, namespace, metadata.name, metadata.namespace and spec.nodeName", "t18-foo1", "t18-ns1", false,
 			set("metadata.name", "t18-foo1", "metadata.namespace", "t18-ns1", "spec.nodeName", "t18-bar1"), []step{
 				{p("t18-foo1", "t18-ns1"), ""}, {p("t18-foo2", "t18-ns1"), ""}, {p("t18-foo1", "t18-ns2"), ""},
-				{p("t18-foo1", "t18-ns1", upd), ""}, {p("t18-foo1", "t18-ns1", withNode("t18-bar1")), apiwatch.Added}}},
+				{p("t18-foo1", "t18-ns1", upd), ""}, {p("t18-foo1", "t18-ns1", watchtest.Node("t18-bar1")), apiwatch.Added}}},
 		{"name, namespace, metadata.name, metadata.namespace, spec.nodeName filters out", "t19-foo2", "t19-ns1", false,
 			fields.AndSelectors(sel("spec.nodeName!=t19-bar1"), set("metadata.name", "t19-foo2", "metadata.namespace", "t19-ns1")), []step{
 				{p("t19-foo1", "t19-ns1"), ""}, {p("t19-foo2", "t19-ns2"), ""}, {p("t19-foo2", "t19-ns1"), apiwatch.Added},
-				{p("t19-foo2", "t19-ns1", upd), apiwatch.Modified}, {p("t19-foo2", "t19-ns1", withNode("t19-bar1")), apiwatch.Deleted}}},
+				{p("t19-foo2", "t19-ns1", upd), apiwatch.Modified}, {p("t19-foo2", "t19-ns1", watchtest.Node("t19-bar1")), apiwatch.Deleted}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -466,12 +467,12 @@ func TestConformanceDispatchBookmarkEvents(t *testing.T) {
 		t.Run(fmt.Sprintf("allowWatchBookmarks=%t", allow), func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, withFakeClock)
-			stored := e.create(pod("test-ns", "foo"))
+			stored := e.create(watchtest.Pod("test-ns", "foo"))
 			p := watch.Everything
 			p.AllowWatchBookmarks = allow
 			ctx := fakeDeadline(e.ctx, e.clock.Now().Add(3*time.Second))
 			w := e.watchCtx(ctx, keyOf(stored), watch.ListOptions{ResourceVersion: stored.GetResourceVersion(), Predicate: p})
-			other := e.create(pod(fmt.Sprintf("other-ns-%d", i), "foo"))
+			other := e.create(watchtest.Pod(fmt.Sprintf("other-ns-%d", i), "foo"))
 			e.waitProcessed(rvOf(t, other))
 			if allow {
 				// Stepping the fake clock passes deadline−2 s and fires the dispatcher's bookmark timer.
@@ -511,7 +512,7 @@ func TestConformanceBookmarksWithCorrectResourceVersion(t *testing.T) {
 		last = r
 	}
 	for i := range 100 {
-		out := e.create(pod("test-ns", fmt.Sprintf("foo-%d", i)))
+		out := e.create(watchtest.Pod("test-ns", fmt.Sprintf("foo-%d", i)))
 		for {
 			got, ok := w.nextStepping()
 			if !ok {
@@ -590,7 +591,7 @@ func TestConformanceWatchSemantics(t *testing.T) {
 			ns := "ns"
 			var created []*unstructured.Unstructured
 			for _, n := range []string{"1", "2", "3"} {
-				created = append(created, e.create(pod(ns, "pod-"+n)))
+				created = append(created, e.create(watchtest.Pod(ns, "pod-"+n)))
 			}
 			// As upstream: make sure the cache has seen the pods, so the watch below is deterministic.
 			list := &unstructured.UnstructuredList{}
@@ -619,7 +620,7 @@ func TestConformanceWatchSemantics(t *testing.T) {
 			}
 			var after []string
 			for _, n := range []string{"4", "5"} {
-				after = append(after, ev(apiwatch.Added, e.create(pod(ns, "pod-"+n))))
+				after = append(after, ev(apiwatch.Added, e.create(watchtest.Pod(ns, "pod-"+n))))
 			}
 			w.expect(after...)
 			w.expectNothing()
@@ -634,9 +635,9 @@ func TestConformanceInitialEventsExtended(t *testing.T) {
 	e := newEnv(t)
 	var want []string
 	for i := 1; i <= 5; i++ {
-		want = append(want, ev(apiwatch.Added, e.create(pod("ns-foo", fmt.Sprintf("pod-%d", i)))))
+		want = append(want, ev(apiwatch.Added, e.create(watchtest.Pod("ns-foo", fmt.Sprintf("pod-%d", i)))))
 	}
-	other := e.create(pod("other-ns-foo", "pod-1"))
+	other := e.create(watchtest.Pod("other-ns-foo", "pod-1"))
 	opts := watch.ListOptions{Predicate: watch.Everything, Recursive: true, SendInitialEvents: ptrTo(true)}
 	opts.Predicate.AllowWatchBookmarks = true
 	w := e.watch("/pods/ns-foo", opts)
@@ -649,12 +650,12 @@ func TestConformanceInitialEventsExtended(t *testing.T) {
 func TestConformanceWatchListMatchSingle(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	expected := e.create(pod("ns-foo", "pod-1"))
+	expected := e.create(watchtest.Pod("ns-foo", "pod-1"))
 	var last *unstructured.Unstructured
 	for i := 2; i <= 5; i++ {
-		last = e.create(pod("ns-foo", fmt.Sprintf("pod-%d", i)))
+		last = e.create(watchtest.Pod("ns-foo", fmt.Sprintf("pod-%d", i)))
 	}
-	opts := watch.ListOptions{Predicate: pred("", "metadata.name=pod-1"), Recursive: true, SendInitialEvents: ptrTo(true)}
+	opts := watch.ListOptions{Predicate: watchtest.PodPredicate("", "metadata.name=pod-1"), Recursive: true, SendInitialEvents: ptrTo(true)}
 	opts.Predicate.AllowWatchBookmarks = true
 	w := e.watch("/pods/", opts)
 	w.expect(ev(apiwatch.Added, expected), bookmark(rvOf(t, last), true))

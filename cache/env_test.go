@@ -17,8 +17,6 @@ import (
 	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
@@ -27,6 +25,7 @@ import (
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/store"
 	"github.com/listwatch/listwatch/watch"
+	"github.com/listwatch/listwatch/watch/watchtest"
 )
 
 func TestMain(m *testing.M) {
@@ -347,7 +346,7 @@ func openEnv(t tb, opts ...envOption) (*env, func()) {
 	cfg := Config{
 		Storage:        e.storage,
 		ResourcePrefix: "/pods/",
-		GetAttrsFunc:   podAttrs,
+		GetAttrsFunc:   watchtest.PodAttrs,
 		KeyFunc:        o.keyFunc,
 		IndexerFuncs:   o.indexers,
 		Clock:          clk,
@@ -451,70 +450,6 @@ func (e *env) generation() int {
 	e.cacher.ready.mu.RLock()
 	defer e.cacher.ready.mu.RUnlock()
 	return e.cacher.ready.generation
-}
-
-// pod builds a v1 Pod.
-func pod(ns, name string, mods ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]interface{}{
-		"apiVersion": "v1",
-		"kind":       "Pod",
-		"metadata":   map[string]interface{}{"name": name},
-	}}
-	if ns != "" {
-		u.SetNamespace(ns)
-	}
-	for _, m := range mods {
-		m(u)
-	}
-	return u
-}
-
-func withNode(n string) func(*unstructured.Unstructured) {
-	return func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, n, "spec", "nodeName") }
-}
-
-func withPhase(p string) func(*unstructured.Unstructured) {
-	return func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, p, "status", "phase") }
-}
-
-func withLabels(kv ...string) func(*unstructured.Unstructured) {
-	return func(u *unstructured.Unstructured) {
-		m := map[string]string{}
-		for _, p := range kv {
-			k, v, _ := strings.Cut(p, "=")
-			m[k] = v
-		}
-		u.SetLabels(m)
-	}
-}
-
-// podAttrs are labels, metadata.name, metadata.namespace, spec.nodeName and status.phase.
-func podAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return nil, nil, fmt.Errorf("not an unstructured object: %T", obj)
-	}
-	node, _, _ := unstructured.NestedString(u.Object, "spec", "nodeName")
-	phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
-	return labels.Set(u.GetLabels()), fields.Set{
-		"metadata.name":      u.GetName(),
-		"metadata.namespace": u.GetNamespace(),
-		"spec.nodeName":      node,
-		"status.phase":       phase,
-	}, nil
-}
-
-// pred selects pods by a label and a field selector ("" selects everything).
-func pred(labelSelector, fieldSelector string) watch.Predicate {
-	ls, err := labels.Parse(labelSelector)
-	if err != nil {
-		panic(err)
-	}
-	fs, err := fields.ParseSelector(fieldSelector)
-	if err != nil {
-		panic(err)
-	}
-	return watch.Predicate{Label: ls, Field: fs}
 }
 
 func keyOf(u *unstructured.Unstructured) string {

@@ -15,6 +15,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/listwatch/listwatch/watch"
+	"github.com/listwatch/listwatch/watch/watchtest"
 )
 
 // The property test drives one Cacher with random writes, watchers, reads, stops, relists and
@@ -60,8 +61,8 @@ type propSpec struct {
 }
 
 func (s propSpec) predicate() watch.Predicate {
-	p := pred(s.label, s.field)
-	p.GetAttrs = podAttrs
+	p := watchtest.PodPredicate(s.label, s.field)
+	p.GetAttrs = watchtest.PodAttrs
 	p.AllowWatchBookmarks = s.bookmarks
 	return p
 }
@@ -90,7 +91,7 @@ func (s propSpec) selects(key string, u *unstructured.Unstructured) bool {
 	if !hasPathPrefix(key, prefix) {
 		return false
 	}
-	l, f, _ := podAttrs(u)
+	l, f, _ := watchtest.PodAttrs(u)
 	p := s.predicate()
 	return p.MatchesObjectAttributes(l, f)
 }
@@ -153,12 +154,12 @@ func (r *propRun) write() {
 	} else {
 		var mods []func(*unstructured.Unstructured)
 		if l := rapid.SampledFrom([]string{"", "1", "2"}).Draw(r.t, "label"); l != "" {
-			mods = append(mods, withLabels("l="+l))
+			mods = append(mods, watchtest.Labels("l="+l))
 		}
 		if rapid.Bool().Draw(r.t, "onNode") {
-			mods = append(mods, withNode("n1"))
+			mods = append(mods, watchtest.Node("n1"))
 		}
-		out = r.e.put(pod(ns, name, mods...))
+		out = r.e.put(watchtest.Pod(ns, name, mods...))
 		if prev != nil && out.GetResourceVersion() == prev.GetResourceVersion() {
 			return // GuaranteedUpdate writes nothing when nothing changes
 		}
