@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -262,7 +260,7 @@ func (c *cacheWatcher) convertToWatchEvent(event *watchCacheEvent) (apiwatch.Eve
 	if event.Type == apiwatch.Bookmark {
 		obj := event.Object.DeepCopyObject()
 		if !c.wasBookmarkSent() {
-			if err := annotateInitialEventsEnd(obj); err != nil {
+			if err := watch.AnnotateInitialEventsEndBookmark(obj); err != nil {
 				c.logger.Error("error while annotating the initial-events-end bookmark", "watcher", c.identifier, "err", err)
 				return apiwatch.Event{}, false
 			}
@@ -282,23 +280,6 @@ func (c *cacheWatcher) convertToWatchEvent(event *watchCacheEvent) (apiwatch.Eve
 		return apiwatch.Event{Type: apiwatch.Deleted, Object: old}, true
 	}
 	return apiwatch.Event{}, false
-}
-
-// annotateInitialEventsEnd marks a bookmark as the end of the initial events.
-//
-// Mirrors storage.AnnotateInitialEventsEndBookmark.
-func annotateInitialEventsEnd(obj runtime.Object) error {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return err
-	}
-	a := m.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
-	}
-	a[metav1.InitialEventsAnnotationKey] = "true"
-	m.SetAnnotations(a)
-	return nil
 }
 
 // sendWatchCacheEvent delivers event if this watcher wants it. Checking done first, then selecting,

@@ -354,7 +354,7 @@ func TestCacheWatcherEndsOnContext(t *testing.T) {
 
 func TestAnnotateInitialEventsEnd(t *testing.T) {
 	u := &unstructured.Unstructured{}
-	if err := annotateInitialEventsEnd(u); err != nil || u.GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true" {
+	if err := watch.AnnotateInitialEventsEndBookmark(u); err != nil || u.GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true" {
 		t.Fatalf("%v %v", err, u.GetAnnotations())
 	}
 }

@@ -1080,31 +1080,11 @@ func (c *Cacher) listFromCache(ctx context.Context, key string, opts watch.ListO
 	if err := meta.SetList(listObj, selected); err != nil {
 		return err
 	}
-	continueValue, remaining, err := prepareContinueToken(lastKey, preparedKey, int64(readRV), int64(len(elems)), hasMore, opts)
+	continueValue, remaining, err := watch.PrepareContinueToken(lastKey, preparedKey, int64(readRV), int64(len(elems)), hasMore, opts)
 	if err != nil {
 		return err
 	}
 	return c.versioner.UpdateList(listObj, readRV, continueValue, remaining)
-}
-
-// prepareContinueToken is the continue token after keyLastItem and, for an unfiltered list, the
-// number of items left.
-//
-// Mirrors storage.PrepareContinueToken.
-func prepareContinueToken(keyLastItem, keyPrefix string, resourceVersion, itemsCount int64, hasMore bool, opts watch.ListOptions) (string, *int64, error) {
-	if !hasMore {
-		return "", nil, nil
-	}
-	token, err := watch.EncodeContinue(keyLastItem+"\x00", keyPrefix, resourceVersion)
-	if err != nil {
-		return "", nil, err
-	}
-	var remaining *int64
-	if opts.Predicate.Empty() {
-		n := itemsCount - opts.Predicate.Limit
-		remaining = &n
-	}
-	return token, remaining, nil
 }
 
 // GetCurrentResourceVersion returns the storage's current resourceVersion.

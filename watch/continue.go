@@ -71,11 +71,11 @@ func EncodeContinue(key, keyPrefix string, resourceVersion int64) (string, error
 	return base64.RawURLEncoding.EncodeToString(out), nil
 }
 
-// prepareContinueToken returns the continue token after keyLastItem and, for an unfiltered list, the
-// number of items left.
+// PrepareContinueToken returns the continue token after keyLastItem and, for an unfiltered list, the
+// number of items left. The watch cache pages its lists with it too.
 //
 // Mirrors storage/continue.go PrepareContinueToken.
-func prepareContinueToken(keyLastItem, keyPrefix string, resourceVersion, itemsCount int64, hasMoreItems bool, opts ListOptions) (string, *int64, error) {
+func PrepareContinueToken(keyLastItem, keyPrefix string, resourceVersion, itemsCount int64, hasMoreItems bool, opts ListOptions) (string, *int64, error) {
 	if !hasMoreItems {
 		return "", nil, nil
 	}

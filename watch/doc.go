@@ -28,6 +28,8 @@
 //     Compact and CompactRevision (upstream's compactor, driven by the caller). Storage never closes
 //     the client it was given. A write that fails changes nothing; bad arguments are errors, never
 //     panics.
+//   - EncodeContinue, PrepareContinueToken and AnnotateInitialEventsEndBookmark mirror
+//     pkg/storage's helpers of the same names; the watch cache pages and marks bookmarks with them.
 //
 // The conformance scenarios (ported from pkg/storage/testing) live in package watchtest, which a
 // caller runs against any etcd; watchtest/backend starts the in-process store or an etcd process.

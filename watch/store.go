@@ -670,7 +670,7 @@ func (s *Storage) GetList(ctx context.Context, key string, opts ListOptions, lis
 		}
 	}
 
-	continueValue, remainingItemCount, err := prepareContinueToken(string(lastKey), keyPrefix, withRev, count, hasMore, opts)
+	continueValue, remainingItemCount, err := PrepareContinueToken(string(lastKey), keyPrefix, withRev, count, hasMore, opts)
 	if err != nil {
 		return err
 	}

@@ -544,7 +544,7 @@ func (wc *watchChan) transform(e *event) (*apiwatch.Event, error) {
 			return nil, fmt.Errorf("failed to propagate object resource version: %w", err)
 		}
 		if e.isInitialEventsEndBookmark {
-			if err := annotateInitialEventsEndBookmark(object); err != nil {
+			if err := AnnotateInitialEventsEndBookmark(object); err != nil {
 				return nil, fmt.Errorf("error while accessing object's metadata gr: %v, type: %v, obj: %#v, err: %w", wc.watcher.groupResource, wc.watcher.objectType, object, err)
 			}
 		}
@@ -575,8 +575,11 @@ func (wc *watchChan) transform(e *event) (*apiwatch.Event, error) {
 	return nil, nil
 }
 
-// annotateInitialEventsEndBookmark mirrors storage.AnnotateInitialEventsEndBookmark.
-func annotateInitialEventsEndBookmark(obj runtime.Object) error {
+// AnnotateInitialEventsEndBookmark marks a bookmark as the end of a watch's initial events; the watch
+// cache marks its own with it too.
+//
+// Mirrors storage.AnnotateInitialEventsEndBookmark.
+func AnnotateInitialEventsEndBookmark(obj runtime.Object) error {
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return err
