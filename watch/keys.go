@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/validate/content"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -44,34 +45,36 @@ func PrepareKey(resourcePrefix, key string, recursive bool) (string, error) {
 //
 // Mirrors storage/util.go NamespaceKeyFunc.
 func NamespaceKeyFunc(prefix string, obj runtime.Object) (string, error) {
-	if !strings.HasSuffix(prefix, "/") {
-		return "", fmt.Errorf("prefix should have '/' suffix")
-	}
-	m, err := meta.Accessor(obj)
+	m, err := checkedKeyObject(prefix, obj)
 	if err != nil {
 		return "", err
 	}
-	name := m.GetName()
-	if msgs := content.IsPathSegmentName(name); len(msgs) != 0 {
-		return "", fmt.Errorf("invalid name: %v", msgs)
-	}
-	return prefix + m.GetNamespace() + "/" + name, nil
+	return prefix + m.GetNamespace() + "/" + m.GetName(), nil
 }
 
 // NoNamespaceKeyFunc returns prefix+name for a cluster-scoped obj; prefix must end in "/".
 //
 // Mirrors storage/util.go NoNamespaceKeyFunc.
 func NoNamespaceKeyFunc(prefix string, obj runtime.Object) (string, error) {
-	if !strings.HasSuffix(prefix, "/") {
-		return "", fmt.Errorf("prefix should have '/' suffix")
-	}
-	m, err := meta.Accessor(obj)
+	m, err := checkedKeyObject(prefix, obj)
 	if err != nil {
 		return "", err
 	}
-	name := m.GetName()
-	if msgs := content.IsPathSegmentName(name); len(msgs) != 0 {
-		return "", fmt.Errorf("invalid name: %v", msgs)
+	return prefix + m.GetName(), nil
+}
+
+// checkedKeyObject makes the checks both key functions make: a prefix ending in "/" and a name that
+// is a valid path segment.
+func checkedKeyObject(prefix string, obj runtime.Object) (metav1.Object, error) {
+	if !strings.HasSuffix(prefix, "/") {
+		return nil, fmt.Errorf("prefix should have '/' suffix")
 	}
-	return prefix + name, nil
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	if msgs := content.IsPathSegmentName(m.GetName()); len(msgs) != 0 {
+		return nil, fmt.Errorf("invalid name: %v", msgs)
+	}
+	return m, nil
 }
