@@ -7,7 +7,6 @@ import (
 	"io"
 	"runtime"
 
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,32 +14,34 @@ import (
 	"testing"
 	"time"
 
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 
-	"github.com/listwatch/listwatch/watch"
-	"github.com/listwatch/listwatch/watch/watchtest"
+	"github.com/listwatch/listwatch/storage"
+	"github.com/listwatch/listwatch/storage/storagetest"
 )
 
 // benchStorage is a Storage without etcd: the list is empty at revision 1 and the reflector's watch
 // delivers what the benchmark feeds it.
 type benchStorage struct {
-	feed chan apiwatch.Event
+	feed chan watch.Event
 }
 
 var errBenchUnsupported = errors.New("not supported by the benchmark storage")
 
-func (s *benchStorage) Watch(context.Context, string, watch.ListOptions) (apiwatch.Interface, error) {
+func (s *benchStorage) Watch(context.Context, string, storage.ListOptions) (watch.Interface, error) {
 	return &benchWatch{feed: s.feed}, nil
 }
 
-func (s *benchStorage) GetList(_ context.Context, _ string, _ watch.ListOptions, listObj k8sruntime.Object) error {
-	return watch.APIObjectVersioner{}.UpdateList(listObj, 1, "", nil)
+func (s *benchStorage) GetList(_ context.Context, _ string, _ storage.ListOptions, listObj k8sruntime.Object) error {
+	return storage.APIObjectVersioner{}.UpdateList(listObj, 1, "", nil)
 }
 
-func (s *benchStorage) Get(context.Context, string, watch.GetOptions, k8sruntime.Object) error {
+func (s *benchStorage) Get(context.Context, string, storage.GetOptions, k8sruntime.Object) error {
 	return errBenchUnsupported
 }
 func (s *benchStorage) GetCurrentResourceVersion(context.Context) (uint64, error) { return 1, nil }
@@ -48,28 +49,28 @@ func (s *benchStorage) RequestWatchProgress(context.Context) error              
 func (s *benchStorage) Create(context.Context, string, k8sruntime.Object, k8sruntime.Object, uint64) error {
 	return errBenchUnsupported
 }
-func (s *benchStorage) GuaranteedUpdate(context.Context, string, k8sruntime.Object, bool, *watch.Preconditions, watch.UpdateFunc, k8sruntime.Object) error {
+func (s *benchStorage) GuaranteedUpdate(context.Context, string, k8sruntime.Object, bool, *storage.Preconditions, storage.UpdateFunc, k8sruntime.Object) error {
 	return errBenchUnsupported
 }
 func (s *benchStorage) Update(context.Context, string, k8sruntime.Object, k8sruntime.Object) error {
 	return errBenchUnsupported
 }
-func (s *benchStorage) Delete(context.Context, string, k8sruntime.Object, *watch.Preconditions, watch.ValidateObjectFunc, k8sruntime.Object, watch.DeleteOptions) error {
+func (s *benchStorage) Delete(context.Context, string, k8sruntime.Object, *storage.Preconditions, storage.ValidateObjectFunc, k8sruntime.Object, storage.DeleteOptions) error {
 	return errBenchUnsupported
 }
 
 // benchWatch hands the feed to the reflector; the feed is never closed, the reflector's context ends
 // the watch.
 type benchWatch struct {
-	feed chan apiwatch.Event
+	feed chan watch.Event
 }
 
-func (w *benchWatch) ResultChan() <-chan apiwatch.Event { return w.feed }
+func (w *benchWatch) ResultChan() <-chan watch.Event { return w.feed }
 func (w *benchWatch) Stop()                             {}
 
 // benchObject is a pod of about size bytes of JSON.
 func benchObject(size int) *unstructured.Unstructured {
-	u := watchtest.Pod("ns", "p", watchtest.Labels("app=bench", "tier=web"))
+	u := storagetest.Pod("ns", "p", storagetest.Labels("app=bench", "tier=web"))
 	pad := size - 200
 	if pad < 0 {
 		pad = 0
@@ -95,7 +96,7 @@ func BenchmarkDispatch(b *testing.B) {
 }
 
 func benchDispatch(b *testing.B, n int, selector bool, size int) {
-	feed := make(chan apiwatch.Event, 100)
+	feed := make(chan watch.Event, 100)
 	c, err := New(Config{Storage: &benchStorage{feed: feed}, ResourcePrefix: "/pods/", Logger: discardLogger, Clock: clock.RealClock{}})
 	if err != nil {
 		b.Fatal(err)
@@ -112,7 +113,7 @@ func benchDispatch(b *testing.B, n int, selector bool, size int) {
 		obj := template.DeepCopy()
 		obj.SetName("p" + strconv.Itoa(i%1000))
 		obj.SetResourceVersion(strconv.Itoa(i + 2))
-		feed <- apiwatch.Event{Type: apiwatch.Modified, Object: obj}
+		feed <- watch.Event{Type: watch.Modified, Object: obj}
 	}
 	startRV := uint64(warmup + 1)
 	deadline := time.Now().Add(time.Minute)
@@ -123,9 +124,9 @@ func benchDispatch(b *testing.B, n int, selector bool, size int) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	p := watch.Everything
+	p := storage.Everything
 	if selector {
-		p = watchtest.PodPredicate("app=bench,tier!=db", "status.phase!=Failed")
+		p = storagetest.PodPredicate("app=bench,tier!=db", "status.phase!=Failed")
 	}
 	// Fewer events in flight than a watcher's input holds: no watcher is ever full.
 	const window = 64
@@ -137,9 +138,9 @@ func benchDispatch(b *testing.B, n int, selector bool, size int) {
 	var closedEarly atomic.Int64
 	encoder := json.NewSerializerWithOptions(json.DefaultMetaFactory, nil, nil, json.SerializerOptions{})
 	var wg sync.WaitGroup
-	var watchers []apiwatch.Interface
+	var watchers []watch.Interface
 	for range n {
-		w, err := c.Watch(context.Background(), "/pods/", watch.ListOptions{ResourceVersion: strconv.FormatUint(startRV, 10), Predicate: p, Recursive: true})
+		w, err := c.Watch(context.Background(), "/pods/", storage.ListOptions{ResourceVersion: strconv.FormatUint(startRV, 10), Predicate: p, Recursive: true})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -184,7 +185,7 @@ func benchDispatch(b *testing.B, n int, selector bool, size int) {
 		obj := template.DeepCopy()
 		obj.SetName("p" + strconv.Itoa(i%1000))
 		obj.SetResourceVersion(strconv.FormatUint(startRV+1+uint64(i), 10))
-		feed <- apiwatch.Event{Type: apiwatch.Modified, Object: obj}
+		feed <- watch.Event{Type: watch.Modified, Object: obj}
 	}
 	for completed.Load() < int64(b.N-1) {
 		<-notify
@@ -234,8 +235,8 @@ func BenchmarkCachedEventMemory(b *testing.B) {
 		base := heap()
 		objs := objects()
 		withObjects := heap()
-		wc := newWatchCache(func(o k8sruntime.Object) (string, error) { return watch.NamespaceKeyFunc("/pods/", o) }, watchtest.PodAttrs,
-			watch.APIObjectVersioner{}, clock.RealClock{}, DefaultEventFreshDuration, nil, nil, nil, nil)
+		wc := newWatchCache(func(o k8sruntime.Object) (string, error) { return storage.NamespaceKeyFunc("/pods/", o) }, storagetest.PodAttrs,
+			storage.APIObjectVersioner{}, clock.RealClock{}, DefaultEventFreshDuration, nil, nil, nil, nil)
 		if err := wc.Replace(nil, "1"); err != nil {
 			b.Fatal(err)
 		}

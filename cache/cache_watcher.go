@@ -10,10 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 
-	"github.com/listwatch/listwatch/watch"
+	"github.com/listwatch/listwatch/storage"
 )
 
 // The bookmark states of a watcher. An ordinary watch starts in bookmarkSent (it never gets the
@@ -32,11 +32,11 @@ const (
 // Mirrors cacher.go filterWithAttrsAndPrefixFunction.
 type watchFilter struct {
 	prefix     string
-	pred       watch.Predicate
+	pred       storage.Predicate
 	everything bool
 }
 
-func newWatchFilter(prefix string, pred watch.Predicate) watchFilter {
+func newWatchFilter(prefix string, pred storage.Predicate) watchFilter {
 	return watchFilter{prefix: prefix, pred: pred, everything: pred.Empty()}
 }
 
@@ -51,7 +51,7 @@ func (f *watchFilter) matches(key string, l labels.Set, fs fields.Set) bool {
 // Mirrors cacher/cache_watcher.go cacheWatcher.
 type cacheWatcher struct {
 	input  chan *watchCacheEvent
-	result chan apiwatch.Event
+	result chan watch.Event
 	done   chan struct{}
 	filter watchFilter
 	// stopped and drainInputBuffer are guarded by the Cacher's lock.
@@ -60,7 +60,7 @@ type cacheWatcher struct {
 	// forget unregisters the watcher from the Cacher and stops it; drain asks to deliver what is
 	// already in input first. It is set under the Cacher's lock before the watcher goroutine starts.
 	forget    func(drain bool)
-	versioner watch.Versioner
+	versioner storage.Versioner
 	// deadline is the watch context's deadline (zero if none): a bookmark is sent 2 s before it.
 	deadline            time.Time
 	allowWatchBookmarks bool
@@ -75,11 +75,11 @@ type cacheWatcher struct {
 	state                        int
 }
 
-func newCacheWatcher(chanSize int, filter watchFilter, versioner watch.Versioner, deadline time.Time,
+func newCacheWatcher(chanSize int, filter watchFilter, versioner storage.Versioner, deadline time.Time,
 	allowWatchBookmarks bool, clk clock.PassiveClock, logger *slog.Logger, identifier string) *cacheWatcher {
 	return &cacheWatcher{
 		input:               make(chan *watchCacheEvent, chanSize),
-		result:              make(chan apiwatch.Event, chanSize),
+		result:              make(chan watch.Event, chanSize),
 		done:                make(chan struct{}),
 		filter:              filter,
 		forget:              func(bool) {},
@@ -93,7 +93,7 @@ func newCacheWatcher(chanSize int, filter watchFilter, versioner watch.Versioner
 }
 
 // ResultChan implements watch.Interface.
-func (c *cacheWatcher) ResultChan() <-chan apiwatch.Event { return c.result }
+func (c *cacheWatcher) ResultChan() <-chan watch.Event { return c.result }
 
 // Stop implements watch.Interface. It is idempotent; ResultChan is closed once the watcher's goroutine
 // has exited, and events buffered before may still be read.
@@ -130,7 +130,7 @@ func (c *cacheWatcher) isDoneClosed() bool {
 //
 // Mirrors cacheWatcher.nonblockingAdd.
 func (c *cacheWatcher) nonblockingAdd(event *watchCacheEvent) bool {
-	if event.Type == apiwatch.Bookmark && event.ResourceVersion < c.bookmarkAfterResourceVersion {
+	if event.Type == watch.Bookmark && event.ResourceVersion < c.bookmarkAfterResourceVersion {
 		return false
 	}
 	select {
@@ -206,7 +206,7 @@ func (c *cacheWatcher) wasBookmarkSent() bool {
 }
 
 func (c *cacheWatcher) markBookmarkReceived(event *watchCacheEvent) {
-	if event.Type != apiwatch.Bookmark {
+	if event.Type != watch.Bookmark {
 		return
 	}
 	c.stateMu.Lock()
@@ -217,7 +217,7 @@ func (c *cacheWatcher) markBookmarkReceived(event *watchCacheEvent) {
 }
 
 func (c *cacheWatcher) markBookmarkSent(event *watchCacheEvent) {
-	if event.Type != apiwatch.Bookmark {
+	if event.Type != watch.Bookmark {
 		return
 	}
 	c.stateMu.Lock()
@@ -256,30 +256,30 @@ func (c *cacheWatcher) setResourceVersion(obj runtime.Object, rv uint64) {
 // previous state, at the event's resourceVersion).
 //
 // Mirrors cacheWatcher.convertToWatchEvent.
-func (c *cacheWatcher) convertToWatchEvent(event *watchCacheEvent) (apiwatch.Event, bool) {
-	if event.Type == apiwatch.Bookmark {
+func (c *cacheWatcher) convertToWatchEvent(event *watchCacheEvent) (watch.Event, bool) {
+	if event.Type == watch.Bookmark {
 		obj := event.Object.DeepCopyObject()
 		if !c.wasBookmarkSent() {
-			if err := watch.AnnotateInitialEventsEndBookmark(obj); err != nil {
+			if err := storage.AnnotateInitialEventsEndBookmark(obj); err != nil {
 				c.logger.Error("error while annotating the initial-events-end bookmark", "watcher", c.identifier, "err", err)
-				return apiwatch.Event{}, false
+				return watch.Event{}, false
 			}
 		}
-		return apiwatch.Event{Type: apiwatch.Bookmark, Object: obj}, true
+		return watch.Event{Type: watch.Bookmark, Object: obj}, true
 	}
-	curPasses := event.Type != apiwatch.Deleted && c.filter.matches(event.Key, event.ObjLabels, event.ObjFields)
+	curPasses := event.Type != watch.Deleted && c.filter.matches(event.Key, event.ObjLabels, event.ObjFields)
 	oldPasses := event.PrevObject != nil && c.filter.matches(event.Key, event.PrevObjLabels, event.PrevObjFields)
 	switch {
 	case curPasses && !oldPasses:
-		return apiwatch.Event{Type: apiwatch.Added, Object: mutableObject(event.Object)}, true
+		return watch.Event{Type: watch.Added, Object: mutableObject(event.Object)}, true
 	case curPasses && oldPasses:
-		return apiwatch.Event{Type: apiwatch.Modified, Object: mutableObject(event.Object)}, true
+		return watch.Event{Type: watch.Modified, Object: mutableObject(event.Object)}, true
 	case oldPasses:
 		old := mutableObject(event.PrevObject)
 		c.setResourceVersion(old, event.ResourceVersion)
-		return apiwatch.Event{Type: apiwatch.Deleted, Object: old}, true
+		return watch.Event{Type: watch.Deleted, Object: old}, true
 	}
-	return apiwatch.Event{}, false
+	return watch.Event{}, false
 }
 
 // sendWatchCacheEvent delivers event if this watcher wants it. Checking done first, then selecting,
@@ -377,14 +377,14 @@ func (c *cacheWatcher) process(ctx context.Context, resourceVersion uint64) {
 			return
 		}
 		if event.ResourceVersion > resourceVersion ||
-			(event.Type == apiwatch.Bookmark && event.ResourceVersion == resourceVersion && !c.wasBookmarkSent()) {
+			(event.Type == watch.Bookmark && event.ResourceVersion == resourceVersion && !c.wasBookmarkSent()) {
 			c.sendWatchCacheEvent(event)
 		}
 	}
 }
 
 // identifierFor names a watcher in logs.
-func identifierFor(key string, pred watch.Predicate) string {
+func identifierFor(key string, pred storage.Predicate) string {
 	return fmt.Sprintf("key: %q, labels: %q, fields: %q", key, selectorString(pred.Label), selectorString(pred.Field))
 }
 

@@ -10,10 +10,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/listwatch/listwatch/watch"
-	"github.com/listwatch/listwatch/watch/watchtest"
+	"github.com/listwatch/listwatch/storage"
+	"github.com/listwatch/listwatch/storage/storagetest"
 )
 
 // sliceSource is an interval of given events.
@@ -35,16 +35,16 @@ func intervalFromEvents(events []*watchCacheEvent) *watchCacheInterval {
 }
 
 func testPod(rv uint64) *unstructured.Unstructured {
-	u := watchtest.Pod("ns", fmt.Sprintf("pod-%d", rv))
+	u := storagetest.Pod("ns", fmt.Sprintf("pod-%d", rv))
 	u.SetResourceVersion(fmt.Sprint(rv))
 	return u
 }
 
 func makeEvent(rv uint64) *watchCacheEvent {
-	return &watchCacheEvent{Type: apiwatch.Added, Object: testPod(rv), Key: fmt.Sprintf("/pods/ns/pod-%d", rv), ResourceVersion: rv}
+	return &watchCacheEvent{Type: watch.Added, Object: testPod(rv), Key: fmt.Sprintf("/pods/ns/pod-%d", rv), ResourceVersion: rv}
 }
 
-var passAll = newWatchFilter("", watch.Everything)
+var passAll = newWatchFilter("", storage.Everything)
 
 // watcherUnderTest is a cacheWatcher whose forget stops it and counts the calls, as upstream's tests.
 type watcherUnderTest struct {
@@ -55,7 +55,7 @@ type watcherUnderTest struct {
 }
 
 func newWatcherUnderTest(chanSize int, filter watchFilter, allowBookmarks bool) *watcherUnderTest {
-	w := &watcherUnderTest{cacheWatcher: newCacheWatcher(chanSize, filter, watch.APIObjectVersioner{}, time.Time{}, allowBookmarks, nil, discardLogger, "test")}
+	w := &watcherUnderTest{cacheWatcher: newCacheWatcher(chanSize, filter, storage.APIObjectVersioner{}, time.Time{}, allowBookmarks, nil, discardLogger, "test")}
 	w.setBookmarkAfterResourceVersion(0)
 	w.forget = func(drain bool) {
 		w.mu.Lock()
@@ -103,10 +103,10 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // TestCacheWatcherHandlesFiltering ports the upstream test: the filter runs on the current and the
 // previous state, producing ADDED, MODIFIED and DELETED (of the previous object at the event's RV).
 func TestCacheWatcherHandlesFiltering(t *testing.T) {
-	onHost := newWatchFilter("", watchtest.PodPredicate("", "spec.nodeName=host"))
-	mk := func(typ apiwatch.EventType, rv uint64, node, prevNode string) *watchCacheEvent {
+	onHost := newWatchFilter("", storagetest.PodPredicate("", "spec.nodeName=host"))
+	mk := func(typ watch.EventType, rv uint64, node, prevNode string) *watchCacheEvent {
 		e := &watchCacheEvent{Type: typ, Object: testPod(rv), ObjFields: fields.Set{"spec.nodeName": node}, ResourceVersion: rv}
-		if typ == apiwatch.Modified {
+		if typ == watch.Modified {
 			e.PrevObject, e.PrevObjFields = testPod(rv-1), fields.Set{"spec.nodeName": prevNode}
 		}
 		return e
@@ -116,12 +116,12 @@ func TestCacheWatcherHandlesFiltering(t *testing.T) {
 		want   []string
 	}{
 		{
-			events: []*watchCacheEvent{mk(apiwatch.Added, 1, "host", ""), mk(apiwatch.Modified, 2, "", "host"), mk(apiwatch.Modified, 3, "host", "")},
+			events: []*watchCacheEvent{mk(watch.Added, 1, "host", ""), mk(watch.Modified, 2, "", "host"), mk(watch.Modified, 3, "host", "")},
 			want:   []string{"ADDED ns/pod-1 rv=1", "DELETED ns/pod-1 rv=2", "ADDED ns/pod-3 rv=3"},
 		},
 		{
-			events: []*watchCacheEvent{mk(apiwatch.Added, 1, "", ""), mk(apiwatch.Modified, 2, "", ""), mk(apiwatch.Modified, 3, "host", ""),
-				mk(apiwatch.Modified, 4, "host", "host"), mk(apiwatch.Modified, 5, "", "host"), mk(apiwatch.Modified, 6, "", "")},
+			events: []*watchCacheEvent{mk(watch.Added, 1, "", ""), mk(watch.Modified, 2, "", ""), mk(watch.Modified, 3, "host", ""),
+				mk(watch.Modified, 4, "host", "host"), mk(watch.Modified, 5, "", "host"), mk(watch.Modified, 6, "", "")},
 			want: []string{"ADDED ns/pod-3 rv=3", "MODIFIED ns/pod-4 rv=4", "DELETED ns/pod-4 rv=5"},
 		},
 	} {
@@ -169,7 +169,7 @@ func TestCacheWatcherStopIsIdempotent(t *testing.T) {
 // the result channel has room. A plain select on result and done would pick at random and could
 // deliver event N+1 after dropping event N.
 func TestCacheWatcherDoneCheckKeepsPrefix(t *testing.T) {
-	w := newCacheWatcher(1000, passAll, watch.APIObjectVersioner{}, time.Time{}, false, nil, discardLogger, "")
+	w := newCacheWatcher(1000, passAll, storage.APIObjectVersioner{}, time.Time{}, false, nil, discardLogger, "")
 	w.setBookmarkAfterResourceVersion(0)
 	close(w.done)
 	for rv := uint64(1); rv <= 500; rv++ {
@@ -270,7 +270,7 @@ func TestCacheWatcherDrainedAfterBookmarkReceived(t *testing.T) {
 	}
 	bm := &unstructured.Unstructured{}
 	bm.SetResourceVersion("10")
-	if !w.nonblockingAdd(&watchCacheEvent{Type: apiwatch.Bookmark, ResourceVersion: 10, Object: bm}) {
+	if !w.nonblockingAdd(&watchCacheEvent{Type: watch.Bookmark, ResourceVersion: 10, Object: bm}) {
 		t.Fatal("add bookmark")
 	}
 	if !w.add(makeEvent(15), nil, nil) {
@@ -303,7 +303,7 @@ func TestBookmarkAfterResourceVersion(t *testing.T) {
 	bookmarkAt := func(rv uint64) *watchCacheEvent {
 		u := &unstructured.Unstructured{}
 		u.SetResourceVersion(fmt.Sprint(rv))
-		return &watchCacheEvent{Type: apiwatch.Bookmark, ResourceVersion: rv, Object: u}
+		return &watchCacheEvent{Type: watch.Bookmark, ResourceVersion: rv, Object: u}
 	}
 	w := newWatcherUnderTest(10, passAll, true)
 	w.setBookmarkAfterResourceVersion(10)
@@ -354,7 +354,7 @@ func TestCacheWatcherEndsOnContext(t *testing.T) {
 
 func TestAnnotateInitialEventsEnd(t *testing.T) {
 	u := &unstructured.Unstructured{}
-	if err := watch.AnnotateInitialEventsEndBookmark(u); err != nil || u.GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true" {
+	if err := storage.AnnotateInitialEventsEndBookmark(u); err != nil || u.GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true" {
 		t.Fatalf("%v %v", err, u.GetAnnotations())
 	}
 }

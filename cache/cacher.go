@@ -19,10 +19,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 
-	"github.com/listwatch/listwatch/watch"
+	"github.com/listwatch/listwatch/etcd3"
+	"github.com/listwatch/listwatch/storage"
 )
 
 const (
@@ -40,22 +41,22 @@ const (
 // ErrInvalidConfig is matched by every error New returns for a bad Config.
 var ErrInvalidConfig = errors.New("invalid cacher config")
 
-// Storage is the storage a Cacher caches and delegates to. *watch.Storage satisfies it.
+// Storage is the storage a Cacher caches and delegates to. *etcd3.Store satisfies it.
 type Storage interface {
-	Watch(ctx context.Context, key string, opts watch.ListOptions) (apiwatch.Interface, error)
-	Get(ctx context.Context, key string, opts watch.GetOptions, out runtime.Object) error
-	GetList(ctx context.Context, key string, opts watch.ListOptions, listObj runtime.Object) error
+	Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error)
+	Get(ctx context.Context, key string, opts storage.GetOptions, out runtime.Object) error
+	GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error
 	GetCurrentResourceVersion(ctx context.Context) (uint64, error)
 	RequestWatchProgress(ctx context.Context) error
 	Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error
 	GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
-		preconditions *watch.Preconditions, tryUpdate watch.UpdateFunc, cachedExistingObject runtime.Object) error
+		preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, cachedExistingObject runtime.Object) error
 	Update(ctx context.Context, key string, obj, out runtime.Object) error
-	Delete(ctx context.Context, key string, out runtime.Object, preconditions *watch.Preconditions,
-		validateDeletion watch.ValidateObjectFunc, cachedExistingObject runtime.Object, opts watch.DeleteOptions) error
+	Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions,
+		validateDeletion storage.ValidateObjectFunc, cachedExistingObject runtime.Object, opts storage.DeleteOptions) error
 }
 
-var _ Storage = (*watch.Storage)(nil)
+var _ Storage = (*etcd3.Store)(nil)
 
 // IndexerFunc returns the value of an object's trigger field, such as a pod's spec.nodeName.
 type IndexerFunc func(obj runtime.Object) string
@@ -72,12 +73,12 @@ type Config struct {
 	// EventsHistoryWindow is the minimum age of the events the history keeps; it drives the history's
 	// resizing. 0 means DefaultEventFreshDuration; less than that is an error.
 	EventsHistoryWindow time.Duration
-	// KeyFunc computes an object's key. Default: watch.NamespaceKeyFunc under ResourcePrefix (use
-	// watch.NoNamespaceKeyFunc for cluster-scoped resources).
+	// KeyFunc computes an object's key. Default: storage.NamespaceKeyFunc under ResourcePrefix (use
+	// storage.NoNamespaceKeyFunc for cluster-scoped resources).
 	KeyFunc func(runtime.Object) (string, error)
 	// GetAttrsFunc computes the labels and fields predicates match; watches and lists served from the
-	// cache use it instead of the predicate's GetAttrs. Default watch.DefaultNamespaceScopedAttr.
-	GetAttrsFunc watch.AttrFunc
+	// cache use it instead of the predicate's GetAttrs. Default storage.DefaultNamespaceScopedAttr.
+	GetAttrsFunc storage.AttrFunc
 	// IndexerFuncs holds at most one trigger: watchers whose field selector requires an exact value of
 	// that field are only offered events whose object (now or before) has that value.
 	IndexerFuncs map[string]IndexerFunc
@@ -85,8 +86,8 @@ type Config struct {
 	NewFunc func() runtime.Object
 	// NewListFunc returns the empty list the reflector lists into. Default *unstructured.UnstructuredList.
 	NewListFunc func() runtime.Object
-	// Versioner reads and writes resourceVersions. Default watch.APIObjectVersioner.
-	Versioner watch.Versioner
+	// Versioner reads and writes resourceVersions. Default storage.APIObjectVersioner.
+	Versioner storage.Versioner
 	// Clock drives every timeout, timer and timestamp of the Cacher. Default the real clock.
 	Clock clock.Clock
 	// Backoff is the reflector's backoff before re-watching after a 429. Default DefaultBackoff.
@@ -212,7 +213,7 @@ type Cacher struct {
 	resourcePrefix string
 	groupResource  schema.GroupResource
 	storage        Storage
-	versioner      watch.Versioner
+	versioner      storage.Versioner
 	newFunc        func() runtime.Object
 	trigger        *indexedTrigger
 	clock          clock.Clock
@@ -287,10 +288,10 @@ func New(cfg Config) (*Cacher, error) {
 		if !strings.HasSuffix(prefix, "/") {
 			prefix += "/"
 		}
-		cfg.KeyFunc = func(obj runtime.Object) (string, error) { return watch.NamespaceKeyFunc(prefix, obj) }
+		cfg.KeyFunc = func(obj runtime.Object) (string, error) { return storage.NamespaceKeyFunc(prefix, obj) }
 	}
 	if cfg.GetAttrsFunc == nil {
-		cfg.GetAttrsFunc = watch.DefaultNamespaceScopedAttr
+		cfg.GetAttrsFunc = storage.DefaultNamespaceScopedAttr
 	}
 	if cfg.NewFunc == nil {
 		cfg.NewFunc = func() runtime.Object { return &unstructured.Unstructured{} }
@@ -299,7 +300,7 @@ func New(cfg Config) (*Cacher, error) {
 		cfg.NewListFunc = func() runtime.Object { return &unstructured.UnstructuredList{} }
 	}
 	if cfg.Versioner == nil {
-		cfg.Versioner = watch.APIObjectVersioner{}
+		cfg.Versioner = storage.APIObjectVersioner{}
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
@@ -413,7 +414,7 @@ func (c *Cacher) Stop() {
 }
 
 func (c *Cacher) prepareKey(key string, recursive bool) (string, error) {
-	return watch.PrepareKey(c.resourcePrefix, key, recursive)
+	return storage.PrepareKey(c.resourcePrefix, key, recursive)
 }
 
 // Watch watches key (a prefix when opts.Recursive) from the cache. Key and resourceVersion errors and
@@ -421,7 +422,7 @@ func (c *Cacher) prepareKey(key string, recursive bool) (string, error) {
 // event on an already closed watch. See the package documentation for the resourceVersion rules.
 //
 // Mirrors Cacher.Watch.
-func (c *Cacher) Watch(ctx context.Context, key string, opts watch.ListOptions) (apiwatch.Interface, error) {
+func (c *Cacher) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
 	key, err := c.prepareKey(key, opts.Recursive)
 	if err != nil {
 		return nil, err
@@ -485,7 +486,7 @@ func (c *Cacher) Watch(ctx context.Context, key string, opts watch.ListOptions) 
 		return newErrWatcher(err), nil
 	}
 	if isListWatchRequest(opts) {
-		be := &watchCacheEvent{Type: apiwatch.Bookmark, Object: c.newFunc(), ResourceVersion: c.watchCache.resourceVersion}
+		be := &watchCacheEvent{Type: watch.Bookmark, Object: c.newFunc(), ResourceVersion: c.watchCache.resourceVersion}
 		if err := c.versioner.UpdateObject(be.Object, be.ResourceVersion); err != nil {
 			c.logger.Error("failure to set resourceVersion on the initial-events-end bookmark", "err", err)
 		} else {
@@ -533,7 +534,7 @@ func (c *Cacher) Watch(ctx context.Context, key string, opts watch.ListOptions) 
 // revision for a consistent watch (resourceVersion unset, SendInitialEvents set).
 //
 // Mirrors Cacher.getWatchCacheResourceVersion.
-func (c *Cacher) watchCacheResourceVersion(ctx context.Context, requestedRV uint64, opts watch.ListOptions) (uint64, error) {
+func (c *Cacher) watchCacheResourceVersion(ctx context.Context, requestedRV uint64, opts storage.ListOptions) (uint64, error) {
 	if opts.ResourceVersion != "" {
 		return requestedRV, nil
 	}
@@ -548,7 +549,7 @@ func (c *Cacher) watchCacheResourceVersion(ctx context.Context, requestedRV uint
 // for other watches. The caller holds the watch cache's read lock.
 //
 // Mirrors Cacher.getBookmarkAfterResourceVersionLockedFunc.
-func (c *Cacher) bookmarkAfterResourceVersionLocked(requestedRV, requiredRV uint64, opts watch.ListOptions) uint64 {
+func (c *Cacher) bookmarkAfterResourceVersionLocked(requestedRV, requiredRV uint64, opts storage.ListOptions) uint64 {
 	switch {
 	case !isListWatchRequest(opts):
 		return 0
@@ -562,7 +563,7 @@ func (c *Cacher) bookmarkAfterResourceVersionLocked(requestedRV, requiredRV uint
 }
 
 // isListWatchRequest reports a watch-list: initial events ended by an annotated bookmark.
-func isListWatchRequest(opts watch.ListOptions) bool {
+func isListWatchRequest(opts storage.ListOptions) bool {
 	return opts.SendInitialEvents != nil && *opts.SendInitialEvents && opts.Predicate.AllowWatchBookmarks
 }
 
@@ -627,14 +628,14 @@ func (c *Cacher) dispatchEvents() {
 	for {
 		select {
 		case event := <-c.incoming:
-			if event.Type != apiwatch.Bookmark {
+			if event.Type != watch.Bookmark {
 				c.dispatchEvent(event)
 			}
 			lastProcessedRV = event.ResourceVersion
 			c.lastProcessedRV.Store(lastProcessedRV)
 		case <-bookmarkTimer.C():
 			bookmarkTimer.Reset(wait.Jitter(time.Second, 0.25))
-			be := &watchCacheEvent{Type: apiwatch.Bookmark, Object: c.newFunc(), ResourceVersion: lastProcessedRV}
+			be := &watchCacheEvent{Type: watch.Bookmark, Object: c.newFunc(), ResourceVersion: lastProcessedRV}
 			if err := c.versioner.UpdateObject(be.Object, lastProcessedRV); err != nil {
 				c.logger.Error("failure to set resourceVersion on bookmark event", "resourceVersion", lastProcessedRV, "err", err)
 				continue
@@ -653,13 +654,13 @@ func (c *Cacher) dispatchEvents() {
 // Mirrors cacher.go setCachingObjects.
 func (c *Cacher) setCachingObjects(event *watchCacheEvent) {
 	switch event.Type {
-	case apiwatch.Added, apiwatch.Modified:
+	case watch.Added, watch.Modified:
 		if co, err := newCachingObject(event.Object); err == nil {
 			event.Object = co
 		} else {
 			c.logger.Error("couldn't create cachingObject", "err", err)
 		}
-	case apiwatch.Deleted:
+	case watch.Deleted:
 		if event.PrevObject == nil {
 			return
 		}
@@ -685,7 +686,7 @@ func (c *Cacher) dispatchEvent(event *watchCacheEvent) {
 	c.startDispatching(event)
 	defer c.finishDispatching()
 
-	if event.Type == apiwatch.Bookmark {
+	if event.Type == watch.Bookmark {
 		for _, w := range c.watchersBuffer {
 			w.nonblockingAdd(event)
 		}
@@ -745,7 +746,7 @@ func (c *Cacher) startDispatching(event *watchCacheEvent) {
 	c.dispatching = true
 	c.watchersBuffer = c.watchersBuffer[:0]
 
-	if event.Type == apiwatch.Bookmark {
+	if event.Type == watch.Bookmark {
 		for _, ws := range c.bookmarkWatchers.popExpired() {
 			for _, w := range ws {
 				// Stopped watchers stay in their bucket until it pops.
@@ -836,13 +837,13 @@ func (c *Cacher) finishDispatching() {
 }
 
 // errWatcher is a watch that delivers one ERROR event and is closed.
-type errWatcher struct{ result chan apiwatch.Event }
+type errWatcher struct{ result chan watch.Event }
 
 // newErrWatcher carries err as an ERROR event: an API error's Status, anything else as a 500.
 //
 // Mirrors cacher.go newErrWatcher.
-func newErrWatcher(err error) apiwatch.Interface {
-	ev := apiwatch.Event{Type: apiwatch.Error}
+func newErrWatcher(err error) watch.Interface {
+	ev := watch.Event{Type: watch.Error}
 	var se *apierrors.StatusError
 	if errors.As(err, &se) {
 		status := se.ErrStatus
@@ -855,25 +856,25 @@ func newErrWatcher(err error) apiwatch.Interface {
 			Code:    http.StatusInternalServerError,
 		}
 	}
-	w := &errWatcher{result: make(chan apiwatch.Event, 1)}
+	w := &errWatcher{result: make(chan watch.Event, 1)}
 	w.result <- ev
 	close(w.result)
 	return w
 }
 
-func (w *errWatcher) ResultChan() <-chan apiwatch.Event { return w.result }
+func (w *errWatcher) ResultChan() <-chan watch.Event { return w.result }
 func (w *errWatcher) Stop()                             {}
 
 // immediateCloseWatcher is a watch closed before any event: the client re-watches.
-type immediateCloseWatcher struct{ result chan apiwatch.Event }
+type immediateCloseWatcher struct{ result chan watch.Event }
 
-func newImmediateCloseWatcher() apiwatch.Interface {
-	w := &immediateCloseWatcher{result: make(chan apiwatch.Event)}
+func newImmediateCloseWatcher() watch.Interface {
+	w := &immediateCloseWatcher{result: make(chan watch.Event)}
 	close(w.result)
 	return w
 }
 
-func (w *immediateCloseWatcher) ResultChan() <-chan apiwatch.Event { return w.result }
+func (w *immediateCloseWatcher) ResultChan() <-chan watch.Event { return w.result }
 func (w *immediateCloseWatcher) Stop()                             {}
 
 // Get reads key. Without a resourceVersion, or while the cache is not ready, it reads the storage;
@@ -882,7 +883,7 @@ func (w *immediateCloseWatcher) Stop()                             {}
 // opts.IgnoreNotFound, which zeroes out.
 //
 // Mirrors CacheDelegator.Get and Cacher.Get.
-func (c *Cacher) Get(ctx context.Context, key string, opts watch.GetOptions, out runtime.Object) error {
+func (c *Cacher) Get(ctx context.Context, key string, opts storage.GetOptions, out runtime.Object) error {
 	if opts.ResourceVersion == "" || !c.Ready() {
 		return c.storage.Get(ctx, key, opts, out)
 	}
@@ -907,7 +908,7 @@ func (c *Cacher) Get(ctx context.Context, key string, opts watch.GetOptions, out
 		if opts.IgnoreNotFound {
 			return nil
 		}
-		return watch.NewKeyNotFoundError(preparedKey, int64(readRV))
+		return storage.NewKeyNotFoundError(preparedKey, int64(readRV))
 	}
 	return setObject(outVal, elem.Object.DeepCopyObject())
 }
@@ -937,7 +938,7 @@ func setObject(outVal reflect.Value, obj runtime.Object) error {
 // cache's resourceVersion, and its continue token lets the next page be read from the storage at it.
 //
 // Mirrors CacheDelegator.GetList and Cacher.GetList.
-func (c *Cacher) GetList(ctx context.Context, key string, opts watch.ListOptions, listObj runtime.Object) error {
+func (c *Cacher) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
 	if err := validateListOptions(c.resourcePrefix, c.versioner, opts); err != nil {
 		return err
 	}
@@ -952,7 +953,7 @@ func (c *Cacher) GetList(ctx context.Context, key string, opts watch.ListOptions
 		return c.storage.GetList(ctx, key, opts, listObj)
 	}
 	err := c.listFromCache(ctx, key, opts, listObj)
-	if err != nil && consistent && watch.IsTooLargeResourceVersion(err) {
+	if err != nil && consistent && storage.IsTooLargeResourceVersion(err) {
 		return c.storage.GetList(ctx, key, opts, listObj)
 	}
 	return err
@@ -962,7 +963,7 @@ func (c *Cacher) GetList(ctx context.Context, key string, opts watch.ListOptions
 // the list is a consistent read.
 //
 // Mirrors delegator/interface.go ShouldDelegateList with snapshots unavailable.
-func shouldDelegateList(opts watch.ListOptions) (delegate, consistent bool) {
+func shouldDelegateList(opts storage.ListOptions) (delegate, consistent bool) {
 	switch opts.ResourceVersionMatch {
 	case metav1.ResourceVersionMatchExact:
 		return true, false
@@ -985,16 +986,16 @@ func shouldDelegateList(opts watch.ListOptions) (delegate, consistent bool) {
 }
 
 // shouldDelegateListOnNotReadyCache: an unfiltered paginated list is cheap enough for etcd.
-func shouldDelegateListOnNotReadyCache(opts watch.ListOptions) bool {
+func shouldDelegateListOnNotReadyCache(opts storage.ListOptions) bool {
 	return opts.Predicate.Empty() && opts.Predicate.Limit > 0
 }
 
 // validateListOptions rejects what the storage would reject before choosing where to read.
 //
 // Mirrors storage.ValidateListOptions.
-func validateListOptions(keyPrefix string, versioner watch.Versioner, opts watch.ListOptions) error {
+func validateListOptions(keyPrefix string, versioner storage.Versioner, opts storage.ListOptions) error {
 	if opts.Recursive && opts.Predicate.Continue != "" {
-		if _, _, err := watch.DecodeContinue(opts.Predicate.Continue, keyPrefix); err != nil {
+		if _, _, err := storage.DecodeContinue(opts.Predicate.Continue, keyPrefix); err != nil {
 			return apierrors.NewBadRequest(fmt.Sprintf("invalid continue token: %v", err))
 		}
 		if opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
@@ -1019,7 +1020,7 @@ func validateListOptions(keyPrefix string, versioner watch.Versioner, opts watch
 // listFromCache serves a list from the watch cache.
 //
 // Mirrors Cacher.GetList and watchCache.WaitUntilFreshAndGetList.
-func (c *Cacher) listFromCache(ctx context.Context, key string, opts watch.ListOptions, listObj runtime.Object) error {
+func (c *Cacher) listFromCache(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
 	preparedKey, err := c.prepareKey(key, opts.Recursive)
 	if err != nil {
 		return err
@@ -1080,7 +1081,7 @@ func (c *Cacher) listFromCache(ctx context.Context, key string, opts watch.ListO
 	if err := meta.SetList(listObj, selected); err != nil {
 		return err
 	}
-	continueValue, remaining, err := watch.PrepareContinueToken(lastKey, preparedKey, int64(readRV), int64(len(elems)), hasMore, opts)
+	continueValue, remaining, err := storage.PrepareContinueToken(lastKey, preparedKey, int64(readRV), int64(len(elems)), hasMore, opts)
 	if err != nil {
 		return err
 	}
@@ -1120,14 +1121,14 @@ func (c *Cacher) cachedObject(key string) runtime.Object {
 //
 // Mirrors CacheDelegator.GuaranteedUpdate.
 func (c *Cacher) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
-	preconditions *watch.Preconditions, tryUpdate watch.UpdateFunc, _ runtime.Object) error {
+	preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, _ runtime.Object) error {
 	return c.storage.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, tryUpdate, c.cachedObject(key))
 }
 
 // Delete passes through to the storage, suggesting the cached object as the current state.
 //
 // Mirrors CacheDelegator.Delete.
-func (c *Cacher) Delete(ctx context.Context, key string, out runtime.Object, preconditions *watch.Preconditions,
-	validateDeletion watch.ValidateObjectFunc, _ runtime.Object, opts watch.DeleteOptions) error {
+func (c *Cacher) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions,
+	validateDeletion storage.ValidateObjectFunc, _ runtime.Object, opts storage.DeleteOptions) error {
 	return c.storage.Delete(ctx, key, out, preconditions, validateDeletion, c.cachedObject(key), opts)
 }

@@ -13,15 +13,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/listwatch/listwatch/watch"
-	"github.com/listwatch/listwatch/watch/watchtest"
+	"github.com/listwatch/listwatch/storage"
+	"github.com/listwatch/listwatch/storage/storagetest"
 )
 
 // fillSlowWatcher opens a watcher that never reads and writes the 21 events it can hold (10 in
 // result, one in hand, 10 in input); it returns the watcher and the events.
-func fillSlowWatcher(t *testing.T, e *env, opts watch.ListOptions) (*recorder, []*unstructured.Unstructured) {
+func fillSlowWatcher(t *testing.T, e *env, opts storage.ListOptions) (*recorder, []*unstructured.Unstructured) {
 	t.Helper()
 	opts.ResourceVersion = strconv.FormatUint(e.syncCache(), 10)
 	opts.Recursive = true
@@ -29,7 +29,7 @@ func fillSlowWatcher(t *testing.T, e *env, opts watch.ListOptions) (*recorder, [
 	cw := slow.w.(*cacheWatcher)
 	var created []*unstructured.Unstructured
 	for i := range 21 {
-		created = append(created, e.create(watchtest.Pod("ns", fmt.Sprintf("p%02d", i))))
+		created = append(created, e.create(storagetest.Pod("ns", fmt.Sprintf("p%02d", i))))
 	}
 	e.waitProcessed(e.lastRV)
 	e.waitFor("the slow watcher is full", func() bool { return len(cw.input) == cap(cw.input) && len(cw.result) == cap(cw.result) })
@@ -41,12 +41,12 @@ func fillSlowWatcher(t *testing.T, e *env, opts watch.ListOptions) (*recorder, [
 // re-watch from the last delivered RV gets exactly the rest.
 func TestSlowWatcherClosedWithoutError(t *testing.T) {
 	e := newEnv(t, withFakeClock)
-	reader := e.watch("/pods/", watch.ListOptions{ResourceVersion: strconv.FormatUint(e.syncCache(), 10), Predicate: watch.Everything, Recursive: true})
-	slow, created := fillSlowWatcher(t, e, watch.ListOptions{Predicate: watch.Everything})
-	more := e.create(watchtest.Pod("ns", "overflow"))
+	reader := e.watch("/pods/", storage.ListOptions{ResourceVersion: strconv.FormatUint(e.syncCache(), 10), Predicate: storage.Everything, Recursive: true})
+	slow, created := fillSlowWatcher(t, e, storage.ListOptions{Predicate: storage.Everything})
+	more := e.create(storagetest.Pod("ns", "overflow"))
 	created = append(created, more)
 	for _, c := range created {
-		reader.expectStepping(ev(apiwatch.Added, c))
+		reader.expectStepping(ev(watch.Added, c))
 	}
 	// Reading the slow watcher while the dispatcher still waits for it would rescue it: let the budget
 	// run out first.
@@ -58,7 +58,7 @@ func TestSlowWatcherClosedWithoutError(t *testing.T) {
 		if !ok {
 			break
 		}
-		if want := ev(apiwatch.Added, created[i]); describe(got) != want {
+		if want := ev(watch.Added, created[i]); describe(got) != want {
 			t.Fatalf("slow watcher event %d: %s, want %s", i, describe(got), want)
 		}
 		lastRV = created[i].GetResourceVersion()
@@ -67,10 +67,10 @@ func TestSlowWatcherClosedWithoutError(t *testing.T) {
 	if i == len(created) {
 		t.Fatal("the slow watcher was not closed")
 	}
-	resumed := e.watch("/pods/", watch.ListOptions{ResourceVersion: lastRV, Predicate: watch.Everything, Recursive: true})
+	resumed := e.watch("/pods/", storage.ListOptions{ResourceVersion: lastRV, Predicate: storage.Everything, Recursive: true})
 	var want []string
 	for _, c := range created[i:] {
-		want = append(want, ev(apiwatch.Added, c))
+		want = append(want, ev(watch.Added, c))
 	}
 	resumed.expect(want...)
 	resumed.expectNothing()
@@ -82,17 +82,17 @@ func TestSlowWatcherClosedWithoutError(t *testing.T) {
 func TestBlockedWatcherRescuedWithinBudget(t *testing.T) {
 	e := newEnv(t, withFakeClock)
 	e.clock.Step(10 * time.Second)
-	slow, created := fillSlowWatcher(t, e, watch.ListOptions{Predicate: watch.Everything})
+	slow, created := fillSlowWatcher(t, e, storage.ListOptions{Predicate: storage.Everything})
 	waiters := e.clock.Waiters()
-	created = append(created, e.create(watchtest.Pod("ns", "p21")))
+	created = append(created, e.create(storagetest.Pod("ns", "p21")))
 	e.waitFor("the dispatcher blocks on the watcher", func() bool { return e.clock.Waiters() > waiters })
 	var want []string
 	for _, c := range created {
-		want = append(want, ev(apiwatch.Added, c))
+		want = append(want, ev(watch.Added, c))
 	}
 	slow.expect(want...)
-	next := e.create(watchtest.Pod("ns", "p22"))
-	slow.expect(ev(apiwatch.Added, next))
+	next := e.create(storagetest.Pod("ns", "p22"))
+	slow.expect(ev(watch.Added, next))
 }
 
 // TestBookmarksNeverBlock: a bookmark for a full watcher is dropped, neither waiting for it nor closing
@@ -100,9 +100,9 @@ func TestBlockedWatcherRescuedWithinBudget(t *testing.T) {
 func TestBookmarksNeverBlock(t *testing.T) {
 	e := newEnv(t, withFakeClock)
 	e.clock.Step(10 * time.Second)
-	p := watch.Everything
+	p := storage.Everything
 	p.AllowWatchBookmarks = true
-	slow, created := fillSlowWatcher(t, e, watch.ListOptions{Predicate: p})
+	slow, created := fillSlowWatcher(t, e, storage.ListOptions{Predicate: p})
 	cw := slow.w.(*cacheWatcher)
 	bucketOf := func() (int64, bool) {
 		e.cacher.mu.Lock()
@@ -135,15 +135,15 @@ func TestBookmarksNeverBlock(t *testing.T) {
 	}
 	var want []string
 	for _, c := range created {
-		want = append(want, ev(apiwatch.Added, c))
+		want = append(want, ev(watch.Added, c))
 	}
 	slow.expect(want...)
-	next := e.create(watchtest.Pod("ns", "next"))
+	next := e.create(storagetest.Pod("ns", "next"))
 	got, _ := slow.next()
-	if got.Type == apiwatch.Bookmark {
+	if got.Type == watch.Bookmark {
 		got, _ = slow.next()
 	}
-	if describe(got) != ev(apiwatch.Added, next) {
+	if describe(got) != ev(watch.Added, next) {
 		t.Fatalf("got %s", describe(got))
 	}
 }
@@ -153,12 +153,12 @@ func TestBookmarksNeverBlock(t *testing.T) {
 // the dispatcher (which would panic).
 func TestStopDuringDispatch(t *testing.T) {
 	e := newEnv(t, withFakeClock)
-	p := watch.Everything
+	p := storage.Everything
 	p.AllowWatchBookmarks = true
 	rv := strconv.FormatUint(e.syncCache(), 10)
 	var wg sync.WaitGroup
 	for i := range 200 {
-		w, err := e.cacher.Watch(e.ctx, "/pods/", watch.ListOptions{ResourceVersion: rv, Predicate: p, Recursive: true})
+		w, err := e.cacher.Watch(e.ctx, "/pods/", storage.ListOptions{ResourceVersion: rv, Predicate: p, Recursive: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +168,7 @@ func TestStopDuringDispatch(t *testing.T) {
 			}
 		})
 		if i%20 == 0 {
-			e.create(watchtest.Pod("ns", fmt.Sprintf("p%d", i)))
+			e.create(storagetest.Pod("ns", fmt.Sprintf("p%d", i)))
 		}
 		e.clock.Step(time.Second)
 	}
@@ -187,7 +187,7 @@ func TestTriggerIndexedWatchers(t *testing.T) {
 	e := newEnv(t, withNodeNameTrigger)
 	rv := strconv.FormatUint(e.syncCache(), 10)
 	open := func(field string) *recorder {
-		return e.watch("/pods/", watch.ListOptions{ResourceVersion: rv, Predicate: watchtest.PodPredicate("", field), Recursive: true})
+		return e.watch("/pods/", storage.ListOptions{ResourceVersion: rv, Predicate: storagetest.PodPredicate("", field), Recursive: true})
 	}
 	n1, n2, all := open("spec.nodeName=node1"), open("spec.nodeName=node2"), open("")
 	e.cacher.mu.Lock()
@@ -199,12 +199,12 @@ func TestTriggerIndexedWatchers(t *testing.T) {
 	if c := cap(n1.w.(*cacheWatcher).input); c != 10 {
 		t.Errorf("trigger watcher channel size %d", c)
 	}
-	on1 := e.create(watchtest.Pod("ns", "p", watchtest.Node("node1")))
-	on2 := e.put(watchtest.Pod("ns", "p", watchtest.Node("node2")))
-	on3 := e.put(watchtest.Pod("ns", "p", watchtest.Node("node3")))
-	n1.expect(ev(apiwatch.Added, on1), ev(apiwatch.Deleted, atRV(on1, rvOf(t, on2))))
-	n2.expect(ev(apiwatch.Added, on2), ev(apiwatch.Deleted, atRV(on2, rvOf(t, on3))))
-	all.expect(ev(apiwatch.Added, on1), ev(apiwatch.Modified, on2), ev(apiwatch.Modified, on3))
+	on1 := e.create(storagetest.Pod("ns", "p", storagetest.Node("node1")))
+	on2 := e.put(storagetest.Pod("ns", "p", storagetest.Node("node2")))
+	on3 := e.put(storagetest.Pod("ns", "p", storagetest.Node("node3")))
+	n1.expect(ev(watch.Added, on1), ev(watch.Deleted, atRV(on1, rvOf(t, on2))))
+	n2.expect(ev(watch.Added, on2), ev(watch.Deleted, atRV(on2, rvOf(t, on3))))
+	all.expect(ev(watch.Added, on1), ev(watch.Modified, on2), ev(watch.Modified, on3))
 	n1.expectNothing()
 	n2.expectNothing()
 }
@@ -214,18 +214,18 @@ func TestTriggerIndexedWatchers(t *testing.T) {
 func TestScopeIndexedWatchers(t *testing.T) {
 	e := newEnv(t)
 	rv := strconv.FormatUint(e.syncCache(), 10)
-	ns := e.watch("/pods/", watch.ListOptions{ResourceVersion: rv, Predicate: watchtest.PodPredicate("", "metadata.namespace=a"), Recursive: true})
-	named := e.watch("/pods/", watch.ListOptions{ResourceVersion: rv, Predicate: watchtest.PodPredicate("", "metadata.namespace=a,metadata.name=x"), Recursive: true})
+	ns := e.watch("/pods/", storage.ListOptions{ResourceVersion: rv, Predicate: storagetest.PodPredicate("", "metadata.namespace=a"), Recursive: true})
+	named := e.watch("/pods/", storage.ListOptions{ResourceVersion: rv, Predicate: storagetest.PodPredicate("", "metadata.namespace=a,metadata.name=x"), Recursive: true})
 	e.cacher.mu.Lock()
 	if len(e.cacher.watchers.allWatchers[namespacedName{namespace: "a"}]) != 1 || len(e.cacher.watchers.allWatchers[namespacedName{namespace: "a", name: "x"}]) != 1 {
 		t.Errorf("index: %v", e.cacher.watchers.allWatchers)
 	}
 	e.cacher.mu.Unlock()
-	e.create(watchtest.Pod("b", "x"))
-	y := e.create(watchtest.Pod("a", "y"))
-	x := e.create(watchtest.Pod("a", "x"))
-	ns.expect(ev(apiwatch.Added, y), ev(apiwatch.Added, x))
-	named.expect(ev(apiwatch.Added, x))
+	e.create(storagetest.Pod("b", "x"))
+	y := e.create(storagetest.Pod("a", "y"))
+	x := e.create(storagetest.Pod("a", "x"))
+	ns.expect(ev(watch.Added, y), ev(watch.Added, x))
+	named.expect(ev(watch.Added, x))
 	named.expectNothing()
 }
 
@@ -233,7 +233,7 @@ func TestScopeIndexedWatchers(t *testing.T) {
 // name is cluster-wide, as namespaces carry no metadata.namespace field.
 func TestNamespacesScopedToThemselves(t *testing.T) {
 	e := newEnv(t, withResource("namespaces"))
-	e.watch("/pods/", watch.ListOptions{Predicate: watchtest.PodPredicate("", "metadata.namespace=a,metadata.name=a"), Recursive: true, ResourceVersion: "0"})
+	e.watch("/pods/", storage.ListOptions{Predicate: storagetest.PodPredicate("", "metadata.namespace=a,metadata.name=a"), Recursive: true, ResourceVersion: "0"})
 	e.cacher.mu.Lock()
 	defer e.cacher.mu.Unlock()
 	if len(e.cacher.watchers.allWatchers[namespacedName{name: "a"}]) != 1 {
@@ -248,11 +248,11 @@ func TestEventsSerializedOnce(t *testing.T) {
 	rv := strconv.FormatUint(e.syncCache(), 10)
 	var watchers []*recorder
 	for range 100 {
-		watchers = append(watchers, e.watch("/pods/", watch.ListOptions{ResourceVersion: rv, Predicate: watch.Everything, Recursive: true}))
+		watchers = append(watchers, e.watch("/pods/", storage.ListOptions{ResourceVersion: rv, Predicate: storage.Everything, Recursive: true}))
 	}
-	created := e.create(watchtest.Pod("ns", "a"))
+	created := e.create(storagetest.Pod("ns", "a"))
 	deleted := e.remove(created)
-	for _, want := range []string{ev(apiwatch.Added, created), ev(apiwatch.Deleted, atRV(created, rvOf(t, deleted)))} {
+	for _, want := range []string{ev(watch.Added, created), ev(watch.Deleted, atRV(created, rvOf(t, deleted)))} {
 		enc := &countingEncoder{}
 		var first runtime.Object
 		var wg sync.WaitGroup
@@ -287,10 +287,10 @@ func TestEventsSerializedOnce(t *testing.T) {
 // watches are refused with ErrStopped's message and Wait fails.
 func TestCacherStop(t *testing.T) {
 	e := newEnv(t)
-	w := e.watch("/pods/", watch.ListOptions{ResourceVersion: "0", Predicate: watch.Everything, Recursive: true})
-	draining := e.watch("/pods/", watch.ListOptions{ResourceVersion: "0", Predicate: watch.Everything, Recursive: true})
+	w := e.watch("/pods/", storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything, Recursive: true})
+	draining := e.watch("/pods/", storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything, Recursive: true})
 	for i := range 15 {
-		e.create(watchtest.Pod("ns", fmt.Sprintf("p%d", i)))
+		e.create(storagetest.Pod("ns", fmt.Sprintf("p%d", i)))
 	}
 	e.waitProcessed(e.lastRV)
 	draining.w.(*cacheWatcher).forget(true)
@@ -298,7 +298,7 @@ func TestCacherStop(t *testing.T) {
 	e.cacher.Stop()
 	for range w.w.ResultChan() {
 	}
-	_, err := e.cacher.Watch(e.ctx, "/pods/", watch.ListOptions{Predicate: watch.Everything, Recursive: true})
+	_, err := e.cacher.Watch(e.ctx, "/pods/", storage.ListOptions{Predicate: storage.Everything, Recursive: true})
 	if !apierrors.IsTooManyRequests(err) || err.Error() != ErrStopped.Error() {
 		t.Fatalf("watch after stop: %v", err)
 	}
@@ -315,9 +315,9 @@ func TestCacherStop(t *testing.T) {
 func TestStopDuringBlockedDispatch(t *testing.T) {
 	e := newEnv(t, withFakeClock)
 	e.clock.Step(10 * time.Second)
-	fillSlowWatcher(t, e, watch.ListOptions{Predicate: watch.Everything})
+	fillSlowWatcher(t, e, storage.ListOptions{Predicate: storage.Everything})
 	waiters := e.clock.Waiters()
-	e.create(watchtest.Pod("ns", "overflow"))
+	e.create(storagetest.Pod("ns", "overflow"))
 	e.waitFor("the dispatcher blocks on the watcher", func() bool { return e.clock.Waiters() > waiters })
 	stopped := make(chan struct{})
 	go func() {

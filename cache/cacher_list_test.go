@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/listwatch/listwatch/watch"
-	"github.com/listwatch/listwatch/watch/watchtest"
+	"github.com/listwatch/listwatch/storage"
+	"github.com/listwatch/listwatch/storage/storagetest"
 )
 
 func names(l *unstructured.UnstructuredList) []string {
@@ -22,7 +22,7 @@ func names(l *unstructured.UnstructuredList) []string {
 	return n
 }
 
-func (e *env) list(key string, opts watch.ListOptions) (*unstructured.UnstructuredList, error) {
+func (e *env) list(key string, opts storage.ListOptions) (*unstructured.UnstructuredList, error) {
 	l := &unstructured.UnstructuredList{}
 	err := e.cacher.GetList(e.ctx, key, opts, l)
 	return l, err
@@ -32,15 +32,15 @@ func (e *env) list(key string, opts watch.ListOptions) (*unstructured.Unstructur
 // Failure mode: a consistent read would see the write the cache has not applied.
 func TestListAnyStaleness(t *testing.T) {
 	e := newEnv(t)
-	a := e.create(watchtest.Pod("ns", "a"))
-	e.create(watchtest.Pod("ns", "b"))
+	a := e.create(storagetest.Pod("ns", "a"))
+	e.create(storagetest.Pod("ns", "b"))
 	cacheRV := e.syncCache()
 	e.storage.gate.pause()
-	e.create(watchtest.Pod("ns", "c"))
-	p := watch.Everything
+	e.create(storagetest.Pod("ns", "c"))
+	p := storage.Everything
 	p.Limit = 1
 	delegated := e.storage.delegatedLists.Load()
-	l, err := e.list("/pods/", watch.ListOptions{ResourceVersion: "0", Predicate: p, Recursive: true})
+	l, err := e.list("/pods/", storage.ListOptions{ResourceVersion: "0", Predicate: p, Recursive: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestListAnyStaleness(t *testing.T) {
 	// Items are copies: changing them leaves the cache alone.
 	l.Items[0].SetLabels(map[string]string{"mutated": "yes"})
 	got := &unstructured.Unstructured{}
-	if err := e.cacher.Get(e.ctx, keyOf(a), watch.GetOptions{ResourceVersion: "0"}, got); err != nil || got.GetLabels() != nil {
+	if err := e.cacher.Get(e.ctx, keyOf(a), storage.GetOptions{ResourceVersion: "0"}, got); err != nil || got.GetLabels() != nil {
 		t.Fatalf("cached object changed: %v %v", err, got.GetLabels())
 	}
 }
@@ -62,10 +62,10 @@ func TestListAnyStaleness(t *testing.T) {
 // cache; stale for 3 s, it falls back to the storage.
 func TestListConsistent(t *testing.T) {
 	e := newEnv(t, withFakeClock)
-	e.create(watchtest.Pod("ns", "a"))
+	e.create(storagetest.Pod("ns", "a"))
 	rv := e.syncCache()
 	delegated := e.storage.delegatedLists.Load()
-	l, err := e.list("/pods/", watch.ListOptions{Predicate: watch.Everything, Recursive: true})
+	l, err := e.list("/pods/", storage.ListOptions{Predicate: storage.Everything, Recursive: true})
 	if err != nil || fmt.Sprint(names(l)) != "[ns/a]" || l.GetResourceVersion() != strconv.FormatUint(rv, 10) {
 		t.Fatalf("fresh: %v %v at %s", err, names(l), l.GetResourceVersion())
 	}
@@ -74,14 +74,14 @@ func TestListConsistent(t *testing.T) {
 	}
 
 	e.storage.gate.pause()
-	b := e.create(watchtest.Pod("ns", "b"))
+	b := e.create(storagetest.Pod("ns", "b"))
 	type result struct {
 		l   *unstructured.UnstructuredList
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		l, err := e.list("/pods/", watch.ListOptions{Predicate: watch.Everything, Recursive: true})
+		l, err := e.list("/pods/", storage.ListOptions{Predicate: storage.Everything, Recursive: true})
 		done <- result{l, err}
 	}()
 	e.waitForProgressWaiter(e.storage.progressRequests.Load())
@@ -99,24 +99,24 @@ func TestListConsistent(t *testing.T) {
 // back: after 3 s it is 504 TooLargeResourceVersion.
 func TestListNotOlderThan(t *testing.T) {
 	e := newEnv(t, withFakeClock)
-	a := e.create(watchtest.Pod("ns", "a"))
+	a := e.create(storagetest.Pod("ns", "a"))
 	e.syncCache()
-	l, err := e.list("/pods/", watch.ListOptions{ResourceVersion: a.GetResourceVersion(), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
-		Predicate: watch.Everything, Recursive: true})
+	l, err := e.list("/pods/", storage.ListOptions{ResourceVersion: a.GetResourceVersion(), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		Predicate: storage.Everything, Recursive: true})
 	if err != nil || len(l.Items) != 1 {
 		t.Fatalf("%v %v", err, names(l))
 	}
 	e.storage.gate.pause()
-	b := e.create(watchtest.Pod("ns", "b"))
+	b := e.create(storagetest.Pod("ns", "b"))
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.list("/pods/", watch.ListOptions{ResourceVersion: b.GetResourceVersion(), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
-			Predicate: watch.Everything, Recursive: true})
+		_, err := e.list("/pods/", storage.ListOptions{ResourceVersion: b.GetResourceVersion(), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+			Predicate: storage.Everything, Recursive: true})
 		done <- err
 	}()
 	e.waitForProgressWaiter(e.storage.progressRequests.Load())
 	e.clock.Step(blockTimeout)
-	if err := <-done; !watch.IsTooLargeResourceVersion(err) {
+	if err := <-done; !storage.IsTooLargeResourceVersion(err) {
 		t.Fatalf("got %v, want TooLargeResourceVersion", err)
 	}
 }
@@ -125,13 +125,13 @@ func TestListNotOlderThan(t *testing.T) {
 // Exact list at a compacted RV gets etcd's 410.
 func TestListDelegation(t *testing.T) {
 	e := newEnv(t)
-	a := e.create(watchtest.Pod("ns", "a"))
-	b := e.create(watchtest.Pod("ns", "b"))
+	a := e.create(storagetest.Pod("ns", "a"))
+	b := e.create(storagetest.Pod("ns", "b"))
 	e.syncCache()
-	limited := watch.Everything
+	limited := storage.Everything
 	limited.Limit = 1
-	for _, opts := range []watch.ListOptions{
-		{ResourceVersion: a.GetResourceVersion(), ResourceVersionMatch: metav1.ResourceVersionMatchExact, Predicate: watch.Everything, Recursive: true},
+	for _, opts := range []storage.ListOptions{
+		{ResourceVersion: a.GetResourceVersion(), ResourceVersionMatch: metav1.ResourceVersionMatchExact, Predicate: storage.Everything, Recursive: true},
 		{ResourceVersion: a.GetResourceVersion(), Predicate: limited, Recursive: true},
 	} {
 		before := e.storage.delegatedLists.Load()
@@ -146,8 +146,8 @@ func TestListDelegation(t *testing.T) {
 	if _, err := e.client.Compact(e.ctx, int64(rvOf(t, b))); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.list("/pods/", watch.ListOptions{ResourceVersion: a.GetResourceVersion(), ResourceVersionMatch: metav1.ResourceVersionMatchExact,
-		Predicate: watch.Everything, Recursive: true})
+	_, err := e.list("/pods/", storage.ListOptions{ResourceVersion: a.GetResourceVersion(), ResourceVersionMatch: metav1.ResourceVersionMatchExact,
+		Predicate: storage.Everything, Recursive: true})
 	if !apierrors.IsResourceExpired(err) || err.Error() != "The resourceVersion for the provided list is too old." {
 		t.Fatalf("exact at a compacted RV: %v", err)
 	}
@@ -158,25 +158,25 @@ func TestListDelegation(t *testing.T) {
 func TestListPagination(t *testing.T) {
 	e := newEnv(t)
 	for _, n := range []string{"a", "b", "c", "d", "e"} {
-		e.create(watchtest.Pod("ns", n))
+		e.create(storagetest.Pod("ns", n))
 	}
 	rv := e.syncCache()
-	p := watch.Everything
+	p := storage.Everything
 	p.Limit = 2
-	l, err := e.list("/pods/", watch.ListOptions{Predicate: p, Recursive: true})
+	l, err := e.list("/pods/", storage.ListOptions{Predicate: p, Recursive: true})
 	if err != nil || fmt.Sprint(names(l)) != "[ns/a ns/b]" || l.GetResourceVersion() != strconv.FormatUint(rv, 10) || l.GetContinue() == "" {
 		t.Fatalf("first page: %v %v at %s continue %q", err, names(l), l.GetResourceVersion(), l.GetContinue())
 	}
 	if n := l.GetRemainingItemCount(); n == nil || *n != 3 {
 		t.Fatalf("remaining %v", n)
 	}
-	e.create(watchtest.Pod("ns", "aa"))
-	e.remove(watchtest.Pod("ns", "c"))
+	e.create(storagetest.Pod("ns", "aa"))
+	e.remove(storagetest.Pod("ns", "c"))
 	var all []string
 	all = append(all, names(l)...)
 	for l.GetContinue() != "" {
 		p.Continue = l.GetContinue()
-		if l, err = e.list("/pods/", watch.ListOptions{Predicate: p, Recursive: true}); err != nil {
+		if l, err = e.list("/pods/", storage.ListOptions{Predicate: p, Recursive: true}); err != nil {
 			t.Fatal(err)
 		}
 		if l.GetResourceVersion() != strconv.FormatUint(rv, 10) {
@@ -189,12 +189,12 @@ func TestListPagination(t *testing.T) {
 	}
 
 	// A filtered page: limit counts selected items, no remaining count.
-	e.put(watchtest.Pod("ns", "d", watchtest.Labels("x=1")))
-	e.put(watchtest.Pod("ns", "e", watchtest.Labels("x=1")))
+	e.put(storagetest.Pod("ns", "d", storagetest.Labels("x=1")))
+	e.put(storagetest.Pod("ns", "e", storagetest.Labels("x=1")))
 	e.syncCache()
-	fp := watchtest.PodPredicate("x=1", "")
+	fp := storagetest.PodPredicate("x=1", "")
 	fp.Limit = 1
-	l, err = e.list("/pods/", watch.ListOptions{Predicate: fp, Recursive: true})
+	l, err = e.list("/pods/", storage.ListOptions{Predicate: fp, Recursive: true})
 	if err != nil || fmt.Sprint(names(l)) != "[ns/d]" || l.GetContinue() == "" || l.GetRemainingItemCount() != nil {
 		t.Fatalf("filtered page: %v %v continue %q remaining %v", err, names(l), l.GetContinue(), l.GetRemainingItemCount())
 	}
@@ -203,25 +203,25 @@ func TestListPagination(t *testing.T) {
 // TestListArgumentErrors: the storage's validation errors come before any routing.
 func TestListArgumentErrors(t *testing.T) {
 	e := newEnv(t)
-	p := watch.Everything
+	p := storage.Everything
 	p.Continue = "not-a-token"
-	if _, err := e.list("/pods/", watch.ListOptions{Predicate: p, Recursive: true}); !apierrors.IsBadRequest(err) {
+	if _, err := e.list("/pods/", storage.ListOptions{Predicate: p, Recursive: true}); !apierrors.IsBadRequest(err) {
 		t.Fatalf("bad continue: %v", err)
 	}
-	tok, _ := watch.EncodeContinue("/pods/ns/a\x00", "/pods/", 5)
+	tok, _ := storage.EncodeContinue("/pods/ns/a\x00", "/pods/", 5)
 	p.Continue = tok
-	if _, err := e.list("/pods/", watch.ListOptions{ResourceVersion: "5", Predicate: p, Recursive: true}); !apierrors.IsBadRequest(err) ||
+	if _, err := e.list("/pods/", storage.ListOptions{ResourceVersion: "5", Predicate: p, Recursive: true}); !apierrors.IsBadRequest(err) ||
 		err.Error() != "specifying resource version is not allowed when using continue" {
 		t.Fatalf("RV with continue: %v", err)
 	}
-	if _, err := e.list("/pods/", watch.ListOptions{ResourceVersion: "x", Predicate: watch.Everything, Recursive: true}); !apierrors.IsBadRequest(err) {
+	if _, err := e.list("/pods/", storage.ListOptions{ResourceVersion: "x", Predicate: storage.Everything, Recursive: true}); !apierrors.IsBadRequest(err) {
 		t.Fatalf("bad RV: %v", err)
 	}
-	if _, err := e.list("/pods/", watch.ListOptions{ResourceVersion: "1", ResourceVersionMatch: "Sometimes", Predicate: watch.Everything, Recursive: true}); err == nil ||
+	if _, err := e.list("/pods/", storage.ListOptions{ResourceVersion: "1", ResourceVersionMatch: "Sometimes", Predicate: storage.Everything, Recursive: true}); err == nil ||
 		err.Error() != "unknown ResourceVersionMatch value: Sometimes" {
 		t.Fatalf("bad match: %v", err)
 	}
-	if _, err := e.list("", watch.ListOptions{ResourceVersion: "0", Predicate: watch.Everything, Recursive: true}); !errors.Is(err, watch.ErrEmptyKey) {
+	if _, err := e.list("", storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything, Recursive: true}); !errors.Is(err, storage.ErrEmptyKey) {
 		t.Fatalf("empty key: %v", err)
 	}
 }
@@ -229,14 +229,14 @@ func TestListArgumentErrors(t *testing.T) {
 // TestListSingleObject: a non-recursive list from the cache holds the one object (or none).
 func TestListSingleObject(t *testing.T) {
 	e := newEnv(t)
-	a := e.create(watchtest.Pod("ns", "a"))
-	e.create(watchtest.Pod("ns", "ab"))
+	a := e.create(storagetest.Pod("ns", "a"))
+	e.create(storagetest.Pod("ns", "ab"))
 	rv := e.syncCache()
-	l, err := e.list(keyOf(a), watch.ListOptions{ResourceVersion: "0", Predicate: watch.Everything})
+	l, err := e.list(keyOf(a), storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything})
 	if err != nil || fmt.Sprint(names(l)) != "[ns/a]" || l.GetResourceVersion() != strconv.FormatUint(rv, 10) {
 		t.Fatalf("%v %v", err, names(l))
 	}
-	l, err = e.list("/pods/ns/zz", watch.ListOptions{Predicate: watch.Everything})
+	l, err = e.list("/pods/ns/zz", storage.ListOptions{Predicate: storage.Everything})
 	if err != nil || len(l.Items) != 0 || l.Items == nil {
 		t.Fatalf("missing object: %v %v", err, l.Items)
 	}
@@ -247,18 +247,18 @@ func TestListSingleObject(t *testing.T) {
 // after 3 s; the returned object is a copy.
 func TestGet(t *testing.T) {
 	e := newEnv(t, withFakeClock)
-	a := e.create(watchtest.Pod("ns", "a"))
+	a := e.create(storagetest.Pod("ns", "a"))
 	rv := e.syncCache()
 	gets := e.storage.getCalls.Load()
 	got := &unstructured.Unstructured{}
-	if err := e.cacher.Get(e.ctx, keyOf(a), watch.GetOptions{}, got); err != nil || got.GetResourceVersion() != a.GetResourceVersion() {
+	if err := e.cacher.Get(e.ctx, keyOf(a), storage.GetOptions{}, got); err != nil || got.GetResourceVersion() != a.GetResourceVersion() {
 		t.Fatalf("%v %v", err, got)
 	}
 	if e.storage.getCalls.Load() != gets+1 {
 		t.Fatal("Get without RV did not read the storage")
 	}
 	got = &unstructured.Unstructured{}
-	if err := e.cacher.Get(e.ctx, keyOf(a), watch.GetOptions{ResourceVersion: a.GetResourceVersion()}, got); err != nil || describeObject(got) != describeObject(a) {
+	if err := e.cacher.Get(e.ctx, keyOf(a), storage.GetOptions{ResourceVersion: a.GetResourceVersion()}, got); err != nil || describeObject(got) != describeObject(a) {
 		t.Fatalf("%v %v", err, got)
 	}
 	if e.storage.getCalls.Load() != gets+1 {
@@ -266,30 +266,30 @@ func TestGet(t *testing.T) {
 	}
 	got.SetLabels(map[string]string{"mutated": "yes"})
 	again := &unstructured.Unstructured{}
-	if err := e.cacher.Get(e.ctx, keyOf(a), watch.GetOptions{ResourceVersion: "0"}, again); err != nil || again.GetLabels() != nil {
+	if err := e.cacher.Get(e.ctx, keyOf(a), storage.GetOptions{ResourceVersion: "0"}, again); err != nil || again.GetLabels() != nil {
 		t.Fatal("the cached object was shared")
 	}
-	err := e.cacher.Get(e.ctx, "/pods/ns/missing", watch.GetOptions{ResourceVersion: "0"}, got)
-	var se *watch.StorageError
-	if !errors.Is(err, watch.ErrKeyNotFound) || !errors.As(err, &se) || se.ResourceVersion != int64(rv) {
+	err := e.cacher.Get(e.ctx, "/pods/ns/missing", storage.GetOptions{ResourceVersion: "0"}, got)
+	var se *storage.StorageError
+	if !errors.Is(err, storage.ErrKeyNotFound) || !errors.As(err, &se) || se.ResourceVersion != int64(rv) {
 		t.Fatalf("missing: %v", err)
 	}
-	if err := e.cacher.Get(e.ctx, "/pods/ns/missing", watch.GetOptions{ResourceVersion: "0", IgnoreNotFound: true}, got); err != nil || len(got.Object) != 0 {
+	if err := e.cacher.Get(e.ctx, "/pods/ns/missing", storage.GetOptions{ResourceVersion: "0", IgnoreNotFound: true}, got); err != nil || len(got.Object) != 0 {
 		t.Fatalf("IgnoreNotFound: %v %v", err, got.Object)
 	}
-	if err := e.cacher.Get(e.ctx, keyOf(a), watch.GetOptions{ResourceVersion: "x"}, got); !watch.IsInvalidError(err) {
+	if err := e.cacher.Get(e.ctx, keyOf(a), storage.GetOptions{ResourceVersion: "x"}, got); !storage.IsInvalidError(err) {
 		t.Fatalf("bad RV: %v", err)
 	}
 
 	e.storage.gate.pause()
-	b := e.create(watchtest.Pod("ns", "b"))
+	b := e.create(storagetest.Pod("ns", "b"))
 	done := make(chan error, 1)
 	go func() {
-		done <- e.cacher.Get(e.ctx, keyOf(b), watch.GetOptions{ResourceVersion: b.GetResourceVersion()}, &unstructured.Unstructured{})
+		done <- e.cacher.Get(e.ctx, keyOf(b), storage.GetOptions{ResourceVersion: b.GetResourceVersion()}, &unstructured.Unstructured{})
 	}()
 	e.waitForProgressWaiter(e.storage.progressRequests.Load())
 	e.clock.Step(blockTimeout)
-	if err := <-done; !watch.IsTooLargeResourceVersion(err) {
+	if err := <-done; !storage.IsTooLargeResourceVersion(err) {
 		t.Fatalf("stale: %v", err)
 	}
 }
@@ -298,22 +298,22 @@ func TestGet(t *testing.T) {
 // object (a copy) as the current state.
 func TestWritesPassThrough(t *testing.T) {
 	e := newEnv(t)
-	a := e.create(watchtest.Pod("ns", "a"))
+	a := e.create(storagetest.Pod("ns", "a"))
 	e.syncCache()
-	upd := e.put(watchtest.Pod("ns", "a", watchtest.Labels("v=2")))
+	upd := e.put(storagetest.Pod("ns", "a", storagetest.Labels("v=2")))
 	sugg, ok := e.storage.lastSuggestion().(*unstructured.Unstructured)
 	if !ok || describeObject(sugg) != describeObject(a) {
 		t.Fatalf("update suggestion: %v", e.storage.lastSuggestion())
 	}
 	e.waitForCache(rvOf(t, upd))
 	out := &unstructured.Unstructured{}
-	obj := watchtest.Pod("ns", "a", watchtest.Labels("v=3"))
+	obj := storagetest.Pod("ns", "a", storagetest.Labels("v=3"))
 	obj.SetResourceVersion(upd.GetResourceVersion())
 	if err := e.cacher.Update(e.ctx, keyOf(a), obj, out); err != nil || out.GetLabels()["v"] != "3" {
 		t.Fatalf("update: %v", err)
 	}
 	e.waitForCache(rvOf(t, out))
-	del := e.remove(watchtest.Pod("ns", "a"))
+	del := e.remove(storagetest.Pod("ns", "a"))
 	if sugg, ok := e.storage.lastSuggestion().(*unstructured.Unstructured); !ok || describeObject(sugg) != describeObject(out) {
 		t.Fatalf("delete suggestion: %v", e.storage.lastSuggestion())
 	}
@@ -321,8 +321,8 @@ func TestWritesPassThrough(t *testing.T) {
 		t.Fatalf("deleted %v", del)
 	}
 	e.waitForCache(rvOf(t, del))
-	err := e.cacher.Delete(e.ctx, keyOf(a), &unstructured.Unstructured{}, nil, watch.ValidateAllObjectFunc, nil, watch.DeleteOptions{})
-	if !errors.Is(err, watch.ErrKeyNotFound) {
+	err := e.cacher.Delete(e.ctx, keyOf(a), &unstructured.Unstructured{}, nil, storage.ValidateAllObjectFunc, nil, storage.DeleteOptions{})
+	if !errors.Is(err, storage.ErrKeyNotFound) {
 		t.Fatalf("delete of a deleted object: %v", err)
 	}
 	if e.storage.lastSuggestion() != nil {

@@ -11,10 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/listwatch/listwatch/watch"
-	"github.com/listwatch/listwatch/watch/watchtest"
+	"github.com/listwatch/listwatch/storage"
+	"github.com/listwatch/listwatch/storage/storagetest"
 )
 
 // TestWatchInitialEventsInKeyOrder: the legacy watch (RV "" or "0" without SendInitialEvents) replays
@@ -24,16 +24,16 @@ func TestWatchInitialEventsInKeyOrder(t *testing.T) {
 	e := newEnv(t)
 	for i, rv := range []string{"", "0"} {
 		ns := fmt.Sprintf("ns%d", i)
-		c := e.create(watchtest.Pod(ns, "c"))
-		e.create(watchtest.Pod(ns, "a"))
-		b := e.create(watchtest.Pod(ns, "b"))
-		a := e.put(watchtest.Pod(ns, "a", watchtest.Labels("v=2")))
-		e.create(watchtest.Pod(ns+"x", "a")) // outside the watched prefix
+		c := e.create(storagetest.Pod(ns, "c"))
+		e.create(storagetest.Pod(ns, "a"))
+		b := e.create(storagetest.Pod(ns, "b"))
+		a := e.put(storagetest.Pod(ns, "a", storagetest.Labels("v=2")))
+		e.create(storagetest.Pod(ns+"x", "a")) // outside the watched prefix
 		e.syncCache()
-		w := e.watch("/pods/"+ns, watch.ListOptions{ResourceVersion: rv, Predicate: watch.Everything, Recursive: true})
-		w.expect(ev(apiwatch.Added, a), ev(apiwatch.Added, b), ev(apiwatch.Added, c))
-		d := e.create(watchtest.Pod(ns, "d"))
-		w.expect(ev(apiwatch.Added, d))
+		w := e.watch("/pods/"+ns, storage.ListOptions{ResourceVersion: rv, Predicate: storage.Everything, Recursive: true})
+		w.expect(ev(watch.Added, a), ev(watch.Added, b), ev(watch.Added, c))
+		d := e.create(storagetest.Pod(ns, "d"))
+		w.expect(ev(watch.Added, d))
 		w.stop()
 	}
 }
@@ -42,29 +42,29 @@ func TestWatchInitialEventsInKeyOrder(t *testing.T) {
 // the cache's RV: nothing is replayed.
 func TestWatchResourceVersionZeroWithoutInitialEvents(t *testing.T) {
 	e := newEnv(t)
-	e.create(watchtest.Pod("ns", "a"))
+	e.create(storagetest.Pod("ns", "a"))
 	e.syncCache()
-	w := e.watch("/pods/ns", watch.ListOptions{ResourceVersion: "0", Predicate: watch.Everything, Recursive: true, SendInitialEvents: ptrTo(false)})
-	b := e.create(watchtest.Pod("ns", "b"))
-	w.expect(ev(apiwatch.Added, b))
+	w := e.watch("/pods/ns", storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything, Recursive: true, SendInitialEvents: ptrTo(false)})
+	b := e.create(storagetest.Pod("ns", "b"))
+	w.expect(ev(watch.Added, b))
 }
 
 // TestWatchKeyPrefixBoundary: a watch of /pods/ns sees nothing of /pods/ns2, a watch of /pods/ns/a
 // nothing of /pods/ns/ab, in replay and live.
 func TestWatchKeyPrefixBoundary(t *testing.T) {
 	e := newEnv(t)
-	e.create(watchtest.Pod("ns2", "x"))
-	a := e.create(watchtest.Pod("ns", "a"))
-	e.create(watchtest.Pod("ns", "ab"))
+	e.create(storagetest.Pod("ns2", "x"))
+	a := e.create(storagetest.Pod("ns", "a"))
+	e.create(storagetest.Pod("ns", "ab"))
 	e.syncCache()
-	dir := e.watch("/pods/ns", watch.ListOptions{ResourceVersion: "0", Predicate: watch.Everything, Recursive: true})
-	dir.expect(ev(apiwatch.Added, a), ev(apiwatch.Added, e.put(watchtest.Pod("ns", "ab"))))
-	one := e.watch("/pods/ns/a", watch.ListOptions{ResourceVersion: "0", Predicate: watch.Everything})
-	one.expect(ev(apiwatch.Added, a))
-	e.put(watchtest.Pod("ns2", "y"))
-	e.put(watchtest.Pod("ns", "ab", watchtest.Labels("v=3")))
-	a2 := e.put(watchtest.Pod("ns", "a", watchtest.Labels("v=2")))
-	one.expect(ev(apiwatch.Modified, a2))
+	dir := e.watch("/pods/ns", storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything, Recursive: true})
+	dir.expect(ev(watch.Added, a), ev(watch.Added, e.put(storagetest.Pod("ns", "ab"))))
+	one := e.watch("/pods/ns/a", storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything})
+	one.expect(ev(watch.Added, a))
+	e.put(storagetest.Pod("ns2", "y"))
+	e.put(storagetest.Pod("ns", "ab", storagetest.Labels("v=3")))
+	a2 := e.put(storagetest.Pod("ns", "a", storagetest.Labels("v=2")))
+	one.expect(ev(watch.Modified, a2))
 	dir.fence()
 	dir.expectNothing()
 }
@@ -72,13 +72,13 @@ func TestWatchKeyPrefixBoundary(t *testing.T) {
 // TestWatchArgumentErrors: key and resourceVersion errors are returned, not sent as events.
 func TestWatchArgumentErrors(t *testing.T) {
 	e := newEnv(t)
-	if _, err := e.cacher.Watch(e.ctx, "", watch.ListOptions{}); !errors.Is(err, watch.ErrEmptyKey) {
+	if _, err := e.cacher.Watch(e.ctx, "", storage.ListOptions{}); !errors.Is(err, storage.ErrEmptyKey) {
 		t.Fatalf("empty key: %v", err)
 	}
-	if _, err := e.cacher.Watch(e.ctx, "/pods/../x", watch.ListOptions{}); !errors.Is(err, watch.ErrInvalidKey) {
+	if _, err := e.cacher.Watch(e.ctx, "/pods/../x", storage.ListOptions{}); !errors.Is(err, storage.ErrInvalidKey) {
 		t.Fatalf("invalid key: %v", err)
 	}
-	if _, err := e.cacher.Watch(e.ctx, "/pods/ns", watch.ListOptions{ResourceVersion: "abc"}); !watch.IsInvalidError(err) {
+	if _, err := e.cacher.Watch(e.ctx, "/pods/ns", storage.ListOptions{ResourceVersion: "abc"}); !storage.IsInvalidError(err) {
 		t.Fatalf("bad resourceVersion: %v", err)
 	}
 }
@@ -88,7 +88,7 @@ func TestWatchArgumentErrors(t *testing.T) {
 func TestWatchErrorsAfterParsingAreEvents(t *testing.T) {
 	e := newEnv(t)
 	e.storage.failCurrentRV.Store(true)
-	w := e.watch("/pods/", watch.ListOptions{Predicate: watch.Everything, Recursive: true, SendInitialEvents: ptrTo(true)})
+	w := e.watch("/pods/", storage.ListOptions{Predicate: storage.Everything, Recursive: true, SendInitialEvents: ptrTo(true)})
 	w.expect(fmt.Sprintf("ERROR %d %s: injected current revision failure", http.StatusInternalServerError, metav1.StatusReasonInternalError))
 	w.expectClosed()
 }
@@ -100,14 +100,14 @@ func TestWatchFutureResourceVersion(t *testing.T) {
 		t.Run(fmt.Sprint("sendInitialEvents=", sie != nil), func(t *testing.T) {
 			e := newEnv(t)
 			future := e.syncCache() + 3
-			w := e.watch("/pods/", watch.ListOptions{ResourceVersion: strconv.FormatUint(future, 10), Predicate: watch.Everything,
+			w := e.watch("/pods/", storage.ListOptions{ResourceVersion: strconv.FormatUint(future, 10), Predicate: storage.Everything,
 				Recursive: true, SendInitialEvents: sie})
 			for i := range 3 {
-				e.create(watchtest.Pod("ns", fmt.Sprintf("p%d", i)))
+				e.create(storagetest.Pod("ns", fmt.Sprintf("p%d", i)))
 			}
 			w.expectNothing()
-			next := e.create(watchtest.Pod("ns", "next"))
-			w.expect(ev(apiwatch.Added, next))
+			next := e.create(storagetest.Pod("ns", "next"))
+			w.expect(ev(watch.Added, next))
 		})
 	}
 }
@@ -117,7 +117,7 @@ func TestWatchFutureResourceVersion(t *testing.T) {
 // with Retry-After 1 (pitfall 14). Once the cache catches up in time, the initial events come.
 func TestWatchListWaitsForFreshness(t *testing.T) {
 	type result struct {
-		w   apiwatch.Interface
+		w   watch.Interface
 		err error
 	}
 	for _, rv := range []string{"", "future"} {
@@ -125,8 +125,8 @@ func TestWatchListWaitsForFreshness(t *testing.T) {
 			t.Run(fmt.Sprintf("rv=%q catchUp=%t", rv, catchUp), func(t *testing.T) {
 				e := newEnv(t, withFakeClock)
 				e.storage.gate.pause()
-				x := e.create(watchtest.Pod("ns", "x"))
-				opts := watch.ListOptions{Predicate: watch.Everything, Recursive: true, SendInitialEvents: ptrTo(true)}
+				x := e.create(storagetest.Pod("ns", "x"))
+				opts := storage.ListOptions{Predicate: storage.Everything, Recursive: true, SendInitialEvents: ptrTo(true)}
 				opts.Predicate.AllowWatchBookmarks = true
 				required := rvOf(t, x)
 				if rv == "future" {
@@ -154,8 +154,8 @@ func TestWatchListWaitsForFreshness(t *testing.T) {
 				t.Cleanup(r.stop)
 				if catchUp {
 					got, _ := r.next()
-					if describe(got) != ev(apiwatch.Added, x) {
-						t.Fatalf("got %s, want %s", describe(got), ev(apiwatch.Added, x))
+					if describe(got) != ev(watch.Added, x) {
+						t.Fatalf("got %s, want %s", describe(got), ev(watch.Added, x))
 					}
 					got, _ = r.next()
 					if describe(got) != bookmark(rvOf(t, got.Object), true) || rvOf(t, got.Object) < required {
@@ -165,11 +165,11 @@ func TestWatchListWaitsForFreshness(t *testing.T) {
 				}
 				got, _ := r.next()
 				st, ok := got.Object.(*metav1.Status)
-				if got.Type != apiwatch.Error || !ok {
+				if got.Type != watch.Error || !ok {
 					t.Fatalf("got %s", describe(got))
 				}
 				err := &apierrors.StatusError{ErrStatus: *st}
-				if !watch.IsTooLargeResourceVersion(err) || st.Details.RetryAfterSeconds != 1 ||
+				if !storage.IsTooLargeResourceVersion(err) || st.Details.RetryAfterSeconds != 1 ||
 					st.Message != fmt.Sprintf("Timeout: Too large resource version: %d, current: %d", required, required-1) {
 					t.Fatalf("got %+v", st)
 				}
@@ -184,10 +184,10 @@ func TestWatchListWaitsForFreshness(t *testing.T) {
 func TestWatchRegistrationChecksGeneration(t *testing.T) {
 	e := newEnv(t, withFakeClock)
 	e.storage.gate.pause()
-	e.create(watchtest.Pod("ns", "x"))
-	done := make(chan apiwatch.Interface, 1)
+	e.create(storagetest.Pod("ns", "x"))
+	done := make(chan watch.Interface, 1)
 	go func() {
-		w, err := e.cacher.Watch(e.ctx, "/pods/", watch.ListOptions{Predicate: watch.Everything, Recursive: true, SendInitialEvents: ptrTo(true)})
+		w, err := e.cacher.Watch(e.ctx, "/pods/", storage.ListOptions{Predicate: storage.Everything, Recursive: true, SendInitialEvents: ptrTo(true)})
 		if err != nil {
 			t.Error(err)
 		}
@@ -215,7 +215,7 @@ func TestWatchRegistrationChecksGeneration(t *testing.T) {
 func TestNotReady(t *testing.T) {
 	e := newEnv(t, withFakeClock, withListErrors(1_000_000), withoutWaitingForReady)
 	e.waitFor("the first list fails", func() bool { return e.storage.listCalls.Load() >= 1 })
-	_, err := e.cacher.Watch(e.ctx, "/pods/", watch.ListOptions{Predicate: watch.Everything, Recursive: true})
+	_, err := e.cacher.Watch(e.ctx, "/pods/", storage.ListOptions{Predicate: storage.Everything, Recursive: true})
 	var se *apierrors.StatusError
 	if !errors.As(err, &se) || !apierrors.IsTooManyRequests(err) {
 		t.Fatalf("watch: %v", err)
@@ -224,7 +224,7 @@ func TestNotReady(t *testing.T) {
 		_, _, err := e.cacher.ready.check()
 		return err.Error() != "storage is (re)initializing"
 	})
-	_, err = e.cacher.Watch(e.ctx, "/pods/", watch.ListOptions{Predicate: watch.Everything, Recursive: true})
+	_, err = e.cacher.Watch(e.ctx, "/pods/", storage.ListOptions{Predicate: storage.Everything, Recursive: true})
 	if !errors.As(err, &se) || se.ErrStatus.Message != "storage is (re)initializing: failed to list /pods/: injected list error" {
 		t.Fatalf("watch: %v", err)
 	}
@@ -232,28 +232,28 @@ func TestNotReady(t *testing.T) {
 		t.Fatalf("Retry-After at first: %+v", se.ErrStatus.Details)
 	}
 	e.clock.Step(time.Minute)
-	_, err = e.cacher.Watch(e.ctx, "/pods/", watch.ListOptions{Predicate: watch.Everything, Recursive: true})
+	_, err = e.cacher.Watch(e.ctx, "/pods/", storage.ListOptions{Predicate: storage.Everything, Recursive: true})
 	if !errors.As(err, &se) || se.ErrStatus.Details.RetryAfterSeconds != 30 {
 		t.Fatalf("Retry-After after a minute: %v %+v", err, se.ErrStatus.Details)
 	}
 
-	x := e.create(watchtest.Pod("ns", "x"))
+	x := e.create(storagetest.Pod("ns", "x"))
 	list := &unstructured.UnstructuredList{}
-	err = e.cacher.GetList(e.ctx, "/pods/", watch.ListOptions{ResourceVersion: "0", Predicate: watch.Everything, Recursive: true}, list)
+	err = e.cacher.GetList(e.ctx, "/pods/", storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything, Recursive: true}, list)
 	if !apierrors.IsTooManyRequests(err) {
 		t.Fatalf("list from the cache: %v", err)
 	}
-	paged := watch.Everything
+	paged := storage.Everything
 	paged.Limit = 10
 	calls := e.storage.delegatedLists.Load()
-	if err := e.cacher.GetList(e.ctx, "/pods/", watch.ListOptions{Predicate: paged, Recursive: true}, list); err != nil || len(list.Items) != 1 {
+	if err := e.cacher.GetList(e.ctx, "/pods/", storage.ListOptions{Predicate: paged, Recursive: true}, list); err != nil || len(list.Items) != 1 {
 		t.Fatalf("paginated list: %v %d items", err, len(list.Items))
 	}
 	if e.storage.delegatedLists.Load() == calls {
 		t.Fatal("the paginated list was not read from the storage")
 	}
 	got := &unstructured.Unstructured{}
-	if err := e.cacher.Get(e.ctx, keyOf(x), watch.GetOptions{ResourceVersion: "1"}, got); err != nil || got.GetName() != "x" {
+	if err := e.cacher.Get(e.ctx, keyOf(x), storage.GetOptions{ResourceVersion: "1"}, got); err != nil || got.GetName() != "x" {
 		t.Fatalf("get: %v", err)
 	}
 }
@@ -263,10 +263,10 @@ func TestNotReady(t *testing.T) {
 // RV before the relist is too old, the relist's RV itself is fine (pitfalls 1, 15).
 func TestRelist(t *testing.T) {
 	e := newEnv(t, withFakeClock)
-	a := e.create(watchtest.Pod("ns", "a"))
-	old := e.watch("/pods/", watch.ListOptions{ResourceVersion: a.GetResourceVersion(), Predicate: watch.Everything, Recursive: true})
-	b := e.create(watchtest.Pod("ns", "b"))
-	old.expect(ev(apiwatch.Added, b))
+	a := e.create(storagetest.Pod("ns", "a"))
+	old := e.watch("/pods/", storage.ListOptions{ResourceVersion: a.GetResourceVersion(), Predicate: storage.Everything, Recursive: true})
+	b := e.create(storagetest.Pod("ns", "b"))
+	old.expect(ev(watch.Added, b))
 	gen := e.generation()
 	lists := e.storage.lists.Load()
 	e.storage.breakWatch(t, &apierrors.NewResourceExpired("The resourceVersion for the provided watch is too old.").ErrStatus)
@@ -277,11 +277,11 @@ func TestRelist(t *testing.T) {
 	if listRV < rvOf(t, b) {
 		t.Fatalf("list RV %d below %s", listRV, b.GetResourceVersion())
 	}
-	tooOld := e.watch("/pods/", watch.ListOptions{ResourceVersion: a.GetResourceVersion(), Predicate: watch.Everything, Recursive: true})
+	tooOld := e.watch("/pods/", storage.ListOptions{ResourceVersion: a.GetResourceVersion(), Predicate: storage.Everything, Recursive: true})
 	tooOld.expect(fmt.Sprintf("ERROR 410 Expired: too old resource version: %s (%d)", a.GetResourceVersion(), listRV))
-	w := e.watch("/pods/", watch.ListOptions{ResourceVersion: strconv.FormatUint(listRV, 10), Predicate: watch.Everything, Recursive: true})
-	c := e.create(watchtest.Pod("ns", "c"))
-	w.expect(ev(apiwatch.Added, c))
+	w := e.watch("/pods/", storage.ListOptions{ResourceVersion: strconv.FormatUint(listRV, 10), Predicate: storage.Everything, Recursive: true})
+	c := e.create(storagetest.Pod("ns", "c"))
+	w.expect(ev(watch.Added, c))
 }
 
 // TestReflectorRewatchesWithoutRelist: a 500 or a 429 on the reflector's watch re-watches from the last
@@ -290,8 +290,8 @@ func TestReflectorRewatchesWithoutRelist(t *testing.T) {
 	for _, st := range []*metav1.Status{&apierrors.NewInternalError(errors.New("no leader")).ErrStatus, &apierrors.NewTooManyRequests("slow down", 1).ErrStatus} {
 		t.Run(string(st.Reason), func(t *testing.T) {
 			e := newEnv(t, withFakeClock)
-			a := e.create(watchtest.Pod("ns", "a"))
-			w := e.watch("/pods/", watch.ListOptions{ResourceVersion: a.GetResourceVersion(), Predicate: watch.Everything, Recursive: true})
+			a := e.create(storagetest.Pod("ns", "a"))
+			w := e.watch("/pods/", storage.ListOptions{ResourceVersion: a.GetResourceVersion(), Predicate: storage.Everything, Recursive: true})
 			gen, lists := e.generation(), e.storage.lists.Load()
 			// Counted when the broken watch is known to be open: the cache is ready before its first
 			// watch is.
@@ -301,8 +301,8 @@ func TestReflectorRewatchesWithoutRelist(t *testing.T) {
 				defer e.storage.mu.Unlock()
 				return len(e.storage.watches) > watches
 			})
-			b := e.create(watchtest.Pod("ns", "b"))
-			w.expect(ev(apiwatch.Added, b))
+			b := e.create(storagetest.Pod("ns", "b"))
+			w.expect(ev(watch.Added, b))
 			if e.generation() != gen || e.storage.lists.Load() != lists {
 				t.Fatal("relisted")
 			}
@@ -316,25 +316,25 @@ func TestInitialEventsNotDuplicatedByLaggingDispatcher(t *testing.T) {
 	e := newEnv(t, withFakeClock)
 	e.clock.Step(10 * time.Second) // a full budget: the dispatcher will wait 100 ms on a slow watcher
 	start := e.syncCache()
-	slow := e.watch("/pods/", watch.ListOptions{ResourceVersion: strconv.FormatUint(start, 10), Predicate: watch.Everything, Recursive: true})
+	slow := e.watch("/pods/", storage.ListOptions{ResourceVersion: strconv.FormatUint(start, 10), Predicate: storage.Everything, Recursive: true})
 	cw := slow.w.(*cacheWatcher)
 	var last *unstructured.Unstructured
 	for i := range 21 {
-		last = e.create(watchtest.Pod("ns", fmt.Sprintf("p%02d", i)))
+		last = e.create(storagetest.Pod("ns", fmt.Sprintf("p%02d", i)))
 	}
 	e.waitProcessed(rvOf(t, last))
 	e.waitFor("the slow watcher is full", func() bool { return len(cw.input) == cap(cw.input) && len(cw.result) == cap(cw.result) })
 	waiters := e.clock.Waiters()
-	e22 := e.create(watchtest.Pod("ns", "p21"))
+	e22 := e.create(storagetest.Pod("ns", "p21"))
 	e.waitFor("the dispatcher blocks on the slow watcher", func() bool { return e.clock.Waiters() > waiters })
-	e23 := e.create(watchtest.Pod("ns", "p22"))
-	e24 := e.create(watchtest.Pod("ns", "p23"))
+	e23 := e.create(storagetest.Pod("ns", "p22"))
+	e24 := e.create(storagetest.Pod("ns", "p23"))
 	e.waitForCache(rvOf(t, e24))
 
-	w := e.watch("/pods/", watch.ListOptions{ResourceVersion: last.GetResourceVersion(), Predicate: watch.Everything, Recursive: true})
+	w := e.watch("/pods/", storage.ListOptions{ResourceVersion: last.GetResourceVersion(), Predicate: storage.Everything, Recursive: true})
 	e.clock.Step(maxBudget)
-	w.expect(ev(apiwatch.Added, e22), ev(apiwatch.Added, e23), ev(apiwatch.Added, e24))
-	e25 := e.create(watchtest.Pod("ns", "p24"))
-	w.expect(ev(apiwatch.Added, e25))
+	w.expect(ev(watch.Added, e22), ev(watch.Added, e23), ev(watch.Added, e24))
+	e25 := e.create(storagetest.Pod("ns", "p24"))
+	w.expect(ev(watch.Added, e25))
 	w.expectNothing()
 }

@@ -15,16 +15,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/listwatch/listwatch/watch"
-	"github.com/listwatch/listwatch/watch/watchtest"
+	"github.com/listwatch/listwatch/storage"
+	"github.com/listwatch/listwatch/storage/storagetest"
 )
 
 // step is one write of a transition scenario and the event it must cause ("" for none).
 type step struct {
 	obj  *unstructured.Unstructured // nil deletes the previous object of the same key
-	want apiwatch.EventType
+	want watch.EventType
 }
 
 // runSteps applies the steps and checks each expected event; a write that must cause none is
@@ -39,15 +39,15 @@ func runSteps(t *testing.T, e *env, r *recorder, delKey string, steps []step) {
 			prev := current[delKey]
 			out := e.remove(prev)
 			delete(current, delKey)
-			want = ev(apiwatch.Deleted, atRV(prev, rvOf(t, out)))
+			want = ev(watch.Deleted, atRV(prev, rvOf(t, out)))
 		} else {
 			k := keyOf(s.obj)
 			prev := current[k]
 			out := e.put(s.obj)
 			current[k] = out
 			switch s.want {
-			case apiwatch.Deleted:
-				want = ev(apiwatch.Deleted, atRV(prev, rvOf(t, out)))
+			case watch.Deleted:
+				want = ev(watch.Deleted, atRV(prev, rvOf(t, out)))
 			default:
 				want = ev(s.want, out)
 			}
@@ -60,15 +60,15 @@ func runSteps(t *testing.T, e *env, r *recorder, delKey string, steps []step) {
 	r.w.Stop()
 	// Nothing written after Stop may be delivered, even a write every predicate but one selects.
 	ns, name, _ := strings.Cut(strings.TrimPrefix(delKey, "/pods/"), "/")
-	e.put(watchtest.Pod(ns, name, watchtest.Node("bar"), watchtest.Labels("select=true")))
+	e.put(storagetest.Pod(ns, name, storagetest.Node("bar"), storagetest.Labels("select=true")))
 	r.expectClosed()
 }
 
 // listRV is the resourceVersion of a consistent list, from which the cases start watching.
-func listRV(t *testing.T, e *env, key string, p watch.Predicate, recursive bool) string {
+func listRV(t *testing.T, e *env, key string, p storage.Predicate, recursive bool) string {
 	t.Helper()
 	list := &unstructured.UnstructuredList{}
-	if err := e.cacher.GetList(e.ctx, key, watch.ListOptions{Predicate: p, Recursive: recursive}, list); err != nil {
+	if err := e.cacher.GetList(e.ctx, key, storage.ListOptions{Predicate: p, Recursive: recursive}, list); err != nil {
 		t.Fatalf("list %s: %v", key, err)
 	}
 	return list.GetResourceVersion()
@@ -79,34 +79,34 @@ func listRV(t *testing.T, e *env, key string, p watch.Predicate, recursive bool)
 // transition or the other namespace's event shows up in place of the expected event.
 func TestConformanceWatch(t *testing.T) {
 	t.Parallel()
-	base := func(ns string) *unstructured.Unstructured { return watchtest.Pod(ns, "foo") }
-	assigned := func(ns string) *unstructured.Unstructured { return watchtest.Pod(ns, "foo", watchtest.Node("bar")) }
+	base := func(ns string) *unstructured.Unstructured { return storagetest.Pod(ns, "foo") }
+	assigned := func(ns string) *unstructured.Unstructured { return storagetest.Pod(ns, "foo", storagetest.Node("bar")) }
 	selected := func(u *unstructured.Unstructured) *unstructured.Unstructured {
-		watchtest.Labels("select=true")(u)
+		storagetest.Labels("select=true")(u)
 		return u
 	}
 	cases := []struct {
 		name  string
-		pred  watch.Predicate
+		pred  storage.Predicate
 		steps func(ns string) []step
 	}{
-		{"create a key", watch.Everything, func(ns string) []step { return []step{{base(ns), apiwatch.Added}} }},
-		{"key updated to match predicate", watchtest.PodPredicate("", "spec.nodeName=bar"), func(ns string) []step {
-			return []step{{base(ns), ""}, {assigned(ns), apiwatch.Added}}
+		{"create a key", storage.Everything, func(ns string) []step { return []step{{base(ns), watch.Added}} }},
+		{"key updated to match predicate", storagetest.PodPredicate("", "spec.nodeName=bar"), func(ns string) []step {
+			return []step{{base(ns), ""}, {assigned(ns), watch.Added}}
 		}},
-		{"update", watch.Everything, func(ns string) []step {
-			return []step{{base(ns), apiwatch.Added}, {assigned(ns), apiwatch.Modified}}
+		{"update", storage.Everything, func(ns string) []step {
+			return []step{{base(ns), watch.Added}, {assigned(ns), watch.Modified}}
 		}},
-		{"delete because of being filtered", watchtest.PodPredicate("", "spec.nodeName!=bar"), func(ns string) []step {
-			return []step{{base(ns), apiwatch.Added}, {assigned(ns), apiwatch.Deleted}}
+		{"delete because of being filtered", storagetest.PodPredicate("", "spec.nodeName!=bar"), func(ns string) []step {
+			return []step{{base(ns), watch.Added}, {assigned(ns), watch.Deleted}}
 		}},
-		{"filtering", watchtest.PodPredicate("select=true", ""), func(ns string) []step {
+		{"filtering", storagetest.PodPredicate("select=true", ""), func(ns string) []step {
 			return []step{
-				{selected(base(ns)), apiwatch.Added},
-				{base(ns), apiwatch.Deleted},
-				{selected(base(ns)), apiwatch.Added},
-				{selected(assigned(ns)), apiwatch.Modified},
-				{nil, apiwatch.Deleted},
+				{selected(base(ns)), watch.Added},
+				{base(ns), watch.Deleted},
+				{selected(base(ns)), watch.Added},
+				{selected(assigned(ns)), watch.Modified},
+				{nil, watch.Deleted},
 			}
 		}},
 	}
@@ -123,8 +123,8 @@ func TestConformanceWatch(t *testing.T) {
 					watchKey = key
 				}
 				rv := listRV(t, e, watchKey, tc.pred, recursive)
-				r := e.watch(watchKey, watch.ListOptions{ResourceVersion: rv, Predicate: tc.pred, Recursive: recursive})
-				e.put(watchtest.Pod(ns+"-bad", "foo"))
+				r := e.watch(watchKey, storage.ListOptions{ResourceVersion: rv, Predicate: tc.pred, Recursive: recursive})
+				e.put(storagetest.Pod(ns+"-bad", "foo"))
 				runSteps(t, e, r, key, tc.steps(ns))
 			})
 		}
@@ -158,26 +158,26 @@ func compactCache(t *testing.T, e *env, rv uint64) {
 func TestConformanceWatchFromZero(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	stored := e.create(watchtest.Pod("test-ns", "foo"))
+	stored := e.create(storagetest.Pod("test-ns", "foo"))
 	e.syncCache()
-	w := e.watch(keyOf(stored), watch.ListOptions{ResourceVersion: "0", Predicate: watch.Everything})
-	w.expect(ev(apiwatch.Added, stored))
-	out := e.put(watchtest.Pod("test-ns", "foo", watchtest.Labels("a=1")))
-	w.expect(ev(apiwatch.Modified, out))
+	w := e.watch(keyOf(stored), storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything})
+	w.expect(ev(watch.Added, stored))
+	out := e.put(storagetest.Pod("test-ns", "foo", storagetest.Labels("a=1")))
+	w.expect(ev(watch.Modified, out))
 	w.stop()
 
-	w = e.watch(keyOf(stored), watch.ListOptions{ResourceVersion: "0", Predicate: watch.Everything})
-	w.expect(ev(apiwatch.Added, out))
+	w = e.watch(keyOf(stored), storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything})
+	w.expect(ev(watch.Added, out))
 	w.stop()
 
-	newOut := e.put(watchtest.Pod("test-ns", "foo"))
+	newOut := e.put(storagetest.Pod("test-ns", "foo"))
 	compactCache(t, e, rvOf(t, newOut))
 
-	w = e.watch(keyOf(stored), watch.ListOptions{ResourceVersion: "0", Predicate: watch.Everything})
-	w.expect(ev(apiwatch.Added, newOut))
+	w = e.watch(keyOf(stored), storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything})
+	w.expect(ev(watch.Added, newOut))
 	w.stop()
 
-	tooOld := e.watch(keyOf(stored), watch.ListOptions{ResourceVersion: out.GetResourceVersion(), Predicate: watch.Everything})
+	tooOld := e.watch(keyOf(stored), storage.ListOptions{ResourceVersion: out.GetResourceVersion(), Predicate: storage.Everything})
 	tooOld.expect(fmt.Sprintf("ERROR %d %s: too old resource version: %s (%d)", http.StatusGone, metav1.StatusReasonExpired,
 		out.GetResourceVersion(), rvOf(t, newOut)))
 	tooOld.expectClosed()
@@ -187,10 +187,10 @@ func TestConformanceWatchFromZero(t *testing.T) {
 func TestConformanceDeleteTriggerWatch(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	stored := e.create(watchtest.Pod("test-ns", "foo"))
-	w := e.watch(keyOf(stored), watch.ListOptions{ResourceVersion: stored.GetResourceVersion(), Predicate: watch.Everything})
+	stored := e.create(storagetest.Pod("test-ns", "foo"))
+	w := e.watch(keyOf(stored), storage.ListOptions{ResourceVersion: stored.GetResourceVersion(), Predicate: storage.Everything})
 	deleted := e.remove(stored)
-	w.expect(ev(apiwatch.Deleted, atRV(stored, rvOf(t, deleted))))
+	w.expect(ev(watch.Deleted, atRV(stored, rvOf(t, deleted))))
 }
 
 // TestConformanceWatchFromNonZero ports RunTestWatchFromNonZero (case 4): watching from an object's RV
@@ -198,10 +198,10 @@ func TestConformanceDeleteTriggerWatch(t *testing.T) {
 func TestConformanceWatchFromNonZero(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	stored := e.create(watchtest.Pod("test-ns", "foo"))
-	w := e.watch(keyOf(stored), watch.ListOptions{ResourceVersion: stored.GetResourceVersion(), Predicate: watch.Everything})
-	out := e.put(watchtest.Pod("test-ns", "foo", watchtest.Labels("version=2")))
-	w.expect(ev(apiwatch.Modified, out))
+	stored := e.create(storagetest.Pod("test-ns", "foo"))
+	w := e.watch(keyOf(stored), storage.ListOptions{ResourceVersion: stored.GetResourceVersion(), Predicate: storage.Everything})
+	out := e.put(storagetest.Pod("test-ns", "foo", storagetest.Labels("version=2")))
+	w.expect(ev(watch.Modified, out))
 	w.expectNothing()
 }
 
@@ -211,15 +211,15 @@ func TestConformanceWatchFromNonZero(t *testing.T) {
 func TestConformanceDelayedWatchDelivery(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	stored := e.create(watchtest.Pod("test-ns", "foo"))
-	w := e.watch("/pods/test-ns", watch.ListOptions{ResourceVersion: stored.GetResourceVersion(), Predicate: watch.Everything, Recursive: true})
+	stored := e.create(storagetest.Pod("test-ns", "foo"))
+	w := e.watch("/pods/test-ns", storage.ListOptions{ResourceVersion: stored.GetResourceVersion(), Predicate: storage.Everything, Recursive: true})
 	for i := range 21 {
-		e.put(watchtest.Pod("test-ns", fmt.Sprintf("foo-%d", i)))
+		e.put(storagetest.Pod("test-ns", fmt.Sprintf("foo-%d", i)))
 	}
 	watched := 0
-	check := func(ev apiwatch.Event) {
+	check := func(ev watch.Event) {
 		u := plainObject(ev.Object).(*unstructured.Unstructured)
-		if want := fmt.Sprintf("foo-%d", watched); u.GetName() != want || ev.Type != apiwatch.Added {
+		if want := fmt.Sprintf("foo-%d", watched); u.GetName() != want || ev.Type != watch.Added {
 			t.Fatalf("event %d: got %s, want ADDED %s", watched, describe(ev), want)
 		}
 		watched++
@@ -251,8 +251,8 @@ func TestConformanceDelayedWatchDelivery(t *testing.T) {
 func TestConformanceWatcherTimeout(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	rv := listRV(t, e, "/pods/", watch.Everything, true)
-	opts := watch.ListOptions{ResourceVersion: rv, Predicate: watch.Everything, Recursive: true}
+	rv := listRV(t, e, "/pods/", storage.Everything, true)
+	opts := storage.ListOptions{ResourceVersion: rv, Predicate: storage.Everything, Recursive: true}
 	var idle []*recorder
 	for range 50 {
 		idle = append(idle, e.watch("/pods/test-ns", opts))
@@ -260,9 +260,9 @@ func TestConformanceWatcherTimeout(t *testing.T) {
 	reader := e.watch("/pods/test-ns", opts)
 	var created []*unstructured.Unstructured
 	for i := range 22 {
-		out := e.create(watchtest.Pod("test-ns", fmt.Sprintf("foo-%d", i)))
+		out := e.create(storagetest.Pod("test-ns", fmt.Sprintf("foo-%d", i)))
 		created = append(created, out)
-		reader.expect(ev(apiwatch.Added, out))
+		reader.expect(ev(watch.Added, out))
 	}
 	// Reading an idle watcher while the dispatcher still waits for it would rescue it.
 	e.waitProcessed(e.lastRV)
@@ -274,7 +274,7 @@ func TestConformanceWatcherTimeout(t *testing.T) {
 			if !ok {
 				break
 			}
-			if want := ev(apiwatch.Added, created[i]); describe(got) != want {
+			if want := ev(watch.Added, created[i]); describe(got) != want {
 				t.Fatalf("idle watcher event %d: got %s, want %s", i, describe(got), want)
 			}
 			i++
@@ -290,16 +290,16 @@ func TestConformanceWatcherTimeout(t *testing.T) {
 func TestConformanceDeleteEventObjectHaveLatestRV(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	stored := e.create(watchtest.Pod("test-ns", "foo"))
+	stored := e.create(storagetest.Pod("test-ns", "foo"))
 	ctx, cancel := context.WithTimeout(e.ctx, waitTimeout)
 	defer cancel()
-	w := e.watchCtx(ctx, keyOf(stored), watch.ListOptions{ResourceVersion: stored.GetResourceVersion(), Predicate: watch.Everything})
+	w := e.watchCtx(ctx, keyOf(stored), storage.ListOptions{ResourceVersion: stored.GetResourceVersion(), Predicate: storage.Everything})
 	deleted := e.remove(stored)
 	if deleted.GetResourceVersion() == stored.GetResourceVersion() {
 		t.Fatalf("resourceVersion didn't change on deletion: %s", deleted.GetResourceVersion())
 	}
 	got, _ := w.next()
-	if got.Type != apiwatch.Deleted || rvOf(t, got.Object) != rvOf(t, deleted) {
+	if got.Type != watch.Deleted || rvOf(t, got.Object) != rvOf(t, deleted) {
 		t.Fatalf("got %s, want DELETED at %s", describe(got), deleted.GetResourceVersion())
 	}
 }
@@ -325,8 +325,8 @@ func runScopedCase(t *testing.T, tc scopedCase, clusterScoped bool) {
 	} else if tc.requestedNS != "" {
 		watchKey += tc.requestedNS + "/" + tc.requestedName
 	}
-	p := watch.Predicate{Label: watchtest.PodPredicate("", "").Label, Field: tc.field}
-	lo := watch.ListOptions{Predicate: p, Recursive: true}
+	p := storage.Predicate{Label: storagetest.PodPredicate("", "").Label, Field: tc.field}
+	lo := storage.ListOptions{Predicate: p, Recursive: true}
 	lo.ResourceVersion = listRV(t, e, "/pods/", p, true)
 	lo.Recursive = tc.recursive
 	r := e.watch(watchKey, lo)
@@ -335,8 +335,8 @@ func runScopedCase(t *testing.T, tc scopedCase, clusterScoped bool) {
 		k := keyOf(s.obj)
 		out := e.put(s.obj)
 		want := ev(s.want, out)
-		if s.want == apiwatch.Deleted {
-			want = ev(apiwatch.Deleted, atRV(current[k], rvOf(t, out)))
+		if s.want == watch.Deleted {
+			want = ev(watch.Deleted, atRV(current[k], rvOf(t, out)))
 		}
 		current[k] = out
 		if s.want != "" {
@@ -353,27 +353,27 @@ func runScopedCase(t *testing.T, tc scopedCase, clusterScoped bool) {
 func TestConformanceClusterScopedWatch(t *testing.T) {
 	t.Parallel()
 	p := func(name string, mods ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
-		return watchtest.Pod("", name, mods...)
+		return storagetest.Pod("", name, mods...)
 	}
-	upd := watchtest.Phase("Running")
+	upd := storagetest.Phase("Running")
 	cases := []scopedCase{
 		{"without name, without field selector", "", "", true, fields.Everything(), []step{
-			{p("t1-foo1"), apiwatch.Added}, {p("t1-foo1", upd), apiwatch.Modified}, {p("t1-foo2", watchtest.Node("t1-bar1")), apiwatch.Added}}},
+			{p("t1-foo1"), watch.Added}, {p("t1-foo1", upd), watch.Modified}, {p("t1-foo2", storagetest.Node("t1-bar1")), watch.Added}}},
 		{"without name, spec.nodeName", "", "", true, fields.ParseSelectorOrDie("spec.nodeName=t2-bar1"), []step{
-			{p("t2-foo1"), ""}, {p("t2-foo1", watchtest.Node("t2-bar1")), apiwatch.Added}}},
+			{p("t2-foo1"), ""}, {p("t2-foo1", storagetest.Node("t2-bar1")), watch.Added}}},
 		{"without name, spec.nodeName filters out", "", "", true, fields.ParseSelectorOrDie("spec.nodeName!=t3-bar1"), []step{
-			{p("t3-foo1"), apiwatch.Added}, {p("t3-foo2"), apiwatch.Added}, {p("t3-foo1", upd), apiwatch.Modified},
-			{p("t3-foo1", watchtest.Node("t3-bar1")), apiwatch.Deleted}}},
+			{p("t3-foo1"), watch.Added}, {p("t3-foo2"), watch.Added}, {p("t3-foo1", upd), watch.Modified},
+			{p("t3-foo1", storagetest.Node("t3-bar1")), watch.Deleted}}},
 		{"with name, metadata.name", "t4-foo1", "", false, fields.ParseSelectorOrDie("metadata.name=t4-foo1"), []step{
-			{p("t4-foo1"), apiwatch.Added}, {p("t4-foo2"), ""}, {p("t4-foo1", upd), apiwatch.Modified}, {p("t4-foo2", upd), ""}}},
+			{p("t4-foo1"), watch.Added}, {p("t4-foo2"), ""}, {p("t4-foo1", upd), watch.Modified}, {p("t4-foo2", upd), ""}}},
 		{"with name, metadata.name and spec.nodeName", "t5-foo1", "", false,
 			fields.SelectorFromSet(fields.Set{"metadata.name": "t5-foo1", "spec.nodeName": "t5-bar1"}), []step{
 				{p("t5-foo1"), ""}, {p("t5-foo2"), ""}, {p("t5-foo1", upd), ""}, {p("t5-foo2", upd), ""},
-				{p("t5-foo1", watchtest.Node("t5-bar1")), apiwatch.Added}}},
+				{p("t5-foo1", storagetest.Node("t5-bar1")), watch.Added}}},
 		{"with name, metadata.name, spec.nodeName filters out", "t6-foo1", "", false,
 			fields.AndSelectors(fields.ParseSelectorOrDie("spec.nodeName!=t6-bar1"), fields.SelectorFromSet(fields.Set{"metadata.name": "t6-foo1"})), []step{
-				{p("t6-foo1"), apiwatch.Added}, {p("t6-foo2"), ""}, {p("t6-foo1", upd), apiwatch.Modified},
-				{p("t6-foo1", watchtest.Node("t6-bar1")), apiwatch.Deleted}, {p("t6-foo2", watchtest.Node("t6-bar1")), ""}}},
+				{p("t6-foo1"), watch.Added}, {p("t6-foo2"), ""}, {p("t6-foo1", upd), watch.Modified},
+				{p("t6-foo1", storagetest.Node("t6-bar1")), watch.Deleted}, {p("t6-foo2", storagetest.Node("t6-bar1")), ""}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -387,9 +387,9 @@ func TestConformanceClusterScopedWatch(t *testing.T) {
 func TestConformanceNamespaceScopedWatch(t *testing.T) {
 	t.Parallel()
 	p := func(name, ns string, mods ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
-		return watchtest.Pod(ns, name, mods...)
+		return storagetest.Pod(ns, name, mods...)
 	}
-	upd := watchtest.Phase("Running")
+	upd := storagetest.Phase("Running")
 	sel := fields.ParseSelectorOrDie
 	set := func(kv ...string) fields.Selector {
 		s := fields.Set{}
@@ -400,56 +400,56 @@ func TestConformanceNamespaceScopedWatch(t *testing.T) {
 	}
 	cases := []scopedCase{
 		{"no name, no namespace, no selector", "", "", true, fields.Everything(), []step{
-			{p("t1-foo1", "t1-ns1"), apiwatch.Added}, {p("t1-foo2", "t1-ns2"), apiwatch.Added},
-			{p("t1-foo1", "t1-ns1", upd), apiwatch.Modified}, {p("t1-foo2", "t1-ns2", upd), apiwatch.Modified}}},
+			{p("t1-foo1", "t1-ns1"), watch.Added}, {p("t1-foo2", "t1-ns2"), watch.Added},
+			{p("t1-foo1", "t1-ns1", upd), watch.Modified}, {p("t1-foo2", "t1-ns2", upd), watch.Modified}}},
 		{"no name, no namespace, metadata.namespace", "", "", true, sel("metadata.namespace=t2-ns1"), []step{
-			{p("t2-foo1", "t2-ns1"), apiwatch.Added}, {p("t2-foo1", "t2-ns2"), ""},
-			{p("t2-foo1", "t2-ns1", upd), apiwatch.Modified}, {p("t2-foo1", "t2-ns2", upd), ""}}},
+			{p("t2-foo1", "t2-ns1"), watch.Added}, {p("t2-foo1", "t2-ns2"), ""},
+			{p("t2-foo1", "t2-ns1", upd), watch.Modified}, {p("t2-foo1", "t2-ns2", upd), ""}}},
 		{"no name, no namespace, spec.nodeName", "", "", true, sel("spec.nodeName=t3-bar1"), []step{
 			{p("t3-foo1", "t3-ns1"), ""}, {p("t3-foo2", "t3-ns2"), ""},
-			{p("t3-foo1", "t3-ns1", watchtest.Node("t3-bar1")), apiwatch.Added}, {p("t3-foo2", "t3-ns2", watchtest.Node("t3-bar1")), apiwatch.Added}}},
+			{p("t3-foo1", "t3-ns1", storagetest.Node("t3-bar1")), watch.Added}, {p("t3-foo2", "t3-ns2", storagetest.Node("t3-bar1")), watch.Added}}},
 		{"no name, no namespace, spec.nodeName filters out", "", "", true, sel("spec.nodeName!=t4-bar1"), []step{
-			{p("t4-foo1", "t4-ns1"), apiwatch.Added}, {p("t4-foo2", "t4-ns1"), apiwatch.Added},
-			{p("t4-foo1", "t4-ns1", upd), apiwatch.Modified}, {p("t4-foo1", "t4-ns1", watchtest.Node("t4-bar1")), apiwatch.Deleted}}},
+			{p("t4-foo1", "t4-ns1"), watch.Added}, {p("t4-foo2", "t4-ns1"), watch.Added},
+			{p("t4-foo1", "t4-ns1", upd), watch.Modified}, {p("t4-foo1", "t4-ns1", storagetest.Node("t4-bar1")), watch.Deleted}}},
 		{"no name, namespace, no selector", "", "t5-ns1", true, fields.Everything(), []step{
-			{p("t5-foo1", "t5-ns1"), apiwatch.Added}, {p("t5-foo1", "t5-ns2"), ""}, {p("t5-foo2", "t5-ns1"), apiwatch.Added},
-			{p("t5-foo1", "t5-ns1", upd), apiwatch.Modified}, {p("t5-foo1", "t5-ns2", upd), ""}}},
+			{p("t5-foo1", "t5-ns1"), watch.Added}, {p("t5-foo1", "t5-ns2"), ""}, {p("t5-foo2", "t5-ns1"), watch.Added},
+			{p("t5-foo1", "t5-ns1", upd), watch.Modified}, {p("t5-foo1", "t5-ns2", upd), ""}}},
 		{"no name, namespace, matching metadata.namespace", "", "t6-ns1", true, sel("metadata.namespace=t6-ns1"), []step{
-			{p("t6-foo1", "t6-ns1"), apiwatch.Added}, {p("t6-foo1", "t6-ns2"), ""}, {p("t6-foo1", "t6-ns1", upd), apiwatch.Modified}}},
+			{p("t6-foo1", "t6-ns1"), watch.Added}, {p("t6-foo1", "t6-ns2"), ""}, {p("t6-foo1", "t6-ns1", upd), watch.Modified}}},
 		{"no name, namespace, other metadata.namespace", "", "t7-ns1", true, sel("metadata.namespace=t7-ns2"), []step{
 			{p("t7-foo1", "t7-ns1"), ""}, {p("t7-foo1", "t7-ns2"), ""}, {p("t7-foo1", "t7-ns1", upd), ""}, {p("t7-foo1", "t7-ns2", upd), ""}}},
 		{"no name, namespace, spec.nodeName", "", "t8-ns1", true, sel("spec.nodeName=t8-bar2"), []step{
-			{p("t8-foo1", "t8-ns1"), ""}, {p("t8-foo1", "t8-ns1", watchtest.Node("t8-bar1")), ""},
-			{p("t8-foo1", "t8-ns2", watchtest.Node("t8-bar2")), ""}, {p("t8-foo1", "t8-ns1", watchtest.Node("t8-bar2")), apiwatch.Added}}},
+			{p("t8-foo1", "t8-ns1"), ""}, {p("t8-foo1", "t8-ns1", storagetest.Node("t8-bar1")), ""},
+			{p("t8-foo1", "t8-ns2", storagetest.Node("t8-bar2")), ""}, {p("t8-foo1", "t8-ns1", storagetest.Node("t8-bar2")), watch.Added}}},
 		{"no name, namespace, spec.nodeName filters out", "", "t9-ns2", true, sel("spec.nodeName!=t9-bar1"), []step{
-			{p("t9-foo1", "t9-ns1"), ""}, {p("t9-foo1", "t9-ns2"), apiwatch.Added},
-			{p("t9-foo1", "t9-ns2", watchtest.Node("t9-bar1")), apiwatch.Deleted}, {p("t9-foo1", "t9-ns2", watchtest.Node("t9-bar2")), apiwatch.Added}}},
+			{p("t9-foo1", "t9-ns1"), ""}, {p("t9-foo1", "t9-ns2"), watch.Added},
+			{p("t9-foo1", "t9-ns2", storagetest.Node("t9-bar1")), watch.Deleted}, {p("t9-foo1", "t9-ns2", storagetest.Node("t9-bar2")), watch.Added}}},
 		{"name, no namespace, metadata.name", "t10-foo1", "", true, sel("metadata.name=t10-foo1"), []step{
-			{p("t10-foo1", "t10-ns1"), apiwatch.Added}, {p("t10-foo1", "t10-ns2"), apiwatch.Added}, {p("t10-foo2", "t10-ns1"), ""},
-			{p("t10-foo1", "t10-ns1", upd), apiwatch.Modified}, {p("t10-foo1", "t10-ns1", watchtest.Node("t10-bar1")), apiwatch.Modified}}},
+			{p("t10-foo1", "t10-ns1"), watch.Added}, {p("t10-foo1", "t10-ns2"), watch.Added}, {p("t10-foo2", "t10-ns1"), ""},
+			{p("t10-foo1", "t10-ns1", upd), watch.Modified}, {p("t10-foo1", "t10-ns1", storagetest.Node("t10-bar1")), watch.Modified}}},
 		{"name, no namespace, metadata.name and metadata.namespace", "t11-foo1", "", true, set("metadata.name", "t11-foo1", "metadata.namespace", "t11-ns1"), []step{
-			{p("t11-foo1", "t11-ns1"), apiwatch.Added}, {p("t11-foo2", "t11-ns1"), ""}, {p("t11-foo1", "t11-ns2"), ""},
-			{p("t11-foo1", "t11-ns1", upd), apiwatch.Modified}, {p("t11-foo1", "t11-ns1", watchtest.Node("t11-bar1")), apiwatch.Modified}}},
+			{p("t11-foo1", "t11-ns1"), watch.Added}, {p("t11-foo2", "t11-ns1"), ""}, {p("t11-foo1", "t11-ns2"), ""},
+			{p("t11-foo1", "t11-ns1", upd), watch.Modified}, {p("t11-foo1", "t11-ns1", storagetest.Node("t11-bar1")), watch.Modified}}},
 		{"name, no namespace, metadata.name and spec.nodeName", "t12-foo1", "", true, set("metadata.name", "t12-foo1", "spec.nodeName", "t12-bar1"), []step{
-			{p("t12-foo1", "t12-ns1"), ""}, {p("t12-foo1", "t12-ns1", upd), ""}, {p("t12-foo1", "t12-ns1", watchtest.Node("t12-bar1")), apiwatch.Added}}},
+			{p("t12-foo1", "t12-ns1"), ""}, {p("t12-foo1", "t12-ns1", upd), ""}, {p("t12-foo1", "t12-ns1", storagetest.Node("t12-bar1")), watch.Added}}},
 		{"name, no namespace, metadata.name, spec.nodeName filters out", "t15-foo1", "", true,
 			fields.AndSelectors(sel("spec.nodeName!=t15-bar1"), set("metadata.name", "t15-foo1")), []step{
-				{p("t15-foo1", "t15-ns1"), apiwatch.Added}, {p("t15-foo2", "t15-ns1"), ""}, {p("t15-foo1", "t15-ns1", upd), apiwatch.Modified},
-				{p("t15-foo1", "t15-ns1", watchtest.Node("t15-bar1")), apiwatch.Deleted}, {p("t15-foo1", "t15-ns1", watchtest.Node("t15-bar2")), apiwatch.Added}}},
+				{p("t15-foo1", "t15-ns1"), watch.Added}, {p("t15-foo2", "t15-ns1"), ""}, {p("t15-foo1", "t15-ns1", upd), watch.Modified},
+				{p("t15-foo1", "t15-ns1", storagetest.Node("t15-bar1")), watch.Deleted}, {p("t15-foo1", "t15-ns1", storagetest.Node("t15-bar2")), watch.Added}}},
 		{"name, namespace, metadata.name", "t16-foo1", "t16-ns1", false, sel("metadata.name=t16-foo1"), []step{
-			{p("t16-foo1", "t16-ns1"), apiwatch.Added}, {p("t16-foo2", "t16-ns1"), ""},
-			{p("t16-foo1", "t16-ns1", upd), apiwatch.Modified}, {p("t16-foo1", "t16-ns1", watchtest.Node("t16-bar1")), apiwatch.Modified}}},
+			{p("t16-foo1", "t16-ns1"), watch.Added}, {p("t16-foo2", "t16-ns1"), ""},
+			{p("t16-foo1", "t16-ns1", upd), watch.Modified}, {p("t16-foo1", "t16-ns1", storagetest.Node("t16-bar1")), watch.Modified}}},
 		{"name, namespace, metadata.name and metadata.namespace", "t17-foo2", "t17-ns1", false, set("metadata.name", "t17-foo2", "metadata.namespace", "t17-ns1"), []step{
-			{p("t17-foo1", "t17-ns1"), ""}, {p("t17-foo2", "t17-ns1"), apiwatch.Added},
-			{p("t17-foo1", "t17-ns1", upd), ""}, {p("t17-foo2", "t17-ns1", watchtest.Node("t17-bar1")), apiwatch.Modified}}},
+			{p("t17-foo1", "t17-ns1"), ""}, {p("t17-foo2", "t17-ns1"), watch.Added},
+			{p("t17-foo1", "t17-ns1", upd), ""}, {p("t17-foo2", "t17-ns1", storagetest.Node("t17-bar1")), watch.Modified}}},
 		{"name, namespace, metadata.name, metadata.namespace and spec.nodeName", "t18-foo1", "t18-ns1", false,
 			set("metadata.name", "t18-foo1", "metadata.namespace", "t18-ns1", "spec.nodeName", "t18-bar1"), []step{
 				{p("t18-foo1", "t18-ns1"), ""}, {p("t18-foo2", "t18-ns1"), ""}, {p("t18-foo1", "t18-ns2"), ""},
-				{p("t18-foo1", "t18-ns1", upd), ""}, {p("t18-foo1", "t18-ns1", watchtest.Node("t18-bar1")), apiwatch.Added}}},
+				{p("t18-foo1", "t18-ns1", upd), ""}, {p("t18-foo1", "t18-ns1", storagetest.Node("t18-bar1")), watch.Added}}},
 		{"name, namespace, metadata.name, metadata.namespace, spec.nodeName filters out", "t19-foo2", "t19-ns1", false,
 			fields.AndSelectors(sel("spec.nodeName!=t19-bar1"), set("metadata.name", "t19-foo2", "metadata.namespace", "t19-ns1")), []step{
-				{p("t19-foo1", "t19-ns1"), ""}, {p("t19-foo2", "t19-ns2"), ""}, {p("t19-foo2", "t19-ns1"), apiwatch.Added},
-				{p("t19-foo2", "t19-ns1", upd), apiwatch.Modified}, {p("t19-foo2", "t19-ns1", watchtest.Node("t19-bar1")), apiwatch.Deleted}}},
+				{p("t19-foo1", "t19-ns1"), ""}, {p("t19-foo2", "t19-ns2"), ""}, {p("t19-foo2", "t19-ns1"), watch.Added},
+				{p("t19-foo2", "t19-ns1", upd), watch.Modified}, {p("t19-foo2", "t19-ns1", storagetest.Node("t19-bar1")), watch.Deleted}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -467,12 +467,12 @@ func TestConformanceDispatchBookmarkEvents(t *testing.T) {
 		t.Run(fmt.Sprintf("allowWatchBookmarks=%t", allow), func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, withFakeClock)
-			stored := e.create(watchtest.Pod("test-ns", "foo"))
-			p := watch.Everything
+			stored := e.create(storagetest.Pod("test-ns", "foo"))
+			p := storage.Everything
 			p.AllowWatchBookmarks = allow
 			ctx := fakeDeadline(e.ctx, e.clock.Now().Add(3*time.Second))
-			w := e.watchCtx(ctx, keyOf(stored), watch.ListOptions{ResourceVersion: stored.GetResourceVersion(), Predicate: p})
-			other := e.create(watchtest.Pod(fmt.Sprintf("other-ns-%d", i), "foo"))
+			w := e.watchCtx(ctx, keyOf(stored), storage.ListOptions{ResourceVersion: stored.GetResourceVersion(), Predicate: p})
+			other := e.create(storagetest.Pod(fmt.Sprintf("other-ns-%d", i), "foo"))
 			e.waitProcessed(rvOf(t, other))
 			if allow {
 				// Stepping the fake clock passes deadline−2 s and fires the dispatcher's bookmark timer.
@@ -493,15 +493,15 @@ func TestConformanceDispatchBookmarkEvents(t *testing.T) {
 func TestConformanceBookmarksWithCorrectResourceVersion(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withFakeClock)
-	rv := listRV(t, e, "/pods/", watch.Everything, true)
-	p := watch.Everything
+	rv := listRV(t, e, "/pods/", storage.Everything, true)
+	p := storage.Everything
 	p.AllowWatchBookmarks = true
-	w := e.watch("/pods/test-ns", watch.ListOptions{ResourceVersion: rv, Predicate: p, Recursive: true})
+	w := e.watch("/pods/test-ns", storage.ListOptions{ResourceVersion: rv, Predicate: p, Recursive: true})
 	var last uint64
 	bookmarks := 0
-	observe := func(got apiwatch.Event) {
+	observe := func(got watch.Event) {
 		r := rvOf(t, got.Object)
-		if got.Type == apiwatch.Bookmark {
+		if got.Type == watch.Bookmark {
 			bookmarks++
 			if r < last {
 				t.Fatalf("bookmark rv %d below %d", r, last)
@@ -512,14 +512,14 @@ func TestConformanceBookmarksWithCorrectResourceVersion(t *testing.T) {
 		last = r
 	}
 	for i := range 100 {
-		out := e.create(watchtest.Pod("test-ns", fmt.Sprintf("foo-%d", i)))
+		out := e.create(storagetest.Pod("test-ns", fmt.Sprintf("foo-%d", i)))
 		for {
 			got, ok := w.nextStepping()
 			if !ok {
 				t.Fatal("watch closed")
 			}
 			observe(got)
-			if got.Type == apiwatch.Added && rvOf(t, got.Object) == rvOf(t, out) {
+			if got.Type == watch.Added && rvOf(t, got.Object) == rvOf(t, out) {
 				break
 			}
 		}
@@ -542,7 +542,7 @@ func TestConformanceBookmarksWithCorrectResourceVersion(t *testing.T) {
 func TestConformanceSendInitialEventsBackwardCompatibility(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	w, err := e.cacher.Watch(e.ctx, "/pods/", watch.ListOptions{Predicate: watch.Everything, SendInitialEvents: ptrTo(true)})
+	w, err := e.cacher.Watch(e.ctx, "/pods/", storage.ListOptions{Predicate: storage.Everything, SendInitialEvents: ptrTo(true)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -591,15 +591,15 @@ func TestConformanceWatchSemantics(t *testing.T) {
 			ns := "ns"
 			var created []*unstructured.Unstructured
 			for _, n := range []string{"1", "2", "3"} {
-				created = append(created, e.create(watchtest.Pod(ns, "pod-"+n)))
+				created = append(created, e.create(storagetest.Pod(ns, "pod-"+n)))
 			}
 			// As upstream: make sure the cache has seen the pods, so the watch below is deterministic.
 			list := &unstructured.UnstructuredList{}
-			if err := e.cacher.GetList(e.ctx, "/pods/"+ns, watch.ListOptions{Predicate: watch.Everything, Recursive: true,
+			if err := e.cacher.GetList(e.ctx, "/pods/"+ns, storage.ListOptions{Predicate: storage.Everything, Recursive: true,
 				ResourceVersion: created[2].GetResourceVersion(), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}, list); err != nil {
 				t.Fatal(err)
 			}
-			opts := watch.ListOptions{Predicate: watch.Everything, Recursive: true, SendInitialEvents: s.sie, ResourceVersion: s.rv}
+			opts := storage.ListOptions{Predicate: storage.Everything, Recursive: true, SendInitialEvents: s.sie, ResourceVersion: s.rv}
 			opts.Predicate.AllowWatchBookmarks = s.bookmarks
 			if s.useCurrentRV {
 				opts.ResourceVersion = strconv.FormatUint(e.currentRV(), 10)
@@ -608,7 +608,7 @@ func TestConformanceWatchSemantics(t *testing.T) {
 			if s.initial {
 				var want []string
 				for _, c := range created {
-					want = append(want, ev(apiwatch.Added, c))
+					want = append(want, ev(watch.Added, c))
 				}
 				w.expect(want...)
 			}
@@ -620,7 +620,7 @@ func TestConformanceWatchSemantics(t *testing.T) {
 			}
 			var after []string
 			for _, n := range []string{"4", "5"} {
-				after = append(after, ev(apiwatch.Added, e.create(watchtest.Pod(ns, "pod-"+n))))
+				after = append(after, ev(watch.Added, e.create(storagetest.Pod(ns, "pod-"+n))))
 			}
 			w.expect(after...)
 			w.expectNothing()
@@ -635,10 +635,10 @@ func TestConformanceInitialEventsExtended(t *testing.T) {
 	e := newEnv(t)
 	var want []string
 	for i := 1; i <= 5; i++ {
-		want = append(want, ev(apiwatch.Added, e.create(watchtest.Pod("ns-foo", fmt.Sprintf("pod-%d", i)))))
+		want = append(want, ev(watch.Added, e.create(storagetest.Pod("ns-foo", fmt.Sprintf("pod-%d", i)))))
 	}
-	other := e.create(watchtest.Pod("other-ns-foo", "pod-1"))
-	opts := watch.ListOptions{Predicate: watch.Everything, Recursive: true, SendInitialEvents: ptrTo(true)}
+	other := e.create(storagetest.Pod("other-ns-foo", "pod-1"))
+	opts := storage.ListOptions{Predicate: storage.Everything, Recursive: true, SendInitialEvents: ptrTo(true)}
 	opts.Predicate.AllowWatchBookmarks = true
 	w := e.watch("/pods/ns-foo", opts)
 	w.expect(append(want, bookmark(rvOf(t, other), true))...)
@@ -650,14 +650,14 @@ func TestConformanceInitialEventsExtended(t *testing.T) {
 func TestConformanceWatchListMatchSingle(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	expected := e.create(watchtest.Pod("ns-foo", "pod-1"))
+	expected := e.create(storagetest.Pod("ns-foo", "pod-1"))
 	var last *unstructured.Unstructured
 	for i := 2; i <= 5; i++ {
-		last = e.create(watchtest.Pod("ns-foo", fmt.Sprintf("pod-%d", i)))
+		last = e.create(storagetest.Pod("ns-foo", fmt.Sprintf("pod-%d", i)))
 	}
-	opts := watch.ListOptions{Predicate: watchtest.PodPredicate("", "metadata.name=pod-1"), Recursive: true, SendInitialEvents: ptrTo(true)}
+	opts := storage.ListOptions{Predicate: storagetest.PodPredicate("", "metadata.name=pod-1"), Recursive: true, SendInitialEvents: ptrTo(true)}
 	opts.Predicate.AllowWatchBookmarks = true
 	w := e.watch("/pods/", opts)
-	w.expect(ev(apiwatch.Added, expected), bookmark(rvOf(t, last), true))
+	w.expect(ev(watch.Added, expected), bookmark(rvOf(t, last), true))
 	w.expectNothing()
 }

@@ -18,14 +18,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/storage"
+	"github.com/listwatch/listwatch/storage/storagetest"
 	"github.com/listwatch/listwatch/store"
-	"github.com/listwatch/listwatch/watch"
-	"github.com/listwatch/listwatch/watch/watchtest"
 )
 
 func TestMain(m *testing.M) {
@@ -70,10 +71,10 @@ func (g *gate) opened() <-chan struct{} {
 	return g.closed
 }
 
-// testStorage wraps *watch.Storage to inject list errors, hold back or break the reflector's watch,
+// testStorage wraps *etcd3.Store to inject list errors, hold back or break the reflector's watch,
 // and record what the Cacher asks of the storage.
 type testStorage struct {
-	*watch.Storage
+	*etcd3.Store
 	gate gate
 
 	mu          sync.Mutex
@@ -91,10 +92,10 @@ type testStorage struct {
 
 // GetList injects the configured errors into the reflector's lists (those with its page size) and
 // counts the reflector's lists and the delegated ones apart.
-func (s *testStorage) GetList(ctx context.Context, key string, opts watch.ListOptions, listObj runtime.Object) error {
+func (s *testStorage) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
 	if opts.Predicate.Limit != storageListPageSize {
 		s.delegatedLists.Add(1)
-		return s.Storage.GetList(ctx, key, opts, listObj)
+		return s.Store.GetList(ctx, key, opts, listObj)
 	}
 	s.mu.Lock()
 	inject := s.listErrors > 0
@@ -107,40 +108,40 @@ func (s *testStorage) GetList(ctx context.Context, key string, opts watch.ListOp
 		return errInjected
 	}
 	s.lists.Add(1)
-	return s.Storage.GetList(ctx, key, opts, listObj)
+	return s.Store.GetList(ctx, key, opts, listObj)
 }
 
-func (s *testStorage) Get(ctx context.Context, key string, opts watch.GetOptions, out runtime.Object) error {
+func (s *testStorage) Get(ctx context.Context, key string, opts storage.GetOptions, out runtime.Object) error {
 	s.getCalls.Add(1)
-	return s.Storage.Get(ctx, key, opts, out)
+	return s.Store.Get(ctx, key, opts, out)
 }
 
 func (s *testStorage) GetCurrentResourceVersion(ctx context.Context) (uint64, error) {
 	if s.failCurrentRV.Load() {
 		return 0, errors.New("injected current revision failure")
 	}
-	return s.Storage.GetCurrentResourceVersion(ctx)
+	return s.Store.GetCurrentResourceVersion(ctx)
 }
 
 func (s *testStorage) RequestWatchProgress(ctx context.Context) error {
 	s.progressRequests.Add(1)
-	return s.Storage.RequestWatchProgress(ctx)
+	return s.Store.RequestWatchProgress(ctx)
 }
 
 func (s *testStorage) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
-	preconditions *watch.Preconditions, tryUpdate watch.UpdateFunc, cachedExistingObject runtime.Object) error {
+	preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, cachedExistingObject runtime.Object) error {
 	s.mu.Lock()
 	s.suggestions = append(s.suggestions, cachedExistingObject)
 	s.mu.Unlock()
-	return s.Storage.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, tryUpdate, cachedExistingObject)
+	return s.Store.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, tryUpdate, cachedExistingObject)
 }
 
-func (s *testStorage) Delete(ctx context.Context, key string, out runtime.Object, preconditions *watch.Preconditions,
-	validateDeletion watch.ValidateObjectFunc, cachedExistingObject runtime.Object, opts watch.DeleteOptions) error {
+func (s *testStorage) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions,
+	validateDeletion storage.ValidateObjectFunc, cachedExistingObject runtime.Object, opts storage.DeleteOptions) error {
 	s.mu.Lock()
 	s.suggestions = append(s.suggestions, cachedExistingObject)
 	s.mu.Unlock()
-	return s.Storage.Delete(ctx, key, out, preconditions, validateDeletion, cachedExistingObject, opts)
+	return s.Store.Delete(ctx, key, out, preconditions, validateDeletion, cachedExistingObject, opts)
 }
 
 func (s *testStorage) lastSuggestion() runtime.Object {
@@ -152,12 +153,12 @@ func (s *testStorage) lastSuggestion() runtime.Object {
 	return s.suggestions[len(s.suggestions)-1]
 }
 
-func (s *testStorage) Watch(ctx context.Context, key string, opts watch.ListOptions) (apiwatch.Interface, error) {
-	inner, err := s.Storage.Watch(ctx, key, opts)
+func (s *testStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
+	inner, err := s.Store.Watch(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
-	w := &injectableWatch{inner: inner, out: make(chan apiwatch.Event), inject: make(chan apiwatch.Event),
+	w := &injectableWatch{inner: inner, out: make(chan watch.Event), inject: make(chan watch.Event),
 		stop: make(chan struct{}), done: make(chan struct{}), gate: &s.gate}
 	go w.run()
 	s.mu.Lock()
@@ -185,7 +186,7 @@ func (s *testStorage) breakWatch(t tb, err *metav1.Status) int {
 			continue
 		}
 		select {
-		case w.inject <- apiwatch.Event{Type: apiwatch.Error, Object: err}:
+		case w.inject <- watch.Event{Type: watch.Error, Object: err}:
 			return opened
 		case <-w.done:
 			time.Sleep(time.Millisecond)
@@ -198,9 +199,9 @@ func (s *testStorage) breakWatch(t tb, err *metav1.Status) int {
 
 // injectableWatch forwards a storage watch through the gate and can interject events.
 type injectableWatch struct {
-	inner    apiwatch.Interface
-	out      chan apiwatch.Event
-	inject   chan apiwatch.Event
+	inner    watch.Interface
+	out      chan watch.Event
+	inject   chan watch.Event
 	gate     *gate
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -241,7 +242,7 @@ func (w *injectableWatch) run() {
 	}
 }
 
-func (w *injectableWatch) send(ev apiwatch.Event) bool {
+func (w *injectableWatch) send(ev watch.Event) bool {
 	select {
 	case w.out <- ev:
 		return true
@@ -250,7 +251,7 @@ func (w *injectableWatch) send(ev apiwatch.Event) bool {
 	}
 }
 
-func (w *injectableWatch) ResultChan() <-chan apiwatch.Event { return w.out }
+func (w *injectableWatch) ResultChan() <-chan watch.Event { return w.out }
 
 func (w *injectableWatch) Stop() {
 	w.stopOnce.Do(func() { close(w.stop) })
@@ -301,7 +302,7 @@ func withNodeNameTrigger(o *envOptions) {
 }
 func withClusterScopedKeys(o *envOptions)           { o.keyFunc = clusterKey }
 func withResource(resource string) envOption        { return func(o *envOptions) { o.group = resource } }
-func clusterKey(obj runtime.Object) (string, error) { return watch.NoNamespaceKeyFunc("/pods/", obj) }
+func clusterKey(obj runtime.Object) (string, error) { return storage.NoNamespaceKeyFunc("/pods/", obj) }
 
 func nodeNameOf(obj runtime.Object) string {
 	u, ok := obj.(*unstructured.Unstructured)
@@ -333,11 +334,11 @@ func openEnv(t tb, opts ...envOption) (*env, func()) {
 		t.Fatal(err)
 	}
 	e.client = client
-	s, err := watch.New(client, watch.Config{ResourcePrefix: "/pods/", Logger: discardLogger})
+	s, err := etcd3.New(client, etcd3.Config{ResourcePrefix: "/pods/", Logger: discardLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.storage = &testStorage{Storage: s, listErrors: o.listErrors}
+	e.storage = &testStorage{Store: s, listErrors: o.listErrors}
 	var clk clock.Clock = clock.RealClock{}
 	if o.fakeClock {
 		e.clock = testingclock.NewFakeClock(time.Unix(1_000_000, 0))
@@ -346,7 +347,7 @@ func openEnv(t tb, opts ...envOption) (*env, func()) {
 	cfg := Config{
 		Storage:        e.storage,
 		ResourcePrefix: "/pods/",
-		GetAttrsFunc:   watchtest.PodAttrs,
+		GetAttrsFunc:   storagetest.PodAttrs,
 		KeyFunc:        o.keyFunc,
 		IndexerFuncs:   o.indexers,
 		Clock:          clk,
@@ -461,7 +462,7 @@ func keyOf(u *unstructured.Unstructured) string {
 
 func rvOf(t tb, obj runtime.Object) uint64 {
 	t.Helper()
-	rv, err := watch.APIObjectVersioner{}.ObjectResourceVersion(obj)
+	rv, err := storage.APIObjectVersioner{}.ObjectResourceVersion(obj)
 	if err != nil {
 		t.Fatalf("resourceVersion of %T: %v", obj, err)
 	}
@@ -484,7 +485,7 @@ func (e *env) put(u *unstructured.Unstructured) *unstructured.Unstructured {
 	e.t.Helper()
 	out := &unstructured.Unstructured{}
 	err := e.cacher.GuaranteedUpdate(e.ctx, keyOf(u), out, true, nil,
-		watch.SimpleUpdate(func(runtime.Object) (runtime.Object, error) { return u.DeepCopy(), nil }), nil)
+		storage.SimpleUpdate(func(runtime.Object) (runtime.Object, error) { return u.DeepCopy(), nil }), nil)
 	if err != nil {
 		e.t.Fatalf("put %s: %v", keyOf(u), err)
 	}
@@ -496,7 +497,7 @@ func (e *env) put(u *unstructured.Unstructured) *unstructured.Unstructured {
 func (e *env) remove(u *unstructured.Unstructured) *unstructured.Unstructured {
 	e.t.Helper()
 	out := &unstructured.Unstructured{}
-	if err := e.cacher.Delete(e.ctx, keyOf(u), out, nil, watch.ValidateAllObjectFunc, nil, watch.DeleteOptions{}); err != nil {
+	if err := e.cacher.Delete(e.ctx, keyOf(u), out, nil, storage.ValidateAllObjectFunc, nil, storage.DeleteOptions{}); err != nil {
 		e.t.Fatalf("delete %s: %v", keyOf(u), err)
 	}
 	e.lastRV = max(e.lastRV, rvOf(e.t, out))
@@ -513,12 +514,12 @@ func (e *env) touch() uint64 {
 	return uint64(resp.Header.Revision)
 }
 
-func (e *env) watch(key string, opts watch.ListOptions) *recorder {
+func (e *env) watch(key string, opts storage.ListOptions) *recorder {
 	e.t.Helper()
 	return e.watchCtx(e.ctx, key, opts)
 }
 
-func (e *env) watchCtx(ctx context.Context, key string, opts watch.ListOptions) *recorder {
+func (e *env) watchCtx(ctx context.Context, key string, opts storage.ListOptions) *recorder {
 	e.t.Helper()
 	w, err := e.cacher.Watch(ctx, key, opts)
 	if err != nil {
@@ -532,7 +533,7 @@ func (e *env) watchCtx(ctx context.Context, key string, opts watch.ListOptions) 
 // recorder reads a watch in the test goroutine.
 type recorder struct {
 	t      tb
-	w      apiwatch.Interface
+	w      watch.Interface
 	env    *env
 	closed bool
 }
@@ -544,7 +545,7 @@ func (r *recorder) stop() {
 }
 
 // next returns the next event; ok is false when the watch closed.
-func (r *recorder) next() (apiwatch.Event, bool) {
+func (r *recorder) next() (watch.Event, bool) {
 	r.t.Helper()
 	select {
 	case ev, ok := <-r.w.ResultChan():
@@ -555,11 +556,11 @@ func (r *recorder) next() (apiwatch.Event, bool) {
 	case <-time.After(waitTimeout):
 		r.t.Fatalf("no event within %v; %s", waitTimeout, r.state())
 	}
-	return apiwatch.Event{}, false
+	return watch.Event{}, false
 }
 
 // nextStepping is next, stepping the fake clock by 100 ms while it waits.
-func (r *recorder) nextStepping() (apiwatch.Event, bool) {
+func (r *recorder) nextStepping() (watch.Event, bool) {
 	r.t.Helper()
 	deadline := time.After(waitTimeout)
 	tick := time.NewTicker(time.Millisecond)
@@ -706,7 +707,7 @@ func (r *recorder) fence() []string {
 		r.t.Fatal("fence on a stopped watcher")
 	}
 	select {
-	case cw.input <- &watchCacheEvent{Type: apiwatch.Bookmark, Object: marker, ResourceVersion: fenceRV}:
+	case cw.input <- &watchCacheEvent{Type: watch.Bookmark, Object: marker, ResourceVersion: fenceRV}:
 	default:
 		c.mu.Unlock()
 		r.t.Fatal("fence: watcher input is full")
@@ -718,7 +719,7 @@ func (r *recorder) fence() []string {
 		if !ok {
 			r.t.Fatalf("watch closed before the fence; got %v", got)
 		}
-		if ev.Type == apiwatch.Bookmark && rvOf(r.t, ev.Object) == fenceRV {
+		if ev.Type == watch.Bookmark && rvOf(r.t, ev.Object) == fenceRV {
 			return got
 		}
 		got = append(got, describe(ev))
@@ -743,7 +744,7 @@ func plainObject(obj runtime.Object) runtime.Object {
 
 // describe renders an event: type, object (ns/name, resourceVersion, distinguishing fields) or a
 // bookmark's resourceVersion and annotation, or an error's Status.
-func describe(ev apiwatch.Event) string {
+func describe(ev watch.Event) string {
 	if st, ok := ev.Object.(*metav1.Status); ok {
 		return fmt.Sprintf("%s %d %s: %s", ev.Type, st.Code, st.Reason, st.Message)
 	}
@@ -751,7 +752,7 @@ func describe(ev apiwatch.Event) string {
 	if !ok {
 		return fmt.Sprintf("%s %T", ev.Type, ev.Object)
 	}
-	if ev.Type == apiwatch.Bookmark {
+	if ev.Type == watch.Bookmark {
 		s := fmt.Sprintf("BOOKMARK rv=%s", u.GetResourceVersion())
 		if u.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
 			s += " end"
@@ -786,7 +787,7 @@ func describeObject(u *unstructured.Unstructured) string {
 }
 
 // ev renders the expected description of an event of u.
-func ev(t apiwatch.EventType, u *unstructured.Unstructured) string {
+func ev(t watch.EventType, u *unstructured.Unstructured) string {
 	return string(t) + " " + describeObject(u)
 }
 

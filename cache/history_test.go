@@ -8,7 +8,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 // TestHistoryResize ports TestDynamicCache: the buffer doubles when full and younger than the window,
@@ -72,7 +72,7 @@ func TestHistoryResize(t *testing.T) {
 
 func addEvents(h *watchCacheHistory, from, to uint64, at func(rv uint64) time.Time) {
 	for rv := from; rv <= to; rv++ {
-		h.add(&watchCacheEvent{Type: apiwatch.Added, Key: fmt.Sprintf("/pods/ns/p%d", rv), ResourceVersion: rv, RecordTime: at(rv)})
+		h.add(&watchCacheEvent{Type: watch.Added, Key: fmt.Sprintf("/pods/ns/p%d", rv), ResourceVersion: rv, RecordTime: at(rv)})
 	}
 }
 

@@ -11,11 +11,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 	"pgregory.net/rapid"
 
-	"github.com/listwatch/listwatch/watch"
-	"github.com/listwatch/listwatch/watch/watchtest"
+	"github.com/listwatch/listwatch/storage"
+	"github.com/listwatch/listwatch/storage/storagetest"
 )
 
 // The property test drives one Cacher with random writes, watchers, reads, stops, relists and
@@ -60,15 +60,15 @@ type propSpec struct {
 	bookmarks bool
 }
 
-func (s propSpec) predicate() watch.Predicate {
-	p := watchtest.PodPredicate(s.label, s.field)
-	p.GetAttrs = watchtest.PodAttrs
+func (s propSpec) predicate() storage.Predicate {
+	p := storagetest.PodPredicate(s.label, s.field)
+	p.GetAttrs = storagetest.PodAttrs
 	p.AllowWatchBookmarks = s.bookmarks
 	return p
 }
 
-func (s propSpec) opts() watch.ListOptions {
-	return watch.ListOptions{ResourceVersion: s.rv, Predicate: s.predicate(), Recursive: s.recursive, SendInitialEvents: s.sie}
+func (s propSpec) opts() storage.ListOptions {
+	return storage.ListOptions{ResourceVersion: s.rv, Predicate: s.predicate(), Recursive: s.recursive, SendInitialEvents: s.sie}
 }
 
 func (s propSpec) String() string {
@@ -91,7 +91,7 @@ func (s propSpec) selects(key string, u *unstructured.Unstructured) bool {
 	if !hasPathPrefix(key, prefix) {
 		return false
 	}
-	l, f, _ := watchtest.PodAttrs(u)
+	l, f, _ := storagetest.PodAttrs(u)
 	p := s.predicate()
 	return p.MatchesObjectAttributes(l, f)
 }
@@ -112,11 +112,11 @@ const (
 type propWatcher struct {
 	spec   propSpec
 	reader reader
-	w      apiwatch.Interface
+	w      watch.Interface
 	// lo and hi bound the cache's RV during the Watch call; required is etcd's revision then.
 	lo, hi, required uint64
 	listRV           uint64 // the relist RV of the generation the watch was opened in
-	got              []apiwatch.Event
+	got              []watch.Event
 	closed           bool
 	stopped          bool // by the test
 	resumeOf         *propWatcher
@@ -154,12 +154,12 @@ func (r *propRun) write() {
 	} else {
 		var mods []func(*unstructured.Unstructured)
 		if l := rapid.SampledFrom([]string{"", "1", "2"}).Draw(r.t, "label"); l != "" {
-			mods = append(mods, watchtest.Labels("l="+l))
+			mods = append(mods, storagetest.Labels("l="+l))
 		}
 		if rapid.Bool().Draw(r.t, "onNode") {
-			mods = append(mods, watchtest.Node("n1"))
+			mods = append(mods, storagetest.Node("n1"))
 		}
-		out = r.e.put(watchtest.Pod(ns, name, mods...))
+		out = r.e.put(storagetest.Pod(ns, name, mods...))
 		if prev != nil && out.GetResourceVersion() == prev.GetResourceVersion() {
 			return // GuaranteedUpdate writes nothing when nothing changes
 		}
@@ -217,7 +217,7 @@ func (r *propRun) open(spec propSpec, rd reader, resumeOf *propWatcher) {
 	pw := &propWatcher{spec: spec, reader: rd, resumeOf: resumeOf, required: r.m.rev, listRV: r.listRV()}
 	pw.lo = r.e.cacheRV()
 	type result struct {
-		w   apiwatch.Interface
+		w   watch.Interface
 		err error
 	}
 	done := make(chan result, 1)
@@ -290,18 +290,18 @@ func (r *propRun) afterAction() {
 func lastSeenRV(pw *propWatcher) (uint64, bool) {
 	for i := len(pw.got) - 1; i >= 0; i-- {
 		ev := pw.got[i]
-		if ev.Type == apiwatch.Error {
+		if ev.Type == watch.Error {
 			return 0, false
 		}
-		if ev.Type == apiwatch.Bookmark || !pw.spec.replays() {
+		if ev.Type == watch.Bookmark || !pw.spec.replays() {
 			return rvOfEvent(ev), true
 		}
 	}
 	return 0, false
 }
 
-func rvOfEvent(ev apiwatch.Event) uint64 {
-	rv, _ := watch.APIObjectVersioner{}.ObjectResourceVersion(ev.Object)
+func rvOfEvent(ev watch.Event) uint64 {
+	rv, _ := storage.APIObjectVersioner{}.ObjectResourceVersion(ev.Object)
 	return rv
 }
 
@@ -338,7 +338,7 @@ func (r *propRun) finish() {
 			if !r.readOne(pw) {
 				break
 			}
-			if last := pw.got[len(pw.got)-1]; last.Type == apiwatch.Bookmark && rvOfEvent(last) == fenceRV {
+			if last := pw.got[len(pw.got)-1]; last.Type == watch.Bookmark && rvOfEvent(last) == fenceRV {
 				pw.got = pw.got[:len(pw.got)-1]
 				break
 			}
@@ -356,7 +356,7 @@ func (r *propRun) tryFence(cw *cacheWatcher) bool {
 	marker := &unstructured.Unstructured{}
 	marker.SetResourceVersion(strconv.FormatUint(fenceRV, 10))
 	select {
-	case cw.input <- &watchCacheEvent{Type: apiwatch.Bookmark, Object: marker, ResourceVersion: fenceRV}:
+	case cw.input <- &watchCacheEvent{Type: watch.Bookmark, Object: marker, ResourceVersion: fenceRV}:
 		return true
 	default:
 		return false
@@ -399,7 +399,7 @@ func (r *propRun) expected(pw *propWatcher, s uint64) (initial, live []string, l
 		sort.Strings(keys)
 		for _, k := range keys {
 			if pw.spec.selects(k, st[k]) {
-				initial = append(initial, ev(apiwatch.Added, st[k]))
+				initial = append(initial, ev(watch.Added, st[k]))
 			}
 		}
 	}
@@ -411,11 +411,11 @@ func (r *propRun) expected(pw *propWatcher, s uint64) (initial, live []string, l
 		var d string
 		switch {
 		case cur && !old:
-			d = ev(apiwatch.Added, w.cur)
+			d = ev(watch.Added, w.cur)
 		case cur && old:
-			d = ev(apiwatch.Modified, w.cur)
+			d = ev(watch.Modified, w.cur)
 		case old:
-			d = ev(apiwatch.Deleted, atRV(w.prev, w.rev))
+			d = ev(watch.Deleted, atRV(w.prev, w.rev))
 		default:
 			continue
 		}
@@ -483,7 +483,7 @@ func (r *propRun) check(pw *propWatcher) {
 			pw.listRV, pw.closed, pw.stopped, pw.resumeOf != nil, pw.reader, fmt.Sprintf(format, args...), strings.Join(got, "\n  "), strings.Join(hist, "\n  "))
 	}
 	s := pw.spec
-	if len(pw.got) > 0 && pw.got[0].Type == apiwatch.Error {
+	if len(pw.got) > 0 && pw.got[0].Type == watch.Error {
 		if len(pw.got) != 1 || !pw.closed {
 			fail("an ERROR that is not the only event of a closed watch")
 		}
@@ -547,7 +547,7 @@ func (r *propRun) matches(pw *propWatcher, start uint64) string {
 	delivered := 0
 	lastBookmark := start
 	for _, e := range got {
-		if e.Type == apiwatch.Bookmark {
+		if e.Type == watch.Bookmark {
 			if !s.bookmarks {
 				return "a bookmark for a watch without bookmarks"
 			}
@@ -585,7 +585,7 @@ func (r *propRun) matches(pw *propWatcher, start uint64) string {
 func (r *propRun) compareWithStorage(pw *propWatcher) {
 	var want []string
 	for _, e := range pw.got {
-		if e.Type != apiwatch.Bookmark {
+		if e.Type != watch.Bookmark {
 			want = append(want, describe(e))
 		}
 	}
@@ -594,7 +594,7 @@ func (r *propRun) compareWithStorage(pw *propWatcher) {
 		// RV "" with SendInitialEvents=false started at etcd's revision of the time.
 		opts.ResourceVersion = strconv.FormatUint(pw.required, 10)
 	}
-	direct, err := r.e.storage.Storage.Watch(r.e.ctx, pw.spec.key, opts)
+	direct, err := r.e.storage.Store.Watch(r.e.ctx, pw.spec.key, opts)
 	if err != nil {
 		r.t.Fatalf("direct watch %s: %v", pw.spec, err)
 	}
@@ -611,7 +611,7 @@ func (r *propRun) compareWithStorage(pw *propWatcher) {
 			if !ok {
 				r.t.Fatalf("direct watch %s closed after %v", pw.spec, got)
 			}
-			if e.Type != apiwatch.Bookmark {
+			if e.Type != watch.Bookmark {
 				got = append(got, describe(e))
 			}
 		case <-deadline:

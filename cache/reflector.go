@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 
-	"github.com/listwatch/listwatch/watch"
+	"github.com/listwatch/listwatch/storage"
 )
 
 const (
@@ -112,7 +112,7 @@ func (r *reflector) listAndWatch(ctx context.Context) error {
 //
 // Mirrors Reflector.list and client-go tools/pager ListPager.List.
 func (r *reflector) list(ctx context.Context) error {
-	opts := watch.ListOptions{Predicate: watch.Everything, Recursive: true}
+	opts := storage.ListOptions{Predicate: storage.Everything, Recursive: true}
 	opts.Predicate.Limit = r.pageSize
 	var items []runtime.Object
 	var resourceVersion string
@@ -163,9 +163,9 @@ func (r *reflector) watch(ctx context.Context) error {
 			return nil
 		}
 		start := r.clock.Now()
-		pred := watch.Everything
+		pred := storage.Everything
 		pred.AllowWatchBookmarks = true
-		w, err := r.storage.Watch(ctx, r.resourcePrefix, watch.ListOptions{
+		w, err := r.storage.Watch(ctx, r.resourcePrefix, storage.ListOptions{
 			ResourceVersion: r.lastSyncResourceVersion(),
 			Predicate:       pred,
 			Recursive:       true,
@@ -222,7 +222,7 @@ func (r *reflector) sleep(ctx context.Context, d time.Duration) bool {
 // the watch closes (nil, or errVeryShortWatch) or sends an ERROR (its API error).
 //
 // Mirrors client-go handleAnyWatch.
-func (r *reflector) handleWatch(ctx context.Context, start time.Time, w apiwatch.Interface) error {
+func (r *reflector) handleWatch(ctx context.Context, start time.Time, w watch.Interface) error {
 	count := 0
 	for {
 		select {
@@ -235,7 +235,7 @@ func (r *reflector) handleWatch(ctx context.Context, start time.Time, w apiwatch
 				}
 				return nil
 			}
-			if event.Type == apiwatch.Error {
+			if event.Type == watch.Error {
 				return apierrors.FromObject(event.Object)
 			}
 			m, err := meta.Accessor(event.Object)
@@ -245,13 +245,13 @@ func (r *reflector) handleWatch(ctx context.Context, start time.Time, w apiwatch
 			}
 			resourceVersion := m.GetResourceVersion()
 			switch event.Type {
-			case apiwatch.Added:
+			case watch.Added:
 				err = r.store.Add(event.Object)
-			case apiwatch.Modified:
+			case watch.Modified:
 				err = r.store.Update(event.Object)
-			case apiwatch.Deleted:
+			case watch.Deleted:
 				err = r.store.Delete(event.Object)
-			case apiwatch.Bookmark:
+			case watch.Bookmark:
 			default:
 				err = fmt.Errorf("unknown watch event type %q", event.Type)
 			}

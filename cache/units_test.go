@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/listwatch/listwatch/watch/watchtest"
+	"github.com/listwatch/listwatch/storage/storagetest"
 )
 
 // TestTimeBudget: the budget starts empty, refills 50 ms per second up to 100 ms, is taken whole and
@@ -145,7 +145,7 @@ func (c *countingEncoder) encode(obj runtime.Object, w io.Writer) error {
 // TestCachingObjectEncodesOnce: concurrent writers of one object per encoder identifier share one
 // encoding; another identifier encodes again; apimachinery's JSON scheme uses the cache.
 func TestCachingObjectEncodesOnce(t *testing.T) {
-	obj := watchtest.Pod("ns", "a", watchtest.Labels("x=y"))
+	obj := storagetest.Pod("ns", "a", storagetest.Labels("x=y"))
 	obj.SetResourceVersion("7")
 	co, err := newCachingObject(obj)
 	if err != nil {
@@ -193,7 +193,7 @@ func TestCachingObjectEncodesOnce(t *testing.T) {
 // no-op setter keeps the cached encoding, a real change copies the wrapped object first (the original
 // is untouched) and drops the cache.
 func TestCachingObjectAccessors(t *testing.T) {
-	obj := watchtest.Pod("ns", "a")
+	obj := storagetest.Pod("ns", "a")
 	obj.SetResourceVersion("7")
 	co, err := newCachingObject(obj)
 	if err != nil {
@@ -359,7 +359,7 @@ func TestConfigValidation(t *testing.T) {
 }
 
 func TestIdentifier(t *testing.T) {
-	if got, want := identifierFor("/pods/ns/", watchtest.PodPredicate("a=b", "")), fmt.Sprintf("key: %q, labels: %q, fields: %q", "/pods/ns/", "a=b", ""); got != want {
+	if got, want := identifierFor("/pods/ns/", storagetest.PodPredicate("a=b", "")), fmt.Sprintf("key: %q, labels: %q, fields: %q", "/pods/ns/", "a=b", ""); got != want {
 		t.Fatalf("got %s, want %s", got, want)
 	}
 }

@@ -10,10 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 
-	"github.com/listwatch/listwatch/watch"
+	"github.com/listwatch/listwatch/storage"
 )
 
 const (
@@ -28,7 +28,7 @@ const (
 //
 // Mirrors watch_cache.go watchCacheEvent.
 type watchCacheEvent struct {
-	Type            apiwatch.EventType
+	Type            watch.EventType
 	Object          runtime.Object
 	ObjLabels       labels.Set
 	ObjFields       fields.Set
@@ -62,8 +62,8 @@ type watchCache struct {
 	onReplace func()
 
 	keyFunc      func(runtime.Object) (string, error)
-	getAttrs     watch.AttrFunc
-	versioner    watch.Versioner
+	getAttrs     storage.AttrFunc
+	versioner    storage.Versioner
 	clock        clock.Clock
 	eventHandler func(*watchCacheEvent)
 	progress     *progressRequester
@@ -78,7 +78,7 @@ type watchCache struct {
 	listedOnce sync.Once
 }
 
-func newWatchCache(keyFunc func(runtime.Object) (string, error), getAttrs watch.AttrFunc, versioner watch.Versioner,
+func newWatchCache(keyFunc func(runtime.Object) (string, error), getAttrs storage.AttrFunc, versioner storage.Versioner,
 	clk clock.Clock, eventFreshDuration time.Duration, eventHandler func(*watchCacheEvent), progress *progressRequester,
 	getCurrentRV func(context.Context) (uint64, error), stopCh <-chan struct{}) *watchCache {
 	w := &watchCache{
@@ -100,19 +100,19 @@ func newWatchCache(keyFunc func(runtime.Object) (string, error), getAttrs watch.
 }
 
 // Add records the creation of obj.
-func (w *watchCache) Add(obj runtime.Object) error { return w.processEvent(apiwatch.Added, obj) }
+func (w *watchCache) Add(obj runtime.Object) error { return w.processEvent(watch.Added, obj) }
 
 // Update records a change of obj.
-func (w *watchCache) Update(obj runtime.Object) error { return w.processEvent(apiwatch.Modified, obj) }
+func (w *watchCache) Update(obj runtime.Object) error { return w.processEvent(watch.Modified, obj) }
 
 // Delete records the deletion of obj, which carries the deletion's resourceVersion.
-func (w *watchCache) Delete(obj runtime.Object) error { return w.processEvent(apiwatch.Deleted, obj) }
+func (w *watchCache) Delete(obj runtime.Object) error { return w.processEvent(watch.Deleted, obj) }
 
 // processEvent appends the event to the history, applies it to the store and moves resourceVersion,
 // all under the lock, then hands the event to the dispatcher outside it.
 //
 // Mirrors watchCache.processEvent.
-func (w *watchCache) processEvent(eventType apiwatch.EventType, obj runtime.Object) error {
+func (w *watchCache) processEvent(eventType watch.EventType, obj runtime.Object) error {
 	resourceVersion, err := w.versioner.ObjectResourceVersion(obj)
 	if err != nil {
 		return err
@@ -141,7 +141,7 @@ func (w *watchCache) processEvent(eventType apiwatch.EventType, obj runtime.Obje
 	}
 	w.history.add(event)
 	w.resourceVersion = resourceVersion
-	if eventType == apiwatch.Deleted {
+	if eventType == watch.Deleted {
 		w.store.remove(key)
 	} else {
 		w.store.put(elem)
@@ -169,7 +169,7 @@ func (w *watchCache) UpdateResourceVersion(resourceVersion string) error {
 	w.cond.Broadcast()
 	w.Unlock()
 	if w.eventHandler != nil {
-		w.eventHandler(&watchCacheEvent{Type: apiwatch.Bookmark, ResourceVersion: rv})
+		w.eventHandler(&watchCacheEvent{Type: watch.Bookmark, ResourceVersion: rv})
 	}
 	return nil
 }
@@ -258,7 +258,7 @@ func (w *watchCache) waitUntilFreshLocked(ctx context.Context, resourceVersion u
 	})
 	for w.resourceVersion < resourceVersion {
 		if w.clock.Since(start) >= blockTimeout {
-			return watch.NewTooLargeResourceVersionError(resourceVersion, w.resourceVersion, resourceVersionTooHighRetrySeconds)
+			return storage.NewTooLargeResourceVersionError(resourceVersion, w.resourceVersion, resourceVersionTooHighRetrySeconds)
 		}
 		if err := ctx.Err(); err != nil {
 			return err
@@ -312,7 +312,7 @@ func (w *watchCache) getByKey(key string) (*element, bool) {
 // meaning "from now"). The caller holds the read lock until the watcher is registered.
 //
 // Mirrors watchCache.getAllEventsSinceLocked.
-func (w *watchCache) getAllEventsSinceLocked(resourceVersion uint64, key string, opts watch.ListOptions) (*watchCacheInterval, error) {
+func (w *watchCache) getAllEventsSinceLocked(resourceVersion uint64, key string, opts storage.ListOptions) (*watchCacheInterval, error) {
 	_, matchesSingle := opts.Predicate.MatchesSingle()
 	matchesSingle = matchesSingle && !opts.Recursive
 	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {

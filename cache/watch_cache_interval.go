@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync"
 
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 // errIntervalInvalidated means the history moved past an interval before it was read: the watcher
@@ -134,7 +134,7 @@ func (s *snapshotInterval) next() (*watchCacheEvent, error) {
 // resourceVersion; the object keeps its own.
 func elementToEvent(e *element, resourceVersion uint64) *watchCacheEvent {
 	return &watchCacheEvent{
-		Type:            apiwatch.Added,
+		Type:            watch.Added,
 		Object:          e.Object,
 		ObjLabels:       e.Labels,
 		ObjFields:       e.Fields,

@@ -16,9 +16,10 @@ import (
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/listwatch/listwatch/httpwatch"
+	"github.com/listwatch/listwatch/httpwatch/watchclient"
 )
 
 // FuzzListQuery feeds arbitrary list and watch queries (and a /watch/ path name) to
@@ -179,7 +180,7 @@ func sameListOptions(a, b *metainternalversion.ListOptions) bool {
 	return reflect.DeepEqual(ac, bc)
 }
 
-// FuzzWatchDecoder feeds arbitrary bytes to httpwatch.Decoder as a watch stream and checks it: it
+// FuzzWatchDecoder feeds arbitrary bytes to watchclient.Decoder as a watch stream and checks it: it
 // never panics, ends with io.EOF, io.ErrUnexpectedEOF or an ErrInvalidFrame error that repeats,
 // returns only frames of a known type whose object is a JSON object, and the frames it returns,
 // written again with AppendFrame, decode to the same frames.
@@ -204,14 +205,14 @@ func FuzzWatchDecoder(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		frames, err := decodeAll(data)
 		switch {
-		case err == io.EOF, err == io.ErrUnexpectedEOF, errors.Is(err, httpwatch.ErrInvalidFrame):
+		case err == io.EOF, err == io.ErrUnexpectedEOF, errors.Is(err, watchclient.ErrInvalidFrame):
 		default:
 			t.Fatalf("decoder ended with %T %v", err, err)
 		}
 		var again []byte
 		for _, fr := range frames {
 			switch fr.Type {
-			case apiwatch.Added, apiwatch.Modified, apiwatch.Deleted, apiwatch.Bookmark, apiwatch.Error:
+			case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark, watch.Error:
 			default:
 				t.Fatalf("frame of type %q", fr.Type)
 			}
@@ -222,7 +223,7 @@ func FuzzWatchDecoder(f *testing.F) {
 			if err := json.Compact(&compact, fr.Object); err != nil {
 				t.Fatal(err)
 			}
-			again = httpwatch.AppendFrame(again, fr.Type, compact.Bytes())
+			again = watchclient.AppendFrame(again, fr.Type, compact.Bytes())
 		}
 		reframes, err := decodeAll(again)
 		if err != io.EOF || len(reframes) != len(frames) {
@@ -240,9 +241,9 @@ func FuzzWatchDecoder(f *testing.F) {
 }
 
 // decodeAll returns the frames of data and the error that ended them; a later Decode must repeat it.
-func decodeAll(data []byte) ([]httpwatch.Frame, error) {
-	dec := httpwatch.NewDecoder(bytes.NewReader(data))
-	var frames []httpwatch.Frame
+func decodeAll(data []byte) ([]watchclient.Frame, error) {
+	dec := watchclient.NewDecoder(bytes.NewReader(data))
+	var frames []watchclient.Frame
 	for {
 		fr, err := dec.Decode()
 		if err != nil {

@@ -21,12 +21,12 @@ import (
 	"time"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/store"
-	"github.com/listwatch/listwatch/watch"
 )
 
 // BenchmarkWatchFanout measures the whole path under load: one writer updating configmaps through
@@ -115,7 +115,7 @@ func benchmarkFanout(b *testing.B, watchers, rate, burst int, cached bool) {
 	res := ConfigMaps()
 	sc := res.StorageConfig()
 	sc.Logger = quietLogger()
-	s, err := watch.New(cli, sc)
+	s, err := etcd3.New(cli, sc)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -461,7 +461,7 @@ func BenchmarkFrameEncode(b *testing.B) {
 			enc := newFrameEncoder(ConfigMaps())
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := enc.encode(apiwatch.Event{Type: apiwatch.Modified, Object: c.obj}, io.Discard); err != nil {
+				if err := enc.encode(watch.Event{Type: watch.Modified, Object: c.obj}, io.Discard); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/listwatch/listwatch/httpwatch/watchclient"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,13 +19,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/store"
-	"github.com/listwatch/listwatch/watch"
 )
 
 // waitTimeout bounds every wait in the tests; generous, never what a test asserts.
@@ -51,7 +53,7 @@ type envOption func(*Config)
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// newEnv serves ConfigMaps, Pods, Widgets and Gizmos, each over its own *watch.Storage wrapped in a
+// newEnv serves ConfigMaps, Pods, Widgets and Gizmos, each over its own *etcd3.Store wrapped in a
 // spyStorage, with a fake clock and a jitter of 0.5.
 // overWatchCache makes newEnv put a watch cache over every storage; TestOverWatchCache sets it while it
 // reruns tests (which run one at a time) against the cache.
@@ -76,7 +78,7 @@ func newEnvWith(t *testing.T, cached bool, opts ...envOption) *env {
 	for _, r := range append(DefaultResources(), Gizmos()) {
 		sc := r.StorageConfig()
 		sc.Logger = quietLogger()
-		s, err := watch.New(cli, sc)
+		s, err := etcd3.New(cli, sc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +262,7 @@ type stream struct {
 
 // rawFrame is a decoded frame and the line it came in.
 type rawFrame struct {
-	Frame
+	watchclient.Frame
 	line []byte
 }
 
@@ -313,7 +315,7 @@ func (s *stream) read(body io.Reader) {
 			s.errc <- err
 			return
 		}
-		dec := NewDecoder(bytes.NewReader(line))
+		dec := watchclient.NewDecoder(bytes.NewReader(line))
 		f, err := dec.Decode()
 		if err == nil {
 			if _, end := dec.Decode(); end != io.EOF {
@@ -366,7 +368,7 @@ func (s *stream) expectEnd() {
 }
 
 // nameOf returns the name and resourceVersion of a frame's object.
-func nameOf(t *testing.T, f Frame) (string, string) {
+func nameOf(t *testing.T, f watchclient.Frame) (string, string) {
 	t.Helper()
 	_, m, err := f.Meta()
 	if err != nil {
@@ -396,19 +398,19 @@ type spyStorage struct {
 	Storage
 	mu       sync.Mutex
 	watches  []*spyWatch
-	lastList watch.ListOptions
+	lastList storage.ListOptions
 }
 
 type spyWatch struct {
 	key      string
-	opts     watch.ListOptions
+	opts     storage.ListOptions
 	ctx      context.Context
 	deadline time.Time
 	stopped  chan struct{}
 	once     sync.Once
 }
 
-func (s *spyStorage) Watch(ctx context.Context, key string, opts watch.ListOptions) (apiwatch.Interface, error) {
+func (s *spyStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
 	w, err := s.Storage.Watch(ctx, key, opts)
 	if err != nil {
 		return nil, err
@@ -421,7 +423,7 @@ func (s *spyStorage) Watch(ctx context.Context, key string, opts watch.ListOptio
 	return &spiedWatcher{Interface: w, spy: sw}, nil
 }
 
-func (s *spyStorage) GetList(ctx context.Context, key string, opts watch.ListOptions, listObj runtime.Object) error {
+func (s *spyStorage) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
 	s.mu.Lock()
 	s.lastList = opts
 	s.mu.Unlock()
@@ -447,7 +449,7 @@ func (s *spyStorage) nthWatch(t *testing.T, n int) *spyWatch {
 }
 
 type spiedWatcher struct {
-	apiwatch.Interface
+	watch.Interface
 	spy *spyWatch
 }
 
@@ -487,12 +489,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 type fakeStorage struct {
 	Storage
 	mu      sync.Mutex
-	watches []*apiwatch.FakeWatcher
+	watches []*watch.FakeWatcher
 	size    int
 }
 
-func (f *fakeStorage) Watch(context.Context, string, watch.ListOptions) (apiwatch.Interface, error) {
-	w := apiwatch.NewFakeWithChanSize(f.size, false)
+func (f *fakeStorage) Watch(context.Context, string, storage.ListOptions) (watch.Interface, error) {
+	w := watch.NewFakeWithChanSize(f.size, false)
 	f.mu.Lock()
 	f.watches = append(f.watches, w)
 	f.mu.Unlock()

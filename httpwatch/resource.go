@@ -15,7 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/listwatch/listwatch/cache"
-	"github.com/listwatch/listwatch/watch"
+	"github.com/listwatch/listwatch/etcd3"
+	"github.com/listwatch/listwatch/storage"
 )
 
 // Resource describes one resource the server serves: where its paths are, what its objects are called
@@ -190,19 +191,19 @@ func (r Resource) NewObject() runtime.Object {
 	return u
 }
 
-// StorageConfig returns the watch.Config of the resource's etcd3 storage: its key prefix, its
+// StorageConfig returns the etcd3.Config of the resource's etcd3 storage: its key prefix, its
 // GroupResource for errors and NewObject for bookmarks. Callers may add a clock or logger.
-func (r Resource) StorageConfig() watch.Config {
-	return watch.Config{ResourcePrefix: r.keyPrefix(), GroupResource: r.GroupResource(), NewFunc: r.NewObject}
+func (r Resource) StorageConfig() etcd3.Config {
+	return etcd3.Config{ResourcePrefix: r.keyPrefix(), GroupResource: r.GroupResource(), NewFunc: r.NewObject}
 }
 
 // CacheConfig returns the configuration of a watch cache of the resource over s: its key prefix and
 // key function, GetAttrs, NewObject for bookmarks, the list kind and the trigger index.
 func (r Resource) CacheConfig(s cache.Storage) cache.Config {
 	prefix := r.keyPrefix() + "/"
-	keyFunc := func(obj runtime.Object) (string, error) { return watch.NamespaceKeyFunc(prefix, obj) }
+	keyFunc := func(obj runtime.Object) (string, error) { return storage.NamespaceKeyFunc(prefix, obj) }
 	if !r.Namespaced {
-		keyFunc = func(obj runtime.Object) (string, error) { return watch.NoNamespaceKeyFunc(prefix, obj) }
+		keyFunc = func(obj runtime.Object) (string, error) { return storage.NoNamespaceKeyFunc(prefix, obj) }
 	}
 	listKind := r.ListKind
 	if listKind == "" {

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/listwatch/listwatch/watch"
+	"github.com/listwatch/listwatch/storage"
 )
 
 // contentTypeJSON is the one media type served, as for custom resources without YAML.
@@ -47,7 +47,7 @@ func errorToAPIStatus(err error) *metav1.Status {
 		return &status
 	}
 	code := http.StatusInternalServerError
-	if watch.IsConflict(err) {
+	if storage.IsConflict(err) {
 		code = http.StatusConflict
 	}
 	return &metav1.Status{

@@ -29,10 +29,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 	kjson "sigs.k8s.io/json"
 
-	"github.com/listwatch/listwatch/watch"
+	"github.com/listwatch/listwatch/storage"
 )
 
 // optimisticLockErrorMsg mirrors registry.OptimisticLockErrorMsg.
@@ -193,7 +193,7 @@ func (h *resourceHandler) listOptions(query map[string][]string, name string) (m
 }
 
 // predicate mirrors registry.Store.List/Watch building a SelectionPredicate from the options.
-func (h *resourceHandler) predicate(opts *metainternalversion.ListOptions) watch.Predicate {
+func (h *resourceHandler) predicate(opts *metainternalversion.ListOptions) storage.Predicate {
 	label := labels.Everything()
 	if opts.LabelSelector != nil {
 		label = opts.LabelSelector
@@ -202,14 +202,14 @@ func (h *resourceHandler) predicate(opts *metainternalversion.ListOptions) watch
 	if opts.FieldSelector != nil {
 		field = opts.FieldSelector
 	}
-	return watch.Predicate{Label: label, Field: field, GetAttrs: h.res.GetAttrs}
+	return storage.Predicate{Label: label, Field: field, GetAttrs: h.res.GetAttrs}
 }
 
 // scope returns the key to read: a namespace named only by the field selector narrows a cluster-wide
 // request, and a metadata.name selector turns it into a read of one key.
 //
 // Mirrors registry.Store.ListPredicate and WatchPredicate.
-func (h *resourceHandler) scope(namespace string, pred *watch.Predicate) (key string, recursive bool) {
+func (h *resourceHandler) scope(namespace string, pred *storage.Predicate) (key string, recursive bool) {
 	if namespace == "" && h.res.Namespaced {
 		if ns, ok := pred.MatchesSingleNamespace(); ok && len(apivalidation.ValidateNamespaceName(ns, false)) == 0 {
 			namespace = ns
@@ -230,14 +230,14 @@ func (h *resourceHandler) list(ctx context.Context, namespace string, opts *meta
 	pred.Continue = opts.Continue
 	key, recursive := h.scope(namespace, &pred)
 	list := h.newList()
-	err := h.storage.GetList(ctx, key, watch.ListOptions{
+	err := h.storage.GetList(ctx, key, storage.ListOptions{
 		ResourceVersion:      opts.ResourceVersion,
 		ResourceVersionMatch: opts.ResourceVersionMatch,
 		Predicate:            pred,
 		Recursive:            recursive,
 	}, list)
 	if err != nil {
-		return nil, watch.InterpretListError(err, h.gr())
+		return nil, storage.InterpretListError(err, h.gr())
 	}
 	if h.res.BuiltIn {
 		// A typed list omits an empty continue token (ListMeta's omitempty) ...
@@ -260,11 +260,11 @@ func (h *resourceHandler) list(ctx context.Context, namespace string, opts *meta
 
 // watch mirrors registry.Store.Watch: resourceVersion and sendInitialEvents go down, the
 // resourceVersionMatch does not.
-func (h *resourceHandler) watch(ctx context.Context, namespace string, opts *metainternalversion.ListOptions) (apiwatch.Interface, error) {
+func (h *resourceHandler) watch(ctx context.Context, namespace string, opts *metainternalversion.ListOptions) (watch.Interface, error) {
 	pred := h.predicate(opts)
 	pred.AllowWatchBookmarks = opts.AllowWatchBookmarks
 	key, recursive := h.scope(namespace, &pred)
-	return h.storage.Watch(ctx, key, watch.ListOptions{
+	return h.storage.Watch(ctx, key, storage.ListOptions{
 		ResourceVersion:   opts.ResourceVersion,
 		Predicate:         pred,
 		Recursive:         recursive,
@@ -304,8 +304,8 @@ func (h *resourceHandler) serveGet(w http.ResponseWriter, req *http.Request, nam
 		return
 	}
 	obj := &unstructured.Unstructured{}
-	if err := h.storage.Get(req.Context(), key, watch.GetOptions{ResourceVersion: options.ResourceVersion}, obj); err != nil {
-		h.server.writeError(w, req, watch.InterpretGetError(err, h.gr(), name))
+	if err := h.storage.Get(req.Context(), key, storage.GetOptions{ResourceVersion: options.ResourceVersion}, obj); err != nil {
+		h.server.writeError(w, req, storage.InterpretGetError(err, h.gr(), name))
 		return
 	}
 	h.server.writeObject(w, req, http.StatusOK, obj)
@@ -479,13 +479,13 @@ func (h *resourceHandler) createOnce(ctx context.Context, namespace string, obj 
 	}
 	out := &unstructured.Unstructured{}
 	if err := h.storage.create(ctx, key, obj, out, dryRun); err != nil {
-		err = watch.InterpretCreateError(err, h.gr(), name)
+		err = storage.InterpretCreateError(err, h.gr(), name)
 		err = h.checkGeneratedNameError(err, obj)
 		if !apierrors.IsAlreadyExists(err) {
 			return nil, err
 		}
 		existing := &unstructured.Unstructured{}
-		if errGet := h.storage.Get(ctx, key, watch.GetOptions{}, existing); errGet != nil {
+		if errGet := h.storage.Get(ctx, key, storage.GetOptions{}, existing); errGet != nil {
 			return nil, err
 		}
 		if existing.GetDeletionTimestamp() != nil {
@@ -649,14 +649,14 @@ func (h *resourceHandler) update(ctx context.Context, namespace, name string, ob
 	if err != nil {
 		return nil, err
 	}
-	preconditions := &watch.Preconditions{}
+	preconditions := &storage.Preconditions{}
 	if uid := obj.GetUID(); uid != "" {
 		preconditions.UID = &uid
 	}
-	versioner := watch.APIObjectVersioner{}
+	versioner := storage.APIObjectVersioner{}
 	out := &unstructured.Unstructured{}
 	var deleteObj *unstructured.Unstructured
-	err = h.storage.guaranteedUpdate(ctx, key, out, false, preconditions, func(existing runtime.Object, res watch.ResponseMeta) (runtime.Object, *uint64, error) {
+	err = h.storage.guaranteedUpdate(ctx, key, out, false, preconditions, func(existing runtime.Object, res storage.ResponseMeta) (runtime.Object, *uint64, error) {
 		existingResourceVersion, err := versioner.ObjectResourceVersion(existing)
 		if err != nil {
 			return nil, nil, err
@@ -700,7 +700,7 @@ func (h *resourceHandler) update(ctx context.Context, namespace, name string, ob
 		if err == errEmptiedFinalizers {
 			return h.deleteWithoutFinalizers(ctx, name, key, deleteObj, preconditions, dryRun)
 		}
-		return nil, watch.InterpretUpdateError(err, h.gr(), name)
+		return nil, storage.InterpretUpdateError(err, h.gr(), name)
 	}
 	return out, nil
 }
@@ -776,13 +776,13 @@ func shouldDeleteDuringUpdate(obj, existing *unstructured.Unstructured) bool {
 // deleteWithoutFinalizers mirrors registry.Store.deleteWithoutFinalizers: the update that removed the
 // last finalizer deletes the object, and answers with the object as updated.
 func (h *resourceHandler) deleteWithoutFinalizers(ctx context.Context, name, key string, obj *unstructured.Unstructured,
-	preconditions *watch.Preconditions, dryRun bool) (runtime.Object, error) {
+	preconditions *storage.Preconditions, dryRun bool) (runtime.Object, error) {
 	out := &unstructured.Unstructured{}
-	if err := h.storage.delete(ctx, key, out, preconditions, watch.ValidateAllObjectFunc, dryRun); err != nil {
-		if watch.IsNotFound(err) {
+	if err := h.storage.delete(ctx, key, out, preconditions, storage.ValidateAllObjectFunc, dryRun); err != nil {
+		if storage.IsNotFound(err) {
 			return obj, nil
 		}
-		return nil, watch.InterpretDeleteError(err, h.gr(), name)
+		return nil, storage.InterpretDeleteError(err, h.gr(), name)
 	}
 	return obj, nil
 }
@@ -862,10 +862,10 @@ func (h *resourceHandler) delete(ctx context.Context, namespace, name string, op
 		return nil, false, err
 	}
 	obj := &unstructured.Unstructured{}
-	if err := h.storage.Get(ctx, key, watch.GetOptions{}, obj); err != nil {
-		return nil, false, watch.InterpretDeleteError(err, h.gr(), name)
+	if err := h.storage.Get(ctx, key, storage.GetOptions{}, obj); err != nil {
+		return nil, false, storage.InterpretDeleteError(err, h.gr(), name)
 	}
-	var preconditions watch.Preconditions
+	var preconditions storage.Preconditions
 	if options.Preconditions != nil {
 		preconditions.UID = options.Preconditions.UID
 		preconditions.ResourceVersion = options.Preconditions.ResourceVersion
@@ -885,8 +885,8 @@ func (h *resourceHandler) delete(ctx context.Context, namespace, name string, op
 		}
 	}
 	out := &unstructured.Unstructured{}
-	if err := h.storage.delete(ctx, key, out, &preconditions, watch.ValidateAllObjectFunc, dryRun); err != nil {
-		return nil, false, watch.InterpretDeleteError(err, h.gr(), name)
+	if err := h.storage.delete(ctx, key, out, &preconditions, storage.ValidateAllObjectFunc, dryRun); err != nil {
+		return nil, false, storage.InterpretDeleteError(err, h.gr(), name)
 	}
 	return h.finalizeDelete(out), true, nil
 }
@@ -911,9 +911,9 @@ func beforeDelete(obj *unstructured.Unstructured, options *metav1.DeleteOptions)
 // updateForFinalizers mirrors registry.Store.updateForGracefulDeletionAndFinalizers without graceful
 // deletion: an object that still has finalizers gets its deletionTimestamp and a zero grace period.
 func (h *resourceHandler) updateForFinalizers(ctx context.Context, name, key string, options *metav1.DeleteOptions,
-	preconditions *watch.Preconditions, dryRun bool) (runtime.Object, error) {
+	preconditions *storage.Preconditions, dryRun bool) (runtime.Object, error) {
 	out := &unstructured.Unstructured{}
-	err := h.storage.guaranteedUpdate(ctx, key, out, false, preconditions, watch.SimpleUpdate(func(existing runtime.Object) (runtime.Object, error) {
+	err := h.storage.guaranteedUpdate(ctx, key, out, false, preconditions, storage.SimpleUpdate(func(existing runtime.Object) (runtime.Object, error) {
 		u, err := asUnstructured(existing)
 		if err != nil {
 			return nil, err
@@ -933,7 +933,7 @@ func (h *resourceHandler) updateForFinalizers(ctx context.Context, name, key str
 	case err == errDeleteNow:
 		return nil, err
 	default:
-		return nil, watch.InterpretUpdateError(err, h.gr(), name)
+		return nil, storage.InterpretUpdateError(err, h.gr(), name)
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 // InitialEventsEndAnnotation marks the BOOKMARK that ends a watch-list's initial events.
@@ -80,7 +80,7 @@ func (h *resourceHandler) serveWatch(w http.ResponseWriter, req *http.Request, n
 type watchServer struct {
 	server      *Server
 	res         Resource
-	watcher     apiwatch.Interface
+	watcher     watch.Interface
 	timeout     time.Duration
 	isWatchList bool
 }
@@ -255,8 +255,8 @@ func isWebSocketRequest(req *http.Request) bool {
 }
 
 // isInitialEventsEndBookmark mirrors shouldRecordWatchListLatency's test of the event.
-func isInitialEventsEndBookmark(event apiwatch.Event) bool {
-	if event.Type != apiwatch.Bookmark || event.Object == nil {
+func isInitialEventsEndBookmark(event watch.Event) bool {
+	if event.Type != watch.Bookmark || event.Object == nil {
 		return false
 	}
 	m, err := meta.Accessor(event.Object)
@@ -351,20 +351,20 @@ func newFrameEncoder(res Resource) *frameEncoder {
 }
 
 // frameEventTypes are the event types a watch frame can carry.
-var frameEventTypes = [...]apiwatch.EventType{apiwatch.Added, apiwatch.Modified, apiwatch.Deleted, apiwatch.Bookmark, apiwatch.Error}
+var frameEventTypes = [...]watch.EventType{watch.Added, watch.Modified, watch.Deleted, watch.Bookmark, watch.Error}
 
 // frameEventIndex is the index of typ in frameEventTypes, or -1.
-func frameEventIndex(typ apiwatch.EventType) int {
+func frameEventIndex(typ watch.EventType) int {
 	switch typ {
-	case apiwatch.Added:
+	case watch.Added:
 		return 0
-	case apiwatch.Modified:
+	case watch.Modified:
 		return 1
-	case apiwatch.Deleted:
+	case watch.Deleted:
 		return 2
-	case apiwatch.Bookmark:
+	case watch.Bookmark:
 		return 3
-	case apiwatch.Error:
+	case watch.Error:
 		return 4
 	}
 	return -1
@@ -381,7 +381,7 @@ func init() {
 }
 
 // encode writes one frame for event to w.
-func (e *frameEncoder) encode(event apiwatch.Event, w io.Writer) error {
+func (e *frameEncoder) encode(event watch.Event, w io.Writer) error {
 	if co, ok := event.Object.(runtime.CacheableObject); ok {
 		if i := frameEventIndex(event.Type); i >= 0 {
 			return co.CacheEncode(frameIdentifiers[i], e.framers[i], w)
@@ -390,11 +390,11 @@ func (e *frameEncoder) encode(event apiwatch.Event, w io.Writer) error {
 	return e.writeFrame(event.Type, event.Object, w)
 }
 
-func (e *frameEncoder) writeFrame(typ apiwatch.EventType, obj runtime.Object, w io.Writer) error {
+func (e *frameEncoder) writeFrame(typ watch.EventType, obj runtime.Object, w io.Writer) error {
 	e.buf.Reset()
 	e.buf.WriteString(`{"type":`)
 	switch typ {
-	case apiwatch.Added, apiwatch.Modified, apiwatch.Deleted, apiwatch.Bookmark, apiwatch.Error:
+	case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark, watch.Error:
 		e.buf.WriteByte('"')
 		e.buf.WriteString(string(typ))
 		e.buf.WriteByte('"')

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/listwatch/listwatch/httpwatch/watchclient"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -21,13 +22,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/store"
-	"github.com/listwatch/listwatch/watch"
 )
 
-type watchListOptions = watch.ListOptions
+type watchListOptions = storage.ListOptions
 
 func newTooManyRequests() error {
 	return apierrors.NewTooManyRequests("storage is (re)initializing", 3)
@@ -390,17 +391,17 @@ func TestWatchFrameBytes(t *testing.T) {
 	}
 	bookmark := &unstructured.Unstructured{}
 	bookmark.SetResourceVersion("9") // no kind: the server names it
-	events := []apiwatch.Event{
-		{Type: apiwatch.Added, Object: obj("a")},
-		{Type: apiwatch.Modified, Object: obj("b")},
-		{Type: apiwatch.Deleted, Object: obj("c")},
-		{Type: apiwatch.Bookmark, Object: bookmark},
+	events := []watch.Event{
+		{Type: watch.Added, Object: obj("a")},
+		{Type: watch.Modified, Object: obj("b")},
+		{Type: watch.Deleted, Object: obj("c")},
+		{Type: watch.Bookmark, Object: bookmark},
 	}
 	for _, ev := range events {
 		fw.Action(ev.Type, ev.Object)
 		got := w.next()
 		o := ev.Object
-		if ev.Type == apiwatch.Bookmark {
+		if ev.Type == watch.Bookmark {
 			o = ConfigMaps().NewObject()
 			o.(*unstructured.Unstructured).SetResourceVersion("9")
 		}
@@ -441,7 +442,7 @@ func (r *recordingWriter) Write(p []byte) (int, error) {
 		r.ops = append(r.ops, "failed write")
 		return 0, errors.New("connection reset by peer")
 	}
-	f, err := NewDecoder(bytes.NewReader(p)).Decode()
+	f, err := watchclient.NewDecoder(bytes.NewReader(p)).Decode()
 	if err != nil {
 		r.ops = append(r.ops, "write "+string(p))
 		return len(p), nil
@@ -472,7 +473,7 @@ func named(name string) *unstructured.Unstructured {
 
 // serveFake runs one watch request against a Server over fake storage with a watcher the test
 // prepared, and returns a function that ends the request and waits for the handler.
-func serveFake(t *testing.T, fw *apiwatch.FakeWatcher, w http.ResponseWriter, query string) (*Server, func()) {
+func serveFake(t *testing.T, fw *watch.FakeWatcher, w http.ResponseWriter, query string) (*Server, func()) {
 	t.Helper()
 	storage := &presetStorage{w: fw}
 	api, err := New(Config{Resources: []ServedResource{{Resource: ConfigMaps(), Storage: storage}}, Logger: quietLogger()})
@@ -494,13 +495,13 @@ func serveFake(t *testing.T, fw *apiwatch.FakeWatcher, w http.ResponseWriter, qu
 // TestWatchFlushPolicy covers spec 4.9 and pitfall 16: the stream is flushed only when no event is
 // waiting, and once more after the initial-events-end bookmark.
 func TestWatchFlushPolicy(t *testing.T) {
-	fw := apiwatch.NewFakeWithChanSize(10, false)
+	fw := watch.NewFakeWithChanSize(10, false)
 	for _, n := range []string{"a", "b", "c"} {
 		fw.Add(named(n))
 	}
 	end := named("")
 	end.SetAnnotations(map[string]string{InitialEventsEndAnnotation: "true"})
-	fw.Action(apiwatch.Bookmark, end)
+	fw.Action(watch.Bookmark, end)
 	fw.Add(named("d"))
 	rec := &recordingWriter{header: http.Header{}}
 	_, stop := serveFake(t, fw, rec, "")
@@ -521,7 +522,7 @@ func TestWatchFlushPolicy(t *testing.T) {
 // TestWatchWriteError covers the other end of spec 4.9: a failed write ends the handler, which
 // stops the watcher.
 func TestWatchWriteError(t *testing.T) {
-	fw := apiwatch.NewFakeWithChanSize(10, false)
+	fw := watch.NewFakeWithChanSize(10, false)
 	fw.Add(named("a"))
 	fw.Add(named("b"))
 	rec := &recordingWriter{header: http.Header{}, failFrom: 2}
@@ -705,8 +706,8 @@ func TestWatchWebsocket(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, ferr := NewDecoder(bytes.NewReader(msg)).Decode()
-		if n, _ := nameOf(t, f); typ != websocket.MessageText || ferr != nil || f.Type != apiwatch.Added || n != name || !bytes.HasSuffix(msg, []byte("}\n")) {
+		f, ferr := watchclient.NewDecoder(bytes.NewReader(msg)).Decode()
+		if n, _ := nameOf(t, f); typ != websocket.MessageText || ferr != nil || f.Type != watch.Added || n != name || !bytes.HasSuffix(msg, []byte("}\n")) {
 			t.Errorf("message %v %q (%v), want one ADDED %s frame", typ, msg, ferr, name)
 		}
 	}
@@ -793,9 +794,9 @@ func newFakeEnv(t *testing.T, fake *fakeStorage) *env {
 	return e
 }
 
-func (f *fakeStorage) nth(t *testing.T, n int) *apiwatch.FakeWatcher {
+func (f *fakeStorage) nth(t *testing.T, n int) *watch.FakeWatcher {
 	t.Helper()
-	var w *apiwatch.FakeWatcher
+	var w *watch.FakeWatcher
 	waitFor(t, fmt.Sprintf("watch %d", n), func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -808,7 +809,7 @@ func (f *fakeStorage) nth(t *testing.T, n int) *apiwatch.FakeWatcher {
 	return w
 }
 
-func (f *fakeStorage) last(t *testing.T) *apiwatch.FakeWatcher {
+func (f *fakeStorage) last(t *testing.T) *watch.FakeWatcher {
 	f.mu.Lock()
 	n := len(f.watches)
 	f.mu.Unlock()
@@ -821,10 +822,10 @@ func (f *fakeStorage) last(t *testing.T) *apiwatch.FakeWatcher {
 // presetStorage hands out one prepared watcher.
 type presetStorage struct {
 	Storage
-	w *apiwatch.FakeWatcher
+	w *watch.FakeWatcher
 }
 
-func (p *presetStorage) Watch(context.Context, string, watchListOptions) (apiwatch.Interface, error) {
+func (p *presetStorage) Watch(context.Context, string, watchListOptions) (watch.Interface, error) {
 	return p.w, nil
 }
 
@@ -834,7 +835,7 @@ type failingWatchStorage struct {
 	err error
 }
 
-func (f *failingWatchStorage) Watch(context.Context, string, watchListOptions) (apiwatch.Interface, error) {
+func (f *failingWatchStorage) Watch(context.Context, string, watchListOptions) (watch.Interface, error) {
 	return nil, f.err
 }
 

@@ -17,11 +17,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/interop/internal/etcdtest"
+	"github.com/listwatch/listwatch/storage/storagetest"
 	"github.com/listwatch/listwatch/store"
-	"github.com/listwatch/listwatch/watch"
-	"github.com/listwatch/listwatch/watch/watchtest"
 )
 
 // The watch conformance cases (package watchtest) are played on a real embedded etcd v3.7 and on
@@ -93,12 +93,12 @@ type confServer struct {
 }
 
 // env returns the environment a case plays in; serial turns ConcurrentWatchObjectDecode off.
-func (s *confServer) env(serial bool) watchtest.Env {
-	env := watchtest.Env{Client: s.client}
+func (s *confServer) env(serial bool) storagetest.Env {
+	env := storagetest.Env{Client: s.client}
 	if serial {
-		env.NewStorage = func(cfg watch.Config) (watchtest.Storage, error) {
+		env.NewStorage = func(cfg etcd3.Config) (storagetest.Storage, error) {
 			cfg.Features.DisableConcurrentWatchObjectDecode = true
-			return watch.New(s.client, cfg)
+			return etcd3.New(s.client, cfg)
 		}
 	}
 	return env
@@ -181,7 +181,7 @@ func confCountEvents(transcript []string) int {
 
 // playConfPair plays c on both servers at once and checks both transcripts against c.Want and
 // against each other.
-func playConfPair(t *testing.T, c watchtest.Case, etcd, lw *confServer, serial bool, tally *confTally) {
+func playConfPair(t *testing.T, c storagetest.Case, etcd, lw *confServer, serial bool, tally *confTally) {
 	t.Helper()
 	servers := [2]*confServer{etcd, lw}
 	var got [2][]string
@@ -218,8 +218,8 @@ func playConfPair(t *testing.T, c watchtest.Case, etcd, lw *confServer, serial b
 // listwatch, with concurrent and with serial watch object decoding, and requires every transcript to
 // equal the case's Want.
 func TestWatchConformanceEtcdVsListwatch(t *testing.T) {
-	cases := watchtest.Cases()
-	var shared, fresh []watchtest.Case
+	cases := storagetest.Cases()
+	var shared, fresh []storagetest.Case
 	for _, c := range cases {
 		if c.Fresh {
 			fresh = append(fresh, c)

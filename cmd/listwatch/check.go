@@ -20,8 +20,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/listwatch/listwatch/etcdgrpc"
-	"github.com/listwatch/listwatch/proptest/history"
-	"github.com/listwatch/listwatch/proptest/workload"
+	"github.com/listwatch/listwatch/history"
+	"github.com/listwatch/listwatch/workload"
 	"github.com/listwatch/listwatch/store"
 )
 

@@ -21,9 +21,9 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/listwatch/listwatch/proptest/history"
-	"github.com/listwatch/listwatch/proptest/workload"
-	"github.com/listwatch/listwatch/proptest/workload/etcdtest"
+	"github.com/listwatch/listwatch/history"
+	"github.com/listwatch/listwatch/workload"
+	"github.com/listwatch/listwatch/internal/etcdprocess"
 )
 
 // checkWait bounds the waits of the check tests; generous, and never what a test asserts.
@@ -257,7 +257,7 @@ func TestCheckBadFlags(t *testing.T) {
 // TestCheckAgainstEtcd: --endpoints runs the workload against a real etcd and passes, avoiding
 // the bugs of its version; a store already written to, or one that does not answer, is refused.
 func TestCheckAgainstEtcd(t *testing.T) {
-	ep := etcdtest.Start(t, "--experimental-watch-progress-notify-interval=100ms")
+	ep := etcdprocess.Start(t, "--experimental-watch-progress-notify-interval=100ms")
 	code, out, errOut := runCheckCmd(t, "--endpoints", ep, "--ops", "600", "--seed", "3", "--compact-every", "50", "--workload", "etcd")
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
@@ -285,7 +285,7 @@ func TestCheckAgainstEtcd(t *testing.T) {
 // TestCheckAgainstEtcdCluster: --endpoints takes every member of a cluster (in either form) and
 // the workload passes across them.
 func TestCheckAgainstEtcdCluster(t *testing.T) {
-	eps := etcdtest.StartCluster(t, 3)
+	eps := etcdprocess.StartCluster(t, 3)
 	code, out, errOut := runCheckCmd(t, "--endpoints", eps[0]+", "+eps[1]+",http://"+eps[2], "--ops", "600", "--seed", "6", "--compact-every", "50")
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)

@@ -15,10 +15,10 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/httpwatch"
 	"github.com/listwatch/listwatch/store"
-	"github.com/listwatch/listwatch/watch"
 )
 
 func init() {
@@ -110,7 +110,7 @@ func newHTTPServer(ctx context.Context, st *store.Store, opts etcdgrpc.Options, 
 	}
 	var served []httpwatch.ServedResource
 	for _, r := range httpwatch.DefaultResources() {
-		s, err := watch.New(cli, r.StorageConfig())
+		s, err := etcd3.New(cli, r.StorageConfig())
 		if err != nil {
 			release()
 			return nil, err

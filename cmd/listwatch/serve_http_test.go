@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/listwatch/listwatch/httpwatch"
+	"github.com/listwatch/listwatch/httpwatch/watchclient"
 )
 
 // httpDo sends a request to the served Kubernetes API and returns the status and body.
@@ -79,11 +79,11 @@ func TestServeHTTP(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("watch: %d %v", resp.StatusCode, resp.Header)
 	}
-	frames := make(chan httpwatch.Frame, 10)
+	frames := make(chan watchclient.Frame, 10)
 	ended := make(chan error, 1)
 	go func() {
 		defer close(frames)
-		dec := httpwatch.NewDecoder(bufio.NewReader(resp.Body))
+		dec := watchclient.NewDecoder(bufio.NewReader(resp.Body))
 		for {
 			f, err := dec.Decode()
 			if err != nil {
@@ -93,7 +93,7 @@ func TestServeHTTP(t *testing.T) {
 			frames <- f
 		}
 	}()
-	next := func() httpwatch.Frame {
+	next := func() watchclient.Frame {
 		t.Helper()
 		select {
 		case f, ok := <-frames:
@@ -104,14 +104,14 @@ func TestServeHTTP(t *testing.T) {
 		case <-time.After(waitTimeout):
 			t.Fatal("no watch event")
 		}
-		return httpwatch.Frame{}
+		return watchclient.Frame{}
 	}
 
 	code, body = httpDo(t, "PUT", base+cms+"/a", `{"metadata":{"name":"a"},"data":{"k":"v2"}}`)
 	if code != 200 {
 		t.Fatalf("update: %d %s", code, body)
 	}
-	if f := next(); f.Type != apiwatch.Modified || !bytes.Contains(f.Object, []byte(`"k":"v2"`)) {
+	if f := next(); f.Type != watch.Modified || !bytes.Contains(f.Object, []byte(`"k":"v2"`)) {
 		t.Errorf("after the update: %s %s", f.Type, f.Object)
 	}
 	// The same store through the etcd API.
@@ -122,7 +122,7 @@ func TestServeHTTP(t *testing.T) {
 	if _, err := cli.Put(rctx, "/registry/configmaps/default/b", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"b","namespace":"default"}}`); err != nil {
 		t.Fatal(err)
 	}
-	if f := next(); f.Type != apiwatch.Added || !bytes.Contains(f.Object, []byte(`"name":"b"`)) {
+	if f := next(); f.Type != watch.Added || !bytes.Contains(f.Object, []byte(`"name":"b"`)) {
 		t.Errorf("after the etcd put: %s %s", f.Type, f.Object)
 	}
 

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -220,7 +220,7 @@ func TestDynamicClient(t *testing.T) {
 					if !ok {
 						t.Fatalf("watch event object %T, want *unstructured.Unstructured", ev.Object)
 					}
-					if ev.Type == apiwatch.Bookmark {
+					if ev.Type == watch.Bookmark {
 						continue
 					}
 					if u.GetKind() != object(gvr, "", "", nil).GetKind() {
@@ -310,10 +310,10 @@ func TestTypedClient(t *testing.T) {
 		t.Fatalf("delete: %v", err)
 	}
 	for _, want := range []struct {
-		typ  apiwatch.EventType
+		typ  watch.EventType
 		name string
 		data string
-	}{{apiwatch.Modified, "one", "2"}, {apiwatch.Deleted, "two", ""}} {
+	}{{watch.Modified, "one", "2"}, {watch.Deleted, "two", ""}} {
 		select {
 		case ev, ok := <-w.ResultChan():
 			if !ok {
@@ -326,7 +326,7 @@ func TestTypedClient(t *testing.T) {
 			if ev.Type != want.typ || cm.Name != want.name || cm.Data["a"] != want.data {
 				t.Errorf("event %s %s data %v, want %s %s a=%q", ev.Type, cm.Name, cm.Data, want.typ, want.name, want.data)
 			}
-			if want.typ == apiwatch.Modified && cm.ResourceVersion != updated.ResourceVersion {
+			if want.typ == watch.Modified && cm.ResourceVersion != updated.ResourceVersion {
 				t.Errorf("MODIFIED at rv %s, the update returned %s", cm.ResourceVersion, updated.ResourceVersion)
 			}
 		case <-time.After(waitTimeout):

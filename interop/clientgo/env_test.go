@@ -23,10 +23,10 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/httpwatch"
 	"github.com/listwatch/listwatch/store"
-	"github.com/listwatch/listwatch/watch"
 )
 
 // waitTimeout bounds every wait for a condition; generous, never what a test asserts.
@@ -69,8 +69,8 @@ type envOptions struct {
 type env struct {
 	t          *testing.T
 	st         *store.Store
-	storages   map[string]*watch.Storage // by resource
-	cacheClock *testingclock.FakeClock   // nil unless fakeCacheClock
+	storages   map[string]*etcd3.Store // by resource
+	cacheClock *testingclock.FakeClock // nil unless fakeCacheClock
 	api        *httpwatch.Server
 	ts         *httptest.Server
 	log        *requestLog
@@ -83,7 +83,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 
 func newEnv(t *testing.T, opts envOptions) *env {
 	t.Helper()
-	e := &env{t: t, storages: map[string]*watch.Storage{}}
+	e := &env{t: t, storages: map[string]*etcd3.Store{}}
 	e.st = store.New(store.Options{ProgressNotifyInterval: opts.progressNotify})
 	cli, closeClient, err := etcdgrpc.NewClient(e.st, etcdgrpc.Options{})
 	if err != nil {
@@ -109,7 +109,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	for _, r := range httpwatch.DefaultResources() {
 		sc := r.StorageConfig()
 		sc.Logger = quietLogger()
-		s, err := watch.New(cli, sc)
+		s, err := etcd3.New(cli, sc)
 		if err != nil {
 			release()
 			t.Fatal(err)

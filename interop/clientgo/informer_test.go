@@ -8,10 +8,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/listwatch/listwatch/cache"
-	"github.com/listwatch/listwatch/httpwatch"
+	"github.com/listwatch/listwatch/httpwatch/watchclient"
 )
 
 // modes are the two ways a reflector fills its store.
@@ -192,13 +192,13 @@ func checkInitialEvents(t *testing.T, r *request, keys []string, bookmarkRV stri
 	}
 	for i, k := range keys {
 		_, m := frameMeta(t, frames[i])
-		if frames[i].Type != apiwatch.Added || m.Namespace+"/"+m.Name != k {
+		if frames[i].Type != watch.Added || m.Namespace+"/"+m.Name != k {
 			t.Errorf("initial event %d is %s %s/%s, want ADDED %s", i, frames[i].Type, m.Namespace, m.Name, k)
 		}
 	}
 	b := frames[len(keys)]
 	tm, m := frameMeta(t, b)
-	if b.Type != apiwatch.Bookmark || m.Annotations[metav1.InitialEventsAnnotationKey] != "true" || m.ResourceVersion != bookmarkRV {
+	if b.Type != watch.Bookmark || m.Annotations[metav1.InitialEventsAnnotationKey] != "true" || m.ResourceVersion != bookmarkRV {
 		t.Errorf("frame after the initial events: %s %s, want the initial-events-end BOOKMARK at rv %s", b.Type, b.Object, bookmarkRV)
 	}
 	if tm.Kind == "" || tm.APIVersion == "" {
@@ -270,14 +270,14 @@ func TestInformerBookmarks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var bookmark *httpwatch.Frame
+			var bookmark *watchclient.Frame
 			for i := range frames {
 				if _, m := frameMeta(t, frames[i]); m.ResourceVersion == etcdRV {
 					bookmark = &frames[i]
 					break
 				}
 			}
-			if bookmark == nil || bookmark.Type != apiwatch.Bookmark {
+			if bookmark == nil || bookmark.Type != watch.Bookmark {
 				t.Fatalf("no BOOKMARK at rv %s in the informer's watch: %s", etcdRV, frameSummary(t, frames))
 			}
 			if tm, m := frameMeta(t, *bookmark); tm.APIVersion != "v1" || tm.Kind != "ConfigMap" || m.Name != "" {
@@ -387,7 +387,7 @@ func TestInformerRelistsAfterExpiredWatch(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(frames) != 1 || frames[0].Type != apiwatch.Error {
+				if len(frames) != 1 || frames[0].Type != watch.Error {
 					t.Fatalf("resumed watch from rv %s got %s, want one ERROR", resumeRV, frameSummary(t, frames))
 				}
 				st, err := frames[0].Status()
@@ -429,7 +429,7 @@ func filter(reqs []*request, keep func(*request) bool) []*request {
 	return out
 }
 
-func frameMeta(t *testing.T, f httpwatch.Frame) (metav1.TypeMeta, metav1.ObjectMeta) {
+func frameMeta(t *testing.T, f watchclient.Frame) (metav1.TypeMeta, metav1.ObjectMeta) {
 	t.Helper()
 	tm, m, err := f.Meta()
 	if err != nil {
@@ -439,13 +439,13 @@ func frameMeta(t *testing.T, f httpwatch.Frame) (metav1.TypeMeta, metav1.ObjectM
 }
 
 // frameSummary is "TYPE ns/name rv" for each frame.
-func frameSummary(t *testing.T, frames []httpwatch.Frame) string {
+func frameSummary(t *testing.T, frames []watchclient.Frame) string {
 	t.Helper()
 	var b strings.Builder
 	for _, f := range frames {
 		_, m := frameMeta(t, f)
 		fmt.Fprintf(&b, "\n  %s %s/%s %s", f.Type, m.Namespace, m.Name, m.ResourceVersion)
-		if f.Type == apiwatch.Error {
+		if f.Type == watch.Error {
 			fmt.Fprintf(&b, " %s", f.Object)
 		}
 	}

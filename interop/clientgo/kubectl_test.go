@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/listwatch/listwatch/httpwatch"
+	"github.com/listwatch/listwatch/httpwatch/watchclient"
 )
 
 // TestKubectlRawWatch: `kubectl get --raw` of a watch prints the server's frames unchanged: the
@@ -64,7 +64,7 @@ func TestKubectlRawWatch(t *testing.T) {
 		t.Errorf("kubectl printed\n%s\nthe server sent\n%s", stdout.Bytes(), sent)
 	}
 	var got []string
-	dec := httpwatch.NewDecoder(bytes.NewReader(stdout.Bytes()))
+	dec := watchclient.NewDecoder(bytes.NewReader(stdout.Bytes()))
 	for {
 		f, err := dec.Decode()
 		if err != nil {
@@ -74,8 +74,8 @@ func TestKubectlRawWatch(t *testing.T) {
 		got = append(got, string(f.Type)+" "+m.Name+" "+m.ResourceVersion)
 	}
 	want := []string{
-		string(apiwatch.Added) + " a", string(apiwatch.Added) + " b",
-		string(apiwatch.Modified) + " a " + a.GetResourceVersion(),
+		string(watch.Added) + " a", string(watch.Added) + " b",
+		string(watch.Modified) + " a " + a.GetResourceVersion(),
 	}
 	if len(got) != len(want) {
 		t.Fatalf("kubectl printed %v, want %v", got, want)

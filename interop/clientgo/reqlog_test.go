@@ -16,7 +16,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/listwatch/listwatch/httpwatch"
+	"github.com/listwatch/listwatch/httpwatch/watchclient"
 )
 
 // request is one request the server received, with what it answered so far.
@@ -125,7 +125,7 @@ func (r *request) plainBody() ([]byte, error) {
 }
 
 // frames decodes the complete watch frames the server has written so far.
-func (r *request) frames() ([]httpwatch.Frame, error) {
+func (r *request) frames() ([]watchclient.Frame, error) {
 	data, err := r.plainBody()
 	if err != nil {
 		return nil, err
@@ -135,8 +135,8 @@ func (r *request) frames() ([]httpwatch.Frame, error) {
 	} else {
 		data = nil
 	}
-	var out []httpwatch.Frame
-	dec := httpwatch.NewDecoder(bytes.NewReader(data))
+	var out []watchclient.Frame
+	dec := watchclient.NewDecoder(bytes.NewReader(data))
 	for {
 		f, err := dec.Decode()
 		if err == io.EOF {

@@ -15,14 +15,15 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/httpwatch"
+	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/store"
-	"github.com/listwatch/listwatch/watch"
 )
 
 // WaitTimeout bounds every wait of the helpers: generous, so that a loaded machine never trips it;
@@ -57,7 +58,7 @@ type Options struct {
 type Chain struct {
 	Store   *store.Store
 	Client  *clientv3.Client
-	Storage *watch.Storage
+	Storage *etcd3.Store
 	// Cacher is nil for an uncached chain.
 	Cacher *cache.Cacher
 	// CacheClock drives the Cacher; HTTPClock drives watch timeouts and object timestamps. They are
@@ -107,7 +108,7 @@ func New(opts Options) (*Chain, error) {
 	c.Client, c.closeClient = cli, closeClient
 	sc := c.Resource.StorageConfig()
 	sc.Logger = discardLogger()
-	if c.Storage, err = watch.New(cli, sc); err != nil {
+	if c.Storage, err = etcd3.New(cli, sc); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -274,7 +275,7 @@ type countingStorage struct {
 	openedCount int
 }
 
-func (s *countingStorage) Watch(ctx context.Context, key string, opts watch.ListOptions) (apiwatch.Interface, error) {
+func (s *countingStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
 	w, err := s.Storage.Watch(ctx, key, opts)
 	if err != nil {
 		return nil, err
@@ -299,7 +300,7 @@ func (s *countingStorage) opened() int {
 }
 
 type countedWatch struct {
-	apiwatch.Interface
+	watch.Interface
 	s    *countingStorage
 	once sync.Once
 }
@@ -318,7 +319,7 @@ func (w *countedWatch) Stop() {
 // resourceVersion) and hold the re-watch until a compaction has passed that resourceVersion, which
 // is how a real apiserver's reflector comes to relist after falling behind.
 type reflectorGate struct {
-	*watch.Storage
+	*etcd3.Store
 
 	mu       sync.Mutex
 	cond     *sync.Cond
@@ -333,13 +334,13 @@ type reflectorGate struct {
 	breaks int
 }
 
-func newReflectorGate(s *watch.Storage) *reflectorGate {
-	g := &reflectorGate{Storage: s}
+func newReflectorGate(s *etcd3.Store) *reflectorGate {
+	g := &reflectorGate{Store: s}
 	g.cond = sync.NewCond(&g.mu)
 	return g
 }
 
-func (g *reflectorGate) Watch(ctx context.Context, key string, opts watch.ListOptions) (apiwatch.Interface, error) {
+func (g *reflectorGate) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
 	g.mu.Lock()
 	g.waiting++
 	g.cond.Broadcast()
@@ -358,7 +359,7 @@ func (g *reflectorGate) Watch(ctx context.Context, key string, opts watch.ListOp
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	w, err := g.Storage.Watch(ctx, key, opts)
+	w, err := g.Store.Watch(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -453,17 +454,17 @@ func (g *reflectorGate) wait() { g.proxies.Wait() }
 // proxyWatch forwards a storage watch; Stop ends it as a broken connection would, closing the
 // result channel without an ERROR.
 type proxyWatch struct {
-	inner  apiwatch.Interface
-	out    chan apiwatch.Event
+	inner  watch.Interface
+	out    chan watch.Event
 	stop   chan struct{}
 	once   sync.Once
 	closed chan struct{}
 	events atomic.Int64
-	last   atomic.Value // apiwatch.EventType of the last event passed on
+	last   atomic.Value // watch.EventType of the last event passed on
 }
 
-func newProxyWatch(inner apiwatch.Interface, wg *sync.WaitGroup) *proxyWatch {
-	p := &proxyWatch{inner: inner, out: make(chan apiwatch.Event), stop: make(chan struct{}), closed: make(chan struct{})}
+func newProxyWatch(inner watch.Interface, wg *sync.WaitGroup) *proxyWatch {
+	p := &proxyWatch{inner: inner, out: make(chan watch.Event), stop: make(chan struct{}), closed: make(chan struct{})}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -495,7 +496,7 @@ func newProxyWatch(inner apiwatch.Interface, wg *sync.WaitGroup) *proxyWatch {
 	return p
 }
 
-func (p *proxyWatch) ResultChan() <-chan apiwatch.Event { return p.out }
+func (p *proxyWatch) ResultChan() <-chan watch.Event { return p.out }
 
 // ended reports whether the proxy closed its result channel.
 func (p *proxyWatch) ended() bool {
@@ -508,8 +509,8 @@ func (p *proxyWatch) ended() bool {
 }
 
 // lastType is the type of the last event the proxy passed on ("" if none).
-func (p *proxyWatch) lastType() apiwatch.EventType {
-	t, _ := p.last.Load().(apiwatch.EventType)
+func (p *proxyWatch) lastType() watch.EventType {
+	t, _ := p.last.Load().(watch.EventType)
 	return t
 }
 

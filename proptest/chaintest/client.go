@@ -13,7 +13,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/listwatch/listwatch/httpwatch"
+	"github.com/listwatch/listwatch/httpwatch/watchclient"
 )
 
 // WatchSpec is one HTTP watch request for pods.
@@ -111,7 +111,7 @@ type Watch struct {
 
 	mu           sync.Mutex
 	cond         *sync.Cond
-	frames       []httpwatch.Frame
+	frames       []watchclient.Frame
 	end          EndKind
 	endErr       error
 	paused       bool
@@ -182,7 +182,7 @@ func (c *Chain) StartWatch(spec WatchSpec) (*Watch, error) { return c.OpenWatch(
 
 func (w *Watch) read() {
 	defer close(w.done)
-	dec := httpwatch.NewDecoder(w.body)
+	dec := watchclient.NewDecoder(w.body)
 	for {
 		w.mu.Lock()
 		for w.paused && !w.disconnected {
@@ -214,7 +214,7 @@ func (w *Watch) read() {
 }
 
 // Frames returns the frames read so far and how the stream ended (Open if it has not).
-func (w *Watch) Frames() ([]httpwatch.Frame, EndKind, error) {
+func (w *Watch) Frames() ([]watchclient.Frame, EndKind, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.frames[:len(w.frames):len(w.frames)], w.end, w.endErr
@@ -250,7 +250,7 @@ func (w *Watch) RetainedBytes() uint64 {
 	for _, f := range w.frames {
 		n += uint64(cap(f.Object))
 	}
-	return n + uint64(cap(w.frames))*uint64(unsafe.Sizeof(httpwatch.Frame{}))
+	return n + uint64(cap(w.frames))*uint64(unsafe.Sizeof(watchclient.Frame{}))
 }
 
 // Ended reports whether the stream ended.
@@ -299,7 +299,7 @@ func (w *Watch) WaitEnd(step func()) error {
 }
 
 // ErrorFrame reports whether the frames start with an ERROR frame, and returns its Status.
-func ErrorFrame(frames []httpwatch.Frame) (code int32, reason, message string, ok bool) {
+func ErrorFrame(frames []watchclient.Frame) (code int32, reason, message string, ok bool) {
 	if len(frames) == 0 || frames[0].Type != "ERROR" {
 		return 0, "", "", false
 	}
@@ -311,7 +311,7 @@ func ErrorFrame(frames []httpwatch.Frame) (code int32, reason, message string, o
 }
 
 // describeFrame is a short form of a frame for failure messages.
-func describeFrame(f httpwatch.Frame) string {
+func describeFrame(f watchclient.Frame) string {
 	if f.Type == "ERROR" {
 		if st, err := f.Status(); err == nil {
 			return fmt.Sprintf("ERROR %d %s %q", st.Code, st.Reason, st.Message)

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/listwatch/listwatch/httpwatch"
+	"github.com/listwatch/listwatch/httpwatch/watchclient"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -576,7 +576,7 @@ func canonical(raw json.RawMessage) (string, error) {
 
 // bookmarkRV checks a BOOKMARK frame's object and returns its resourceVersion and whether it is
 // annotated as the end of the initial events.
-func bookmarkRV(f httpwatch.Frame) (int64, bool, error) {
+func bookmarkRV(f watchclient.Frame) (int64, bool, error) {
 	tm, meta, err := f.Meta()
 	if err != nil {
 		return 0, false, err
@@ -604,7 +604,7 @@ func bookmarkRV(f httpwatch.Frame) (int64, bool, error) {
 // Check judges a watch's frames (all of them so far): they must be, for one start revision in
 // [Lo, Hi], a prefix of what the model says the watch delivers, with every bookmark in its place.
 // Whether the watch may stop short (a prefix) is for the caller to judge from Verdict.Complete.
-func (m *Model) Check(e Expectation, frames []httpwatch.Frame) (Verdict, error) {
+func (m *Model) Check(e Expectation, frames []watchclient.Frame) (Verdict, error) {
 	if e.ErrorCode != 0 {
 		return checkError(e, frames)
 	}
@@ -632,7 +632,7 @@ func (m *Model) Check(e Expectation, frames []httpwatch.Frame) (Verdict, error) 
 		e, strings.Join(reasons, "\n  "), DescribeFrames(frames), m.History())
 }
 
-func checkError(e Expectation, frames []httpwatch.Frame) (Verdict, error) {
+func checkError(e Expectation, frames []watchclient.Frame) (Verdict, error) {
 	v := Verdict{Error: true}
 	if len(frames) == 0 {
 		return v, nil
@@ -653,7 +653,7 @@ func checkError(e Expectation, frames []httpwatch.Frame) (Verdict, error) {
 	return v, nil
 }
 
-func (m *Model) explain(e Expectation, frames []httpwatch.Frame, s int64) (Verdict, error) {
+func (m *Model) explain(e Expectation, frames []watchclient.Frame, s int64) (Verdict, error) {
 	v := Verdict{Start: s}
 	i := 0
 	if e.Replay {
@@ -765,7 +765,7 @@ func (m *Model) explain(e Expectation, frames []httpwatch.Frame, s int64) (Verdi
 const compactedWatch = "The resourceVersion for the provided watch is too old."
 
 // DescribeFrames describes frames one a line.
-func DescribeFrames(frames []httpwatch.Frame) string {
+func DescribeFrames(frames []watchclient.Frame) string {
 	var b strings.Builder
 	for i, f := range frames {
 		fmt.Fprintf(&b, "  %d: %s\n", i, describeFrame(f))

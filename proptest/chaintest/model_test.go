@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/listwatch/listwatch/httpwatch"
+	"github.com/listwatch/listwatch/httpwatch/watchclient"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -49,23 +49,23 @@ func (h *history) del(p Pod) {
 	}
 }
 
-func frame(typ string, o *Object, rev int64) httpwatch.Frame {
-	return httpwatch.Frame{Type: apiwatch.EventType(typ), Object: json.RawMessage(o.at(rev))}
+func frame(typ string, o *Object, rev int64) watchclient.Frame {
+	return watchclient.Frame{Type: watch.EventType(typ), Object: json.RawMessage(o.at(rev))}
 }
 
-func bookmark(rev int64, end bool) httpwatch.Frame {
+func bookmark(rev int64, end bool) watchclient.Frame {
 	meta := map[string]any{"resourceVersion": strconv.FormatInt(rev, 10)}
 	if end {
 		meta["annotations"] = map[string]any{"k8s.io/initial-events-end": "true"}
 	}
 	data, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta})
-	return httpwatch.Frame{Type: "BOOKMARK", Object: data}
+	return watchclient.Frame{Type: "BOOKMARK", Object: data}
 }
 
-func errorFrame(code int, reason, message string) httpwatch.Frame {
+func errorFrame(code int, reason, message string) watchclient.Frame {
 	data, _ := json.Marshal(map[string]any{"kind": "Status", "apiVersion": "v1", "metadata": map[string]any{},
 		"status": "Failure", "message": message, "reason": reason, "code": code})
-	return httpwatch.Frame{Type: "ERROR", Object: data}
+	return watchclient.Frame{Type: "ERROR", Object: data}
 }
 
 // TestCheckJudgesFrames builds one history and checks that Check accepts what a correct watch
@@ -107,7 +107,7 @@ func TestCheckJudgesFrames(t *testing.T) {
 		}
 		return e
 	}
-	good := []httpwatch.Frame{
+	good := []watchclient.Frame{
 		frame("ADDED", objAX, objAX.Rev), frame("ADDED", objAY, objAY.Rev), bookmark(snapshot, true),
 		frame("DELETED", objAX, 4), bookmark(4, false), frame("MODIFIED", objAY2, 5), frame("DELETED", objAY2, 6), bookmark(6, false),
 	}
@@ -122,7 +122,7 @@ func TestCheckJudgesFrames(t *testing.T) {
 			t.Errorf("prefix of %d frames: complete=%t %v", n, v.Complete, err)
 		}
 	}
-	live := []httpwatch.Frame{frame("DELETED", objAX, 4), frame("MODIFIED", objAY2, 5), frame("DELETED", objAY2, 6)}
+	live := []watchclient.Frame{frame("DELETED", objAX, 4), frame("MODIFIED", objAY2, 5), frame("DELETED", objAY2, 6)}
 	if v, err := h.m.Check(expect(fromRV), live); err != nil || !v.Complete || v.ResumeRV != 6 {
 		t.Fatalf("a correct watch from %d: %+v %v", snapshot, v, err)
 	}
@@ -133,26 +133,26 @@ func TestCheckJudgesFrames(t *testing.T) {
 	bad := []struct {
 		name   string
 		spec   WatchSpec
-		frames []httpwatch.Frame
+		frames []watchclient.Frame
 		want   string
 	}{
-		{"a gap", fromRV, []httpwatch.Frame{live[0], live[2]}, "want MODIFIED at 5"},
-		{"a duplicate", fromRV, []httpwatch.Frame{live[0], live[0]}, "want MODIFIED at 5"},
-		{"an extra event", fromRV, append(append([]httpwatch.Frame{}, live...), live[2]), "no further event is due"},
-		{"the wrong type", fromRV, []httpwatch.Frame{frame("MODIFIED", objAX, 4)}, "want DELETED at 4"},
-		{"the new object on leaving", fromRV, []httpwatch.Frame{frame("DELETED", objAX2, 4)}, "want DELETED at 4"},
-		{"the previous object at its own revision", fromRV, []httpwatch.Frame{frame("DELETED", objAX, objAX.Rev)}, "want DELETED at 4"},
-		{"a bookmark passing an event", fromRV, []httpwatch.Frame{bookmark(4, false)}, "passes the undelivered DELETED at 4"},
-		{"a decreasing bookmark", fromRV, []httpwatch.Frame{live[0], live[1], bookmark(5, false), live[2], bookmark(6, false), bookmark(5, false)}, "bookmark at 5 after one at 6"},
-		{"a bookmark without allowWatchBookmarks", noBookmarks, []httpwatch.Frame{live[0], bookmark(4, false)}, "without allowWatchBookmarks"},
-		{"a bookmark at the start", fromRV, []httpwatch.Frame{bookmark(snapshot, false)}, "not after the start"},
-		{"an annotated bookmark later", fromRV, []httpwatch.Frame{live[0], bookmark(4, true)}, "initial-events-end bookmark at 4 after"},
-		{"initial events out of key order", list, []httpwatch.Frame{frame("ADDED", objAY, objAY.Rev), frame("ADDED", objAX, objAX.Rev)}, "want initial ADDED a/x"},
-		{"an initial event at the snapshot revision", list, []httpwatch.Frame{frame("ADDED", objAX, snapshot)}, "want initial ADDED a/x"},
-		{"no end bookmark", list, []httpwatch.Frame{good[0], good[1], good[3]}, "want the initial-events-end bookmark"},
-		{"an end bookmark not annotated", list, []httpwatch.Frame{good[0], good[1], bookmark(snapshot, false)}, "annotated=false"},
-		{"an end bookmark at another revision", list, []httpwatch.Frame{good[0], good[1], bookmark(snapshot+1, true)}, "want the initial-events-end bookmark at 3"},
-		{"an unexpected ERROR", fromRV, []httpwatch.Frame{errorFrame(410, "Expired", "too old resource version: 3 (3)")}, "unexpected ERROR"},
+		{"a gap", fromRV, []watchclient.Frame{live[0], live[2]}, "want MODIFIED at 5"},
+		{"a duplicate", fromRV, []watchclient.Frame{live[0], live[0]}, "want MODIFIED at 5"},
+		{"an extra event", fromRV, append(append([]watchclient.Frame{}, live...), live[2]), "no further event is due"},
+		{"the wrong type", fromRV, []watchclient.Frame{frame("MODIFIED", objAX, 4)}, "want DELETED at 4"},
+		{"the new object on leaving", fromRV, []watchclient.Frame{frame("DELETED", objAX2, 4)}, "want DELETED at 4"},
+		{"the previous object at its own revision", fromRV, []watchclient.Frame{frame("DELETED", objAX, objAX.Rev)}, "want DELETED at 4"},
+		{"a bookmark passing an event", fromRV, []watchclient.Frame{bookmark(4, false)}, "passes the undelivered DELETED at 4"},
+		{"a decreasing bookmark", fromRV, []watchclient.Frame{live[0], live[1], bookmark(5, false), live[2], bookmark(6, false), bookmark(5, false)}, "bookmark at 5 after one at 6"},
+		{"a bookmark without allowWatchBookmarks", noBookmarks, []watchclient.Frame{live[0], bookmark(4, false)}, "without allowWatchBookmarks"},
+		{"a bookmark at the start", fromRV, []watchclient.Frame{bookmark(snapshot, false)}, "not after the start"},
+		{"an annotated bookmark later", fromRV, []watchclient.Frame{live[0], bookmark(4, true)}, "initial-events-end bookmark at 4 after"},
+		{"initial events out of key order", list, []watchclient.Frame{frame("ADDED", objAY, objAY.Rev), frame("ADDED", objAX, objAX.Rev)}, "want initial ADDED a/x"},
+		{"an initial event at the snapshot revision", list, []watchclient.Frame{frame("ADDED", objAX, snapshot)}, "want initial ADDED a/x"},
+		{"no end bookmark", list, []watchclient.Frame{good[0], good[1], good[3]}, "want the initial-events-end bookmark"},
+		{"an end bookmark not annotated", list, []watchclient.Frame{good[0], good[1], bookmark(snapshot, false)}, "annotated=false"},
+		{"an end bookmark at another revision", list, []watchclient.Frame{good[0], good[1], bookmark(snapshot+1, true)}, "want the initial-events-end bookmark at 3"},
+		{"an unexpected ERROR", fromRV, []watchclient.Frame{errorFrame(410, "Expired", "too old resource version: 3 (3)")}, "unexpected ERROR"},
 	}
 	for _, c := range bad {
 		_, err := h.m.Check(expect(c.spec), c.frames)
@@ -163,10 +163,10 @@ func TestCheckJudgesFrames(t *testing.T) {
 
 	// Label filtering on the previous state: a watch for l=2 sees x enter as ADDED.
 	l2 := WatchSpec{Label: "l=2", ResourceVersion: strconv.FormatInt(snapshot, 10)}
-	if v, err := h.m.Check(expect(l2), []httpwatch.Frame{frame("ADDED", objAX2, 4)}); err != nil || !v.Complete {
+	if v, err := h.m.Check(expect(l2), []watchclient.Frame{frame("ADDED", objAX2, 4)}); err != nil || !v.Complete {
 		t.Errorf("entering the selection: %+v %v", v, err)
 	}
-	if _, err := h.m.Check(expect(l2), []httpwatch.Frame{frame("MODIFIED", objAX2, 4)}); err == nil {
+	if _, err := h.m.Check(expect(l2), []watchclient.Frame{frame("MODIFIED", objAX2, 4)}); err == nil {
 		t.Error("entering the selection as MODIFIED was accepted")
 	}
 }
@@ -185,10 +185,10 @@ func TestCheckErrors(t *testing.T) {
 	if old.ErrorCode != 410 || old.ErrorMessage != "too old resource version: 3 (4)" {
 		t.Fatalf("watch from before the relist: %s", old)
 	}
-	if v, err := h.m.Check(old, []httpwatch.Frame{errorFrame(410, "Expired", "too old resource version: 3 (4)")}); err != nil || !v.Complete || !v.Error {
+	if v, err := h.m.Check(old, []watchclient.Frame{errorFrame(410, "Expired", "too old resource version: 3 (4)")}); err != nil || !v.Complete || !v.Error {
 		t.Errorf("the expected 410: %+v %v", v, err)
 	}
-	for name, frames := range map[string][]httpwatch.Frame{
+	for name, frames := range map[string][]watchclient.Frame{
 		"another message": {errorFrame(410, "Expired", "too old resource version: 3 (5)")},
 		"another code":    {errorFrame(500, "InternalError", "too old resource version: 3 (4)")},
 		"events instead":  {frame("MODIFIED", h.m.Writes[2].Cur, 4)},
@@ -207,10 +207,10 @@ func TestCheckErrors(t *testing.T) {
 	if err != nil || future.ErrorCode != 504 {
 		t.Fatalf("watch-list from the future: %s %v", future, err)
 	}
-	if _, err := h.m.Check(future, []httpwatch.Frame{errorFrame(504, "Timeout", "Timeout: Too large resource version: 9, current: 5")}); err != nil {
+	if _, err := h.m.Check(future, []watchclient.Frame{errorFrame(504, "Timeout", "Timeout: Too large resource version: 9, current: 5")}); err != nil {
 		t.Error(err)
 	}
-	if _, err := h.m.Check(future, []httpwatch.Frame{errorFrame(504, "Timeout", "Timeout: Too large resource version: 8, current: 5")}); err == nil {
+	if _, err := h.m.Check(future, []watchclient.Frame{errorFrame(504, "Timeout", "Timeout: Too large resource version: 8, current: 5")}); err == nil {
 		t.Error("a 504 for another resourceVersion was accepted")
 	}
 }

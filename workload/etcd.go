@@ -1,0 +1,408 @@
+package workload
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+
+	"github.com/listwatch/listwatch/history"
+)
+
+// etcdKeys is the size of the etcd workload's keyspace: small, so that clients contend.
+const etcdKeys = 40
+
+func etcdKey(n int) history.Bytes { return history.Bytes(fmt.Sprintf("key/%02d", n)) }
+
+// leasedFrom is the first key a lease may be attached to. etcd 3.7 answers a keys-only range from
+// its index, without the keys' leases (mvcc RangeOptions.FastKeysOnly, unless sorted by value),
+// where etcd 3.4 to 3.6 give them; so that the workload passes on both, a keys-only range covers a
+// key that may have a lease only when it is sorted by value.
+const leasedFrom = "key/30"
+
+// mayHoldLease reports whether [key, end) covers a key a lease may be attached to.
+func mayHoldLease(key, end history.Bytes) bool {
+	if end == "" {
+		return key >= leasedFrom
+	}
+	return end == "\x00" || end > leasedFrom
+}
+
+// keysOnly makes r keys-only, sorted by value if it covers a key that may have a lease.
+func keysOnly(r *history.RangeRequest) {
+	r.KeysOnly = true
+	if mayHoldLease(r.Key, r.RangeEnd) {
+		r.SortTarget = history.SortByValue
+	}
+}
+
+// Lease bounds of the etcd workload. TTLs outlast any run, so that no lease expires on its own (a
+// history cannot show an expiry nobody watched).
+const (
+	etcdMaxLeases = 4
+	etcdMinTTL    = 900
+	etcdMaxTTL    = 3600
+)
+
+type etcdClient struct {
+	client
+	id     int
+	seq    int
+	leases []int64 // granted by this client and not revoked
+	nextID int64   // for client-chosen lease IDs, unique to the client
+	values []history.Bytes
+}
+
+func (r *runner) etcdClient(i int, rng *rand.Rand, budget int64) func() {
+	c := &etcdClient{client: client{r: r, rng: rng, left: budget}, id: i}
+	return func() {
+		for c.more() {
+			c.step()
+		}
+	}
+}
+
+func (c *etcdClient) step() {
+	switch p := c.rng.IntN(100); {
+	case p < 22:
+		_, _ = c.do("range", history.Request{Range: c.rangeRequest()})
+	case p < 47:
+		_, _ = c.do("put", history.Request{Put: c.putRequest()})
+	case p < 57:
+		_, _ = c.do("delete-range", history.Request{DeleteRange: c.deleteRequest()})
+	case p < 82:
+		_, _ = c.do("txn", history.Request{Txn: c.txnRequest()})
+	case p < 89:
+		c.grant()
+	case p < 94:
+		c.revoke()
+	default:
+		c.keepAlive()
+	}
+}
+
+func (c *etcdClient) key() history.Bytes { return etcdKey(c.rng.IntN(etcdKeys)) }
+
+// keyRange draws what a range, delete or watch covers: a key, a range, a prefix, every key from a
+// key on, or the whole keyspace.
+func keyRange(rng *rand.Rand) (key, end history.Bytes) {
+	switch rng.IntN(6) {
+	case 0, 1:
+		return etcdKey(rng.IntN(etcdKeys)), ""
+	case 2:
+		a, b := rng.IntN(etcdKeys), rng.IntN(etcdKeys)
+		return etcdKey(min(a, b)), etcdKey(max(a, b) + 1)
+	case 3:
+		p := fmt.Sprintf("key/%d", rng.IntN(etcdKeys/10))
+		return history.Bytes(p), prefixEnd(p)
+	case 4:
+		return etcdKey(rng.IntN(etcdKeys)), "\x00"
+	default:
+		return "key/", prefixEnd("key/")
+	}
+}
+
+// revision draws a revision to read at: mostly the latest (0), else a recent one that may be
+// compacted, or one a little ahead that may not exist yet.
+func (c *etcdClient) revision() int64 {
+	cur := c.r.rev.Load()
+	switch p := c.rng.IntN(20); {
+	case p < 14:
+		return 0
+	case p < 19:
+		return max(1, cur-c.rng.Int64N(40))
+	default:
+		return cur + 1 + c.rng.Int64N(2)
+	}
+}
+
+func (c *etcdClient) rangeRequest() *history.RangeRequest {
+	key, end := keyRange(c.rng)
+	r := &history.RangeRequest{Key: key, RangeEnd: end, Revision: c.revision(),
+		Serializable: c.rng.IntN(6) == 0}
+	if c.rng.IntN(3) == 0 {
+		r.Limit = 1 + c.rng.Int64N(5)
+	}
+	if c.rng.IntN(4) == 0 {
+		r.SortOrder = history.SortOrder(c.rng.IntN(3))
+		r.SortTarget = history.SortTarget(c.rng.IntN(5))
+	}
+	switch c.rng.IntN(10) {
+	case 0:
+		keysOnly(r)
+	case 1:
+		r.CountOnly = true
+	}
+	if c.rng.IntN(8) == 0 {
+		cur := c.r.rev.Load()
+		pick := func() int64 { return max(1, cur-c.rng.Int64N(30)) }
+		switch c.rng.IntN(4) {
+		case 0:
+			r.MinModRevision = pick()
+		case 1:
+			r.MaxModRevision = pick()
+		case 2:
+			r.MinCreateRevision = pick()
+		default:
+			r.MaxCreateRevision = pick()
+		}
+	}
+	return r
+}
+
+func (c *etcdClient) value() history.Bytes {
+	c.seq++
+	v := history.Bytes(fmt.Sprintf("v%d.%d", c.id, c.seq))
+	if c.rng.IntN(100) == 0 {
+		v += history.Bytes(strings.Repeat("x", 4096))
+	}
+	c.values = append(c.values, v)
+	if len(c.values) > 8 {
+		c.values = c.values[1:]
+	}
+	return v
+}
+
+// lease draws a lease to attach to key: none mostly, one of the client's, or sometimes one that
+// never existed; none below leasedFrom.
+func (c *etcdClient) lease(key history.Bytes) int64 {
+	if key < leasedFrom {
+		return 0
+	}
+	switch p := c.rng.IntN(8); {
+	case p < 4 && len(c.leases) > 0:
+		return c.leases[c.rng.IntN(len(c.leases))]
+	case p == 4:
+		return c.gone()
+	}
+	return 0
+}
+
+func (c *etcdClient) putRequest() *history.PutRequest {
+	p := &history.PutRequest{Key: c.key(), PrevKV: c.rng.IntN(3) == 0}
+	switch c.rng.IntN(30) {
+	case 0:
+		p.IgnoreValue = true
+		p.Lease = c.lease(p.Key)
+	case 1:
+		p.IgnoreLease = true
+		p.Value = c.value()
+	default:
+		p.Value = c.value()
+		p.Lease = c.lease(p.Key)
+	}
+	return p
+}
+
+func (c *etcdClient) deleteRequest() *history.DeleteRangeRequest {
+	d := &history.DeleteRangeRequest{PrevKV: c.rng.IntN(2) == 0}
+	switch p := c.rng.IntN(10); {
+	case p < 6:
+		d.Key = c.key()
+	case p < 9:
+		a, b := c.rng.IntN(etcdKeys), c.rng.IntN(etcdKeys)
+		d.Key, d.RangeEnd = etcdKey(min(a, b)), etcdKey(min(a, b)+1+c.rng.IntN(3))
+	default:
+		p := fmt.Sprintf("key/%d", c.rng.IntN(etcdKeys/10))
+		d.Key, d.RangeEnd = history.Bytes(p), prefixEnd(p)
+	}
+	return d
+}
+
+func (c *etcdClient) compare() history.Compare {
+	cmp := history.Compare{Result: history.CompareResult(c.rng.IntN(4)), Target: history.CompareTarget(c.rng.IntN(5)),
+		Key: c.key()}
+	if c.rng.IntN(10) == 0 {
+		cmp.Key, cmp.RangeEnd = keyRange(c.rng)
+	}
+	cur := c.r.rev.Load()
+	switch cmp.Target {
+	case history.CompareVersion:
+		cmp.Version = c.rng.Int64N(4)
+	case history.CompareCreate:
+		cmp.CreateRevision = max(0, cur-c.rng.Int64N(30))
+	case history.CompareMod:
+		cmp.ModRevision = max(0, cur-c.rng.Int64N(30))
+	case history.CompareValue:
+		if len(c.values) > 0 && c.rng.IntN(3) > 0 {
+			cmp.Value = c.values[c.rng.IntN(len(c.values))]
+		} else {
+			cmp.Value = history.Bytes(fmt.Sprintf("v%d.%d", c.rng.IntN(8), c.rng.IntN(50)))
+		}
+	case history.CompareLease:
+		cmp.Lease = c.lease(leasedFrom)
+	}
+	return cmp
+}
+
+// branch draws up to n operations; the keys written are distinct, as etcd requires of a branch.
+func (c *etcdClient) branch(n int) []history.RequestOp {
+	var ops []history.RequestOp
+	written := c.rng.Perm(etcdKeys)
+	for range c.rng.IntN(n + 1) {
+		switch p := c.rng.IntN(20); {
+		case p < 6:
+			key, end := keyRange(c.rng)
+			r := &history.RangeRequest{Key: key, RangeEnd: end, Limit: c.rng.Int64N(3)}
+			if c.rng.IntN(5) == 0 {
+				keysOnly(r)
+			}
+			ops = append(ops, history.RequestOp{Range: r})
+		case p < 14:
+			k := etcdKey(written[0])
+			written = written[1:]
+			ops = append(ops, history.RequestOp{Put: &history.PutRequest{Key: k, Value: c.value(),
+				Lease: c.lease(k), PrevKV: c.rng.IntN(3) == 0}})
+		case p < 19:
+			k := etcdKey(written[0])
+			written = written[1:]
+			ops = append(ops, history.RequestOp{DeleteRange: &history.DeleteRangeRequest{Key: k, PrevKV: c.rng.IntN(2) == 0}})
+		default:
+			ops = append(ops, history.RequestOp{Txn: &history.TxnRequest{
+				Compare: []history.Compare{c.compare()},
+				Success: []history.RequestOp{{Range: &history.RangeRequest{Key: c.key()}}},
+				Failure: []history.RequestOp{{Range: &history.RangeRequest{Key: c.key(), CountOnly: true}}},
+			}})
+		}
+	}
+	return ops
+}
+
+func (c *etcdClient) txnRequest() *history.TxnRequest {
+	t := &history.TxnRequest{}
+	for range c.rng.IntN(4) {
+		t.Compare = append(t.Compare, c.compare())
+	}
+	t.Success = c.branch(3)
+	t.Failure = c.branch(2)
+	if len(t.Success) == 0 && len(t.Failure) == 0 {
+		// etcd serves a txn whose ops are all serializable ranges, none at all included, without
+		// a linearizable read (server/etcdserver/txn/txn.go IsTxnSerializable); history.Check
+		// judges every txn as linearizable, so the workload sends none
+		t.Success = []history.RequestOp{{Range: &history.RangeRequest{Key: c.key()}}}
+	}
+	return t
+}
+
+func (c *etcdClient) grant() {
+	if len(c.leases) >= etcdMaxLeases {
+		c.revoke()
+		return
+	}
+	g := &history.LeaseGrantRequest{TTL: etcdMinTTL + c.rng.Int64N(etcdMaxTTL-etcdMinTTL)}
+	if c.rng.IntN(3) == 0 {
+		c.nextID++
+		g.ID = int64(c.id+1)<<32 | c.nextID
+	}
+	resp, err := c.do("lease-grant", history.Request{LeaseGrant: g})
+	if err == nil && resp.LeaseGrant != nil {
+		c.leases = append(c.leases, resp.LeaseGrant.ID)
+	}
+}
+
+// gone draws a lease ID nobody granted. Leases once granted are never named after their revoke:
+// a "lease not found" answer about a granted lease tells the checker the lease may have expired,
+// and every lease that may expire at any time multiplies the linearizations to search.
+func (c *etcdClient) gone() int64 {
+	return int64(c.id+1)<<32 | 1<<31 | c.rng.Int64N(1000)
+}
+
+func (c *etcdClient) revoke() {
+	if len(c.leases) == 0 || c.rng.IntN(5) == 0 {
+		_, _ = c.do("lease-revoke", history.Request{LeaseRevoke: &history.LeaseRevokeRequest{ID: c.gone()}})
+		return
+	}
+	i := c.rng.IntN(len(c.leases))
+	id := c.leases[i]
+	_, err := c.do("lease-revoke", history.Request{LeaseRevoke: &history.LeaseRevokeRequest{ID: id}})
+	if err == nil {
+		// after an unknown outcome the lease may still exist: keep it, a later revoke will tell
+		c.leases = slices.Delete(c.leases, i, i+1)
+	}
+}
+
+func (c *etcdClient) keepAlive() {
+	id := c.gone()
+	if len(c.leases) > 0 && c.rng.IntN(5) > 0 {
+		id = c.leases[c.rng.IntN(len(c.leases))]
+	}
+	_, _ = c.do("lease-keepalive", history.Request{LeaseKeepAlive: &history.LeaseKeepAliveRequest{ID: id}})
+}
+
+// etcdWatcher keeps a drawn watch open: after it ends on purpose it resumes from the last
+// revision + 1 or draws a new one; after a compaction answer it resumes from the compaction
+// revision, the oldest it may, or (every other time, since under a high write rate a watch that
+// starts behind may be compacted again before it catches up) draws a new one.
+func (r *runner) etcdWatcher(i int, rng *rand.Rand) func() {
+	return func() {
+		compactions := 0
+		for !r.watchEnded() {
+			req := r.drawWatch(rng)
+			for !r.watchEnded() {
+				w := r.watch(req, 5+rng.IntN(50))
+				if w.compacted != 0 {
+					if compactions++; compactions%2 == 1 {
+						req.StartRevision = w.compacted
+						continue
+					}
+					break
+				}
+				if w.refused {
+					r.sleep(retryBackoff)
+					break
+				}
+				if rng.IntN(2) == 0 {
+					break
+				}
+				req.StartRevision = w.last + 1
+			}
+		}
+	}
+}
+
+func (r *runner) drawWatch(rng *rand.Rand) history.WatchRequest {
+	// wide ranges mostly, so that the watches see much of the traffic
+	key, end := history.Bytes("key/"), prefixEnd("key/")
+	if rng.IntN(2) == 0 {
+		key, end = keyRange(rng)
+	}
+	w := history.WatchRequest{Key: key, RangeEnd: end, PrevKV: rng.IntN(2) == 0,
+		ProgressNotify: rng.IntN(2) == 0, Fragment: rng.IntN(10) == 0}
+	if rng.IntN(2) == 0 {
+		w.StartRevision = max(1, r.rev.Load()-rng.Int64N(30))
+	}
+	switch rng.IntN(10) {
+	case 0:
+		w.Filters = []history.WatchFilter{history.FilterNoPut}
+	case 1:
+		w.Filters = []history.WatchFilter{history.FilterNoDelete}
+	}
+	return w
+}
+
+// etcdCompactor compacts every CompactEvery revisions at a revision drawn among the recent ones,
+// sometimes at one already compacted or one ahead of the store, which etcd refuses.
+func (r *runner) etcdCompactor(rng *rand.Rand, wake <-chan struct{}) func() {
+	return func() {
+		var compacted int64
+		next := r.cfg.CompactEvery + 1
+		for r.waitRevision(next, wake) {
+			cur := r.rev.Load()
+			rev := max(compacted+1, cur-rng.Int64N(max(1, r.cfg.CompactEvery/2)))
+			switch rng.IntN(10) {
+			case 0:
+				rev = max(1, compacted)
+			case 1:
+				if !r.cfg.Quirks.CompactedTombstone { // the store may reach it
+					rev = cur + 5
+				}
+			}
+			rev = max(1, r.compactionRevision(rev))
+			_, err := r.do("compact", history.Request{Compact: &history.CompactRequest{Revision: rev, Physical: rng.IntN(2) == 0}})
+			if err == nil {
+				compacted = max(compacted, rev)
+			}
+			next = r.rev.Load() + r.cfg.CompactEvery
+		}
+	}
+}
