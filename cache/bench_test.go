@@ -66,7 +66,7 @@ type benchWatch struct {
 }
 
 func (w *benchWatch) ResultChan() <-chan watch.Event { return w.feed }
-func (w *benchWatch) Stop()                             {}
+func (w *benchWatch) Stop()                          {}
 
 // benchObject is a pod of about size bytes of JSON.
 func benchObject(size int) *unstructured.Unstructured {

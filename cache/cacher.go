@@ -863,7 +863,7 @@ func newErrWatcher(err error) watch.Interface {
 }
 
 func (w *errWatcher) ResultChan() <-chan watch.Event { return w.result }
-func (w *errWatcher) Stop()                             {}
+func (w *errWatcher) Stop()                          {}
 
 // immediateCloseWatcher is a watch closed before any event: the client re-watches.
 type immediateCloseWatcher struct{ result chan watch.Event }
@@ -875,7 +875,7 @@ func newImmediateCloseWatcher() watch.Interface {
 }
 
 func (w *immediateCloseWatcher) ResultChan() <-chan watch.Event { return w.result }
-func (w *immediateCloseWatcher) Stop()                             {}
+func (w *immediateCloseWatcher) Stop()                          {}
 
 // Get reads key. Without a resourceVersion, or while the cache is not ready, it reads the storage;
 // otherwise it waits (up to 3 s, else 504) for the cache to reach the resourceVersion and reads it

@@ -21,8 +21,8 @@ import (
 
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/history"
-	"github.com/listwatch/listwatch/workload"
 	"github.com/listwatch/listwatch/store"
+	"github.com/listwatch/listwatch/workload"
 )
 
 func init() {

@@ -22,8 +22,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/listwatch/listwatch/history"
-	"github.com/listwatch/listwatch/workload"
 	"github.com/listwatch/listwatch/internal/etcdprocess"
+	"github.com/listwatch/listwatch/workload"
 )
 
 // checkWait bounds the waits of the check tests; generous, and never what a test asserts.

@@ -13,7 +13,7 @@ import (
 type step struct {
 	obj  *unstructured.Unstructured // the object to put; nil deletes del
 	del  string                     // "ns/name" to delete when obj is nil
-	want watch.EventType         // "" means no event
+	want watch.EventType            // "" means no event
 }
 
 func put(obj *unstructured.Unstructured, want watch.EventType) step {
