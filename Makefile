@@ -6,11 +6,12 @@ GO ?= go
 test: test-root test-interop
 
 test-root:
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	$(GO) test -race -timeout 30m ./...
 
 test-interop:
-	cd interop && $(GO) vet ./... && $(GO) test -race -timeout 30m ./...
+	cd interop && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) test -race -timeout 30m ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./store/ ./watch/ ./cache/ ./httpwatch/
