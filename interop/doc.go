@@ -6,8 +6,9 @@
 // throughput on both.
 //
 // It is a module of its own (github.com/listwatch/listwatch/interop) so that etcd's server and its
-// dependencies never enter the root module. The package has no API: everything is in its tests and
-// in internal/etcdtest, which starts the embedded etcd.
+// dependencies never enter the root module. The package has no API: everything is in its tests, in
+// internal/etcdtest, which starts the embedded etcd, and in internal/kubeapiserver, which runs a
+// real apiextensions-apiserver in process over either etcd.
 //
 // The differential test keeps these rules:
 //
