@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/storagetest"
 )
@@ -97,7 +98,7 @@ func BenchmarkDispatch(b *testing.B) {
 
 func benchDispatch(b *testing.B, n int, selector bool, size int) {
 	feed := make(chan watch.Event, 100)
-	c, err := New(Config{Storage: &benchStorage{feed: feed}, ResourcePrefix: "/pods/", Logger: discardLogger, Clock: clock.RealClock{}})
+	c, err := New(Config{Storage: &benchStorage{feed: feed}, ResourcePrefix: "/pods/", Logger: testutil.DiscardLogger(), Clock: clock.RealClock{}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/storagetest"
 )
@@ -291,7 +292,7 @@ func TestConformanceDeleteEventObjectHaveLatestRV(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	stored := e.create(storagetest.Pod("test-ns", "foo"))
-	ctx, cancel := context.WithTimeout(e.ctx, waitTimeout)
+	ctx, cancel := context.WithTimeout(e.ctx, testutil.WaitTimeout)
 	defer cancel()
 	w := e.watchCtx(ctx, keyOf(stored), storage.ListOptions{ResourceVersion: stored.GetResourceVersion(), Predicate: storage.Everything})
 	deleted := e.remove(stored)

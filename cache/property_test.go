@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"pgregory.net/rapid"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/storagetest"
 )
@@ -226,7 +227,7 @@ func (r *propRun) open(spec propSpec, rd reader, resumeOf *propWatcher) {
 		done <- result{w, err}
 	}()
 	var res result
-	deadline := time.Now().Add(waitTimeout)
+	deadline := time.Now().Add(testutil.WaitTimeout)
 wait:
 	for {
 		select {
@@ -365,7 +366,7 @@ func (r *propRun) tryFence(cw *cacheWatcher) bool {
 
 // readOne waits for the next event (stepping the clock); false when the watch closed.
 func (r *propRun) readOne(pw *propWatcher) bool {
-	deadline := time.After(waitTimeout)
+	deadline := time.After(testutil.WaitTimeout)
 	for {
 		select {
 		case ev, ok := <-pw.w.ResultChan():
@@ -378,7 +379,7 @@ func (r *propRun) readOne(pw *propWatcher) bool {
 		case <-time.After(time.Millisecond):
 			r.e.clock.Step(10 * time.Millisecond)
 		case <-deadline:
-			r.t.Fatalf("watch %s: no event within %v", pw.spec, waitTimeout)
+			r.t.Fatalf("watch %s: no event within %v", pw.spec, testutil.WaitTimeout)
 		}
 	}
 }
@@ -604,7 +605,7 @@ func (r *propRun) compareWithStorage(pw *propWatcher) {
 		}
 	}()
 	var got []string
-	deadline := time.After(waitTimeout)
+	deadline := time.After(testutil.WaitTimeout)
 	for len(got) < len(want) {
 		select {
 		case e, ok := <-direct.ResultChan():

@@ -10,13 +10,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/listwatch/listwatch/etcd3"
+	"github.com/listwatch/listwatch/internal/etcdprocess"
 	"github.com/listwatch/listwatch/storage/storagetest"
 	"github.com/listwatch/listwatch/storage/storagetest/backend"
 	"github.com/listwatch/listwatch/store"
 )
 
 var (
-	withEtcd = flag.Bool("etcd", false, "also run the conformance cases against "+backend.EtcdBinary)
+	withEtcd = flag.Bool("etcd", false, "also run the conformance cases against "+etcdprocess.Binary)
 	short    = flag.Bool("skip-slow", false, "skip the cases that wait for real time")
 )
 

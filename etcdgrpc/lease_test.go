@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -159,7 +160,7 @@ func TestLeaseKeepAliveStream(t *testing.T) {
 		if r == nil || r.TTL != 30 {
 			t.Errorf("first keepalive = %+v", r)
 		}
-	case <-time.After(waitTimeout):
+	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("no keepalive answer")
 	}
 }

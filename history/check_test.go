@@ -11,6 +11,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -50,7 +51,7 @@ func scenarioOn(t testing.TB, recorder func(st *store.Store) (*Recorder, func())
 				}
 			})
 		}()
-		waitFor(t, "watch created", func() bool { mu.Lock(); defer mu.Unlock(); _, ok := progress[id]; return ok || ended[id] })
+		testutil.WaitFor(t, "watch created", func() bool { mu.Lock(); defer mu.Unlock(); _, ok := progress[id]; return ok || ended[id] })
 	}
 	do := func(req Request) {
 		if _, err := rec.Do(ctx, req); err != nil && !IsDefiniteError(rpctypes.ErrorDesc(err)) {
@@ -77,7 +78,7 @@ func scenarioOn(t testing.TB, recorder func(st *store.Store) (*Recorder, func())
 	do(Request{Txn: &TxnRequest{Success: []RequestOp{{Put: &PutRequest{Key: "a4", Value: "1"}}, {DeleteRange: &DeleteRangeRequest{Key: "a3"}}}}})
 	do(prefix("a"))
 	final := st.Rev()
-	waitFor(t, "watches up to date", func() bool {
+	testutil.WaitFor(t, "watches up to date", func() bool {
 		_ = rec.RequestProgress(ctx)
 		mu.Lock()
 		defer mu.Unlock()

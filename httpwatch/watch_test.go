@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/store"
 )
@@ -254,10 +255,10 @@ func TestWatchTimeout(t *testing.T) {
 		spy.mu.Lock()
 		sw := spy.watches[len(spy.watches)-1]
 		spy.mu.Unlock()
-		if left := sw.deadline.Sub(start); left < c.want || left > c.want+waitTimeout {
+		if left := sw.deadline.Sub(start); left < c.want || left > c.want+testutil.WaitTimeout {
 			t.Errorf("%q: storage context deadline %v after the request, want %v", c.query, left, c.want)
 		}
-		waitFor(t, "the watch timer", e.clock.HasWaiters)
+		testutil.WaitFor(t, "the watch timer", e.clock.HasWaiters)
 		e.clock.Step(c.want - time.Second)
 		name := fmt.Sprintf("t%d", e.st.Rev())
 		e.mustCreate(cmPath, cmJSON("", name, ""))
@@ -290,7 +291,7 @@ func TestWatchErrorBeforeStreaming(t *testing.T) {
 
 	// A storage that is not ready answers 429 with Retry-After, before any header of a stream.
 	busy := &failingWatchStorage{err: newTooManyRequests()}
-	api, err := New(Config{Resources: []ServedResource{{Resource: ConfigMaps(), Storage: busy}}, Logger: quietLogger()})
+	api, err := New(Config{Resources: []ServedResource{{Resource: ConfigMaps(), Storage: busy}}, Logger: testutil.DiscardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,7 +477,7 @@ func named(name string) *unstructured.Unstructured {
 func serveFake(t *testing.T, fw *watch.FakeWatcher, w http.ResponseWriter, query string) (*Server, func()) {
 	t.Helper()
 	storage := &presetStorage{w: fw}
-	api, err := New(Config{Resources: []ServedResource{{Resource: ConfigMaps(), Storage: storage}}, Logger: quietLogger()})
+	api, err := New(Config{Resources: []ServedResource{{Resource: ConfigMaps(), Storage: storage}}, Logger: testutil.DiscardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,10 +507,10 @@ func TestWatchFlushPolicy(t *testing.T) {
 	rec := &recordingWriter{header: http.Header{}}
 	_, stop := serveFake(t, fw, rec, "")
 	want := "header 200; flush; write ADDED a; write ADDED b; write ADDED c; write BOOKMARK ; flush; write ADDED d; flush"
-	waitFor(t, "the buffered events", func() bool { return rec.log() == want })
+	testutil.WaitFor(t, "the buffered events", func() bool { return rec.log() == want })
 	fw.Add(named("e"))
 	want += "; write ADDED e; flush"
-	waitFor(t, "a lone event flushed", func() bool { return rec.log() == want })
+	testutil.WaitFor(t, "a lone event flushed", func() bool { return rec.log() == want })
 	stop()
 	if got := rec.log(); got != want {
 		t.Errorf("writes and flushes\n  %s\nwant\n  %s", got, want)
@@ -527,7 +528,7 @@ func TestWatchWriteError(t *testing.T) {
 	fw.Add(named("b"))
 	rec := &recordingWriter{header: http.Header{}, failFrom: 2}
 	_, stop := serveFake(t, fw, rec, "")
-	waitFor(t, "the handler to give up", fw.IsStopped)
+	testutil.WaitFor(t, "the handler to give up", fw.IsStopped)
 	stop()
 	if got, want := rec.log(), "header 200; flush; write ADDED a; failed write"; got != want {
 		t.Errorf("ops %q, want %q", got, want)
@@ -639,7 +640,7 @@ func (c *countingCacheable) DeepCopyObject() runtime.Object { return c }
 func TestWatchListGzip(t *testing.T) {
 	e := newEnv(t)
 	e.mustCreate(cmPath, cmJSON("", "a", ""))
-	req, _ := http.NewRequest("GET", e.ts.URL+cmPath+"?watch=true&allowWatchBookmarks=true", nil)
+	req, _ := http.NewRequest("GET", e.url+cmPath+"?watch=true&allowWatchBookmarks=true", nil)
 	req.Header.Set("Accept-Encoding", "gzip") // set by hand: the transport then leaves the body compressed
 	ctx, cancel := context.WithCancel(context.Background())
 	resp, err := e.client.Do(req.WithContext(ctx))
@@ -660,7 +661,7 @@ func TestWatchListGzip(t *testing.T) {
 	w.close()
 
 	rv := strconv.FormatInt(e.st.Rev(), 10)
-	r, err := e.client.Do(mustRequest(t, "GET", e.ts.URL+cmPath+"?watch=true&timeoutSeconds=1&resourceVersion="+rv, "Accept-Encoding", "gzip"))
+	r, err := e.client.Do(mustRequest(t, "GET", e.url+cmPath+"?watch=true&timeoutSeconds=1&resourceVersion="+rv, "Accept-Encoding", "gzip"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -670,7 +671,7 @@ func TestWatchListGzip(t *testing.T) {
 	}
 	// Failure mode of the gate: off, a watch-list is plain.
 	off := newEnv(t, func(c *Config) { c.Features.DisableWatchListCompression = true })
-	r, err = off.client.Do(mustRequest(t, "GET", off.ts.URL+cmPath+"?watch=true&allowWatchBookmarks=true&timeoutSeconds=1", "Accept-Encoding", "gzip"))
+	r, err = off.client.Do(mustRequest(t, "GET", off.url+cmPath+"?watch=true&allowWatchBookmarks=true&timeoutSeconds=1", "Accept-Encoding", "gzip"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -685,9 +686,9 @@ func TestWatchListGzip(t *testing.T) {
 func TestWatchWebsocket(t *testing.T) {
 	e := newEnv(t)
 	rv := strconv.FormatInt(e.st.Rev(), 10)
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 	defer cancel()
-	url := "ws" + strings.TrimPrefix(e.ts.URL, "http") + cmPath + "?watch=true&timeoutSeconds=60&resourceVersion=" + rv
+	url := "ws" + strings.TrimPrefix(e.url, "http") + cmPath + "?watch=true&timeoutSeconds=60&resourceVersion=" + rv
 	conn, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: e.client})
 	if err != nil {
 		t.Fatal(err)
@@ -711,7 +712,7 @@ func TestWatchWebsocket(t *testing.T) {
 			t.Errorf("message %v %q (%v), want one ADDED %s frame", typ, msg, ferr, name)
 		}
 	}
-	waitFor(t, "the websocket watch timer", e.clock.HasWaiters)
+	testutil.WaitFor(t, "the websocket watch timer", e.clock.HasWaiters)
 	e.clock.Step(60 * time.Second)
 	_, _, err = conn.Read(ctx)
 	if websocket.CloseStatus(err) != websocket.StatusNormalClosure {
@@ -720,7 +721,7 @@ func TestWatchWebsocket(t *testing.T) {
 	e.spies["configmaps"].nthWatch(t, 1).waitStopped(t)
 
 	// Shutdown ends a websocket watch too.
-	url2 := "ws" + strings.TrimPrefix(e.ts.URL, "http") + cmPath + "?watch=true&resourceVersion=" + strconv.FormatInt(e.st.Rev(), 10)
+	url2 := "ws" + strings.TrimPrefix(e.url, "http") + cmPath + "?watch=true&resourceVersion=" + strconv.FormatInt(e.st.Rev(), 10)
 	conn2, _, err := websocket.Dial(ctx, url2, &websocket.DialOptions{HTTPClient: e.client})
 	if err != nil {
 		t.Fatal(err)
@@ -773,18 +774,18 @@ func newFakeEnv(t *testing.T, fake *fakeStorage) *env {
 	t.Helper()
 	e := &env{t: t}
 	e.clock = nil
-	api, err := New(Config{Resources: []ServedResource{{Resource: ConfigMaps(), Storage: fake}}, Logger: quietLogger()})
+	api, err := New(Config{Resources: []ServedResource{{Resource: ConfigMaps(), Storage: fake}}, Logger: testutil.DiscardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.api = api
-	e.ts = httptest.NewServer(api)
-	e.client = e.ts.Client()
+	ts := httptest.NewServer(api)
+	e.url, e.client = ts.URL, ts.Client()
 	e.st = store.New(store.Options{ManualTick: true})
 	t.Cleanup(func() {
 		api.Shutdown()
-		e.ts.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		ts.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 		defer cancel()
 		if err := api.Wait(ctx); err != nil {
 			t.Error(err)
@@ -797,7 +798,7 @@ func newFakeEnv(t *testing.T, fake *fakeStorage) *env {
 func (f *fakeStorage) nth(t *testing.T, n int) *watch.FakeWatcher {
 	t.Helper()
 	var w *watch.FakeWatcher
-	waitFor(t, fmt.Sprintf("watch %d", n), func() bool {
+	testutil.WaitFor(t, fmt.Sprintf("watch %d", n), func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if len(f.watches) >= n {
@@ -867,7 +868,7 @@ func mustRequest(t *testing.T, method, url string, headers ...string) *http.Requ
 func TestCachedServer(t *testing.T) {
 	e := newCachedEnv(t)
 	a := e.mustCreate(cmPath, cmJSON("", "a", `"labels":{"app":"web"}`))
-	waitFor(t, "the cache to see a", func() bool {
+	testutil.WaitFor(t, "the cache to see a", func() bool {
 		return itemNames(t, e.do("GET", cmPath+"?resourceVersion=0", "").list(t)) == "a"
 	})
 	w := e.watch(cmPath + "?watch=true&allowWatchBookmarks=true")

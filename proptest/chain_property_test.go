@@ -11,6 +11,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/proptest/chaintest"
 )
 
@@ -226,7 +227,7 @@ func (r *chainRun) open(l *lineage, spec chaintest.WatchSpec) {
 	if exp.ErrorCode == 504 && !r.m.Cached {
 		// The etcd3 storage compares the resourceVersion with etcd's only in the watch's own
 		// goroutine (watcher.go startWatching): a write before then could make the watch valid.
-		if err := chaintest.WaitFor("the ERROR 504 of a watch-list from the future", func() bool { return w.Len() > 0 || w.Ended() }, nil); err != nil {
+		if err := testutil.Poll("the ERROR 504 of a watch-list from the future", func() bool { return w.Len() > 0 || w.Ended() }, nil); err != nil {
 			r.fatalf("watch %s: %v", exp, err)
 		}
 	}
@@ -390,7 +391,7 @@ func (r *chainRun) finish() {
 		}
 		return true
 	}
-	if err := chaintest.WaitFor("every watch to deliver what it must", settled, r.cacheStep); err != nil {
+	if err := testutil.Poll("every watch to deliver what it must", settled, r.cacheStep); err != nil {
 		var open []string
 		for _, l := range r.lineages {
 			if l.cur != nil {
@@ -405,7 +406,7 @@ func (r *chainRun) finish() {
 			l.cur.w.Disconnect()
 		}
 	}
-	if err := chaintest.WaitFor("every handler to stop its storage watch", func() bool { return r.c.OpenWatches() == 0 }, nil); err != nil {
+	if err := testutil.Poll("every handler to stop its storage watch", func() bool { return r.c.OpenWatches() == 0 }, nil); err != nil {
 		r.fatalf("%v (%d still open)", err, r.c.OpenWatches())
 	}
 	for _, l := range r.lineages {

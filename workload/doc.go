@@ -19,8 +19,8 @@
 //     a run against that etcd fails only for a bug not known already: without RequestProgress for
 //     ProgressAhead (etcd before 3.4.31, 3.5 before 3.5.13, as the apiserver decides), compacting
 //     only at revisions of puts alone for CompactedTombstone (before 3.4.36, 3.5 before 3.5.18).
-//   - Package etcdtest starts real etcd processes for tests: one member (Start) or a cluster
-//     (StartCluster).
+//   - The tests run the workloads against real etcd processes too: package internal/etcdprocess
+//     starts one member (Start) or a cluster (StartCluster).
 //
 // # The workloads
 //

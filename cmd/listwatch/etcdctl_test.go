@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/listwatch/listwatch/internal/testutil"
 )
 
 // listwatchProcess is `listwatch serve` running as a child process: the test binary re-run as the
@@ -55,7 +57,7 @@ func (p *listwatchProcess) stop(t *testing.T, sig os.Signal) (int, []string) {
 		t.Fatal(err)
 	}
 	var rest []string
-	timeout := time.After(waitTimeout)
+	timeout := time.After(testutil.WaitTimeout)
 	for done := false; !done; {
 		select {
 		case l, ok := <-p.stdout:
@@ -94,7 +96,7 @@ func (e etcdctl) command(ctx context.Context, args ...string) *exec.Cmd {
 // run runs etcdctl to completion and returns its stdout, stderr and exit status.
 func (e etcdctl) run(stdin string, args ...string) (string, string, int) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 	defer cancel()
 	cmd := e.command(ctx, args...)
 	cmd.Stdin = strings.NewReader(stdin)
@@ -166,7 +168,7 @@ func (e etcdctl) background(args ...string) (<-chan string, func()) {
 // expectLines reads exactly want from ch, in order.
 func expectLines(t *testing.T, ch <-chan string, want []string) {
 	t.Helper()
-	timeout := time.After(waitTimeout)
+	timeout := time.After(testutil.WaitTimeout)
 	for i, w := range want {
 		select {
 		case l, ok := <-ch:

@@ -3,8 +3,8 @@
 // stack: k8s.io/client-go v0.37's discovery, dynamic and typed clients, dynamic and typed shared
 // informers (reflector list-then-watch and the streaming WatchList), and kubectl when one is on PATH.
 //
-// The package has only tests. They run the server on a loopback httptest server behind two test
-// handlers: a request log that keeps every request's query and every frame the server wrote (gzip
+// The package has only tests. They run the server with package chain, as `listwatch serve` does, on a
+// loopback port behind two test handlers (chain.Config.WrapHandler): a request log that keeps every request's query and every frame the server wrote (gzip
 // watch-list streams decoded), and a watch gate that can end the running watches and hold new ones,
 // so that a test decides exactly when an informer's watch is interrupted and what happens meanwhile.
 //

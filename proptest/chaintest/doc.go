@@ -1,8 +1,9 @@
 // Package chaintest runs the whole list-watch chain in one process for the chain-wide tests of
 // package proptest, and says what every HTTP watch of it must receive.
 //
-// A Chain is an in-memory store, an in-process etcd gRPC client, the etcd3 storage of pods, a watch
-// cache over it (unless Options.Uncached) and the HTTP API on a loopback port. Its clocks are fake
+// A Chain is package chain's assembly serving pods only: an in-memory store, an in-process etcd gRPC
+// client, the etcd3 storage of pods, a watch cache over it (unless Options.Uncached) and the HTTP
+// API on a loopback port. Its clocks are fake
 // where the tests need to drive time: HTTPClock (watch timeouts), CacheClock (the Cacher: bookmarks,
 // progress requests, relist delays) and optionally the store's. A gate between the Cacher and the
 // storage lets a test end the reflector's watch and hold its re-watch (ForceRelist, the
@@ -19,5 +20,6 @@
 //
 // Watch is an HTTP watch as a client reads it (pausable, disconnectable); MemPeak samples the heap
 // for the fault tests' memory reports. Every wait is a condition polled with a generous deadline
-// (WaitTimeout), moving fake clocks through a step function where the awaited thing needs them.
+// (testutil.Poll and testutil.WaitTimeout), moving fake clocks through a step function where the
+// awaited thing needs them.
 package chaintest
