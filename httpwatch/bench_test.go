@@ -26,6 +26,7 @@ import (
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -119,7 +120,7 @@ func benchmarkFanout(b *testing.B, watchers, rate, burst int, cached bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var backend Storage = s
+	var backend storage.Interface = s
 	if cached {
 		cc := res.CacheConfig(s)
 		cc.Logger = quietLogger()

@@ -41,7 +41,7 @@ func Gizmos() Resource {
 type env struct {
 	t        *testing.T
 	st       *store.Store
-	storages map[string]Storage // by resource
+	storages map[string]storage.Interface // by resource
 	spies    map[string]*spyStorage
 	api      *Server
 	ts       *httptest.Server
@@ -66,7 +66,7 @@ func newCachedEnv(t *testing.T, opts ...envOption) *env { return newEnvWith(t, t
 
 func newEnvWith(t *testing.T, cached bool, opts ...envOption) *env {
 	t.Helper()
-	e := &env{t: t, storages: map[string]Storage{}, spies: map[string]*spyStorage{}}
+	e := &env{t: t, storages: map[string]storage.Interface{}, spies: map[string]*spyStorage{}}
 	var cachers []*cache.Cacher
 	e.st = store.New(store.Options{})
 	cli, closeClient, err := etcdgrpc.NewClient(e.st, etcdgrpc.Options{})
@@ -82,7 +82,7 @@ func newEnvWith(t *testing.T, cached bool, opts ...envOption) *env {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var backend Storage = s
+		var backend storage.Interface = s
 		if cached {
 			cc := r.CacheConfig(s)
 			cc.Logger = quietLogger()
@@ -99,7 +99,7 @@ func newEnvWith(t *testing.T, cached bool, opts ...envOption) *env {
 			}
 			backend = c
 		}
-		spy := &spyStorage{Storage: backend}
+		spy := &spyStorage{Interface: backend}
 		e.storages[r.Resource] = spy
 		e.spies[r.Resource] = spy
 		cfg.Resources = append(cfg.Resources, ServedResource{Resource: r, Storage: spy})
@@ -395,7 +395,7 @@ func (s *stream) expect(want ...string) []rawFrame {
 
 // spyStorage records what the handlers ask of the storage and what becomes of the watches.
 type spyStorage struct {
-	Storage
+	storage.Interface
 	mu       sync.Mutex
 	watches  []*spyWatch
 	lastList storage.ListOptions
@@ -411,7 +411,7 @@ type spyWatch struct {
 }
 
 func (s *spyStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
-	w, err := s.Storage.Watch(ctx, key, opts)
+	w, err := s.Interface.Watch(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -427,7 +427,7 @@ func (s *spyStorage) GetList(ctx context.Context, key string, opts storage.ListO
 	s.mu.Lock()
 	s.lastList = opts
 	s.mu.Unlock()
-	return s.Storage.GetList(ctx, key, opts, listObj)
+	return s.Interface.GetList(ctx, key, opts, listObj)
 }
 
 // lastWatch waits for the n-th watch (1-based) to be opened and returns it.
@@ -487,7 +487,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // fakeStorage serves watches from channels the test fills.
 type fakeStorage struct {
-	Storage
+	storage.Interface
 	mu      sync.Mutex
 	watches []*watch.FakeWatcher
 	size    int

@@ -112,7 +112,7 @@ func New(opts Options) (*Chain, error) {
 		c.Close()
 		return nil, err
 	}
-	var backend httpwatch.Storage = c.Storage
+	var backend storage.Interface = c.Storage
 	if !opts.Uncached {
 		c.reflector = newReflectorGate(c.Storage)
 		cc := c.Resource.CacheConfig(c.reflector)
@@ -131,7 +131,7 @@ func New(opts Options) (*Chain, error) {
 		}
 		backend = c.Cacher
 	}
-	c.served = &countingStorage{Storage: backend}
+	c.served = &countingStorage{Interface: backend}
 	if c.API, err = httpwatch.New(httpwatch.Config{
 		Resources:         []httpwatch.ServedResource{{Resource: c.Resource, Storage: c.served}},
 		MinRequestTimeout: opts.MinRequestTimeout,
@@ -269,14 +269,14 @@ func WaitFor(what string, cond func() bool, step func()) error {
 
 // countingStorage counts the storage watches the HTTP handlers hold.
 type countingStorage struct {
-	httpwatch.Storage
+	storage.Interface
 	mu          sync.Mutex
 	openCount   int
 	openedCount int
 }
 
 func (s *countingStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
-	w, err := s.Storage.Watch(ctx, key, opts)
+	w, err := s.Interface.Watch(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
