@@ -52,7 +52,7 @@ var cacheEdits = map[string][][2]string{
 	// watch with AllowWatchBookmarks a bookmark 2 s before its deadline (cache_watcher.go
 	// nextBookmarkTime); the etcd3 watch sends none.
 	"WatchDispatchBookmarkEvents": {
-		{"allowWatchBookmarks=true closed", "allowWatchBookmarks=true BOOKMARK\nallowWatchBookmarks=true closed"},
+		{"allowWatchBookmarks=true no event", "allowWatchBookmarks=true BOOKMARK"},
 	},
 	// RunTestOptionalWatchBookmarksWithCorrectResourceVersion, which upstream runs against the Cacher
 	// only, requires a bookmark.
