@@ -55,7 +55,7 @@ type Case struct {
 	Upstream string
 	// Fresh marks cases that compact, or read from revision 1, and so need a server of their own.
 	Fresh bool
-	// Slow marks cases that wait for real time to pass (lease expiry).
+	// Slow marks cases that wait for real time to pass (a lease expiry, a 3 s watch deadline).
 	Slow bool
 	// Run plays the scenario on h.
 	Run func(h *H)
