@@ -319,7 +319,8 @@ func (m *Model) Check(e Expectation, frames []watchclient.Frame) (Verdict, error
 func frameEvents(frames []watchclient.Frame) ([]kubemodel.Event, error) {
 	evs := make([]kubemodel.Event, 0, len(frames))
 	for i, f := range frames {
-		ev := kubemodel.Event{Type: f.Type, Summary: describeFrame(f)}
+		// Summary stands for the object alone: kubemodel names the type itself.
+		ev := kubemodel.Event{Type: f.Type, Summary: strings.TrimPrefix(describeFrame(f), string(f.Type)+" ")}
 		switch f.Type {
 		case watch.Error:
 			st, err := f.Status()
