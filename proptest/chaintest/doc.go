@@ -9,13 +9,13 @@
 // storage lets a test end the reflector's watch and hold its re-watch (ForceRelist, the
 // Reflector* methods). Close stops everything the chain started and waits for it.
 //
-// A Model records every pod write, by reading the store after each one (the caller is the only
-// writer), and for a watch request opened at a given moment computes an Expectation: the range of
-// start revisions the chain may pick, or the one ERROR it must send. Model.Check judges a watch's
-// frames against it: for one start in range they must be a prefix of the initial state (key order),
-// the initial-events-end bookmark, then every selected change after the start, as ADDED, MODIFIED
-// or DELETED by filter transition, with exactly the stored object; bookmarks never decrease and
-// never pass an undelivered event. The Verdict says whether the prefix is complete and which
+// A Model records every pod write in a kubemodel.History, by reading the store after each one (the
+// caller is the only writer), and for a watch request opened at a given moment computes an
+// Expectation: the HTTP API's defaulting of the request, then kubemodel's ExpectCache (or
+// ExpectStorage, uncached) with what the model knows of the chain (etcd's revision, the cache's
+// last relist and known revision, the last compaction). Model.Check reads a watch's frames
+// (objects as canonical JSON; a BOOKMARK must be an empty v1 Pod, an ERROR a v1 Status) and judges
+// them by kubemodel's History.Check; the Verdict says whether the prefix is complete and which
 // resourceVersion a client resumes from.
 //
 // Watch is an HTTP watch as a client reads it (pausable, disconnectable); MemPeak samples the heap
