@@ -201,7 +201,13 @@ func checkIntervals[B Bytes](ops []Op[B]) (map[string]struct{}, []interval, erro
 		}
 		return false
 	}
-	puts := make(map[string]struct{})
+	var puts map[string]struct{} // made on the first put: most branches put little or nothing
+	add := func(k string) {
+		if puts == nil {
+			puts = make(map[string]struct{})
+		}
+		puts[k] = struct{}{}
+	}
 	for _, op := range ops {
 		if op.Txn == nil {
 			continue
@@ -218,7 +224,7 @@ func checkIntervals[B Bytes](ops []Op[B]) (map[string]struct{}, []interval, erro
 			if _, ok := puts[k]; ok || intersects(k) {
 				return nil, dels, ErrDuplicateKey
 			}
-			puts[k] = struct{}{}
+			add(k)
 		}
 		for k := range putsElse {
 			if _, ok := puts[k]; ok {
@@ -229,7 +235,7 @@ func checkIntervals[B Bytes](ops []Op[B]) (map[string]struct{}, []interval, erro
 			if intersects(k) {
 				return nil, dels, ErrDuplicateKey
 			}
-			puts[k] = struct{}{}
+			add(k)
 		}
 		dels = append(dels, delsThen...)
 		dels = append(dels, delsElse...)
@@ -242,7 +248,7 @@ func checkIntervals[B Bytes](ops []Op[B]) (map[string]struct{}, []interval, erro
 		if _, ok := puts[k]; ok || intersects(k) {
 			return nil, dels, ErrDuplicateKey
 		}
-		puts[k] = struct{}{}
+		add(k)
 	}
 	return puts, dels, nil
 }

@@ -178,8 +178,7 @@ func (s *Store) checkDeleteRange(r *DeleteRangeRequest) error {
 }
 
 func (s *Store) checkTxn(r *TxnRequest) error {
-	t := txnShape(r)
-	return t.Check(s.limits())
+	return checkTxnShape(r, s.limits())
 }
 
 func isTxnReadOnly(r *TxnRequest) bool {
