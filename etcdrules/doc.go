@@ -1,8 +1,9 @@
 // Package etcdrules holds what etcd v3.7 decides about a request before it reads any state: its
-// client-facing error values and the request-shape rules of its v3 API. It is a stateless leaf that
-// both listwatch's store (which enforces the rules) and the history checker (which predicts the
-// errors a recorded request must have got) use, so that the checker's model never imports what it
-// judges.
+// client-facing error values and the request-shape rules of its v3 API. It is a stateless leaf (it
+// keeps nothing, reads no store and never modifies a request it checks) that both listwatch's store
+// (which enforces the rules) and the history checker (which predicts the errors a recorded request
+// must have got) use, so that the checker's model never imports what it judges. It imports none of
+// listwatch's packages.
 //
 // # API
 //
@@ -42,5 +43,4 @@
 //     (lease/lessor.go Grant; TestLeaseGrantRules).
 //   - Order. The first rule a request breaks, in etcd's order, gives its error: shape, then
 //     intervals, then size (TestTxnRules).
-//   - Statelessness. Nothing here reads or keeps state, and a check never modifies the request.
 package etcdrules
