@@ -1,8 +1,10 @@
 // Package history checks a recorded history of an etcd v3 client session against etcd's
 // consistency and watch guarantees, the way porcupine checks a history against a model: the KV
-// operations must be linearizable with etcd v3.7's semantics (those of listwatch's store package),
-// and every watch must keep the guarantees etcd's robustness tests check
+// operations must be linearizable with etcd v3.7's semantics, as this package's own reference model
+// has them (below), and every watch must keep the guarantees etcd's robustness tests check
 // (tests/robustness/validate/watch.go), judged against the event log of the linearization found.
+// The checker imports nothing of what it judges: not listwatch's store, nor its gRPC server; only
+// package etcdrules, etcd's error values and request-shape rules, which the store shares.
 //
 // # API
 //
@@ -28,8 +30,8 @@
 // A history starts on an empty store (revision 1) and holds every write made to it. For each
 // operation it gives the call and return times (int64 nanoseconds from an origin shared by the
 // whole history, from a monotonic clock), the request and either the response or the error. An
-// error is definite when it is one of etcd's errors that mean the request was refused (the store's
-// sentinel errors: "etcdserver: key is not provided", "etcdserver: mvcc: required revision has been
+// error is definite when it is one of etcd's errors that mean the request was refused (package
+// etcdrules' values: "etcdserver: key is not provided", "etcdserver: mvcc: required revision has been
 // compacted", ...); any other failure (a timeout, a lost connection, a canceled context) must set
 // Unknown: the request may or may not have taken effect. Each watch gives the time it was called,
 // its request and every response it received, in order, with the time it was received. The
@@ -80,24 +82,80 @@
 // revision in the linearization found.
 //
 // The search is porcupine's (github.com/anishathalye/porcupine), in one partition, with a model
-// whose states are immutable: a persistent treap of the keyspace plus a snapshot per revision linked
-// by jump pointers, hashed incrementally, so that forking, caching and comparing states is cheap.
-// The model mirrors store/kv.go and store/lease.go; it is held to the store by a differential
-// test, and every linearization found is replayed into a fresh reference store, whose answers must
-// be the model's (else ErrModelDivergence) and whose watch yields the reference event log. Three
-// things keep the search small: a response's revision says at which store revision the operation
-// can take effect (a put at r+1, a read at r, and so on), so operations are tried only there; a
-// revision a successful response shows its request created cannot be taken by an unknown-outcome
-// write; and, when there are unknown-outcome writes, a first guided search asks that such a write
-// create a revision only with exactly the events each watch covering that revision received there,
-// that the store reach each watch's highest revision before the watch saw it, and that each
-// serializable read fit the store at its header revision some time before it returned (if that
-// finds nothing, an unguided search follows, so the checks that follow can name the watch or the
-// read at fault). Leases never expire on their own in the model, except where the history shows a
-// lease may have expired (a request naming it answered "lease not found", or a revision that no
-// request created and in which watches saw only deletes): then each such lease may expire at any
-// time after its grant. A grant with server-chosen ID whose outcome is unknown is assumed to have
-// created no lease anyone used.
+// whose states are immutable: a persistent treap of the keyspace plus a snapshot per revision
+// linked by jump pointers, hashed incrementally, so that forking, caching and comparing states is
+// cheap. The linearization found is replayed on the model, which must accept every operation where
+// the search placed it (else ErrModelDivergence, a bug of this package); its changes are the
+// reference event log. Three things keep the search small: a response's revision says at which
+// store revision the operation can take effect (a put at r+1, a read at r, and so on), so
+// operations are tried only there; a revision a successful response shows its request created
+// cannot be taken by an unknown-outcome write; and, when there are unknown-outcome writes, a first
+// guided search asks that such a write create a revision only with exactly the events each watch
+// covering that revision received there, that the store reach each watch's highest revision before
+// the watch saw it, and that each serializable read fit the store at its header revision some time
+// before it returned (if that finds nothing, an unguided search follows, so the checks that follow
+// can name the watch or the read at fault). Leases never expire on their own in the model, except
+// where the history shows a lease may have expired (a request naming it answered "lease not found",
+// or a revision that no request created and in which watches saw only deletes): then each such
+// lease may expire at any time after its grant. A grant with server-chosen ID whose outcome is
+// unknown is assumed to have created no lease anyone used.
+//
+// # Reference model
+//
+// The model (model.go over state.go) is written from etcd v3.7: server/etcdserver/txn (range.go
+// executeRange, put.go, delete.go, txn.go compareToPath, checkTxn and executeTxn) over
+// server/storage/mvcc (kvstore_txn.go storeTxnWrite, key_index.go) and server/lease/lessor.go;
+// request-shape errors are package etcdrules' (v3rpc/key.go). A state is the keyspace of every
+// revision since the first, the compact revision and the live leases.
+//
+//   - Writes. A write that changes something raises the revision by one; its events (PUT with
+//     create and mod revision, version and lease; DELETE with the key and mod revision) follow its
+//     execution order. A put's version is one more than the key's, its create revision kept unless
+//     the key did not exist in the txn's view (its own earlier writes included). Deleting nothing,
+//     reads, failures, lease grants, keepalives and compactions keep the revision.
+//   - Txns. Every compare, of nested txns on the chosen branches too, reads the state at the txn's
+//     start; a compare over a range holds when it holds for every key, and one on a missing key
+//     compares zero values (a value compare on a missing key fails); the chosen branch is checked
+//     in full before anything is written (txn.go checkTxn); reads inside the txn see its own
+//     writes. etcd's quirk is kept: a delete whose range end is "\x00" is the empty interval to
+//     v3rpc's checkIntervals, so a txn may put a key and delete it in one revision, giving a PUT
+//     and a DELETE event of one key at one revision; a put with ignore_value or ignore_lease after
+//     such a delete fails with ErrKeyNotFound (etcd would panic applying it).
+//   - Ranges. limit, count, more, the revision filters, keys_only (which drops the lease too
+//     unless sorted by value, as v3.7 serves it from its index) and count_only as executeRange
+//     does; a range with a sort target but SortNone sorts ascending by that target, and its limit
+//     is applied before the sort, to the first keys in key order (rangeLimit reads the request's
+//     SortNone as the default ordering). Ties of a sort by another target are accepted in any order
+//     etcd's unstable sort.Sort could give.
+//   - Compaction. Compacting at C fails with ErrCompacted unless C is above the compact revision,
+//     and with ErrFutureRev above the current revision; afterwards a read below C fails with
+//     ErrCompacted and one at C works. For each key etcd keeps its newest version at or below C,
+//     and a tombstone only if it is at exactly C (v3.6+, key_index.go compact), so a watch from C
+//     still receives every event at C: the model keeps every revision and owes them all; a watch
+//     from below a completed compaction is owed the compacted answer (the compaction guarantee).
+//   - Leases. A grant creates the lease with the ID the request or the response names (ErrLeaseExists
+//     if it lives); a put attaches its key to a lease that must live (ErrLeaseNotFound), and a put
+//     without a lease detaches it; a revoke deletes the lease's keys in key order in one revision
+//     (none if it has no keys) and then the lease; a keepalive of a missing lease fails with
+//     ErrLeaseNotFound. TTLs are not modelled: leases never expire but where the history shows they
+//     may have (Linearizability, above).
+//   - Events. The reference log's prev_kv is what etcd's watch sends (v3rpc/watch.go sendLoop
+//     reads the key at the event's revision - 1): the key's version before the write, none if it
+//     had none, and none for a PUT that creates its key.
+//
+// # Evidence
+//
+// The model is held to etcd by tests, not by shared code: TestWildSequentialHistoriesPass (random
+// requests, shape errors included, sent one at a time to listwatch's store while a watch with
+// prev_kv runs: the history must pass and the model's event log must be what the watch received);
+// proptest's TestCheckerReferenceMatchesStore (seeded concurrent workloads over etcdgrpc, every
+// checked linearization replayed into a fresh store with shape probes slipped in, answers and event
+// log compared with the model's); etcdrules' tests (the shape rules and error wording against
+// etcd's); and the workloads run against a real etcd (workload's TestWorkloadsPassAgainstEtcd and
+// TestWorkloadsPassAgainstEtcdCluster, interop's TestCheckCommandAgainstEmbeddedEtcd). That the
+// checker catches what it must is TestMutatedHistoriesFail (mutate_test.go: one injected violation,
+// exactly its guarantee reported); the examples (ExampleCheck, ExampleCheck_violation) show a
+// history built in Go being checked.
 //
 // # Watch guarantees
 //
