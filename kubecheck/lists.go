@@ -203,6 +203,10 @@ func (c *checker) checkChain(chain []int) {
 	if sem == Exact {
 		c.served = append(c.served, expiry{kind: "list", x: n, t: first.Call, op: chain[0], watch: -1, f: -1})
 	}
+	if m < c.initialRV {
+		c.res.Coverage.BeforeStart++
+		return // the state before the run began is not in the history
+	}
 	p, q := c.positions(m)
 	if r := c.future(p, first.Return); r != nil {
 		c.violate(c.opViolation(ReadRV, chain[0], "list at resourceVersion %d, returned at %d, includes operation %d's write, called later at %d",

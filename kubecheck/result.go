@@ -121,6 +121,9 @@ type Coverage struct {
 	Expired          int // 410 answers and ERROR frames
 	Errors           int // other ERROR frames and refused watches
 	SelectorWatches  int
+	// BeforeStart counts the lists and watches at a resourceVersion before the run began, whose
+	// state the history does not hold: only what came after the start is judged.
+	BeforeStart int
 }
 
 // OK reports whether the history passed: linearizable and no violation.

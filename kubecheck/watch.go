@@ -264,6 +264,18 @@ func (wc *watchCheck) replayWatch(class string, n uint64, end, endIdx int) {
 	rvAt := func(j int) uint64 { v, _ := parseRV(w.Frames[j].Object.ResourceVersion); return v }
 
 	switch {
+	case class == startExact && n < c.initialRV:
+		// the changes up to the run's start are not in the history: judge those after it
+		c.res.Coverage.BeforeStart++
+		from := end
+		for j := range end {
+			if rvAt(j) > c.initialRV {
+				from = j
+				break
+			}
+		}
+		p, q := c.positions(c.initialRV)
+		wc.live(c.initialRV, p, q, from, end)
 	case class == startExact:
 		p, q := c.positions(n)
 		wc.live(n, p, q, 0, end)

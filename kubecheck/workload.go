@@ -513,6 +513,7 @@ func (r *runner) watcher(id int, rng *rand.Rand) {
 	var resume *ListOptions
 	var from *int
 	resumes := 0 // resumptions left before a fresh start
+	first := id == 1 // the second watcher starts from far in the past: a 410 on most servers
 	for !r.watchEnded() {
 		if resumes == 0 && !r.ending.Load() {
 			resume = nil
@@ -522,6 +523,10 @@ func (r *runner) watcher(id int, rng *rand.Rand) {
 			o = *resume
 		} else {
 			o = r.drawWatch(rng, client)
+			if first {
+				o = ListOptions{ResourceVersion: "1", AllowWatchBookmarks: true}
+				first = false
+			}
 			from, resumes = nil, 1+rng.IntN(4)
 			if o.ResourceVersion == "-" { // the list failed
 				r.sleep(retryBackoff)
