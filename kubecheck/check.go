@@ -306,7 +306,9 @@ func (c *checker) replay(full []int) bool {
 			return false
 		}
 		next := c.step(s, c.kops[full[pos]])
-		for i := len(next) - 1; i >= 0; i-- { // the write taking effect first
+		// an unknown-outcome write nothing showed is taken not to have happened, unless what
+		// follows needs it
+		for i := range next {
 			chosen[pos] = choice{before: s, after: next[i]}
 			if dfs(pos+1, next[i]) {
 				return true

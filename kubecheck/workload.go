@@ -512,7 +512,7 @@ func (r *runner) watcher(id int, rng *rand.Rand) {
 	client := r.cfg.Clients + id
 	var resume *ListOptions
 	var from *int
-	resumes := 0 // resumptions left before a fresh start
+	resumes := 0     // resumptions left before a fresh start
 	first := id == 1 // the second watcher starts from far in the past: a 410 on most servers
 	for !r.watchEnded() {
 		if resumes == 0 && !r.ending.Load() {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,10 +30,7 @@ var etcdFlags = []string{"endpoints", "compact-every", "workload"}
 // checkKubeURL accepts http(s)://host[:port][/path], what a rest.Config's Host may be.
 func checkKubeURL(s string) error {
 	u, err := url.Parse(s)
-	if err != nil {
-		return err
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return errors.New("want http://host:port or https://host:port")
 	}
 	return nil
@@ -58,14 +56,16 @@ func parseResource(s string) (schema.GroupVersionResource, error) {
 	return schema.GroupVersionResource{}, errors.New("want resource, version/resource or group/version/resource")
 }
 
-// isKubeHistory tells a Kubernetes API history (kubecheck's JSON, which names its resource) from
-// an etcd one; it leaves f at its start.
+// isKubeHistory tells a Kubernetes API history (kubecheck's JSON, which names its resource at
+// the top level) from an etcd one; it leaves f at its start.
 func isKubeHistory(f *os.File) bool {
 	defer f.Seek(0, io.SeekStart)
-	r := bufio.NewReader(f)
-	head := make([]byte, 4096)
-	n, _ := io.ReadFull(r, head)
-	return strings.Contains(string(head[:n]), `"resource"`)
+	var top map[string]json.RawMessage
+	if err := json.NewDecoder(bufio.NewReader(f)).Decode(&top); err != nil {
+		return false // the etcd reader reports what is wrong
+	}
+	_, ok := top["resource"]
+	return ok
 }
 
 // runKube is `listwatch check --kube URL`.
