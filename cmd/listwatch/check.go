@@ -109,7 +109,7 @@ type checkFlags struct {
 
 // workloadFlags apply to a workload run only, not to --check-history.
 var workloadFlags = []string{"endpoints", "dial-timeout", "seed", "duration", "ops", "clients", "watchers",
-	"compact-every", "workload", "history", "request-timeout"}
+	"compact-every", "workload", "history", "request-timeout", "kube", "resource", "namespace"}
 
 func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 	fs := flag.NewFlagSet("listwatch check", flag.ContinueOnError)

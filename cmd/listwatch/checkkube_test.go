@@ -106,6 +106,7 @@ func TestCheckKubeBadFlags(t *testing.T) {
 		{[]string{"--resource", "pods"}, "--resource applies to --kube only"},
 		{[]string{"--kube", "http://127.0.0.1:1", "--resource", "a/b/c/d"}, "want resource"},
 		{[]string{"--kube", "http://127.0.0.1:1", "--namespace", "Not_A_Label"}, "--namespace"},
+		{[]string{"--kube", "http://127.0.0.1:1", "--check-history", "h.json"}, "--kube does not apply to --check-history"},
 	} {
 		code, _, errOut := runCheckCmd(t, c.args...)
 		if code != 2 || !strings.Contains(errOut, c.want) {
