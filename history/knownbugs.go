@@ -91,7 +91,7 @@ var KnownBugs = []*KnownBug{
 		Trackers:   []string{"k3s-io/kine#747"},
 		Affected:   "kine's SQL drivers (#747 fixed the t4 driver only)",
 		Guarantees: []Guarantee{Compaction}, Signatures: []string{SigCompactedNotNeeded},
-		also:       compactedAtStart,
+		also: compactedAtStart,
 	},
 }
 

@@ -140,15 +140,15 @@ func TestOpenHistoryViolations(t *testing.T) {
 func TestOpenHistoryValidate(t *testing.T) {
 	cases := map[string]History{
 		"a prefix or an initial state needs a start revision": {Prefix: "p/"},
-		"negative start revision":                               {StartRevision: -1},
-		"must be in key order":                                  {Prefix: "p/", StartRevision: 5, Initial: []KeyValue{kv("p/b", "", 2, 2, 1), kv("p/a", "", 2, 2, 1)}},
-		"initial key \"q\" is outside the prefix":               {Prefix: "p/", StartRevision: 5, Initial: []KeyValue{kv("q", "", 2, 2, 1)}},
-		"are not those of a key at revision 5":                  {Prefix: "p/", StartRevision: 5, Initial: []KeyValue{kv("p/a", "", 2, 6, 1)}},
-		"operation 0: put of \"q/a\" is outside the prefix":     {Prefix: "p/", StartRevision: 5, Operations: []Operation{{Request: put("q/a", "1"), Response: rev(6)}}},
-		"operation 0: range [\"p/\", ∞) is outside":             {Prefix: "p/", StartRevision: 5, Operations: []Operation{{Request: Request{Range: &RangeRequest{Key: "p/", RangeEnd: "\x00"}}, Response: rev(6)}}},
-		"txn compare on \"z\" is outside":                       {Prefix: "p/", StartRevision: 5, Operations: []Operation{{Request: Request{Txn: &TxnRequest{Compare: []Compare{{Key: "z"}}}}, Response: rev(6)}}},
-		"txn reads revision 3, below the start revision 5":      {Prefix: "p/", StartRevision: 5, Operations: []Operation{{Request: Request{Txn: &TxnRequest{Success: []RequestOp{{Range: &RangeRequest{Key: "p/a", Revision: 3}}}}}, Response: rev(6)}}},
-		"watch 0: watches \"\\x00\", outside the prefix":        {Prefix: "p/", StartRevision: 5, Watches: []Watch{{}}},
+		"negative start revision":                             {StartRevision: -1},
+		"must be in key order":                                {Prefix: "p/", StartRevision: 5, Initial: []KeyValue{kv("p/b", "", 2, 2, 1), kv("p/a", "", 2, 2, 1)}},
+		"initial key \"q\" is outside the prefix":             {Prefix: "p/", StartRevision: 5, Initial: []KeyValue{kv("q", "", 2, 2, 1)}},
+		"are not those of a key at revision 5":                {Prefix: "p/", StartRevision: 5, Initial: []KeyValue{kv("p/a", "", 2, 6, 1)}},
+		"operation 0: put of \"q/a\" is outside the prefix":   {Prefix: "p/", StartRevision: 5, Operations: []Operation{{Request: put("q/a", "1"), Response: rev(6)}}},
+		"operation 0: range [\"p/\", ∞) is outside":           {Prefix: "p/", StartRevision: 5, Operations: []Operation{{Request: Request{Range: &RangeRequest{Key: "p/", RangeEnd: "\x00"}}, Response: rev(6)}}},
+		"txn compare on \"z\" is outside":                     {Prefix: "p/", StartRevision: 5, Operations: []Operation{{Request: Request{Txn: &TxnRequest{Compare: []Compare{{Key: "z"}}}}, Response: rev(6)}}},
+		"txn reads revision 3, below the start revision 5":    {Prefix: "p/", StartRevision: 5, Operations: []Operation{{Request: Request{Txn: &TxnRequest{Success: []RequestOp{{Range: &RangeRequest{Key: "p/a", Revision: 3}}}}}, Response: rev(6)}}},
+		"watch 0: watches \"\\x00\", outside the prefix":      {Prefix: "p/", StartRevision: 5, Watches: []Watch{{}}},
 	}
 	for want, h := range cases {
 		err := h.Validate()
