@@ -211,7 +211,7 @@ func newChecker(h *History) *checker {
 		}
 	}
 	maxClient := 0
-	granted := map[int64]int64{} // lease ID -> earliest call of a grant that may have created it
+	granted := map[int64]int64{} // lease ID -> the earliest time it may expire: its grant's call + its TTL
 	leaseMissing := map[int64]bool{}
 	for i := range h.Operations {
 		o := &h.Operations[i]
@@ -241,8 +241,14 @@ func newChecker(h *History) *checker {
 			if op.grantID == 0 {
 				continue // nobody can know the lease it may have created
 			}
-			if t, ok := granted[op.grantID]; !ok || o.Call < t {
-				granted[op.grantID] = o.Call
+			// a lease lives at least its TTL (the larger of the one asked for and the one granted)
+			ttl := g.TTL
+			if op.resp != nil && op.resp.LeaseGrant != nil {
+				ttl = max(ttl, op.resp.LeaseGrant.TTL)
+			}
+			earliest := o.Call + ttl*int64(time.Second)
+			if t, ok := granted[op.grantID]; !ok || earliest < t {
+				granted[op.grantID] = earliest
 			}
 		}
 		if o.Error == etcdrules.ErrLeaseNotFound.Error() {
@@ -278,9 +284,18 @@ func newChecker(h *History) *checker {
 			expireAll = true
 		}
 	}
+	end := int64(math.MinInt64) // the last time the history shows
+	for _, o := range h.Operations {
+		end = max(end, o.Return)
+	}
+	for _, w := range h.Watches {
+		for _, r := range w.Responses {
+			end = max(end, r.Time)
+		}
+	}
 	ids := make([]int64, 0, len(granted))
-	for id := range granted {
-		if expireAll || leaseMissing[id] {
+	for id, earliest := range granted {
+		if (expireAll || leaseMissing[id]) && earliest <= end {
 			ids = append(ids, id)
 		}
 	}
