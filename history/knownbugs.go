@@ -2,6 +2,7 @@ package history
 
 import (
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/version"
 )
@@ -61,8 +62,20 @@ var KnownBugs = []*KnownBug{
 		Title:    "a requested progress notification is not synchronised with the watch stream: it can be sent ahead of events still to be sent, or below one sent",
 		Trackers: []string{"etcd-io/etcd#15220", "etcd-io/etcd#17507", "etcd-io/etcd#15237", "etcd-io/etcd#17557"},
 		Affected: "etcd before 3.4.31, 3.5.0 to 3.5.12", FixedIn: "3.4.31, 3.5.13",
-		Guarantees: []Guarantee{Bookmarkable}, Signatures: []string{SigEventAfterProgress, SigProgressBelowEvent},
+		Guarantees: progressAheadGuarantees, Signatures: progressAheadSignatures,
 		// k8s.io/apiserver pkg/storage/feature/feature_support_checker.go endpointSupportsRequestWatchProgress
+		affects: func(v *version.Version) bool {
+			return v.LessThan(v3_4_31) || v.AtLeast(v3_5_0) && v.LessThan(v3_5_13)
+		},
+		also: progressAhead,
+	},
+	{
+		// no violation of a history shows it (a missing answer is no event): scenarios that wait
+		// for the answer name it
+		Name: "etcd-progress-unsynced", Product: "etcd",
+		Title:    "a RequestProgress is never answered while a watch that started in the past has caught up without receiving an event",
+		Trackers: []string{"etcd-io/etcd#17507", "etcd-io/etcd#17557"},
+		Affected: "etcd before 3.4.31, 3.5.0 to 3.5.12", FixedIn: "3.4.31, 3.5.13",
 		affects: func(v *version.Version) bool {
 			return v.LessThan(v3_4_31) || v.AtLeast(v3_5_0) && v.LessThan(v3_5_13)
 		},
@@ -83,7 +96,8 @@ var KnownBugs = []*KnownBug{
 		Title:      "a progress notification can carry the current revision before the events of that revision reached the watch",
 		Trackers:   []string{"k3s-io/kine#731"},
 		Affected:   "kine (open)",
-		Guarantees: []Guarantee{Bookmarkable}, Signatures: []string{SigEventAfterProgress, SigProgressBelowEvent},
+		Guarantees: progressAheadGuarantees, Signatures: progressAheadSignatures,
+		also:       progressAhead,
 	},
 	{
 		Name: "kine-compact-revision-watch", Product: "kine",
@@ -93,6 +107,62 @@ var KnownBugs = []*KnownBug{
 		Guarantees: []Guarantee{Compaction}, Signatures: []string{SigCompactedNotNeeded},
 		also: compactedAtStart,
 	},
+}
+
+// A progress notification ahead of events still to be sent shows as an event after it, or, when the
+// watch ends before they come (the run closes it, believing it synced, or a compaction cancels it,
+// from the revision after the notification), as events missing below it.
+var (
+	progressAheadGuarantees = []Guarantee{Bookmarkable, Reliable, Resumable, Compaction}
+	progressAheadSignatures = []string{SigEventAfterProgress, SigProgressBelowEvent, SigMissing, SigCompactedNotNeeded}
+)
+
+func progressAhead(h *History, v *Violation) bool {
+	switch v.Signature {
+	case SigMissing:
+		return missingBelowProgress(h, v)
+	case SigCompactedNotNeeded:
+		return neededFromProgress(h, v)
+	}
+	return true
+}
+
+// missingBelowProgress: every missing event is at or below a progress notification the watch
+// received.
+func missingBelowProgress(h *History, v *Violation) bool {
+	if v.Watch < 0 || len(v.Events) == 0 {
+		return false
+	}
+	var p int64
+	for _, r := range h.Watches[v.Watch].Responses {
+		if r.IsProgressNotify() {
+			p = max(p, r.Revision)
+		}
+	}
+	for _, ev := range v.Events {
+		if ev.Kv.ModRevision > p {
+			return false
+		}
+	}
+	return true
+}
+
+// neededFromProgress: the revision the compacted watch needed next is the one after a progress
+// notification at or above the compaction, above every event it received.
+func neededFromProgress(h *History, v *Violation) bool {
+	if v.Watch < 0 || v.Response < 0 {
+		return false
+	}
+	var p, last int64
+	for _, r := range h.Watches[v.Watch].Responses[:v.Response] {
+		if r.IsProgressNotify() {
+			p = max(p, r.Revision)
+		}
+		for _, ev := range r.Events {
+			last = max(last, ev.Kv.ModRevision)
+		}
+	}
+	return p >= v.Revision && p > last
 }
 
 // deletesAtCompactions: every missing event is a DELETE at a revision some successful compaction
@@ -122,6 +192,34 @@ func compactedAtStart(h *History, v *Violation) bool {
 	return v.Watch >= 0 && h.Watches[v.Watch].Request.StartRevision == v.Revision
 }
 
+// Affects reports whether version v (as a store reports it) has the bug; a version that does not
+// parse is taken to have it.
+func (b *KnownBug) Affects(v string) bool {
+	ver, err := version.ParseGeneric(v)
+	return b.affects == nil || err != nil || b.affects(ver)
+}
+
+// BugNamed returns the known bug of that name, nil if none.
+func BugNamed(name string) *KnownBug {
+	for _, b := range KnownBugs {
+		if b.Name == name {
+			return b
+		}
+	}
+	return nil
+}
+
+// Reference is the bug in one line: its trackers, title and versions.
+func (b *KnownBug) Reference() string {
+	s := strings.Join(b.Trackers, ", ") + " (" + b.Title + "; affects " + b.Affected
+	if b.FixedIn != "" {
+		s += "; fixed in " + b.FixedIn
+	} else {
+		s += "; open"
+	}
+	return s + ")"
+}
+
 func (b *KnownBug) matches(h *History, v *Violation) bool {
 	return slices.Contains(b.Guarantees, v.Guarantee) && slices.Contains(b.Signatures, v.Signature) &&
 		(b.also == nil || b.also(h, v))
@@ -131,7 +229,6 @@ func (b *KnownBug) matches(h *History, v *Violation) bool {
 // matches. A version that does not parse is taken to have every bug; a version with the fix makes
 // the match a regression.
 func Classify(h *History, res *Result, t Target) []Label {
-	ver, verErr := version.ParseGeneric(t.Version)
 	labels := make([]Label, len(res.Violations))
 	for i := range res.Violations {
 		v := &res.Violations[i]
@@ -139,7 +236,7 @@ func Classify(h *History, res *Result, t Target) []Label {
 			if b.Product != t.Product || !b.matches(h, v) {
 				continue
 			}
-			labels[i] = Label{Bug: b, Regression: b.affects != nil && verErr == nil && !b.affects(ver)}
+			labels[i] = Label{Bug: b, Regression: !b.Affects(t.Version)}
 			break
 		}
 	}
