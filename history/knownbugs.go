@@ -97,7 +97,7 @@ var KnownBugs = []*KnownBug{
 		Trackers:   []string{"k3s-io/kine#731"},
 		Affected:   "kine (open)",
 		Guarantees: progressAheadGuarantees, Signatures: progressAheadSignatures,
-		also:       progressAhead,
+		also: progressAhead,
 	},
 	{
 		Name: "kine-compact-revision-watch", Product: "kine",

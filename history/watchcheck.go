@@ -203,6 +203,10 @@ func (wc *watchChecker) structural() {
 				wc.received[revKey{rev, key, ev.Type}] = true
 				continue
 			}
+			if ev.PrevKV != nil && !w.Request.PrevKV {
+				// needs no reference: judged with the structure
+				wc.report(PrevKV, SigPrevKVUnasked, []Event{*ev}, ri, rev, "", "event of %s at %d has a prev_kv the watch did not ask for", short(key), rev)
+			}
 			if rev <= wc.lastProgress {
 				wc.report(Bookmarkable, SigEventAfterProgress, []Event{stripPrev(*ev)}, ri, rev, "", "event at %d after a progress notification at %d", rev, wc.lastProgress)
 			}
@@ -483,10 +487,7 @@ func (wc *watchChecker) checkPrevKV(ap evPos, ev, re *Event) {
 	rev := ev.Kv.ModRevision
 	resp := int(ap.resp)
 	if !wc.w.Request.PrevKV {
-		if ev.PrevKV != nil {
-			wc.report(PrevKV, SigPrevKVUnasked, []Event{*ev}, resp, rev, "", "event of %s at %d has a prev_kv the watch did not ask for", short(ev.Kv.Key), rev)
-		}
-		return
+		return // a prev_kv not asked for is a structural violation
 	}
 	switch {
 	case ev.PrevKV != nil && re.PrevKV == nil:

@@ -559,3 +559,66 @@ func wantKnown(t *testing.T, h *history.History, target history.Target, bug stri
 	}
 	t.Logf("as expected: %v", res.Violations[0])
 }
+
+// TestWorkloadsUnderPrefix: on a store that holds keys of the prefix already and that another
+// client writes to outside it meanwhile, both workloads run under the prefix, from the store's
+// revision, and pass; the others' revisions are gaps.
+func TestWorkloadsUnderPrefix(t *testing.T) {
+	for _, kind := range Kinds {
+		t.Run(string(kind), func(t *testing.T) {
+			cli := inMemory(t, store.Options{ProgressNotifyInterval: 100 * time.Millisecond})
+			ctx := context.Background()
+			for _, k := range []string{"/other/a", "/run/key/05", "/run/registry/pods/default/pod-1"} {
+				if _, err := cli.Put(ctx, k, "before"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if _, err := cli.Put(ctx, fmt.Sprintf("/other/%d", i%7), "x"); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+			rec := history.NewRecorder(cli, nil)
+			_, err := Run(ctx, rec, Config{Kind: kind, Seed: 4, Clients: 3, Watchers: 2, Ops: 800, CompactEvery: 80, Prefix: "/run/"})
+			close(stop)
+			wg.Wait()
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := rec.History()
+			if h.StartRevision < 4 || len(h.Initial) != 2 {
+				t.Fatalf("start revision %d, initial %+v", h.StartRevision, h.Initial)
+			}
+			res, err := history.Check(h, history.Options{Timeout: time.Minute})
+			if err != nil || !res.OK() {
+				t.Fatalf("%v %v", err, res.Err())
+			}
+			if len(res.Gaps) == 0 {
+				t.Error("no gap, though another client wrote all along")
+			}
+			t.Logf("%d gaps over %d revisions, coverage %+v", len(res.Gaps), res.Coverage.GapRevisions, res.Coverage)
+		})
+	}
+}
+
+// TestRunBeginsOnce: a run under a prefix on a recorder that recorded already fails.
+func TestRunBeginsOnce(t *testing.T) {
+	cli := inMemory(t, store.Options{})
+	rec := history.NewRecorder(cli, nil)
+	if _, err := rec.Do(context.Background(), history.Request{Put: &history.PutRequest{Key: "/x", Value: "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), rec, Config{Kind: Etcd, Clients: 1, Ops: 1, Prefix: "/run/"}); !errors.Is(err, history.ErrBegun) {
+		t.Fatalf("%v, want ErrBegun", err)
+	}
+}
