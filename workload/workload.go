@@ -184,7 +184,11 @@ func Run(ctx context.Context, rec *history.Recorder, cfg Config) (Snapshot, erro
 	r.rev.Store(1)
 	r.floor = 1
 	if cfg.Prefix != "" {
-		if err := rec.Begin(ctx, history.Bytes(cfg.Prefix)); err != nil {
+		// like every request, not canceled by ctx: a run stopped at once still has its start
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.RequestTimeout)
+		err := rec.Begin(bctx, history.Bytes(cfg.Prefix))
+		cancel()
+		if err != nil {
 			return Snapshot{}, err
 		}
 		start := rec.History().StartRevision
