@@ -16,6 +16,9 @@ type Options struct {
 	// Timeout bounds the linearizability search; 0 means no bound. When it runs out the verdict is
 	// VerdictTimeout and the watch checks that need a reference are skipped.
 	Timeout time.Duration
+	// IgnoreVersions compares keys in answers and events without their Version, for a store that
+	// keeps none (kine answers version 0): the rest of each answer is still judged.
+	IgnoreVersions bool
 }
 
 // Check verifies a history: the KV operations must be linearizable against the reference semantics,
@@ -27,7 +30,11 @@ func Check(h *History, opts Options) (*Result, error) {
 	if err := h.Validate(); err != nil {
 		return nil, err
 	}
+	if opts.IgnoreVersions {
+		h = withoutVersions(h)
+	}
 	c := newChecker(h)
+	c.noVersions = opts.IgnoreVersions
 	res := &Result{}
 	c.linearize(res, opts.Timeout)
 	if res.Verdict != VerdictLinearizable {
@@ -192,6 +199,8 @@ type checker struct {
 	// open: the history began at start, and others may write outside its prefix
 	open  bool
 	start int64
+	// noVersions: Options.IgnoreVersions
+	noVersions bool
 	// below counts the reads left out of an open history's search: at revisions below its start,
 	// which it cannot judge
 	below int
@@ -465,6 +474,9 @@ func (c *checker) apply(s *mstate, op *kvOp) (bool, *mstate, outcome) {
 		}
 		return true, s, o
 	case op.resp != nil:
+		if c.noVersions && o.err == nil {
+			zeroResponseVersions(o.resp, o.ties)
+		}
 		if o.err != nil || !responseMatches(op.req, o.resp, o.ties, op.resp) {
 			return false, nil, outcome{}
 		}

@@ -60,7 +60,9 @@ var KnownBugs = []*KnownBug{
 	{
 		Name: "etcd-progress-ahead", Product: "etcd",
 		Title:    "a requested progress notification is not synchronised with the watch stream: it can be sent ahead of events still to be sent, or below one sent",
-		Trackers: []string{"etcd-io/etcd#15220", "etcd-io/etcd#17507", "etcd-io/etcd#15237", "etcd-io/etcd#17557"},
+		Trackers: []string{"etcd-io/etcd#15220", "etcd-io/etcd#15237"},
+		// fixed by #15237, whose backports first shipped before these; these are the releases the
+		// apiserver trusts RequestProgress from, the ones with #17557 (etcd-progress-unsynced) too
 		Affected: "etcd before 3.4.31, 3.5.0 to 3.5.12", FixedIn: "3.4.31, 3.5.13",
 		Guarantees: progressAheadGuarantees, Signatures: progressAheadSignatures,
 		// k8s.io/apiserver pkg/storage/feature/feature_support_checker.go endpointSupportsRequestWatchProgress
@@ -75,7 +77,7 @@ var KnownBugs = []*KnownBug{
 		Name: "etcd-progress-unsynced", Product: "etcd",
 		Title:    "a RequestProgress is never answered while a watch that started in the past has caught up without receiving an event",
 		Trackers: []string{"etcd-io/etcd#17507", "etcd-io/etcd#17557"},
-		Affected: "etcd before 3.4.31, 3.5.0 to 3.5.12", FixedIn: "3.4.31, 3.5.13",
+		Affected: "etcd releases with the fix of etcd-io/etcd#15220 (#15237) and without #17557, before 3.4.31 and 3.5.13", FixedIn: "3.4.31, 3.5.13",
 		affects: func(v *version.Version) bool {
 			return v.LessThan(v3_4_31) || v.AtLeast(v3_5_0) && v.LessThan(v3_5_13)
 		},

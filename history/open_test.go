@@ -171,3 +171,30 @@ func TestPrefixEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestIgnoreVersions: a store that answers every key with version 0 (kine) fails linearizability
+// unless the check ignores versions; then the rest of each answer is still judged.
+func TestIgnoreVersions(t *testing.T) {
+	b := &builder{}
+	b.op(0, put("a", "1"), rev(2))
+	b.op(0, put("a", "2"), rev(3))
+	b.op(0, get("a"), kvs(3, kv("a", "2", 2, 3, 0)))
+	b.h.Watches = []Watch{{Client: 1, Call: 1, Request: WatchRequest{Key: "a", StartRevision: 2, PrevKV: true},
+		Responses: []WatchResponse{{Time: 2, Revision: 1, Created: true},
+			{Time: 40, Revision: 3, Events: []Event{{Type: Put, Kv: kv("a", "1", 2, 2, 0)},
+				{Type: Put, Kv: kv("a", "2", 2, 3, 0), PrevKV: &KeyValue{Key: "a", Value: "1", CreateRevision: 2, ModRevision: 2}}}}}}}
+	if res := mustCheck(t, &b.h); res.OK() {
+		t.Fatal("version 0 passed without IgnoreVersions")
+	}
+	res, err := Check(&b.h, Options{IgnoreVersions: true})
+	if err != nil || !res.OK() {
+		t.Fatalf("%v %v", err, res.Err())
+	}
+	if b.h.Operations[2].Response.Range.Kvs[0].Version != 0 || res.Events[1].Kv.Version != 0 {
+		t.Fatal("the history or the reference kept versions")
+	}
+	b.h.Operations[2].Response.Range.Kvs[0].Value = "1"
+	if res, _ := Check(&b.h, Options{IgnoreVersions: true}); res.OK() {
+		t.Fatal("a stale value passed with IgnoreVersions")
+	}
+}

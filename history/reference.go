@@ -105,6 +105,12 @@ func (c *checker) replay(lin []*kvOp) (*reference, *mstate, []Gap, error) {
 					ev.PrevKV = &prev
 				}
 			}
+			if c.noVersions {
+				ev.Kv.Version = 0
+				if ev.PrevKV != nil {
+					ev.PrevKV.Version = 0
+				}
+			}
 			events = append(events, ev)
 		}
 		s = o.state

@@ -314,7 +314,11 @@ func (wc *watchChecker) checkCompaction() {
 	for ri := range w.Responses {
 		r := &w.Responses[ri]
 		if len(r.Events) > 0 || r.IsProgressNotify() {
-			wc.report(Compaction, SigNotCanceled, nil, ri, done, "", "watch from %d was not canceled, though the compaction at %d completed before it was created", start, done)
+			what := "events"
+			if len(r.Events) == 0 {
+				what = "a progress notification"
+			}
+			wc.report(Compaction, SigNotCanceled, nil, ri, done, "", "watch from %d received %s, though the compaction at %d completed before it was created: etcd cancels it as compacted before anything", start, what, done)
 			return
 		}
 	}

@@ -141,6 +141,9 @@ func (r *runner) keyRange(rng *rand.Rand) (key, end history.Bytes) {
 // deleteTxn deletes key the apiserver's way, for a store that refuses the delete RPC: read it, then
 // delete it if its mod revision is still the one read.
 func (c *etcdClient) deleteTxn(key history.Bytes) {
+	if !c.r.uses(FeatConditionalDelete) {
+		return // no delete the store answers as etcd does
+	}
 	resp, err := c.do("range", history.Request{Range: &history.RangeRequest{Key: key}})
 	if err != nil || resp.Range == nil || len(resp.Range.Kvs) == 0 {
 		return

@@ -42,6 +42,8 @@ const (
 	FeatProgressNotify
 	FeatRequestProgress
 	FeatClientWatchID
+	FeatKeyVersions
+	FeatConditionalDelete
 	numFeatures = iota
 )
 
@@ -53,6 +55,7 @@ var featureNames = [numFeatures]string{
 	"put with prev_kv", "put with ignore_value", "put with ignore_lease",
 	"leases (grant, keepalive, revoke)", "compaction",
 	"watch from a past revision", "watch filters", "watch fragment", "watch progress_notify", "RequestProgress", "client-chosen watch IDs",
+	"key versions", "the apiserver's conditional delete",
 }
 
 // String names the feature as the capability table shows it.

@@ -280,6 +280,10 @@ func (c *k8sClient) update(res k8sResource, key history.Bytes) {
 // delete follows k8s.io/apiserver pkg/storage/etcd3/store.go conditionalDelete: an
 // OptimisticDelete at the revision of the state it started from, with GetOnFailure, retried.
 func (c *k8sClient) delete(key history.Bytes) {
+	if !c.r.uses(FeatConditionalDelete) {
+		_, _ = c.get(key) // a store whose delete answers differ: no deletes, a read instead
+		return
+	}
 	st, ok := c.current(key)
 	for attempt := 0; ok && attempt < maxAttempts; attempt++ {
 		resp, err := c.do("delete", history.Request{Txn: &history.TxnRequest{

@@ -63,7 +63,8 @@ type Capabilities struct {
 	Results []Capability
 }
 
-// Avoid is the set of features found refused or different: the workload does without them.
+// Avoid is the set of features found refused or different: the workload does without them (and,
+// without key versions, without compares on versions).
 func (c *Capabilities) Avoid() Features {
 	var s Features
 	for _, r := range c.Results {
@@ -71,8 +72,15 @@ func (c *Capabilities) Avoid() Features {
 			s = s.With(r.Feature)
 		}
 	}
+	if s.Has(FeatKeyVersions) {
+		s = s.With(FeatCompareVersion)
+	}
 	return s
 }
+
+// NoKeyVersions reports whether the store keeps no key versions: the check then compares answers
+// and events without them (history.Options.IgnoreVersions).
+func (c *Capabilities) NoKeyVersions() bool { return c.status(FeatKeyVersions) == Differs }
 
 // Deviations are the results that are not as etcd.
 func (c *Capabilities) Deviations() []Capability {
@@ -243,9 +251,20 @@ func (p *prober) run() error {
 	if _, err := p.put("a", "2"); err != nil {
 		return fmt.Errorf("%w: put %s: %s", ErrProbe, p.key("a"), rpctypes.ErrorDesc(err))
 	}
+	if kv, err := p.get("a"); !p.refused(FeatKeyVersions, err) {
+		switch {
+		case kv == nil:
+			p.set(FeatKeyVersions, Differs, "a key put twice reads as missing")
+		case kv.Version != 2:
+			p.set(FeatKeyVersions, Differs, "a key put twice reads as version %d: etcd gives 2", kv.Version)
+		default:
+			p.ok(FeatKeyVersions)
+		}
+	}
 	p.probeRanges(ra, rc)
 	p.probePuts()
 	p.probeDeletes()
+	p.probeConditionalDelete()
 	p.probeTxns()
 	p.probeLeases()
 	p.probeWatches(ra)
@@ -372,6 +391,38 @@ func (p *prober) del(key string) error {
 }
 
 func (s CapStatus) usable() bool { return s == Supported || s == NotProbed }
+
+// probeConditionalDelete tries the apiserver's delete (pkg/storage/etcd3/store.go
+// conditionalDelete): mod_revision == X ? delete : get, without prev_kv.
+func (p *prober) probeConditionalDelete() {
+	if _, err := p.put("cd", "1"); err != nil {
+		return
+	}
+	kv, err := p.get("cd")
+	if err != nil || kv == nil {
+		return
+	}
+	resp, err := p.txn(&pb.TxnRequest{
+		Compare: []*pb.Compare{{Key: p.key("cd"), Target: pb.Compare_MOD, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_ModRevision{ModRevision: kv.ModRevision}}},
+		Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: p.key("cd")}}}},
+		Failure: []*pb.RequestOp{rangeOp(p.key("cd"))},
+	})
+	if p.refused(FeatConditionalDelete, err) {
+		return
+	}
+	var d *pb.DeleteRangeResponse
+	if len(resp.Responses) == 1 {
+		d = resp.Responses[0].GetResponseDeleteRange()
+	}
+	switch {
+	case !resp.Succeeded || d == nil || d.Deleted != 1:
+		p.set(FeatConditionalDelete, Differs, "answered %v, etcd: succeeded, deleted 1", resp)
+	case len(d.PrevKvs) > 0:
+		p.set(FeatConditionalDelete, Differs, "answers %d prev_kvs not asked for (etcd gives none)", len(d.PrevKvs))
+	default:
+		p.ok(FeatConditionalDelete)
+	}
+}
 
 func (p *prober) probeDeletes() {
 	ctx, cancel := p.call()

@@ -94,10 +94,11 @@ var Scenarios = []*Scenario{
 		Needs: Features(FeatCompaction | FeatWatchFromPast), run: scWatchFromCompactRevision},
 	{Name: "tombstone-at-compact-revision", Guarantee: history.Resumable, Mirrors: []string{"etcd-compacted-tombstone"},
 		Needs: Features(FeatCompaction | FeatWatchFromPast), run: scTombstone},
+	// these two test that RequestProgress is answered: they run where it was found not to be
 	{Name: "request-progress-answered", Guarantee: history.Bookmarkable, Mirrors: []string{"k3s-io/kine#267", "kubernetes/kubernetes#59848"},
-		Needs: Features(FeatRequestProgress), run: scProgressAnswered},
+		run: scProgressAnswered},
 	{Name: "request-progress-after-catching-up", Guarantee: history.Bookmarkable, Mirrors: []string{"etcd-progress-unsynced"},
-		Needs: Features(FeatRequestProgress | FeatWatchFromPast), run: scProgressUnsynced},
+		Needs: Features(FeatWatchFromPast), run: scProgressUnsynced},
 	{Name: "request-progress-not-ahead", Guarantee: history.Bookmarkable, Mirrors: []string{"etcd-progress-ahead", "kine-progress-ahead"},
 		Needs: Features(FeatRequestProgress | FeatWatchFromPast), run: scProgressNotAhead},
 	{Name: "lease-expiry", Guarantee: history.Genuine, Needs: Features(FeatLeases), run: scLeaseExpiry},
@@ -126,7 +127,7 @@ func runScenario(ctx context.Context, c *clientv3.Client, cfg ScenarioConfig, sc
 	res := ScenarioResult{Scenario: sc}
 	var refused []string
 	for _, f := range sc.Needs.List() {
-		if cfg.Capabilities != nil && cfg.Capabilities.status(f) == Refused {
+		if cfg.Capabilities != nil && !cfg.Capabilities.runnable(f) {
 			refused = append(refused, f.String())
 		}
 	}
@@ -137,7 +138,7 @@ func runScenario(ctx context.Context, c *clientv3.Client, cfg ScenarioConfig, sc
 	case sc.Needs.Has(FeatCompaction) && !cfg.Compaction:
 		res.Skipped = "it compacts the store (--compact-every 0)"
 		return res
-	case sc.Needs.Has(FeatRequestProgress) && cfg.NoRequestProgress:
+	case strings.HasPrefix(sc.Name, "request-progress") && cfg.NoRequestProgress:
 		res.Skipped = "the apiserver sends no RequestProgress to this version"
 		return res
 	}
@@ -150,7 +151,8 @@ func runScenario(ctx context.Context, c *clientv3.Client, cfg ScenarioConfig, sc
 	e.stop()
 	res.Finding, res.Fragments = e.finding, e.fragments
 	res.History = e.rec.History()
-	r, err := history.Check(res.History, history.Options{Timeout: cfg.CheckTimeout})
+	noVersions := cfg.Capabilities != nil && cfg.Capabilities.NoKeyVersions()
+	r, err := history.Check(res.History, history.Options{Timeout: cfg.CheckTimeout, IgnoreVersions: noVersions})
 	if err != nil {
 		res.Err = errors.Join(res.Err, err)
 		return res
@@ -165,6 +167,16 @@ func runScenario(ctx context.Context, c *clientv3.Client, cfg ScenarioConfig, sc
 		}
 	}
 	return res
+}
+
+// runnable reports whether f may be used: not refused, nor left unprobed for a refusal it needs.
+func (c *Capabilities) runnable(f Feature) bool {
+	for _, r := range c.Results {
+		if r.Feature == f {
+			return r.Status == Supported || r.Status == Differs || r.Status == NotProbed && r.Detail == ""
+		}
+	}
+	return true
 }
 
 func (c *Capabilities) status(f Feature) CapStatus {

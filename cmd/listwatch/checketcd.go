@@ -102,7 +102,10 @@ func writeCapabilities(w io.Writer, caps *workload.Capabilities, t history.Targe
 
 func writeScenarios(w io.Writer, results []workload.ScenarioResult) {
 	fmt.Fprintln(w, "\nscenarios:")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	width := 0
+	for _, r := range results {
+		width = max(width, len(r.Scenario.Name))
+	}
 	for _, r := range results {
 		status := "PASS"
 		switch {
@@ -113,31 +116,38 @@ func writeScenarios(w io.Writer, results []workload.ScenarioResult) {
 		case !r.Passed():
 			status = "FAIL"
 		}
-		mirrors := ""
+		line := fmt.Sprintf("  %-5s %-*s  %-14s", status, width, r.Scenario.Name, r.Scenario.Guarantee)
 		if len(r.Scenario.Mirrors) > 0 {
-			mirrors = "mirrors " + strings.Join(r.Scenario.Mirrors, ", ")
+			line += "  mirrors " + strings.Join(r.Scenario.Mirrors, ", ")
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", status, r.Scenario.Name, r.Scenario.Guarantee, mirrors)
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
+		detail := func(format string, args ...any) { fmt.Fprintf(w, "        "+format+"\n", args...) }
 		switch {
 		case r.Skipped != "":
-			fmt.Fprintf(tw, "  \t  skipped: %s\t\t\n", r.Skipped)
+			detail("skipped: %s", r.Skipped)
 		case r.Err != nil:
-			fmt.Fprintf(tw, "  \t  %v\t\t\n", r.Err)
+			detail("%v", r.Err)
 		}
 		if r.Finding != "" {
-			fmt.Fprintf(tw, "  \t  %s %s\t\t\n", bugText(r.FindingBug), r.Finding)
+			detail("%s %s", bugText(r.FindingBug), r.Finding)
 		}
 		if r.Result != nil {
-			for i, v := range r.Result.Violations {
-				if i == 3 {
-					fmt.Fprintf(tw, "  \t  ... and %d more\t\t\n", len(r.Result.Violations)-i)
-					break
+			// the scenario's own guarantee first, then one of each other
+			shown := map[history.Guarantee]bool{}
+			for pass := range 2 {
+				for i, v := range r.Result.Violations {
+					if (v.Guarantee == r.Scenario.Guarantee) != (pass == 0) || pass == 1 && shown[v.Guarantee] || pass == 0 && len(shown) > 0 {
+						continue
+					}
+					shown[v.Guarantee] = true
+					detail("%s %s: %s", labelText(r.Labels[i]), v.Guarantee, v.Message)
 				}
-				fmt.Fprintf(tw, "  \t  %s %s: %s\t\t\n", labelText(r.Labels[i]), v.Guarantee, v.Message)
+			}
+			if n := len(r.Result.Violations) - len(shown); n > 0 {
+				detail("... and %d more violations, of %s", n, guaranteeList(r.Result.Guarantees()))
 			}
 		}
 	}
-	tw.Flush()
 }
 
 func bugText(b *history.KnownBug) string {
@@ -297,6 +307,12 @@ func writeFindings(w io.Writer, er *etcdRun, s summary) {
 			what := r.Finding
 			if what == "" && r.Result != nil && len(r.Result.Violations) > 0 {
 				what = r.Result.Violations[0].Message
+				for _, v := range r.Result.Violations {
+					if v.Guarantee == r.Scenario.Guarantee {
+						what = v.Message
+						break
+					}
+				}
 			}
 			if what == "" && r.Err != nil {
 				what = r.Err.Error()
