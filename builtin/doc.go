@@ -1,0 +1,23 @@
+// Package builtin holds the built-in Kubernetes types listwatch serves as typed objects: core/v1
+// ConfigMap, Namespace, Pod, Secret and Service and apps/v1 Deployment, as k8s.io/api v0.37.2
+// defines them. It gives the HTTP API (package httpwatch) what the apiserver's legacy scheme gives
+// its handlers: the scheme and its codecs (JSON, YAML, protobuf), the structured-merge-diff schema
+// server-side apply and managedFields need, and the OpenAPI definitions of /openapi/v2 and
+// /openapi/v3.
+//
+// # API
+//
+//   - Kinds lists the built-in kinds; IsBuiltIn tells one.
+//   - Scheme and Codecs are the scheme and its serializer factory; New and ToTyped make typed
+//     objects. Both are built on first use, so that a server pays for them only when a request
+//     needs a typed object.
+//   - Parser and TypeConverter are the structured-merge-diff schema of Kinds (every type they
+//     reach), embedded from k8s.io/client-go's applyconfigurations/internal.
+//
+// # Invariants
+//
+//   - The embedded schema is the part of client-go v0.37.2's schema that Kinds reach, type for
+//     type (interop TestSchemaMatchesClientGo), and parses (TestTypeConverter).
+//   - Every kind of Kinds converts to and from its structured-merge-diff typed value, unstructured
+//     or typed (TestTypeConverter).
+package builtin
