@@ -279,8 +279,8 @@ func TestChainHooks(t *testing.T) {
 			})
 		},
 	})
-	if len(under) != 3 || len(served) != 3 {
-		t.Fatalf("hooks called for %d and %d resources, want 3", len(under), len(served))
+	if n := len(httpwatch.DefaultResources()); len(under) != n || len(served) != n {
+		t.Fatalf("hooks called for %d and %d resources, want %d", len(under), len(served), n)
 	}
 	// Each cache's reflector lists and watches through WrapStorage.
 	for _, name := range []string{"configmaps", "widgets.example.com"} {
