@@ -80,6 +80,8 @@ type Server struct {
 	logger            *slog.Logger
 	features          Features
 
+	openapi *openAPI
+
 	shutdownOnce sync.Once
 	shuttingDown chan struct{}
 	inflight     inflight
@@ -150,6 +152,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.resources[gv][r.Resource] = &resourceHandler{server: s, res: r, storage: dryRunnableStorage{sr.Storage}, ep: ep}
 	}
+	s.openapi = newOpenAPI(s)
 	return s, nil
 }
 
@@ -185,6 +188,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	case len(parts) == 1 && parts[0] == "version":
 		s.serveVersion(w, req)
+		return
+	case len(parts) >= 2 && parts[0] == "openapi":
+		s.openapi.serve(w, req, parts)
 		return
 	case len(parts) == 0 || (parts[0] != "api" && parts[0] != "apis"):
 		http.NotFound(w, req)
