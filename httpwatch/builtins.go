@@ -157,6 +157,9 @@ func podGracePeriod(obj map[string]any, options *metav1.DeleteOptions) (int64, b
 	if phase := str(obj, "status", "phase"); phase == "Failed" || phase == "Succeeded" {
 		period = 0
 	}
+	if period < 0 {
+		period = 1
+	}
 	return period, true
 }
 

@@ -307,7 +307,8 @@ func (p *patcher) strategicMerge(current *unstructured.Unstructured) (*unstructu
 	} else if err := kjson.UnmarshalCaseSensitivePreserveInts(p.patchBytes, &patchMap); err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
-	patched, err := strategicpatch.StrategicMergeMapPatch(current.Object, patchMap, schemaObj)
+	// The merge works in place: it gets a copy, so that the live object stays as stored.
+	patched, err := strategicpatch.StrategicMergeMapPatch(current.DeepCopy().Object, patchMap, schemaObj)
 	if err != nil {
 		return nil, interpretStrategicMergePatchError(err)
 	}

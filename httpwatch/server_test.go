@@ -58,7 +58,7 @@ func TestDiscovery(t *testing.T) {
 		t.Errorf("/apis/example.com: %d %s", r.code, r.body)
 	}
 	var custom metav1.APIResourceList
-	if r := e.do("GET", "/apis/example.com/v1/", ""); r.code != 200 || json.Unmarshal(r.body, &custom) != nil || len(custom.APIResources) != 2 {
+	if r := e.do("GET", "/apis/example.com/v1/", ""); r.code != 200 || json.Unmarshal(r.body, &custom) != nil || len(custom.APIResources) != 4 { // gadgets, gadgets/status, gizmos, widgets
 		t.Errorf("/apis/example.com/v1: %d %s", r.code, r.body)
 	}
 	for _, r := range custom.APIResources {

@@ -14,6 +14,7 @@ import (
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/duration"
 )
 
 // The conversions a client asks for in its Accept header, as handlers/response.go
@@ -101,9 +102,13 @@ func (h *resourceHandler) columns() []Column {
 	case h.res.strategy != nil && h.res.strategy.columns != nil:
 		return h.res.strategy.columns
 	}
-	// rest.DefaultTableConvertor
-	return []Column{{Name: "Created At", Type: "date", JSONPath: ".metadata.creationTimestamp",
-		Description: "CreationTimestamp is a timestamp representing the server time when this object was created."}}
+	// rest.DefaultTableConvertor: the creation time itself, in RFC 3339.
+	return []Column{{Name: "Created At", Type: "date",
+		Description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
+		value: func(obj map[string]any, _ time.Time) any {
+			s, _, _ := unstructured.NestedString(obj, "metadata", "creationTimestamp")
+			return s
+		}}}
 }
 
 // asTable mirrors handlers.asTable over the resource's table convertor (the printers of the built-in
@@ -200,9 +205,18 @@ func cellValue(c Column, obj map[string]any, now time.Time) any {
 			return b
 		}
 	case "date":
+		// As apiextensions' cellForJSONValue: the time since, by the server's clock.
 		if s, ok := v.(string); ok {
-			return s
+			var t metav1.Time
+			if err := t.UnmarshalQueryParameter(s); err != nil {
+				return "<invalid>"
+			}
+			if t.IsZero() {
+				return "<unknown>"
+			}
+			return duration.HumanDuration(now.Sub(t.Time))
 		}
+		return nil
 	}
 	switch t := v.(type) {
 	case string:
