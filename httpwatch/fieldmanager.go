@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/listwatch/listwatch/builtin"
@@ -31,6 +32,12 @@ func (h *resourceHandler) fieldManager(subresource string) (*managedfields.Field
 		if h.res.typed() {
 			var err error
 			if tc, err = builtin.TypeConverter(); err != nil {
+				h.managersErr = err
+				return
+			}
+		} else if h.res.Schema != nil {
+			var err error
+			if tc, err = customTypeConverter(h.res); err != nil {
 				h.managersErr = err
 				return
 			}
@@ -163,4 +170,24 @@ func (c unstructuredConvertor) New(kind schema.GroupVersionKind) (runtime.Object
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(kind)
 	return u, nil
+}
+
+// customTypeConverter is the type converter of a custom resource with a schema: its schema, with
+// metadata as ObjectMeta, next to the definitions it refers to, as apiextensions-apiserver builds
+// it from the CRD's OpenAPI models.
+func customTypeConverter(r Resource) (managedfields.TypeConverter, error) {
+	const prefix = "#/components/schemas/"
+	base, err := builtin.Definitions(true)
+	if err != nil {
+		return nil, err
+	}
+	models := make(map[string]*spec.Schema, len(base)+1)
+	for k := range base {
+		s := base[k]
+		models[k] = &s
+	}
+	name, _ := customDefinitionNames(r)
+	s := customSchema(r, prefix, true)
+	models[name] = &s
+	return managedfields.NewTypeConverter(models, false)
 }

@@ -674,3 +674,44 @@ func (h *resourceHandler) hasSubresource(sub string) bool {
 	}
 	return false
 }
+
+// Create creates an object of a served resource, named by its GroupResource ("configmaps",
+// "deployments.apps"), as a POST of it would, without HTTP: the object goes through its kind's Go
+// type (a built-in kind), the strategy, validation and managedFields (recorded for manager); the
+// namespace is the object's. It returns the object as stored, or the API error a POST would get.
+func (s *Server) Create(ctx context.Context, gr schema.GroupResource, obj *unstructured.Unstructured, manager string) (*unstructured.Unstructured, error) {
+	var h *resourceHandler
+	for _, handlers := range s.resources {
+		for _, candidate := range handlers {
+			if candidate.res.GroupResource() == gr {
+				h = candidate
+			}
+		}
+	}
+	if h == nil {
+		return nil, apierrors.NewNotFound(gr, obj.GetName())
+	}
+	obj = obj.DeepCopy()
+	if obj.GetKind() == "" {
+		obj.SetGroupVersionKind(h.res.GroupVersionKind())
+	}
+	if h.res.typed() {
+		typed, err := builtin.ToTyped(h.res.GroupVersionKind(), obj.Object)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		if obj, err = typedToUnstructured(typed, h.res.GroupVersionKind()); err != nil {
+			return nil, err
+		}
+	}
+	wipeObjectMetaSystemFields(obj)
+	obj, err := h.trackCreate(obj, manager)
+	if err != nil {
+		return nil, err
+	}
+	out, err := h.create(ctx, obj.GetNamespace(), obj, false)
+	if err != nil {
+		return nil, err
+	}
+	return asUnstructured(out)
+}
