@@ -15,7 +15,7 @@
 //   - The dynamic client creates, gets, lists (label selector, client-go's pager), updates
 //     (optimistic concurrency; unconditional only for built-in types), deletes (preconditions) and
 //     watches ConfigMaps and Widgets, with the API errors client-go's apierrors helpers recognise.
-//     The typed clientset does the same for ConfigMaps once told to send JSON.
+//     The typed clientset does the same for ConfigMaps in JSON.
 //   - Every informer's store converges to what a direct consistent list returns; a label-selected
 //     informer sees objects leave and enter its selector.
 //   - With WatchListClient off the reflector lists (resourceVersion=0) and watches from the list's
@@ -26,8 +26,19 @@
 //     from a resourceVersion the server no longer has (the watch cache's history window passed it, or
 //     etcd compacted it) gets ERROR 410 Expired and the reflector relists.
 //   - Periodic bookmarks move the informer's resourceVersion past the resource's own writes.
-//   - `kubectl get --raw` of a watch prints the frames the server wrote, byte for byte (skipped when
-//     no kubectl is on PATH).
+//   - The generated clientset with its defaults (protobuf bodies and answers, protobuf watch
+//     streams) creates, reads, lists, watches, updates, patches (strategic merge), applies (apply
+//     configurations, with the 409 and its causes on a conflict), updates the status of and deletes
+//     (gracefully for a bound pod, and by collection) the built-in kinds; a typed informer over
+//     protobuf converges (TestProtobufClient).
+//   - The metadata client gets, lists and watches PartialObjectMetadata; discovery reads the
+//     aggregated document and a RESTMapper maps the built-in kinds and their short names
+//     (TestMetadataAndDiscovery).
+//   - `kubectl get --raw` of a watch prints the frames the server wrote, byte for byte; the real
+//     kubectl creates, applies twice (OpenAPI-validated, a three-way strategic merge patch),
+//     labels, patches with each patch type, gets as YAML and as a Table, watches (get -w),
+//     server-side applies with a conflict, handles a custom resource and deletes (TestKubectl;
+//     both skipped when no kubectl is on PATH).
 //   - Every client-go goroutine is stopped and waited for before a test ends (goleak, no ignores).
 //
 // Tests that need the watch cache's timers (bookmarks, the history window) give it a fake clock; their
