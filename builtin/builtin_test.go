@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -66,5 +67,65 @@ func TestToTyped(t *testing.T) {
 	}
 	if !IsBuiltIn(Kinds[5]) || IsBuiltIn(Kinds[0].GroupVersion().WithKind("Widget")) {
 		t.Fatal("IsBuiltIn")
+	}
+}
+
+// TestDefinitions checks the OpenAPI definitions derived from the Go types: every kind and list
+// names its group-version-kind, references resolve, patch strategies and list types come from the
+// struct tags and the structured-merge-diff schema, and special types have their own schemas.
+func TestDefinitions(t *testing.T) {
+	for _, v3 := range []bool{false, true} {
+		defs, err := Definitions(v3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, gvk := range Kinds {
+			name, err := DefinitionName(gvk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, ok := defs[name]
+			if !ok {
+				t.Fatalf("no definition %s", name)
+			}
+			if _, ok := d.Extensions["x-kubernetes-group-version-kind"]; !ok {
+				t.Errorf("%s has no x-kubernetes-group-version-kind", name)
+			}
+		}
+		prefix := "#/definitions/"
+		if v3 {
+			prefix = "#/components/schemas/"
+		}
+		for name, d := range defs {
+			for field, p := range d.Properties {
+				ref := p.Ref.String()
+				if len(p.AllOf) == 1 {
+					ref = p.AllOf[0].Ref.String()
+				}
+				if ref != "" {
+					if _, ok := defs[strings.TrimPrefix(ref, prefix)]; !ok || !strings.HasPrefix(ref, prefix) {
+						t.Errorf("%s.%s refers to %s, which is not defined", name, field, ref)
+					}
+				}
+			}
+		}
+		containers := defs["io.k8s.api.core.v1.PodSpec"].Properties["containers"]
+		if containers.Extensions["x-kubernetes-patch-merge-key"] != "name" || containers.Extensions["x-kubernetes-patch-strategy"] != "merge" ||
+			containers.Extensions["x-kubernetes-list-type"] != "map" {
+			t.Errorf("containers %v", containers.Extensions)
+		}
+		if tm := defs["io.k8s.apimachinery.pkg.apis.meta.v1.Time"]; len(tm.Type) != 1 || tm.Type[0] != "string" || tm.Format != "date-time" {
+			t.Errorf("Time %+v", tm.SchemaProps)
+		}
+		ios := defs["io.k8s.apimachinery.pkg.util.intstr.IntOrString"]
+		if v3 && len(ios.OneOf) != 2 || !v3 && ios.Format != "int-or-string" {
+			t.Errorf("IntOrString (v3 %v) %+v", v3, ios.SchemaProps)
+		}
+		if defs["io.k8s.api.core.v1.ConfigMap"].Properties["data"].Description == "" {
+			t.Error("no description of ConfigMap.data")
+		}
+	}
+	if _, err := DefinitionName(Kinds[0].GroupVersion().WithKind("Nothing")); err == nil {
+		t.Error("a definition name for an unknown kind")
 	}
 }
