@@ -131,6 +131,18 @@ func TestPatch(t *testing.T) {
 	if r.code != 200 || r.header.Get("Warning") != "" {
 		t.Errorf("ignored patch: %d %v", r.code, r.header["Warning"])
 	}
+	// A PUT naming the uid of an object since deleted is a 404, as for any missing object of a
+	// kind that is not created by updates (the uid precondition is checked only on what exists).
+	gone := e.mustCreate(cmPath, cmJSON("", "gone", ""))
+	if r := e.do("DELETE", cmPath+"/gone", ""); r.code != 200 {
+		t.Fatalf("delete: %d %s", r.code, r.body)
+	}
+	body, _ := gone.MarshalJSON()
+	checkStatus(t, "update of a deleted object", e.do("PUT", cmPath+"/gone", string(body)), 404, metav1.StatusReasonNotFound, `configmaps "gone" not found`)
+	// Services are created by an update, as their strategy allows.
+	if r := e.do("PUT", "/api/v1/namespaces/default/services/svc", `{"metadata":{"name":"svc"},"spec":{"ports":[{"port":80}]}}`); r.code != 201 {
+		t.Errorf("service created by PUT: %d %s", r.code, r.body)
+	}
 	// dryRun patches check without writing.
 	rev = e.st.Rev()
 	if r := e.patch(cmPath+"/a?dryRun=All", mergePatch, `{"data":{"d":"dry"}}`); r.code != 200 || nested(t, r.object(t), "data", "d") != "dry" {

@@ -347,7 +347,9 @@ func (h *resourceHandler) update(ctx context.Context, u updateRequest) (result r
 	versioner := storage.APIObjectVersioner{}
 	out := &unstructured.Unstructured{}
 	var deleteObj *unstructured.Unstructured
-	err = h.storage.guaranteedUpdate(ctx, key, out, true, preconditions, func(existing runtime.Object, res storage.ResponseMeta) (runtime.Object, *uint64, error) {
+	// Only a resource that may be created by an update reads a missing object as empty; for the
+	// others a missing object is a 404 before preconditions are checked.
+	err = h.storage.guaranteedUpdate(ctx, key, out, allowCreate, preconditions, func(existing runtime.Object, res storage.ResponseMeta) (runtime.Object, *uint64, error) {
 		existingResourceVersion, err := versioner.ObjectResourceVersion(existing)
 		if err != nil {
 			return nil, nil, err

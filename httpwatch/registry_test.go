@@ -339,8 +339,15 @@ func TestGet(t *testing.T) {
 	if r := e.do("GET", cmPath+"/a", "", "User-Agent", "curl/8.0"); !strings.Contains(string(r.body), "\n  \"apiVersion\": \"v1\"") {
 		t.Errorf("no pretty print for curl: %s", r.body)
 	}
-	// resourceVersion=0 reads whatever a watch cache has: it may not have the new object yet.
-	testutil.WaitFor(t, "a get at resourceVersion 0", func() bool { return e.do("GET", cmPath+"/a?resourceVersion=0", "").code == 200 })
+	// resourceVersion 0 is served from the watch cache without waiting for it to catch up
+	// (cacher.go Get), so the new object may be missing at first: 404 until the cache has it.
+	testutil.WaitFor(t, "get at resourceVersion 0 to find the object", func() bool {
+		r := e.do("GET", cmPath+"/a?resourceVersion=0", "")
+		if r.code != 200 && r.code != 404 {
+			t.Fatalf("get at resourceVersion 0: %d %s", r.code, r.body)
+		}
+		return r.code == 200
+	})
 	rev := e.st.Rev()
 	for _, c := range []struct {
 		name, path string
