@@ -47,7 +47,9 @@ type Resource struct {
 	// refused with runtime.DefaultMetaV1FieldSelectorConversion's message, and metadata.generation is
 	// left alone. Custom resources (BuiltIn false) follow apiextensions-apiserver: kind is required,
 	// a kind or apiVersion other than the resource's is a 422, generation starts at 1 and grows with
-	// every change outside metadata.
+	// every change outside metadata. A built-in resource whose kind package builtin has (ConfigMap,
+	// Secret, Pod, Service, Namespace, Deployment) is typed: its bodies pass through the Go type
+	// (protobuf, fieldValidation, strategic merge patch, the structured-merge-diff schema for apply).
 	BuiltIn bool
 	// AllowUnconditionalUpdate lets a PUT without metadata.resourceVersion overwrite the stored object,
 	// as most built-in strategies do; custom resources refuse it with a 422.
