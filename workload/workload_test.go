@@ -234,7 +234,7 @@ func TestWatchersResume(t *testing.T) {
 		// reached the revision of the final read.
 		final := int64(0)
 		for _, op := range h.Operations {
-			if r := op.Request.Range; r != nil && r.Key == compactRevKey && op.Response != nil {
+			if r := op.Request.Range; r != nil && r.Key == "compact_rev_key" && op.Response != nil {
 				final = op.Response.Revision
 			}
 		}
