@@ -13,6 +13,7 @@ import (
 
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/history"
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -31,7 +32,8 @@ func scenarioResult(t *testing.T, results []ScenarioResult, name string) *Scenar
 // fragmented one with fragments, and together they exercise every guarantee.
 func TestScenariosPassInMemory(t *testing.T) {
 	cli := inMemory(t, store.Options{})
-	results := RunScenarios(context.Background(), cli, ScenarioConfig{Prefix: "/sc/", Compaction: true, Target: history.Target{Product: "etcd", Version: "3.7.3"}})
+	results := RunScenarios(context.Background(), cli, ScenarioConfig{Prefix: "/sc/", Compaction: true, Target: history.Target{Product: "etcd", Version: "3.7.3"},
+		Timeout: testutil.WaitTimeout})
 	if len(results) != len(Scenarios) {
 		t.Fatalf("%d results for %d scenarios", len(results), len(Scenarios))
 	}
