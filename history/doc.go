@@ -215,8 +215,9 @@
 // proptest's TestCheckerReferenceMatchesStore (seeded concurrent workloads over etcdgrpc, every
 // checked linearization replayed into a fresh store with shape probes slipped in, answers and event
 // log compared with the model's); etcdrules' tests (the shape rules and error wording against
-// etcd's); and the workloads run against a real etcd (workload's TestWorkloadsPassAgainstEtcd and
-// TestWorkloadsPassAgainstEtcdCluster, interop's TestCheckCommandAgainstEmbeddedEtcd). That the
+// etcd's); and the workloads run against a real etcd (workload's TestWorkloadsAgainstEtcd and
+// TestWorkloadsAgainstEtcdCluster, where only the known bugs of Debian's etcd 3.4.23 show, and
+// interop's TestCheckCommandAgainstEmbeddedEtcd, where nothing does). That the
 // checker catches what it must is TestMutatedHistoriesFail and
 // TestEachMutationBreaksExactlyItsGuarantee (mutate_test.go: one injected violation, exactly its
 // guarantee reported); that it accepts what it must, TestScenarioPasses, TestValidHistoriesPass,
@@ -249,8 +250,8 @@
 //     response's last event ("split a revision between responses").
 //   - bookmarkable: progress notifications never go backwards, are never below an event already
 //     received, never above a revision the history reached, and every event after one is above it
-//     ("progress notification behind an event"; workload's TestQuirksAreReal/ProgressAhead, on an
-//     etcd with that bug, one ahead of the events still to come).
+//     ("progress notification behind an event"; workload's TestKnownBugsAreReal/etcd-progress-ahead,
+//     on an etcd with that bug, one ahead of the events still to come).
 //   - first_revision: no event is below F ("event below the first revision").
 //   - genuine (nothing invented): every event is in the reference log ("invent an event").
 //   - resumable: the first event received is the first owed event ("drop the first event").
