@@ -126,6 +126,9 @@ func TestCheckCommandAgainstEmbeddedEtcd(t *testing.T) {
 				t.Errorf("a deviation of etcd itself:\n%s", stdout)
 			}
 			everyGuaranteeCovered(t, stdout)
+			if testing.Verbose() {
+				t.Logf("stdout:\n%s", stdout)
+			}
 
 			// the member is now far past revision 1: a second run checks it all the same
 			code, stdout, stderr = runListwatch(t, bin, "check", "--endpoints", ep, "--scenarios", "--prefix", "/again/")
