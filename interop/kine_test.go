@@ -9,7 +9,7 @@ import (
 )
 
 // TestCheckCommandAgainstKine runs `listwatch check --endpoints` against kine v0.17.5 over SQLite, in
-// process, with kine's defaults (as k3s runs it): kine's Status has no revision and kine writes keys
+// process, with kine's own defaults: kine's Status has no revision and kine writes keys
 // of its own at startup, and the check runs all the same, to completion, and fails, naming the
 // operations kine refuses, the prev_kv it sends unasked, the events a watch from a compacted
 // revision gets instead of the compaction error, and the RequestProgress it leaves unanswered.
