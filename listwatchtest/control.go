@@ -166,7 +166,7 @@ func (e *Env) Relist(ctx context.Context, resource string) error {
 		if !stepped && !cacher.Ready() {
 			// The cache waits for its restart delay once it has become pending.
 			stepped = true
-			e.clock.Step(cacheRestartDelay) //nolint:errcheck // a positive step cannot fail
+			_ = e.clock.Step(cacheRestartDelay) // a step forward cannot fail
 		}
 		return set.count() > ended && cacher.Ready()
 	})
@@ -201,6 +201,9 @@ func (e *Env) dynamicClient() (*dynamic.DynamicClient, error) {
 // *unstructured.Unstructured. Each object given is updated with what the server stored (its
 // resourceVersion, uid, creationTimestamp). It stops at the first failure, which names the object.
 func (e *Env) Seed(ctx context.Context, objs ...runtime.Object) error {
+	if e.isClosed() {
+		return ErrClosed
+	}
 	dyn, err := e.dynamicClient()
 	if err != nil {
 		return err

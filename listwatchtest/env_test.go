@@ -221,6 +221,9 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	if _, err := e.Etcd(); !errors.Is(err, listwatchtest.ErrClosed) {
 		t.Errorf("Etcd after Close = %v, want ErrClosed", err)
 	}
+	if err := e.Seed(ctxFor(t), configMap("default", "late", nil)); !errors.Is(err, listwatchtest.ErrClosed) {
+		t.Errorf("Seed after Close = %v, want ErrClosed", err)
+	}
 }
 
 // TestOptionsRefused: options that cannot work are refused by New with ErrInvalidOption (or the
