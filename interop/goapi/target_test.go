@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -107,10 +109,35 @@ func forEachTarget(t *testing.T, needs []feature, body func(t *testing.T, tg *ta
 			t.Fatalf("%s=%s: %v", kubeconfigEnv, path, err)
 		}
 		cfg.QPS = -1
+		// HTTP/1.1: each connection's goroutines end once it is closed, which closeIdle does.
+		cfg.NextProtos = []string{"http/1.1"}
+		closeIdle(t, cfg)
 		tg := &target{name: "cluster", config: cfg, kubeconfig: path}
 		installGizmos(t, tg)
 		tg.namespace = newNamespace(t, tg)
 		body(t, tg)
+	})
+}
+
+// closeIdle makes every client built from cfg close its idle connections at the end of the test:
+// client-go keeps the transports of TLS configurations for the life of the process, and their
+// idle connections to a cluster, unlike those to the Go API, which closes them, would outlive the
+// test.
+func closeIdle(t *testing.T, cfg *rest.Config) {
+	var mu sync.Mutex
+	var transports []http.RoundTripper
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		mu.Lock()
+		transports = append(transports, rt)
+		mu.Unlock()
+		return rt
+	})
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, rt := range transports {
+			utilnet.CloseIdleConnectionsFor(rt)
+		}
 	})
 }
 
