@@ -14,8 +14,10 @@
 //
 //   - Start(t, options...) starts an Env and closes it at t's cleanup; New(ctx, options...) and
 //     Env.Close do the same by hand (benchmarks, examples).
-//   - Options: WithResources (default httpwatch.DefaultResources; custom resources are
-//     httpwatch.Resource values), WithObjects (created before Start returns), WithScheme (the kinds
+//   - Options: WithResources (default httpwatch.DefaultResources: ConfigMaps, Secrets, Pods,
+//     Services, Namespaces, Deployments and widgets.example.com), WithCRDs and WithCRDFiles (custom
+//     resources from CustomResourceDefinitions as YAML, JSON, Go values or files), WithObjects
+//     (created before Start returns), WithScheme (the kinds
 //     of typed objects without apiVersion and kind; default client-go's scheme), EtcdOnly (no
 //     Kubernetes API), WithoutWatchCache, WithProgressNotifyInterval, WithLogger (default silent).
 //   - The etcd API: Endpoint (a loopback client URL any etcd client may dial) and Etcd (a
@@ -42,6 +44,11 @@
 //     leaves nothing running (TestSeedFailures, with TestMain's goleak).
 //   - Options that cannot work are refused before anything starts (TestOptionsRefused); an
 //     etcd-only environment answers ErrNoKubernetesAPI to every Kubernetes method (TestEtcdOnly).
+//   - CustomResourceDefinitions given as YAML (several in one stream), as a Go value or in files
+//     are served beside the other resources, each with its scope and status subresource, listed
+//     in discovery and kept at kube-apiserver's keys, /registry/<group>/<resource>/...
+//     (TestCRDs); one that is not a definition, or a file that is not there, fails New with
+//     ErrInvalidOption wrapping httpwatch.ErrInvalidCRD or the file's error (TestCRDsRefused).
 //   - Seed writes through the API as a client would, so objects get resourceVersions, uids and
 //     timestamps and every watch sees them; each given object is updated with what was stored; the
 //     first failure stops it and names the object and why (TestSeed, TestSeedFailures).

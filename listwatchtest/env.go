@@ -50,6 +50,7 @@ type Option func(*options) error
 type options struct {
 	resources        []httpwatch.Resource
 	resourcesSet     bool
+	crds             []httpwatch.Resource
 	objects          []runtime.Object
 	scheme           *runtime.Scheme
 	etcdOnly         bool
@@ -66,6 +67,55 @@ func WithResources(resources ...httpwatch.Resource) Option {
 		}
 		o.resources = append(o.resources, resources...)
 		o.resourcesSet = true
+		return nil
+	}
+}
+
+// WithCRDs serves, besides the other resources, the custom resources CustomResourceDefinitions
+// define, and lists them in discovery. Each definition is YAML or JSON ([]byte or string; a YAML
+// stream may hold several, separated by ---) or a Go value that encodes to one, such as a
+// *k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1.CustomResourceDefinition. The storage
+// version is served, with its scope, names, status subresource, printer columns, selectable fields
+// and schema, as httpwatch.CRDResource reads them.
+func WithCRDs(defs ...any) Option {
+	return func(o *options) error {
+		for i, def := range defs {
+			var rs []httpwatch.Resource
+			var err error
+			switch d := def.(type) {
+			case []byte:
+				rs, err = httpwatch.CRDResources(d)
+			case string:
+				rs, err = httpwatch.CRDResources([]byte(d))
+			default:
+				var r httpwatch.Resource
+				r, err = httpwatch.CRDResource(def)
+				rs = []httpwatch.Resource{r}
+			}
+			if err != nil {
+				return fmt.Errorf("%w: WithCRDs definition %d: %w", ErrInvalidOption, i, err)
+			}
+			o.crds = append(o.crds, rs...)
+		}
+		return nil
+	}
+}
+
+// WithCRDFiles is WithCRDs for files of YAML or JSON definitions, as a controller's
+// config/crd/bases directory holds them.
+func WithCRDFiles(paths ...string) Option {
+	return func(o *options) error {
+		for _, path := range paths {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return fmt.Errorf("%w: WithCRDFiles: %w", ErrInvalidOption, err)
+			}
+			rs, err := httpwatch.CRDResources(data)
+			if err != nil {
+				return fmt.Errorf("%w: WithCRDFiles %s: %w", ErrInvalidOption, path, err)
+			}
+			o.crds = append(o.crds, rs...)
+		}
 		return nil
 	}
 }
@@ -192,8 +242,8 @@ func New(ctx context.Context, opts ...Option) (*Env, error) {
 			return nil, err
 		}
 	}
-	if o.etcdOnly && (o.resourcesSet || len(o.objects) > 0 || o.noWatchCache) {
-		return nil, fmt.Errorf("%w: EtcdOnly with Kubernetes options (resources, objects or the watch cache)", ErrInvalidOption)
+	if o.etcdOnly && (o.resourcesSet || len(o.crds) > 0 || len(o.objects) > 0 || o.noWatchCache) {
+		return nil, fmt.Errorf("%w: EtcdOnly with Kubernetes options (resources, CRDs, objects or the watch cache)", ErrInvalidOption)
 	}
 	if o.scheme == nil {
 		o.scheme = scheme.Scheme
@@ -204,6 +254,7 @@ func New(ctx context.Context, opts ...Option) (*Env, error) {
 	if !o.resourcesSet {
 		o.resources = httpwatch.DefaultResources()
 	}
+	o.resources = append(o.resources, o.crds...)
 	e := &Env{
 		opts:      o,
 		clock:     NewClock(),

@@ -26,7 +26,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/listwatch/listwatch/httpwatch"
 	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/listwatchtest"
 )
@@ -44,12 +43,6 @@ var (
 	configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 )
-
-// gizmoResource is how the Go API serves testdata/gizmos.yaml. httpwatch.Resource describes the
-// group, version, names and scope; the status subresource comes with the API's status support.
-func gizmoResource() httpwatch.Resource {
-	return httpwatch.Resource{Group: gizmosGVR.Group, Version: gizmosGVR.Version, Resource: gizmosGVR.Resource, Kind: "Gizmo", Namespaced: true}
-}
 
 // target is a Kubernetes API a test body runs against: listwatch's Go API, or the real cluster
 // kubeconfigEnv names.
@@ -72,12 +65,12 @@ type feature struct {
 }
 
 // forEachTarget runs body against a new environment of the Go API serving the default resources
-// and Gizmos and, when kubeconfigEnv is set, against that cluster, each as a subtest. On the Go
-// API, the subtest skips, naming what is missing, when the API lacks one of the features the body
-// needs.
+// and testdata/gizmos.yaml and, when kubeconfigEnv is set, against that cluster, each as a subtest.
+// On the Go API, the subtest skips, naming what is missing, when the API lacks one of the features
+// the body needs.
 func forEachTarget(t *testing.T, needs []feature, body func(t *testing.T, tg *target)) {
 	t.Run("listwatch", func(t *testing.T) {
-		env := listwatchtest.Start(t, listwatchtest.WithResources(append(httpwatch.DefaultResources(), gizmoResource())...))
+		env := listwatchtest.Start(t, listwatchtest.WithCRDs(gizmosCRD))
 		kubeconfig, err := env.Kubeconfig()
 		if err != nil {
 			t.Fatal(err)
