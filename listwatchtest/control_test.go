@@ -125,7 +125,6 @@ func informerFor(t *testing.T, e *listwatchtest.Env) (toolscache.SharedIndexInfo
 	t.Helper()
 	log := &requestLog{}
 	cfg := e.Config()
-	cfg.ContentType = "application/json"
 	cfg.WrapTransport = log.wrap
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

@@ -37,13 +37,10 @@ func ctxFor(t *testing.T) context.Context {
 	return ctx
 }
 
-// clientsetFor is a typed clientset speaking JSON, which every version of the API serves (the
-// generated clients otherwise prefer protobuf for the built-in kinds).
+// clientsetFor is a typed clientset with client-go's defaults (protobuf for the built-in kinds).
 func clientsetFor(t *testing.T, e *listwatchtest.Env) *kubernetes.Clientset {
 	t.Helper()
-	cfg := e.Config()
-	cfg.ContentType = "application/json"
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := kubernetes.NewForConfig(e.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
