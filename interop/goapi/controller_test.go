@@ -144,8 +144,7 @@ func startManager(t *testing.T, tg *target) {
 // creates, patches, updates status and removes a finalizer) runs unchanged against the target and
 // converges: on a new Gizmo, on a change of its spec and on its deletion.
 func TestControllerRuntime(t *testing.T) {
-	needs := []feature{protobufResponses, patchOf(gizmosGVR), patchOf(configMapsGVR), statusOf(gizmosGVR)}
-	forEachTarget(t, needs, func(t *testing.T, tg *target) {
+	forEachTarget(t, func(t *testing.T, tg *target) {
 		startManager(t, tg)
 		c, err := client.New(tg.restConfig(), client.Options{})
 		if err != nil {

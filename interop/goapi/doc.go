@@ -2,8 +2,9 @@
 // the clients a controller's tests use, each test body run unchanged against the Go API and, when
 // the environment variable LISTWATCH_KUBECONFIG names a kubeconfig, against that real cluster (an
 // etcd and a kube-apiserver; the kubeconfig's user must be allowed to create namespaces and
-// CustomResourceDefinitions). Each body works in a namespace of its own; on a cluster the
-// CustomResourceDefinition of testdata/gizmos.yaml is installed if missing and left installed.
+// CustomResourceDefinitions). Each body works in a namespace of its own. The Go API is given
+// testdata/gizmos.yaml with listwatchtest.WithCRDs; on a cluster it is installed if missing and
+// left installed.
 //
 // The package has only tests.
 //
@@ -21,9 +22,5 @@
 //     adds one), labels, patches with each patch type, prints YAML, watches (get -w prints the
 //     ADDED then the DELETED of an object made and deleted meanwhile) and deletes
 //     (TestKubectl; skipped, saying so, without kubectl on PATH).
-//   - On the Go API a body is skipped, naming what is missing, when the API does not serve a
-//     feature the body needs (protobuf, PATCH, a status subresource, the OpenAPI document), which
-//     each test probes through discovery or a request before it starts; against a cluster nothing
-//     is probed.
 //   - No goroutine of the clients, managers or environments outlives a test (TestMain's goleak).
 package goapi

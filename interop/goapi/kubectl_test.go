@@ -86,7 +86,7 @@ func TestKubectl(t *testing.T) {
 	if err != nil {
 		t.Skipf("no kubectl on PATH (%v): kubectl against the Go API is not checked", err)
 	}
-	forEachTarget(t, []feature{protobufResponses, patchOf(configMapsGVR), openAPIv2}, func(t *testing.T, tg *target) {
+	forEachTarget(t, func(t *testing.T, tg *target) {
 		k := newKubectl(t, bin, tg)
 		k.run("configmap/lit created", "create", "configmap", "lit", "--from-literal=a=b")
 		manifest := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  x: \"1\"\n  y: \"1\"\n"

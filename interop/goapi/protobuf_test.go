@@ -71,7 +71,7 @@ func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { ret
 // answers, watch streams included), creates, gets, lists, updates, patches, updates the status of,
 // watches and deletes built-in objects, and a typed informer over protobuf converges.
 func TestProtobufClientset(t *testing.T) {
-	forEachTarget(t, []feature{protobufResponses, patchOf(configMapsGVR)}, func(t *testing.T, tg *target) {
+	forEachTarget(t, func(t *testing.T, tg *target) {
 		log := &contentLog{}
 		cfg := tg.restConfig()
 		cfg.ContentType = protobuf

@@ -3,11 +3,8 @@ package goapi
 import (
 	"context"
 	_ "embed"
-	"fmt"
 	"net/http"
 	"os"
-	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,55 +37,32 @@ var gizmosCRD []byte
 
 var (
 	gizmosGVR     = schema.GroupVersionResource{Group: "goapi.listwatch.dev", Version: "v1", Resource: "gizmos"}
-	configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 )
 
 // target is a Kubernetes API a test body runs against: listwatch's Go API, or the real cluster
 // kubeconfigEnv names.
 type target struct {
-	name       string
 	config     *rest.Config
 	kubeconfig string
 	env        *listwatchtest.Env // nil for a real cluster
-	// namespace is the test's own namespace, created for it where namespaces are served.
+	// namespace is the test's own.
 	namespace string
 }
 
 // restConfig is a copy of the target's client configuration.
 func (tg *target) restConfig() *rest.Config { return rest.CopyConfig(tg.config) }
 
-// feature is a part of the Kubernetes API a test body needs, and how to tell whether a server has it.
-type feature struct {
-	name    string
-	present func(cfg *rest.Config) (bool, error)
-}
-
 // forEachTarget runs body against a new environment of the Go API serving the default resources
 // and testdata/gizmos.yaml and, when kubeconfigEnv is set, against that cluster, each as a subtest.
-// On the Go API, the subtest skips, naming what is missing, when the API lacks one of the features
-// the body needs.
-func forEachTarget(t *testing.T, needs []feature, body func(t *testing.T, tg *target)) {
+func forEachTarget(t *testing.T, body func(t *testing.T, tg *target)) {
 	t.Run("listwatch", func(t *testing.T) {
 		env := listwatchtest.Start(t, listwatchtest.WithCRDs(gizmosCRD))
 		kubeconfig, err := env.Kubeconfig()
 		if err != nil {
 			t.Fatal(err)
 		}
-		tg := &target{name: "listwatch", config: env.Config(), kubeconfig: kubeconfig, env: env}
-		var missing []string
-		for _, f := range needs {
-			ok, err := f.present(tg.restConfig())
-			if err != nil {
-				t.Fatalf("probing for %s: %v", f.name, err)
-			}
-			if !ok {
-				missing = append(missing, f.name)
-			}
-		}
-		if len(missing) > 0 {
-			t.Skipf("listwatch's Kubernetes API does not serve %s yet (the HTTP part of issue 15): this test runs in full once it does", strings.Join(missing, ", "))
-		}
+		tg := &target{config: env.Config(), kubeconfig: kubeconfig, env: env}
 		tg.namespace = newNamespace(t, tg)
 		body(t, tg)
 	})
@@ -105,7 +79,7 @@ func forEachTarget(t *testing.T, needs []feature, body func(t *testing.T, tg *ta
 		// HTTP/1.1: each connection's goroutines end once it is closed, which closeIdle does.
 		cfg.NextProtos = []string{"http/1.1"}
 		closeIdle(t, cfg)
-		tg := &target{name: "cluster", config: cfg, kubeconfig: path}
+		tg := &target{config: cfg, kubeconfig: path}
 		installGizmos(t, tg)
 		tg.namespace = newNamespace(t, tg)
 		body(t, tg)
@@ -134,62 +108,6 @@ func closeIdle(t *testing.T, cfg *rest.Config) {
 	})
 }
 
-// patchOf is the PATCH verb of a resource, as discovery lists it.
-func patchOf(gvr schema.GroupVersionResource) feature {
-	return feature{name: "PATCH of " + gvr.Resource, present: func(cfg *rest.Config) (bool, error) {
-		r, err := discovered(cfg, gvr.GroupVersion(), gvr.Resource)
-		return r != nil && slices.Contains(r.Verbs, "patch"), err
-	}}
-}
-
-// statusOf is the status subresource of a resource, as discovery lists it.
-func statusOf(gvr schema.GroupVersionResource) feature {
-	return feature{name: "the status subresource of " + gvr.Resource, present: func(cfg *rest.Config) (bool, error) {
-		r, err := discovered(cfg, gvr.GroupVersion(), gvr.Resource+"/status")
-		return r != nil, err
-	}}
-}
-
-// protobufResponses is an answer in protobuf to a client that accepts nothing else, as the
-// generated clientsets of the built-in kinds, kubectl and controller-runtime ask for.
-var protobufResponses = feature{name: "protobuf", present: func(cfg *rest.Config) (bool, error) {
-	resp, err := get(cfg, "/api/v1/namespaces/default/configmaps", "application/vnd.kubernetes.protobuf")
-	if err != nil {
-		return false, err
-	}
-	return resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/vnd.kubernetes.protobuf"), nil
-}}
-
-// openAPIv2 is the OpenAPI v2 document kubectl reads to validate what it applies.
-var openAPIv2 = feature{name: "the OpenAPI v2 document", present: func(cfg *rest.Config) (bool, error) {
-	resp, err := get(cfg, "/openapi/v2", "application/json")
-	if err != nil {
-		return false, err
-	}
-	return resp.StatusCode == http.StatusOK, nil
-}}
-
-// get sends a GET to the server of cfg and returns the response, its body read and closed.
-func get(cfg *rest.Config, path, accept string) (*http.Response, error) {
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", accept)
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	resp.Body.Close()
-	return resp, nil
-}
-
 // discovered returns the discovery entry of a resource (or subresource) of gv, or nil.
 func discovered(cfg *rest.Config, gv schema.GroupVersion, name string) (*metav1.APIResource, error) {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
@@ -208,8 +126,8 @@ func discovered(cfg *rest.Config, gv schema.GroupVersion, name string) (*metav1.
 	return nil, nil
 }
 
-// newNamespace names a namespace of the test's own and, where namespaces are served, creates it;
-// on a real cluster it is deleted at the test's cleanup.
+// newNamespace creates a namespace of the test's own; on a real cluster it is deleted at the
+// test's cleanup.
 func newNamespace(t *testing.T, tg *target) string {
 	t.Helper()
 	name := "goapi-" + utilrand.String(6)
@@ -221,20 +139,15 @@ func newNamespace(t *testing.T, tg *target) string {
 	ns.SetAPIVersion("v1")
 	ns.SetKind("Namespace")
 	ns.SetName(name)
-	_, err = dyn.Resource(namespacesGVR).Create(ctxFor(t), ns, metav1.CreateOptions{})
-	switch {
-	case err == nil:
-		if tg.env == nil {
-			t.Cleanup(func() {
-				if err := dyn.Resource(namespacesGVR).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
-					t.Errorf("deleting the namespace %s: %v", name, err)
-				}
-			})
-		}
-	case tg.env != nil && apierrors.IsNotFound(err):
-		// The Go API serves no namespaces: objects may name any.
-	default:
+	if _, err := dyn.Resource(namespacesGVR).Create(ctxFor(t), ns, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating the namespace %s: %v", name, err)
+	}
+	if tg.env == nil {
+		t.Cleanup(func() {
+			if err := dyn.Resource(namespacesGVR).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+				t.Errorf("deleting the namespace %s: %v", name, err)
+			}
+		})
 	}
 	return name
 }
@@ -280,6 +193,3 @@ func eventually(t *testing.T, what string, cond func() error) {
 		t.Fatalf("%v: %v", err, last)
 	}
 }
-
-// describe names the target in messages.
-func (tg *target) String() string { return fmt.Sprintf("%s (%s)", tg.name, tg.config.Host) }
