@@ -5,8 +5,10 @@
 // apiserver's dependencies never enter the root module. The package has no API: everything is in
 // its tests, in internal/etcdtest, which starts the embedded etcd, and in internal/kubeapiserver,
 // which runs a real apiextensions-apiserver in process over either etcd (each has its own doc and
-// tests). Packages apiserverconf (k8s.io/apiserver's storage conformance functions) and clientgo
-// (the client-go stack against listwatch's HTTP API) are beside it.
+// tests). Packages apiserverconf (k8s.io/apiserver's storage conformance functions), clientgo
+// (the client-go stack against listwatch's HTTP API) and goapi (controller-runtime, a protobuf
+// clientset and kubectl against the Go test API, package listwatchtest, and against a real cluster
+// named by LISTWATCH_KUBECONFIG) are beside it.
 //
 // # What the tests hold
 //
