@@ -110,7 +110,8 @@ func (s *Store) Compact(rev int64) (*CompactResponse, error) {
 }
 
 // compactLocked drops the history a compaction at rev frees, per key as key_index.go compact does,
-// then rebuilds the old end of the log around the survivors.
+// then rebuilds the old end of the log around the survivors, which are exactly the records the key
+// index still holds at or below rev: each key's first, if it is that old.
 func (s *Store) compactLocked(rev int64) {
 	x := s.idx
 	var empty []*keyIndex
@@ -141,7 +142,7 @@ func (s *Store) compactLocked(rev int64) {
 // (req is a *RangeRequest, *PutRequest, *DeleteRangeRequest or *TxnRequest; any other is nil): the
 // checks v3rpc makes before a request reaches the store (empty key, sort option, a value or lease
 // given with ignore_value or ignore_lease, too many txn ops, a key put twice in a txn branch) and
-// the request size limit. Checkers of recorded histories use it to tell these errors, which no state
+// the request size limit of writes (a read-only txn has none). Checkers of recorded histories use it to tell these errors, which no state
 // explains, from the rest.
 func (s *Store) CheckRequest(req any) error {
 	switch r := req.(type) {
@@ -180,6 +181,11 @@ func (s *Store) checkTxn(r *TxnRequest) error {
 	}
 	if _, _, err := checkIntervals(r.Failure); err != nil {
 		return err
+	}
+	// A read-only txn is served without raft, where etcd applies the size limit
+	// (etcdserver/v3_server.go Txn); gRPC's receive limit bounds it alone.
+	if isTxnReadOnly(r) {
+		return nil
 	}
 	return s.checkSize(txnSize(r))
 }
@@ -349,6 +355,7 @@ func checkIntervals(ops []RequestOp) (map[string]struct{}, []interval, error) {
 	return puts, dels, nil
 }
 
+// isTxnReadOnly is txn/txn.go IsTxnReadonly: ranges only; a nested txn counts as a write.
 func isTxnReadOnly(r *TxnRequest) bool {
 	for _, ops := range [][]RequestOp{r.Success, r.Failure} {
 		for _, op := range ops {

@@ -346,7 +346,7 @@ func (sm *storeMachine) LeaseRevoke(t *rapid.T) {
 
 func (sm *storeMachine) LeaseKeepAlive(t *rapid.T) {
 	id := sm.genLease(t, "id")
-	got, err := sm.s.LeaseKeepAlive(id)
+	got, err := sm.s.LeaseKeepAlive(context.Background(), id)
 	want, werr := sm.m.keepAlive(id)
 	sm.agree("lease keepalive", got, want, err, werr)
 }
