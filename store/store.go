@@ -32,7 +32,7 @@ const (
 	watchBatchMaxRevs             = 1000
 	maxWatchersPerSync            = 512
 	chanBufLen                    = 128
-	ctrlStreamBufLen              = 16 // v3rpc watch.go ctrlStreamBufLen
+	ctrlStreamBufLen              = 16  // v3rpc watch.go ctrlStreamBufLen
 	leaseRevokePerPass            = 500 // defaultLeaseRevokeRate / 2
 )
 
