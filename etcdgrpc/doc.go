@@ -49,8 +49,17 @@
 //     the empty-key and sort-enum checks; every other error is the one Range gives for the same
 //     request. A canceled stream stops before its next chunk.
 //   - Size limits. The server accepts messages up to MaxRequestBytes+512 KiB, like etcd, so a larger
-//     request fails in gRPC with ResourceExhausted; a smaller one over MaxRequestBytes fails in the
-//     store with "etcdserver: request is too large". Sends are unlimited.
+//     request fails in gRPC with ResourceExhausted; a smaller write over MaxRequestBytes fails in the
+//     store with "etcdserver: request is too large", while a Range or a txn of ranges only, which
+//     etcd serves without raft, is bound by the receive limit alone. Sends are unlimited.
+//     (TestKVRequestSizeLimit, TestKVReadOnlyTxnSizeLimit)
+//   - Keepalives. A keepalive of an expired lease is answered (TTL 0, v3rpc's "not found") only once
+//     the revocation has deleted the lease's keys, as etcd's lessor waits for it; one still waiting
+//     ends with its stream. (TestLeaseKeepAliveOfExpiredLease, TestLeaseKeepAliveStream)
+//   - Watch control. Created and canceled answers never wait behind a slow stream's events: the
+//     store stream keeps room for them apart, as v3rpc's control channel (store's
+//     TestControlAnswersNotQueuedBehindFullChannel), and the receive loop goes on to the next request
+//     as soon as the answer is queued.
 //   - No leaks. Each watch or lease-keepalive stream runs in its handler's goroutine plus, for a watch,
 //     one send goroutine that the handler stops and waits for; the store watch stream is closed before
 //     the handler returns. The server waits for handlers on Stop and GracefulStop, so once either

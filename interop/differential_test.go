@@ -3,6 +3,8 @@ package interop
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -36,6 +38,57 @@ func seeds(defaults ...uint64) []uint64 {
 		return []uint64{*flagSeed}
 	}
 	return defaults
+}
+
+// seedsEnv chooses the seeds of TestDifferentialEtcdVsListwatch for a long run: seeds and ranges
+// of seeds separated by commas, such as "1-500" or "3,7,100-120". -interop.seed overrides it.
+const seedsEnv = "LISTWATCH_INTEROP_SEEDS"
+
+// differentialSeeds returns -interop.seed, else the seeds seedsEnv lists, else the defaults.
+func differentialSeeds(t *testing.T, defaults ...uint64) []uint64 {
+	if v := os.Getenv(seedsEnv); *flagSeed == 0 && v != "" {
+		list, err := parseSeeds(v)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", seedsEnv, v, err)
+		}
+		return list
+	}
+	return seeds(defaults...)
+}
+
+// parseSeeds reads a list of seeds and inclusive ranges of seeds, separated by commas.
+func parseSeeds(s string) ([]uint64, error) {
+	var out []uint64
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.ParseUint(lo, 10, 64)
+		if err != nil || a == 0 {
+			return nil, fmt.Errorf("%q is not a seed (a positive integer) or a range of seeds (a-b)", part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.ParseUint(hi, 10, 64); err != nil || b < a {
+				return nil, fmt.Errorf("%q is not a range of seeds (a-b with a <= b)", part)
+			}
+		}
+		for x := a; x <= b; x++ {
+			out = append(out, x)
+		}
+	}
+	return out, nil
+}
+
+func TestParseSeeds(t *testing.T) {
+	got, err := parseSeeds("3, 7,10-12")
+	if err != nil || fmt.Sprint(got) != "[3 7 10 11 12]" {
+		t.Errorf("parseSeeds(\"3, 7,10-12\") = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "x", "0", "5-3", "1-", "-4", "1,,2"} {
+		if _, err := parseSeeds(bad); err == nil {
+			t.Errorf("parseSeeds(%q) accepted", bad)
+		}
+	}
 }
 
 func opsPerSeed(def int) int {
@@ -193,7 +246,7 @@ var knownDifferences = map[string]string{}
 // TestDifferentialEtcdVsListwatch runs the workload against an embedded etcd and against listwatch
 // and requires every answer and every watch stream to be equal.
 func TestDifferentialEtcdVsListwatch(t *testing.T) {
-	runDifferential(t, opsPerSeed(500), seeds(1, 2, 3, 4), func(t *testing.T) (*side, *side) {
+	runDifferential(t, opsPerSeed(500), differentialSeeds(t, 1, 2, 3, 4), func(t *testing.T) (*side, *side) {
 		return startEtcd(t, "etcd"), startListwatch(t, "listwatch")
 	}, knownDifferences)
 }
