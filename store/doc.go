@@ -33,15 +33,18 @@
 //     TestCompactedWatcherIsCanceled, TestCancelAndClose, TestRequestProgressOnlyWhenAllSynced)
 //   - Registration. Watch registers the watcher before its created answer goes out, as mvcc does
 //     before v3rpc answers: a watch from revision 0 is synced at once, even on a stream whose channel
-//     is full, owes exactly what is written after the revision its created answer reports, and no
-//     compaction cancels it. (TestWatchFromZeroOnFullStreamIsSynced, TestWatchFromZeroSeesOnlyLaterWrites)
+//     is full, and owes exactly what is written after the revision its created answer reports; like
+//     any synced watcher, a compaction cancels it only if it falls behind afterwards (a victim that
+//     returns to unsynced below the compact revision, as in etcd). (TestWatchFromZeroOnFullStreamIsSynced,
+//     TestWatchFromZeroSeesOnlyLaterWrites)
 //   - Control answers. A stream's channel holds 128 event, progress and compaction responses (mvcc's
 //     watch channel) and 16 more created and canceled answers (v3rpc's control channel), so Watch and
 //     Cancel answer at once on a stream whose reader has fallen behind; only when the 16 are taken
 //     too does a call wait, for the store's periodic work to find room. (TestControlAnswersNotQueuedBehindFullChannel,
 //     TestWatchWaitsOnlyWhenControlRoomIsFull)
 //   - No dropped events, no blocked writers. A watcher whose stream channel is full keeps its pending
-//     response and is retried (etcd's victims); slowness alone never cancels a watch.
+//     response and is retried (etcd's victims); slowness alone never cancels a watch (only a
+//     compaction past a watcher that is behind does).
 //     (TestSlowStreamNeitherDropsNorBlocks)
 //   - Fair catch-up. Each catch-up pass takes at most 512 unsynced watchers, and successive passes take
 //     them in turn, so watchers whose answers a full stream cannot take hold no other back.

@@ -290,9 +290,9 @@ func (s *Store) notifyLocked(rev int64, changes []*rec) {
 // syncWatchersLocked catches up to maxWatchersPerSync unsynced watchers from history and returns how
 // many remain unsynced (watchable_store.go syncWatchers). Successive passes take the unsynced
 // watchers in turn, so that watchers whose answers cannot be delivered do not hold the others back
-// (etcd picks them in its map's random order, watcher_group.go choose). Each watcher gets at most watchBatchMaxRevs
-// revisions per pass, never a split revision; the response header is the current revision. A watcher
-// whose next revision was compacted gets the compaction answer and is dropped.
+// (etcd picks them in its map's random order, watcher_group.go choose). Each watcher gets at most
+// watchBatchMaxRevs revisions per pass, never a split revision; the response header is the current
+// revision. A watcher whose next revision was compacted gets the compaction answer and is dropped.
 func (s *Store) syncWatchersLocked() int {
 	ug := s.watch.unsynced
 	if ug.size() == 0 {
