@@ -35,6 +35,9 @@ var (
 	sharedStreams = []string{"s0", "s1", "s2"}
 )
 
+// soloPrefix names the streams of a single watch each (soloPrefix+N).
+const soloPrefix = "solo"
+
 const (
 	// maxReportedDiffs bounds the differences reported per seed; later ones are only counted.
 	maxReportedDiffs = 25
@@ -665,11 +668,13 @@ func (r *runner) watch() {
 	mayFail := spec.Rev < 0 || spec.Sel.Key == "" || (spec.Sel.Mode == selRange && spec.Sel.End <= spec.Sel.Key)
 	if mayFail || spec.Rev > r.rev {
 		r.soloCount++
-		spec.Stream = fmt.Sprintf("solo%d", r.soloCount)
+		spec.Stream = fmt.Sprintf("%s%d", soloPrefix, r.soloCount)
 	}
 	r.counts["watch"]++
 	for _, s := range r.sides {
-		s.watch(r.ctx, spec)
+		if _, err := s.watch(r.ctx, spec); err != nil {
+			r.fail(err)
+		}
 	}
 }
 
@@ -898,7 +903,9 @@ func (r *runner) burst() {
 	spec := watchSpec{Sel: keySel{Key: "burst"}, Rev: start, PrevKV: true, Stream: pick(r.rnd, sharedStreams)}
 	r.counts["watch"]++
 	for _, s := range r.sides {
-		s.watch(r.ctx, spec)
+		if _, err := s.watch(r.ctx, spec); err != nil {
+			r.fail(err)
+		}
 	}
 }
 
@@ -917,7 +924,9 @@ func (r *runner) bigValues() {
 		spec := watchSpec{Sel: keySel{Key: "big/", Mode: selPrefix}, Rev: start, Fragment: fragment, Stream: pick(r.rnd, sharedStreams)}
 		r.counts["watch"]++
 		for _, s := range r.sides {
-			s.watch(r.ctx, spec)
+			if _, err := s.watch(r.ctx, spec); err != nil {
+			r.fail(err)
+		}
 		}
 	}
 	r.do("raw-watch-create", "raw watch of the big values, fragmented", func(s *side) outcome {

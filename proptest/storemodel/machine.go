@@ -84,6 +84,9 @@ type smWatcher struct {
 	lastRespRev int64 // highest event revision of the previous response
 	compacted   int64
 	canceled    bool
+	// compactAtCreate is the compact revision when the watcher was created: it reads that revision
+	// from the compacted history, where a key's earlier change at it is gone
+	compactAtCreate int64
 }
 
 func newStoreMachine(t *rapid.T, driven bool) *storeMachine {
@@ -409,6 +412,9 @@ func (sm *storeMachine) LeaseKeepAlive(t *rapid.T) {
 		return
 	}
 	// Expired but not revoked yet: the keepalive waits for the next lease check to revoke it.
+	if _, err := sm.s.LeaseKeepAlive(deadContext(), id); !errors.Is(err, context.Canceled) {
+		t.Fatalf("keepalive of expired lease %d, whose keys still exist, answered %v; want it to wait", id, err)
+	}
 	done := make(chan error, 1)
 	go func() {
 		_, err := sm.s.LeaseKeepAlive(context.Background(), id)
@@ -472,6 +478,44 @@ func (sm *storeMachine) Burst(t *rapid.T) {
 	}
 }
 
+// OverlapThenCompact runs a txn that changes one key twice, a put (sometimes of a value of its own
+// value-log chunk) and a delete from the key in either order, compacts at its revision and watches
+// from there: the watch reads the compacted history, which holds the key's last change alone.
+func (sm *storeMachine) OverlapThenCompact(t *rapid.T) {
+	k := genKey(t, "key")
+	p := store.RequestOp{Put: &store.PutRequest{Key: []byte(k), Value: genValue(t, "value")}}
+	d := store.RequestOp{DeleteRange: &store.DeleteRangeRequest{Key: []byte(k), RangeEnd: []byte{0}}}
+	r := &store.TxnRequest{Success: []store.RequestOp{p, d}}
+	if rapid.Bool().Draw(t, "delete-first") {
+		r.Success = []store.RequestOp{d, p}
+	}
+	got, err := sm.s.Txn(r)
+	want, werr := sm.m.txn(r)
+	sm.agree("overlapping txn", got, want, err, werr)
+	rev := sm.m.rev
+	if rev <= sm.m.compactRev {
+		return
+	}
+	cgot, err := sm.s.Compact(rev)
+	cwant, werr := sm.m.compact(rev)
+	sm.agree("compact at the overlapping txn", cgot, cwant, err, werr)
+	open := 0
+	for _, st := range sm.streams {
+		if !st.closed {
+			open++
+		}
+	}
+	if open == 0 {
+		if len(sm.streams) >= 3 {
+			return
+		}
+		sm.OpenStream(t)
+	}
+	st := sm.pickStream(t)
+	req := &store.WatchRequest{Key: []byte(k), RangeEnd: []byte{0}, StartRevision: rev, PrevKv: rapid.Bool().Draw(t, "prev")}
+	sm.createWatch(st, req, &smWatcher{key: k, end: "\x00", startRev: rev, prevKV: req.PrevKv})
+}
+
 // BurstThenCompact writes past a stream channel's capacity and compacts at once, before anything is
 // read: watchers left behind by the burst meet the compaction while they are victims or unsynced.
 func (sm *storeMachine) BurstThenCompact(t *rapid.T) {
@@ -523,10 +567,25 @@ func (sm *storeMachine) pickStream(t *rapid.T) *smStream {
 }
 
 // makeRoom reads responses until the stream can take one more: Watch and Cancel wait for room.
+//
+// The channel holds 128 event, progress and compaction responses and 16 created and canceled
+// answers more, so only a channel holding 144 responses makes a create or a cancel wait: below
+// that, Watch and Cancel must answer at once whatever their context, even when 128 events fill
+// the channel (deadContext checks it).
 func (sm *storeMachine) makeRoom(st *smStream) {
-	for len(st.ws.Chan()) >= cap(st.ws.Chan()) {
+	for len(st.ws.Chan()) >= streamRoom {
 		sm.handle(st, <-st.ws.Chan())
 	}
+}
+
+// streamRoom is how many responses a stream's channel holds, control answers included.
+const streamRoom = 128 + 16
+
+// deadContext is an already canceled context: a call given it must not wait.
+func deadContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
 }
 
 func (sm *storeMachine) Watch(t *rapid.T) {
@@ -561,7 +620,11 @@ func (sm *storeMachine) createWatch(st *smStream, req *store.WatchRequest, w *sm
 	// slot is free. A channel full of events alone still takes the created answer at once.
 	sm.makeRoom(st)
 	rev := sm.m.rev
-	id, err := st.ws.Watch(context.Background(), req)
+	queued := len(st.ws.Chan())
+	id, err := st.ws.Watch(deadContext(), req)
+	if errors.Is(err, context.Canceled) {
+		t.Fatalf("watch %+v waited with %d responses queued", req, queued)
+	}
 	var wantErr error
 	switch {
 	case req.StartRevision < 0:
@@ -582,6 +645,7 @@ func (sm *storeMachine) createWatch(st *smStream, req *store.WatchRequest, w *sm
 	if w.from == 0 {
 		w.from = rev + 1
 	}
+	w.compactAtCreate = sm.m.compactRev
 	if st.watchers[id] != nil {
 		t.Fatalf("watch ID %d reused while in use", id)
 	}
@@ -619,8 +683,8 @@ func (sm *storeMachine) Cancel(t *rapid.T) {
 	sortInt64s(live)
 	id := rapid.SampledFrom(live).Draw(t, "id")
 	sm.makeRoom(st)
-	if err := st.ws.Cancel(context.Background(), id); err != nil {
-		t.Fatalf("cancel %d: %v", id, err)
+	if err := st.ws.Cancel(deadContext(), id); err != nil {
+		t.Fatalf("cancel %d with %d responses queued: %v", id, len(st.ws.Chan()), err)
 	}
 	sm.drainStream(st)
 	if !st.watchers[id].canceled {
@@ -801,7 +865,8 @@ func (sm *storeMachine) checkPrefix(w *smWatcher) {
 	want := sm.m.owed(w)
 	for ; w.checked < len(w.got); w.checked++ {
 		got := w.got[w.checked]
-		for w.owedPos < len(want) && sm.m.droppable(want[w.owedPos]) && !sameChange(got, want[w.owedPos]) {
+		for w.owedPos < len(want) && sm.m.droppable(want[w.owedPos]) &&
+			(!sameChange(got, want[w.owedPos]) || want[w.owedPos].kv.mod <= w.compactAtCreate) {
 			w.owedPos++
 		}
 		if w.owedPos >= len(want) {
