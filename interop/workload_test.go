@@ -925,8 +925,8 @@ func (r *runner) bigValues() {
 		r.counts["watch"]++
 		for _, s := range r.sides {
 			if _, err := s.watch(r.ctx, spec); err != nil {
-			r.fail(err)
-		}
+				r.fail(err)
+			}
 		}
 	}
 	r.do("raw-watch-create", "raw watch of the big values, fragmented", func(s *side) outcome {
