@@ -124,11 +124,10 @@ type watchRec struct {
 }
 
 // watch opens a watch. On a shared stream it returns only once the server has created it: clientv3
-// sends a stream's creates one at a time but a progress request at once, and etcd's send loop may
-// pass a created answer ahead of a progress notification it queued before the create (v3rpc
-// watch.go sendLoop selects between its control and event channels), which clientv3 then
-// broadcasts to the new watch as if it were caught up. Waiting keeps every later progress request
-// behind the create.
+// sends a stream's creates one at a time but a progress request at once, so a progress request made
+// after the watch could reach the server before the create and be answered as if the watch were
+// not there. (Progress answered before the create may still reach the new watch: see the comment at
+// the top of workload_test.go for why only watches from revision 0 share streams.)
 func (s *side) watch(ctx context.Context, spec watchSpec) (*watchRec, error) {
 	wctx, cancel := context.WithCancel(streamCtx(ctx, spec.Stream))
 	w := &watchRec{spec: spec, cancel: cancel, done: make(chan struct{}), createdc: make(chan struct{})}
