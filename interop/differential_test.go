@@ -79,6 +79,24 @@ func parseSeeds(s string) ([]uint64, error) {
 	return out, nil
 }
 
+// TestDefuseIgnoreAfterFromKeyDelete: a put with ignore_value or ignore_lease after a delete from a
+// key at or below its own, in the same txn (nested ones included), loses the flags; others keep them.
+func TestDefuseIgnoreAfterFromKeyDelete(t *testing.T) {
+	ignore := func(k string) opSpec { return opSpec{Put: &putSpec{Key: k, IgnoreValue: true, IgnoreLease: true}} }
+	t1 := &txnSpec{
+		Then: []opSpec{ignore("a"), {Del: &delSpec{Sel: keySel{Key: "b", Mode: selFromKey}}}, ignore("a/1"), ignore("c"),
+			{Txn: &txnSpec{Else: []opSpec{ignore("z")}}}},
+		Else: []opSpec{ignore("c"), {Del: &delSpec{Sel: keySel{Key: "b", Mode: selPrefix}}}, ignore("b/1")},
+	}
+	defuseIgnoreAfterFromKeyDelete(t1)
+	flags := func(op opSpec) bool { return op.Put.IgnoreValue || op.Put.IgnoreLease }
+	got := []bool{flags(t1.Then[0]), flags(t1.Then[2]), flags(t1.Then[3]), flags(t1.Then[4].Txn.Else[0]), flags(t1.Else[0]), flags(t1.Else[2])}
+	want := []bool{true, true, false, false, true, true}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("ignore flags kept: %v, want %v", got, want)
+	}
+}
+
 func TestParseSeeds(t *testing.T) {
 	got, err := parseSeeds("3, 7,10-12")
 	if err != nil || fmt.Sprint(got) != "[3 7 10 11 12]" {

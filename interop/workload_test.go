@@ -458,7 +458,43 @@ func (r *runner) txn() {
 			}
 		}
 	}
+	defuseIgnoreAfterFromKeyDelete(t)
 	r.doOp(kind, &opSpec{Txn: t})
+}
+
+// defuseIgnoreAfterFromKeyDelete clears ignore_value and ignore_lease from every put of t that
+// follows, in execution order, a delete from a key at or below the put's key (range end "\x00",
+// which v3rpc's checkIntervals takes for an empty interval and so lets through). etcd checks those
+// flags against the state at the start of the txn only and panics applying the put once the delete
+// removed the key (txn/put.go put reads the previous value of a key that is gone; listwatch refuses
+// such a txn with "key not found" instead): no etcd survives the request to be compared with. Both
+// branches of a nested txn count, to be safe.
+func defuseIgnoreAfterFromKeyDelete(t *txnSpec) {
+	var from []string // keys of the deletes from a key met so far
+	var walk func(ops []opSpec)
+	walk = func(ops []opSpec) {
+		for i := range ops {
+			switch op := &ops[i]; {
+			case op.Del != nil:
+				if key, end := rawSel(op.Del.Sel); string(end) == "\x00" {
+					from = append(from, string(key))
+				}
+			case op.Put != nil && (op.Put.IgnoreValue || op.Put.IgnoreLease):
+				for _, k := range from {
+					if op.Put.Key >= k {
+						op.Put.IgnoreValue, op.Put.IgnoreLease = false, false
+						break
+					}
+				}
+			case op.Txn != nil:
+				walk(op.Txn.Then)
+				walk(op.Txn.Else)
+			}
+		}
+	}
+	walk(t.Then)
+	from = nil
+	walk(t.Else)
 }
 
 func (r *runner) compact() {
