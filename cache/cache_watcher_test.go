@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/storagetest"
 )
@@ -55,7 +56,7 @@ type watcherUnderTest struct {
 }
 
 func newWatcherUnderTest(chanSize int, filter watchFilter, allowBookmarks bool) *watcherUnderTest {
-	w := &watcherUnderTest{cacheWatcher: newCacheWatcher(chanSize, filter, storage.APIObjectVersioner{}, time.Time{}, allowBookmarks, nil, discardLogger, "test")}
+	w := &watcherUnderTest{cacheWatcher: newCacheWatcher(chanSize, filter, storage.APIObjectVersioner{}, time.Time{}, allowBookmarks, nil, testutil.DiscardLogger(), "test")}
 	w.setBookmarkAfterResourceVersion(0)
 	w.forget = func(drain bool) {
 		w.mu.Lock()
@@ -87,17 +88,6 @@ func (w *watcherUnderTest) run(t *testing.T, ctx context.Context, interval *watc
 		}
 		<-done
 	})
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // TestCacheWatcherHandlesFiltering ports the upstream test: the filter runs on the current and the
@@ -147,7 +137,7 @@ func TestCacheWatcherCleanupNotBlockedByResult(t *testing.T) {
 	w := newWatcherUnderTest(0, passAll, false)
 	w.run(t, context.Background(), intervalFromEvents([]*watchCacheEvent{makeEvent(1), makeEvent(2)}), 0)
 	w.Stop()
-	waitUntil(t, "forget is called twice", func() bool { return w.forgetCount() == 2 })
+	testutil.WaitFor(t, "forget is called twice", func() bool { return w.forgetCount() == 2 })
 }
 
 // TestCacheWatcherStopIsIdempotent: concurrent and repeated Stops close the result channel once.
@@ -169,7 +159,7 @@ func TestCacheWatcherStopIsIdempotent(t *testing.T) {
 // the result channel has room. A plain select on result and done would pick at random and could
 // deliver event N+1 after dropping event N.
 func TestCacheWatcherDoneCheckKeepsPrefix(t *testing.T) {
-	w := newCacheWatcher(1000, passAll, storage.APIObjectVersioner{}, time.Time{}, false, nil, discardLogger, "")
+	w := newCacheWatcher(1000, passAll, storage.APIObjectVersioner{}, time.Time{}, false, nil, testutil.DiscardLogger(), "")
 	w.setBookmarkAfterResourceVersion(0)
 	close(w.done)
 	for rv := uint64(1); rv <= 500; rv++ {
@@ -211,7 +201,7 @@ func TestResourceVersionAfterInitEvents(t *testing.T) {
 func TestCacheWatcherDraining(t *testing.T) {
 	w := newWatcherUnderTest(1, passAll, true)
 	w.run(t, context.Background(), intervalFromEvents([]*watchCacheEvent{makeEvent(5), makeEvent(6)}), 1)
-	if !w.add(makeEvent(7), time.After(waitTimeout), nil) {
+	if !w.add(makeEvent(7), time.After(testutil.WaitTimeout), nil) {
 		t.Fatal("add failed")
 	}
 	w.forget(true)
@@ -222,7 +212,7 @@ func TestCacheWatcherDraining(t *testing.T) {
 	if n != 3 {
 		t.Fatalf("received %d events, want 3", n)
 	}
-	waitUntil(t, "processInterval's Stop forgets again", func() bool { return w.forgetCount() == 2 })
+	testutil.WaitFor(t, "processInterval's Stop forgets again", func() bool { return w.forgetCount() == 2 })
 }
 
 // TestCacheWatcherDrainingRequestedButNotDrained ports the upstream test: a client that stops reading
@@ -230,12 +220,12 @@ func TestCacheWatcherDraining(t *testing.T) {
 func TestCacheWatcherDrainingRequestedButNotDrained(t *testing.T) {
 	w := newWatcherUnderTest(1, passAll, true)
 	w.run(t, context.Background(), intervalFromEvents([]*watchCacheEvent{makeEvent(5), makeEvent(6)}), 1)
-	if !w.add(makeEvent(7), time.After(waitTimeout), nil) {
+	if !w.add(makeEvent(7), time.After(testutil.WaitTimeout), nil) {
 		t.Fatal("add failed")
 	}
 	w.forget(true)
 	w.Stop()
-	waitUntil(t, "forget is called three times", func() bool { return w.forgetCount() == 3 })
+	testutil.WaitFor(t, "forget is called three times", func() bool { return w.forgetCount() == 3 })
 }
 
 // TestCacheWatcherNotDrainedBeforeBookmarkReceived ports ...DrainingNoBookmarkAfterResourceVersion-
@@ -250,7 +240,7 @@ func TestCacheWatcherNotDrainedBeforeBookmarkReceived(t *testing.T) {
 	if w.add(makeEvent(3), fired, nil) {
 		t.Fatal("add to a full watcher succeeded")
 	}
-	waitUntil(t, "forget is called twice", func() bool { return w.forgetCount() == 2 })
+	testutil.WaitFor(t, "forget is called twice", func() bool { return w.forgetCount() == 2 })
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.drains[0] {
@@ -264,7 +254,7 @@ func TestCacheWatcherDrainedAfterBookmarkReceived(t *testing.T) {
 	w := newWatcherUnderTest(2, passAll, true)
 	w.setBookmarkAfterResourceVersion(10)
 	w.run(t, context.Background(), intervalFromEvents([]*watchCacheEvent{makeEvent(1), makeEvent(2)}), 0)
-	waitUntil(t, "the interval is replayed", func() bool { return len(w.result) == 2 })
+	testutil.WaitFor(t, "the interval is replayed", func() bool { return len(w.result) == 2 })
 	if !w.add(makeEvent(5), nil, nil) {
 		t.Fatal("add 5")
 	}
@@ -320,7 +310,7 @@ func TestBookmarkAfterResourceVersion(t *testing.T) {
 	if got := describe(<-w.result); got != "BOOKMARK rv=10 end" {
 		t.Fatalf("got %s", got)
 	}
-	waitUntil(t, "the bookmark is marked sent", w.wasBookmarkSent)
+	testutil.WaitFor(t, "the bookmark is marked sent", w.wasBookmarkSent)
 	w.nonblockingAdd(bookmarkAt(12))
 	if got := describe(<-w.result); got != "BOOKMARK rv=12" {
 		t.Fatalf("got %s", got)
@@ -349,7 +339,7 @@ func TestCacheWatcherEndsOnContext(t *testing.T) {
 	if _, ok := <-w.result; ok {
 		t.Fatal("event after cancel")
 	}
-	waitUntil(t, "forget", func() bool { return w.forgetCount() == 1 })
+	testutil.WaitFor(t, "forget", func() bool { return w.forgetCount() == 1 })
 }
 
 func TestAnnotateInitialEventsEnd(t *testing.T) {
@@ -375,7 +365,7 @@ func TestCacheWatcherProcessSeesCancellationUnderSteadyInput(t *testing.T) {
 	}()
 	select {
 	case <-done:
-	case <-time.After(waitTimeout):
+	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("process did not return after its context ended")
 	}
 	if n := len(w.result); n != 0 {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/storagetest"
 )
@@ -326,7 +327,7 @@ func TestStopDuringBlockedDispatch(t *testing.T) {
 	}()
 	select {
 	case <-stopped:
-	case <-time.After(waitTimeout):
+	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("Stop waits for the blocked dispatch")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/storagetest"
 	"github.com/listwatch/listwatch/store"
@@ -32,11 +32,6 @@ import (
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
-
-// waitTimeout bounds every wait for a condition; reaching it is a test failure, never a pass.
-const waitTimeout = 5 * time.Second
-
-var discardLogger = slog.New(slog.DiscardHandler)
 
 // errInjected is the list failure testStorage injects.
 var errInjected = errors.New("injected list error")
@@ -172,7 +167,7 @@ func (s *testStorage) Watch(ctx context.Context, key string, opts storage.ListOp
 // is the next one.
 func (s *testStorage) breakWatch(t tb, err *metav1.Status) int {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
+	deadline := time.Now().Add(testutil.WaitTimeout)
 	for time.Now().Before(deadline) {
 		s.mu.Lock()
 		var w *injectableWatch
@@ -300,9 +295,7 @@ func withoutWaitingForReady(o *envOptions) { o.noWait = true }
 func withNodeNameTrigger(o *envOptions) {
 	o.indexers = map[string]IndexerFunc{"spec.nodeName": nodeNameOf}
 }
-func withClusterScopedKeys(o *envOptions)           { o.keyFunc = clusterKey }
-func withResource(resource string) envOption        { return func(o *envOptions) { o.group = resource } }
-func clusterKey(obj runtime.Object) (string, error) { return storage.NoNamespaceKeyFunc("/pods/", obj) }
+func withResource(resource string) envOption { return func(o *envOptions) { o.group = resource } }
 
 func nodeNameOf(obj runtime.Object) string {
 	u, ok := obj.(*unstructured.Unstructured)
@@ -334,7 +327,7 @@ func openEnv(t tb, opts ...envOption) (*env, func()) {
 		t.Fatal(err)
 	}
 	e.client = client
-	s, err := etcd3.New(client, etcd3.Config{ResourcePrefix: "/pods/", Logger: discardLogger})
+	s, err := etcd3.New(client, etcd3.Config{ResourcePrefix: "/pods/", Logger: testutil.DiscardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +344,7 @@ func openEnv(t tb, opts ...envOption) (*env, func()) {
 		KeyFunc:        o.keyFunc,
 		IndexerFuncs:   o.indexers,
 		Clock:          clk,
-		Logger:         discardLogger,
+		Logger:         testutil.DiscardLogger(),
 	}
 	if o.group != "" {
 		cfg.GroupResource.Resource = o.group
@@ -401,16 +394,11 @@ func (e *env) waitFor(what string, cond func() bool) {
 
 func (e *env) poll(what string, step bool, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out waiting until %s", what)
-		}
-		if step && e.clock != nil {
-			e.clock.Step(100 * time.Millisecond)
-		}
-		time.Sleep(time.Millisecond)
+	p := testutil.Poller{}
+	if step && e.clock != nil {
+		p.Step = func() { e.clock.Step(100 * time.Millisecond) }
 	}
+	p.WaitFor(e.t, what, cond)
 }
 
 func (e *env) waitReady() {
@@ -553,8 +541,8 @@ func (r *recorder) next() (watch.Event, bool) {
 			r.closed = true
 		}
 		return ev, ok
-	case <-time.After(waitTimeout):
-		r.t.Fatalf("no event within %v; %s", waitTimeout, r.state())
+	case <-time.After(testutil.WaitTimeout):
+		r.t.Fatalf("no event within %v; %s", testutil.WaitTimeout, r.state())
 	}
 	return watch.Event{}, false
 }
@@ -562,7 +550,7 @@ func (r *recorder) next() (watch.Event, bool) {
 // nextStepping is next, stepping the fake clock by 100 ms while it waits.
 func (r *recorder) nextStepping() (watch.Event, bool) {
 	r.t.Helper()
-	deadline := time.After(waitTimeout)
+	deadline := time.After(testutil.WaitTimeout)
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -575,7 +563,7 @@ func (r *recorder) nextStepping() (watch.Event, bool) {
 		case <-tick.C:
 			r.env.clock.Step(100 * time.Millisecond)
 		case <-deadline:
-			r.t.Fatalf("no event within %v; %s", waitTimeout, r.state())
+			r.t.Fatalf("no event within %v; %s", testutil.WaitTimeout, r.state())
 		}
 	}
 }
@@ -609,18 +597,6 @@ func (r *recorder) expectStepping(want ...string) {
 		r.t.Fatalf("events:\n got: %s\nwant: %s", strings.Join(got, "\n      "), strings.Join(want, "\n      "))
 	}
 }
-
-// fakeDeadline is a context that reports deadline (on the fake clock) but never expires by itself.
-func fakeDeadline(ctx context.Context, deadline time.Time) context.Context {
-	return deadlineCtx{Context: ctx, deadline: deadline}
-}
-
-type deadlineCtx struct {
-	context.Context
-	deadline time.Time
-}
-
-func (c deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // expect reads len(want) events and compares their descriptions.
 func (r *recorder) expect(want ...string) {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/storage/storagetest"
 )
 
@@ -279,7 +280,7 @@ func TestObjectStore(t *testing.T) {
 func TestBookmarkBuckets(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
 	newW := func(deadline time.Time) *cacheWatcher {
-		w := newCacheWatcher(10, passAll, nil, deadline, true, clk, discardLogger, "")
+		w := newCacheWatcher(10, passAll, nil, deadline, true, clk, testutil.DiscardLogger(), "")
 		w.setBookmarkAfterResourceVersion(0)
 		return w
 	}
@@ -329,7 +330,7 @@ func TestNextBookmarkTime(t *testing.T) {
 		{now.Add(time.Second), 0, time.Time{}, false},
 		{now.Add(time.Second), 7, time.Time{}, true},
 	} {
-		w := newCacheWatcher(10, passAll, nil, tc.deadline, true, nil, discardLogger, "")
+		w := newCacheWatcher(10, passAll, nil, tc.deadline, true, nil, testutil.DiscardLogger(), "")
 		w.setBookmarkAfterResourceVersion(tc.after)
 		got, ok := w.nextBookmarkTime(now, time.Minute)
 		if !got.Equal(tc.want) || ok != tc.ok {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -32,7 +33,7 @@ func kibPod(tb testing.TB, i int, app string) *unstructured.Unstructured {
 // incomingEventChan.
 func benchWatchChan(pred storage.Predicate, serial bool) (*watchChan, func()) {
 	w := &watcher{codec: storage.UnstructuredJSON, versioner: storage.APIObjectVersioner{}, transformer: storage.IdentityTransformer{},
-		logger: discardLogger, clock: clock.RealClock{}, features: Features{DisableConcurrentWatchObjectDecode: serial}}
+		logger: testutil.DiscardLogger(), clock: clock.RealClock{}, features: Features{DisableConcurrentWatchObjectDecode: serial}}
 	wc := w.createWatchChan(context.Background(), "/registry/pods/", 1, true, false, pred)
 	var wg sync.WaitGroup
 	wc.processEvents(&wg)

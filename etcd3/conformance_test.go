@@ -10,13 +10,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/listwatch/listwatch/etcd3"
+	"github.com/listwatch/listwatch/internal/etcdprocess"
+	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/storagetest"
 	"github.com/listwatch/listwatch/storage/storagetest/backend"
 	"github.com/listwatch/listwatch/store"
 )
 
 var (
-	withEtcd = flag.Bool("etcd", false, "also run the conformance cases against "+backend.EtcdBinary)
+	withEtcd = flag.Bool("etcd", false, "also run the conformance cases against "+etcdprocess.Binary)
 	short    = flag.Bool("skip-slow", false, "skip the cases that wait for real time")
 )
 
@@ -52,7 +54,7 @@ func playCaseIn(t *testing.T, c storagetest.Case, b *backend.Backend, env storag
 	}
 }
 
-// TestConformance plays every watchtest case against a fresh in-process store served over gRPC.
+// TestConformance plays every storagetest case against a fresh in-process store served over gRPC.
 func TestConformance(t *testing.T) {
 	for _, c := range storagetest.Cases() {
 		t.Run(c.Name, func(t *testing.T) {
@@ -74,7 +76,7 @@ func TestConformanceSerialDecode(t *testing.T) {
 			}
 			t.Parallel()
 			b := newInProcess(t, store.Options{})
-			playCaseIn(t, c, b, storagetest.Env{Client: b.Client, NewStorage: func(cfg etcd3.Config) (storagetest.Storage, error) {
+			playCaseIn(t, c, b, storagetest.Env{Client: b.Client, NewStorage: func(cfg etcd3.Config) (storage.Interface, error) {
 				cfg.Features.DisableConcurrentWatchObjectDecode = true
 				return etcd3.New(b.Client, cfg)
 			}})

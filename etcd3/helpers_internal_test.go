@@ -3,7 +3,6 @@ package etcd3
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"runtime"
 	"strings"
 	"testing"
@@ -15,14 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/storage/storagetest/backend"
 	"github.com/listwatch/listwatch/store"
 )
-
-// waitTimeout bounds every wait for a condition in these tests.
-const waitTimeout = 30 * time.Second
-
-var discardLogger = slog.New(slog.DiscardHandler)
 
 func newBackend(t testing.TB, opts store.Options) *backend.Backend {
 	t.Helper()
@@ -51,7 +46,7 @@ func newStorageOn(t testing.TB, b *backend.Backend, cfg Config) *Store {
 		cfg.ResourcePrefix = "/pods/"
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = discardLogger
+		cfg.Logger = testutil.DiscardLogger()
 	}
 	s, err := New(b.Client, cfg)
 	if err != nil {
@@ -105,7 +100,7 @@ func next(t testing.TB, w watch.Interface) watch.Event {
 			t.Fatal("result channel closed")
 		}
 		return ev
-	case <-time.After(waitTimeout):
+	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("no event")
 	}
 	return watch.Event{}
@@ -121,7 +116,7 @@ func expectClosed(t testing.TB, w watch.Interface) {
 				return
 			}
 			t.Errorf("unexpected event %s %s", ev.Type, describe(ev.Object))
-		case <-time.After(waitTimeout):
+		case <-time.After(testutil.WaitTimeout):
 			t.Fatal("result channel not closed")
 		}
 	}
@@ -136,18 +131,6 @@ func describe(obj interface{}) string {
 }
 
 func eventString(ev watch.Event) string { return string(ev.Type) + " " + describe(ev.Object) }
-
-// waitFor polls cond until it holds.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 // watchGoroutines returns the stacks of goroutines running watchChan code.
 func watchGoroutines() []string {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -69,7 +70,7 @@ func TestTTLExpiryManualTick(t *testing.T) {
 		t.Fatalf("object gone before its TTL: %v", err)
 	}
 	var ev watch.Event
-	deadline := time.Now().Add(waitTimeout)
+	deadline := time.Now().Add(testutil.WaitTimeout)
 	for ev.Type == "" {
 		clk.Step(500 * time.Millisecond)
 		b.Store.Tick()

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -243,7 +244,7 @@ func readAll(t testing.TB, w watch.Interface) []watch.Event {
 				return evs
 			}
 			evs = append(evs, ev)
-		case <-time.After(waitTimeout):
+		case <-time.After(testutil.WaitTimeout):
 			t.Fatal("result channel not closed")
 		}
 	}
@@ -418,7 +419,7 @@ func encoded(t testing.TB, u *unstructured.Unstructured) []byte {
 // newTransformChan is a watchChan for calling transform directly.
 func newTransformChan(pred storage.Predicate) *watchChan {
 	w := &watcher{codec: storage.UnstructuredJSON, versioner: storage.APIObjectVersioner{}, transformer: storage.IdentityTransformer{},
-		newFunc: func() runtime.Object { return &unstructured.Unstructured{} }, logger: discardLogger}
+		newFunc: func() runtime.Object { return &unstructured.Unstructured{} }, logger: testutil.DiscardLogger()}
 	wc := &watchChan{watcher: w, internalPred: pred, ctx: context.Background()}
 	if pred.Empty() {
 		wc.internalPred = storage.Everything
@@ -582,7 +583,7 @@ func TestSendErrorIsFinal(t *testing.T) {
 	wc := newTransformChan(storage.Everything)
 	wc.resultChan = make(chan watch.Event, 10)
 	wc.ctx, wc.cancel = context.WithCancel(ctx)
-	wc.resultLogger = newBlockLogger(time.Hour, time.Hour, "", "", wc.watcher.groupResource, testingclock.NewFakeClock(time.Now()), discardLogger)
+	wc.resultLogger = newBlockLogger(time.Hour, time.Hour, "", "", wc.watcher.groupResource, testingclock.NewFakeClock(time.Now()), testutil.DiscardLogger())
 	wc.watcher.clock = testingclock.NewFakeClock(time.Now())
 	if !wc.sendEvent(&watch.Event{Type: watch.Added}) {
 		t.Fatal("send before the error failed")
@@ -627,7 +628,7 @@ func TestBackPressureFillsBothBuffers(t *testing.T) {
 				mustCreate(t, s, pod("ns", fmt.Sprintf("p%03d", i), nil))
 			}
 			// Nobody reads: both buffers fill up and the watch stops taking from etcd.
-			waitFor(t, "full buffers", func() bool {
+			testutil.WaitFor(t, "full buffers", func() bool {
 				return len(wc.resultChan) == outgoingBufSize && len(wc.incomingEventChan) == incomingBufSize
 			})
 			for i := range n {
@@ -650,7 +651,7 @@ func TestStopKeepsBufferedEventsAndClosesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	wc := w.(*watchChan)
-	waitFor(t, "buffered events", func() bool { return len(wc.resultChan) == 5 })
+	testutil.WaitFor(t, "buffered events", func() bool { return len(wc.resultChan) == 5 })
 	w.Stop()
 	w.Stop() // idempotent
 	n := 0
@@ -667,7 +668,7 @@ func TestStopKeepsBufferedEventsAndClosesOnce(t *testing.T) {
 	if _, ok := <-w.ResultChan(); ok {
 		t.Fatal("result channel reopened")
 	}
-	waitFor(t, "watch goroutines to exit", func() bool { return len(watchGoroutines()) == 0 })
+	testutil.WaitFor(t, "watch goroutines to exit", func() bool { return len(watchGoroutines()) == 0 })
 }
 
 func TestCancelContextClosesWithoutEvents(t *testing.T) {
@@ -680,7 +681,7 @@ func TestCancelContextClosesWithoutEvents(t *testing.T) {
 	}
 	cancel()
 	expectClosed(t, w)
-	waitFor(t, "watch goroutines to exit", func() bool { return len(watchGoroutines()) == 0 })
+	testutil.WaitFor(t, "watch goroutines to exit", func() bool { return len(watchGoroutines()) == 0 })
 }
 
 func TestBlockLogger(t *testing.T) {
@@ -804,7 +805,7 @@ func TestConcurrentDecodeIsBoundedAndOrdered(t *testing.T) {
 			case k := <-g.started:
 				wave = append(wave, k)
 				started++
-			case <-time.After(waitTimeout):
+			case <-time.After(testutil.WaitTimeout):
 				t.Fatalf("only %d decodes started", started)
 			}
 		}
@@ -837,7 +838,7 @@ func TestWatchChanRequestWatchProgress(t *testing.T) {
 	}
 	// etcd does not answer for a watch starting in the future: move the revision past the start.
 	bump := mustCreate(t, s, pod("other", "b", nil))
-	deadline := time.After(waitTimeout)
+	deadline := time.After(testutil.WaitTimeout)
 	for {
 		if err := rp.RequestWatchProgress(); err != nil {
 			t.Fatal(err)

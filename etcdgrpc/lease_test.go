@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -160,7 +161,7 @@ func TestLeaseKeepAliveStream(t *testing.T) {
 		if r == nil || r.TTL != 30 {
 			t.Errorf("first keepalive = %+v", r)
 		}
-	case <-time.After(waitTimeout):
+	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("no keepalive answer")
 	}
 }
@@ -212,7 +213,7 @@ func TestLeaseKeepAliveOfExpiredLease(t *testing.T) {
 		if a.err != nil || a.ttl != 0 || a.keys != 0 {
 			t.Fatalf("keepalive of an expired lease: TTL %d with %d of its keys left (%v); want TTL 0 once they are gone", a.ttl, a.keys, a.err)
 		}
-	case <-time.After(waitTimeout):
+	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("no answer after the revocation")
 	}
 

@@ -3,22 +3,18 @@ package etcdgrpc_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 
 	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
-
-// waitTimeout bounds every wait for something the server should do; it is generous on purpose and
-// never the thing a test asserts.
-const waitTimeout = 30 * time.Second
 
 // newClient starts a store and an in-process server, and returns the store and a clientv3 client;
 // both are closed when the test ends, client and server first.
@@ -46,7 +42,7 @@ func newClientWith(t *testing.T, so store.Options, opts etcdgrpc.Options, config
 }
 
 func testContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 	t.Cleanup(cancel)
 	return ctx
 }

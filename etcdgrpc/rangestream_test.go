@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -372,7 +373,7 @@ func TestRangeStreamConcurrentWrites(t *testing.T) {
 		select {
 		case <-wrote:
 		case <-writerDone:
-		case <-time.After(waitTimeout):
+		case <-time.After(testutil.WaitTimeout):
 			t.Errorf("no write before chunk %d", chunk)
 		}
 	})
@@ -579,7 +580,7 @@ func TestRangeStreamCanceled(t *testing.T) {
 			cancel()
 			select {
 			case <-ctx.Done():
-			case <-time.After(waitTimeout):
+			case <-time.After(testutil.WaitTimeout):
 				t.Errorf("the stream's context was not canceled")
 			}
 		}

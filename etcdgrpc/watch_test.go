@@ -21,6 +21,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -41,7 +42,7 @@ func collect(t *testing.T, wch clientv3.WatchChan, n int) ([]*clientv3.Event, []
 	t.Helper()
 	var evs []*clientv3.Event
 	var resps []clientv3.WatchResponse
-	timeout := time.After(waitTimeout)
+	timeout := time.After(testutil.WaitTimeout)
 	for len(evs) < n {
 		select {
 		case wr, ok := <-wch:
@@ -65,7 +66,7 @@ func next(t *testing.T, wch clientv3.WatchChan) (clientv3.WatchResponse, bool) {
 	select {
 	case wr, ok := <-wch:
 		return wr, ok
-	case <-time.After(waitTimeout):
+	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("no watch response")
 		return clientv3.WatchResponse{}, false
 	}
@@ -120,7 +121,7 @@ func TestWatchHistoryPrevKVAndFilters(t *testing.T) {
 
 func mustPut(t *testing.T, cli *clientv3.Client, k, v string, opts ...clientv3.OpOption) *clientv3.PutResponse {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 	defer cancel()
 	r, err := cli.Put(ctx, k, v, opts...)
 	if err != nil {
@@ -464,7 +465,7 @@ func TestWatchFragment(t *testing.T) {
 // waitNoLeak waits until no goroutine is left beyond those the ignore options name.
 func waitNoLeak(t *testing.T, opts ...goleak.Option) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
+	deadline := time.Now().Add(testutil.WaitTimeout)
 	for {
 		err := goleak.Find(opts...)
 		if err == nil {

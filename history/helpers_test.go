@@ -68,18 +68,6 @@ func (b *storeBackend) requestProgress(context.Context) error {
 	return nil
 }
 
-// waitFor polls cond until it holds or the generous deadline passes.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func mustCheck(t testing.TB, h *History) *Result {
 	t.Helper()
 	res, err := Check(h, Options{Timeout: time.Minute})

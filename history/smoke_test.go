@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -26,13 +27,13 @@ func TestSmokeSequential(t *testing.T) {
 			events.Add(int64(len(r.Events)))
 		})
 	}()
-	waitFor(t, "created", func() bool { return created.Load() == 1 })
+	testutil.WaitFor(t, "created", func() bool { return created.Load() == 1 })
 	for _, req := range []Request{put("a1", "x"), put("a2", "y"), get("a1"), put("a1", "z"), del("a2"), prefix("a"), del("nothing")} {
 		if _, err := rec.Do(ctx, req); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "events", func() bool { return events.Load() == 4 })
+	testutil.WaitFor(t, "events", func() bool { return events.Load() == 4 })
 	cancel()
 	wg.Wait()
 	h := rec.History()

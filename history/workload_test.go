@@ -10,6 +10,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -136,7 +137,7 @@ func runWorkloadOn(t testing.TB, wl workload, recorder func(st *store.Store) (re
 	}
 	for _, w := range wl.watches {
 		ws := startWatch(w)
-		waitFor(t, "watch created", func() bool { mu.Lock(); defer mu.Unlock(); return ws.created || ws.ended })
+		testutil.WaitFor(t, "watch created", func() bool { mu.Lock(); defer mu.Unlock(); return ws.created || ws.ended })
 	}
 	var cwg sync.WaitGroup
 	for _, acts := range wl.clients {
@@ -154,7 +155,7 @@ func runWorkloadOn(t testing.TB, wl workload, recorder func(st *store.Store) (re
 	}
 	cwg.Wait()
 	final := st.Rev()
-	waitFor(t, "watches up to date", func() bool {
+	testutil.WaitFor(t, "watches up to date", func() bool {
 		_ = rec.RequestProgress(ctx)
 		mu.Lock()
 		defer mu.Unlock()
@@ -170,7 +171,7 @@ func runWorkloadOn(t testing.TB, wl workload, recorder func(st *store.Store) (re
 	return rec.History()
 }
 
-// TestValidHistoriesPass: a history recorded faithfully from the reference store driven by
+// TestValidHistoriesPass: a history recorded faithfully from the in-process store driven by
 // concurrent clients passes, and so does one where some write responses were lost (unknown outcome)
 // or where writes that never reached the store are recorded as unknown.
 func TestValidHistoriesPass(t *testing.T) {

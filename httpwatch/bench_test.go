@@ -3,12 +3,10 @@ package httpwatch
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"runtime"
 	"slices"
@@ -23,9 +21,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/listwatch/listwatch/cache"
-	"github.com/listwatch/listwatch/etcd3"
-	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -105,44 +101,13 @@ func envInt(b *testing.B, name string, def int) int {
 }
 
 func benchmarkFanout(b *testing.B, watchers, rate, burst int, cached bool) {
-	st := store.New(store.Options{})
-	defer st.Close()
-	cli, closeClient, err := etcdgrpc.NewClient(st, etcdgrpc.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer closeClient()
 	res := ConfigMaps()
-	sc := res.StorageConfig()
-	sc.Logger = quietLogger()
-	s, err := etcd3.New(cli, sc)
+	c, err := StartChain(TestChainConfig{Resources: []Resource{res}, Cached: cached, API: Config{Logger: testutil.DiscardLogger()}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	var backend Storage = s
-	if cached {
-		cc := res.CacheConfig(s)
-		cc.Logger = quietLogger()
-		c, err := cache.New(cc)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Stop()
-		if err := c.Wait(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		backend = c
-	}
-	api, err := New(Config{Resources: []ServedResource{{Resource: res, Storage: backend}}, Logger: quietLogger()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ts := httptest.NewServer(api)
-	defer func() {
-		api.Shutdown()
-		ts.Close()
-		api.Wait(context.Background())
-	}()
+	defer c.Close()
+	st, url, addr := c.Store, c.URL, strings.TrimPrefix(c.URL, "http://")
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}
 	defer client.CloseIdleConnections()
 
@@ -150,14 +115,14 @@ func benchmarkFanout(b *testing.B, watchers, rate, burst int, cached bool) {
 	const objects = 100
 	for i := range objects {
 		body := fmt.Sprintf(`{"metadata":{"name":"cm-%d"},"data":{"seq":"-1","pad":"%0100d"}}`, i, 0)
-		resp, err := client.Post(ts.URL+cmPath, "application/json", bytes.NewBufferString(body))
+		resp, err := client.Post(url+cmPath, "application/json", bytes.NewBufferString(body))
 		if err != nil || resp.StatusCode != http.StatusCreated {
 			b.Fatalf("create: %v %v", err, resp)
 		}
 		resp.Body.Close()
 	}
 	if cached {
-		warmUpCache(b, st, client, ts.URL)
+		warmUpCache(b, st, client, url)
 	}
 	startRV := st.Rev()
 
@@ -165,7 +130,7 @@ func benchmarkFanout(b *testing.B, watchers, rate, burst int, cached bool) {
 	sent := make([]atomic.Int64, n) // UnixNano of each write's start
 	streams := make([]*watchStream, watchers)
 	for w := range streams {
-		ws, err := openWatch(ts.Listener.Addr().String(), cmPath+"?watch=true&resourceVersion="+strconv.FormatInt(startRV, 10), n)
+		ws, err := openWatch(addr, cmPath+"?watch=true&resourceVersion="+strconv.FormatInt(startRV, 10), n)
 		if err != nil {
 			for _, ws := range streams[:w] {
 				ws.conn.Close()
@@ -199,7 +164,7 @@ func benchmarkFanout(b *testing.B, watchers, rate, burst int, cached bool) {
 		}
 		body := fmt.Sprintf(`{"metadata":{"name":"cm-%d"},"data":{"seq":"%d","pad":"%0100d"}}`, i%objects, i, 0)
 		sent[i].Store(time.Now().UnixNano())
-		req, _ := http.NewRequest("PUT", ts.URL+cmPath+"/cm-"+strconv.Itoa(i%objects), bytes.NewBufferString(body))
+		req, _ := http.NewRequest("PUT", url+cmPath+"/cm-"+strconv.Itoa(i%objects), bytes.NewBufferString(body))
 		resp, err := client.Do(req)
 		if err != nil || resp.StatusCode != http.StatusOK {
 			for _, ws := range streams {

@@ -6,11 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/listwatch/listwatch/httpwatch/watchclient"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -22,43 +19,59 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/listwatch/listwatch/cache"
-	"github.com/listwatch/listwatch/etcd3"
-	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/httpwatch/watchclient"
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/store"
 )
-
-// waitTimeout bounds every wait in the tests; generous, never what a test asserts.
-const waitTimeout = 30 * time.Second
 
 // Gizmos is a cluster-scoped custom resource the tests add to the default set.
 func Gizmos() Resource {
 	return Resource{Group: "example.com", Version: "v1", Resource: "gizmos", Kind: "Gizmo"}
 }
 
+// TestChainConfig is what the tests of this package ask of package chain: Resources over a fresh
+// in-memory store, each behind a watch cache if Cached, each served through Wrap (if set), with the
+// HTTP API configured by API but for its Resources.
+type TestChainConfig struct {
+	Resources []Resource
+	Cached    bool
+	Wrap      func(Resource, storage.Interface) storage.Interface
+	API       Config
+}
+
+// TestChain is a started chain: its store, its HTTP API and where it is served. Close stops it all.
+type TestChain struct {
+	Store *store.Store
+	API   *Server
+	URL   string
+	Close func() error
+}
+
+// StartChain starts a chain.Chain. Package chain imports this package, so these internal tests
+// cannot import it; chain_test.go, in package httpwatch_test, sets StartChain to chain.New.
+var StartChain func(TestChainConfig) (*TestChain, error)
+
 // env is a Server over an in-process store, reached over loopback HTTP.
 type env struct {
 	t        *testing.T
 	st       *store.Store
-	storages map[string]Storage // by resource
+	storages map[string]storage.Interface // by resource
 	spies    map[string]*spyStorage
 	api      *Server
-	ts       *httptest.Server
+	url      string
 	clock    *testingclock.FakeClock
 	client   *http.Client
 }
 
 type envOption func(*Config)
 
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-// newEnv serves ConfigMaps, Pods, Widgets and Gizmos, each over its own *etcd3.Store wrapped in a
-// spyStorage, with a fake clock and a jitter of 0.5.
 // overWatchCache makes newEnv put a watch cache over every storage; TestOverWatchCache sets it while it
 // reruns tests (which run one at a time) against the cache.
 var overWatchCache = false
 
+// newEnv serves ConfigMaps, Pods, Widgets and Gizmos, each over its own *etcd3.Store wrapped in a
+// spyStorage, with a fake clock and a jitter of 0.5.
 func newEnv(t *testing.T, opts ...envOption) *env { return newEnvWith(t, overWatchCache, opts...) }
 
 // newCachedEnv is newEnv with a watch cache over each storage, as `listwatch serve` runs.
@@ -66,68 +79,34 @@ func newCachedEnv(t *testing.T, opts ...envOption) *env { return newEnvWith(t, t
 
 func newEnvWith(t *testing.T, cached bool, opts ...envOption) *env {
 	t.Helper()
-	e := &env{t: t, storages: map[string]Storage{}, spies: map[string]*spyStorage{}}
-	var cachers []*cache.Cacher
-	e.st = store.New(store.Options{})
-	cli, closeClient, err := etcdgrpc.NewClient(e.st, etcdgrpc.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := &env{t: t, storages: map[string]storage.Interface{}, spies: map[string]*spyStorage{}}
 	e.clock = testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	cfg := Config{Clock: e.clock, Jitter: func() float64 { return 0.5 }, Logger: quietLogger()}
-	for _, r := range append(DefaultResources(), Gizmos()) {
-		sc := r.StorageConfig()
-		sc.Logger = quietLogger()
-		s, err := etcd3.New(cli, sc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var backend Storage = s
-		if cached {
-			cc := r.CacheConfig(s)
-			cc.Logger = quietLogger()
-			c, err := cache.New(cc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cachers = append(cachers, c)
-			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-			err = c.Wait(ctx)
-			cancel()
-			if err != nil {
-				t.Fatal(err)
-			}
-			backend = c
-		}
-		spy := &spyStorage{Storage: backend}
-		e.storages[r.Resource] = spy
-		e.spies[r.Resource] = spy
-		cfg.Resources = append(cfg.Resources, ServedResource{Resource: r, Storage: spy})
-	}
+	cfg := Config{Clock: e.clock, Jitter: func() float64 { return 0.5 }, Logger: testutil.DiscardLogger()}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	e.api, err = New(cfg)
+	c, err := StartChain(TestChainConfig{
+		Resources: append(DefaultResources(), Gizmos()),
+		Cached:    cached,
+		API:       cfg,
+		Wrap: func(r Resource, s storage.Interface) storage.Interface {
+			spy := &spyStorage{Interface: s}
+			e.storages[r.Resource] = spy
+			e.spies[r.Resource] = spy
+			return spy
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.ts = httptest.NewServer(e.api)
-	e.client = e.ts.Client()
+	e.st, e.api, e.url = c.Store, c.API, c.URL
+	tr := &http.Transport{}
+	e.client = &http.Client{Transport: tr}
 	t.Cleanup(func() {
-		e.api.Shutdown()
-		e.ts.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-		defer cancel()
-		if err := e.api.Wait(ctx); err != nil {
-			t.Errorf("handlers still running after shutdown: %v", err)
+		tr.CloseIdleConnections()
+		if err := c.Close(); err != nil {
+			t.Error(err)
 		}
-		for _, c := range cachers {
-			c.Stop()
-		}
-		if err := closeClient(); err != nil {
-			t.Errorf("closing the etcd client: %v", err)
-		}
-		e.st.Close()
 	})
 	return e
 }
@@ -173,14 +152,14 @@ func (e *env) do(method, path string, body string, headers ...string) response {
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequest(method, e.ts.URL+path, rd)
+	req, err := http.NewRequest(method, e.url+path, rd)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 	defer cancel()
 	resp, err := e.client.Do(req.WithContext(ctx))
 	if err != nil {
@@ -270,7 +249,7 @@ type rawFrame struct {
 func (e *env) watch(path string, headers ...string) *stream {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, "GET", e.ts.URL+path, nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", e.url+path, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -345,7 +324,7 @@ func (s *stream) next() rawFrame {
 			s.t.Fatalf("watch ended (%v) while an event was expected", <-s.errc)
 		}
 		return f
-	case <-time.After(waitTimeout):
+	case <-time.After(testutil.WaitTimeout):
 		s.t.Fatal("no watch event")
 	}
 	return rawFrame{}
@@ -359,7 +338,7 @@ func (s *stream) expectEnd() {
 		if ok {
 			s.t.Fatalf("frame %s %s where the end was expected", f.Type, f.Object)
 		}
-	case <-time.After(waitTimeout):
+	case <-time.After(testutil.WaitTimeout):
 		s.t.Fatal("watch did not end")
 	}
 	if err := <-s.errc; err != nil {
@@ -395,7 +374,7 @@ func (s *stream) expect(want ...string) []rawFrame {
 
 // spyStorage records what the handlers ask of the storage and what becomes of the watches.
 type spyStorage struct {
-	Storage
+	storage.Interface
 	mu       sync.Mutex
 	watches  []*spyWatch
 	lastList storage.ListOptions
@@ -411,7 +390,7 @@ type spyWatch struct {
 }
 
 func (s *spyStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
-	w, err := s.Storage.Watch(ctx, key, opts)
+	w, err := s.Interface.Watch(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -427,25 +406,22 @@ func (s *spyStorage) GetList(ctx context.Context, key string, opts storage.ListO
 	s.mu.Lock()
 	s.lastList = opts
 	s.mu.Unlock()
-	return s.Storage.GetList(ctx, key, opts, listObj)
+	return s.Interface.GetList(ctx, key, opts, listObj)
 }
 
-// lastWatch waits for the n-th watch (1-based) to be opened and returns it.
+// nthWatch waits for the n-th watch (1-based) to be opened and returns it.
 func (s *spyStorage) nthWatch(t *testing.T, n int) *spyWatch {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for time.Now().Before(deadline) {
+	var w *spyWatch
+	testutil.WaitFor(t, fmt.Sprintf("watch %d to open", n), func() bool {
 		s.mu.Lock()
+		defer s.mu.Unlock()
 		if len(s.watches) >= n {
-			w := s.watches[n-1]
-			s.mu.Unlock()
-			return w
+			w = s.watches[n-1]
 		}
-		s.mu.Unlock()
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatalf("watch %d never opened", n)
-	return nil
+		return w != nil
+	})
+	return w
 }
 
 type spiedWatcher struct {
@@ -463,31 +439,19 @@ func (w *spyWatch) waitStopped(t *testing.T) {
 	t.Helper()
 	select {
 	case <-w.stopped:
-	case <-time.After(waitTimeout):
+	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("the storage watch was not stopped")
 	}
 	select {
 	case <-w.ctx.Done():
-	case <-time.After(waitTimeout):
+	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("the storage watch's context was not cancelled")
-	}
-}
-
-// waitFor polls cond until it holds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
 // fakeStorage serves watches from channels the test fills.
 type fakeStorage struct {
-	Storage
+	storage.Interface
 	mu      sync.Mutex
 	watches []*watch.FakeWatcher
 	size    int

@@ -146,7 +146,7 @@ func TestListCompression(t *testing.T) {
 	for i := range 4 {
 		e.mustCreate(cmPath, fmt.Sprintf(`{"metadata":{"name":"c%d"},"data":{"k":%q}}`, i, big))
 	}
-	resp, err := e.client.Do(mustRequest(t, "GET", e.ts.URL+cmPath, "Accept-Encoding", "gzip"))
+	resp, err := e.client.Do(mustRequest(t, "GET", e.url+cmPath, "Accept-Encoding", "gzip"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestListCompression(t *testing.T) {
 	if r := e.do("GET", cmPath+"?limit=1", "", "Accept-Encoding", "gzip"); r.header.Get("Content-Encoding") != "" {
 		t.Errorf("a small response was compressed")
 	}
-	req := mustRequest(t, "GET", e.ts.URL+cmPath)
+	req := mustRequest(t, "GET", e.url+cmPath)
 	req.Header.Set("Accept-Encoding", "identity")
 	plain, err := e.client.Do(req)
 	if err != nil {

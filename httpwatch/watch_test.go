@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/store"
 )
@@ -38,10 +39,11 @@ func newGzipReader(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) }
 
 const cmPath = "/api/v1/namespaces/default/configmaps"
 
-// TestWatchListDefaulting covers spec 4.1: with WatchList on, watch=true with resourceVersion "" or
-// "0" and neither sendInitialEvents nor resourceVersionMatch becomes a watch-list (initial ADDED
-// events, then with bookmarks the annotated BOOKMARK at the list revision). Any other resourceVersion,
-// or an explicit choice, is left alone; with the gate off nothing is defaulted.
+// TestWatchListDefaulting covers metainternalversion SetListOptionsDefaults as handlers/get.go
+// ListResource applies it: with WatchList on, watch=true with resourceVersion "" or "0" and neither
+// sendInitialEvents nor resourceVersionMatch becomes a watch-list (initial ADDED events, then with
+// bookmarks the annotated BOOKMARK at the list revision). Any other resourceVersion, or an explicit
+// choice, is left alone; with the gate off nothing is defaulted.
 func TestWatchListDefaulting(t *testing.T) {
 	e := newEnv(t)
 	e.mustCreate(cmPath, cmJSON("", "a", ""))
@@ -96,8 +98,9 @@ func TestWatchListDefaulting(t *testing.T) {
 		`ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled`)
 }
 
-// TestListOptionsValidation covers spec 4.2: the 422 rules of metainternalversion validation, each
-// answered before the storage is asked and with nothing changed.
+// TestListOptionsValidation covers metainternalversion/validation ValidateListOptions: the 422
+// rules of metainternalversion validation, each answered before the storage is asked and with
+// nothing changed.
 func TestListOptionsValidation(t *testing.T) {
 	e := newEnv(t)
 	e.mustCreate(cmPath, cmJSON("", "a", ""))
@@ -152,8 +155,9 @@ func TestListOptionsValidation(t *testing.T) {
 	wantStatus(t, r, 504, metav1.StatusReasonTimeout, "Timeout: Too large resource version: 99, current: 2")
 }
 
-// TestWatchRouting covers spec 4.3: watch=true and the /watch/ paths watch, a name in the path is a
-// metadata.name selector, and a conflicting explicit selector is a 400.
+// TestWatchRouting covers the routing of handlers/get.go ListResource: watch=true and the /watch/
+// paths watch, a name in the path is a metadata.name selector, and a conflicting explicit selector
+// is a 400.
 func TestWatchRouting(t *testing.T) {
 	e := newEnv(t)
 	for _, path := range []string{
@@ -224,7 +228,7 @@ func TestWatchTimeoutFunction(t *testing.T) {
 	}{
 		{nil, 0, 1800 * time.Second},
 		{nil, 0.5, 2700 * time.Second},
-		{ptr(0), 0.25, 2250 * time.Second}, // 0 means the randomized default (pitfall 16)
+		{ptr(0), 0.25, 2250 * time.Second}, // 0 means the randomized default (handlers/get.go ListResource)
 		{ptr(5), 0.5, 5 * time.Second},
 		{ptr(-3), 0.5, -3 * time.Second},
 	}
@@ -235,8 +239,9 @@ func TestWatchTimeoutFunction(t *testing.T) {
 	}
 }
 
-// TestWatchTimeout covers spec 4.4 and pitfall 16: timeoutSeconds ends the stream cleanly at that
-// time; 0 or absent means MinRequestTimeout·(1+jitter); the deadline is on the storage's context.
+// TestWatchTimeout covers the timeout of handlers/get.go ListResource: timeoutSeconds ends the
+// stream cleanly at that time; 0 or absent means MinRequestTimeout·(1+jitter); the deadline is on
+// the storage's context.
 func TestWatchTimeout(t *testing.T) {
 	e := newEnv(t)
 	for _, c := range []struct {
@@ -254,10 +259,10 @@ func TestWatchTimeout(t *testing.T) {
 		spy.mu.Lock()
 		sw := spy.watches[len(spy.watches)-1]
 		spy.mu.Unlock()
-		if left := sw.deadline.Sub(start); left < c.want || left > c.want+waitTimeout {
+		if left := sw.deadline.Sub(start); left < c.want || left > c.want+testutil.WaitTimeout {
 			t.Errorf("%q: storage context deadline %v after the request, want %v", c.query, left, c.want)
 		}
-		waitFor(t, "the watch timer", e.clock.HasWaiters)
+		testutil.WaitFor(t, "the watch timer", e.clock.HasWaiters)
 		e.clock.Step(c.want - time.Second)
 		name := fmt.Sprintf("t%d", e.st.Rev())
 		e.mustCreate(cmPath, cmJSON("", name, ""))
@@ -268,8 +273,9 @@ func TestWatchTimeout(t *testing.T) {
 	}
 }
 
-// TestWatchErrorBeforeStreaming covers spec 4.5: errors of Watch itself are ordinary responses with
-// a Status, as the apiserver answers them (a storage InvalidError is no API error: 500, no reason).
+// TestWatchErrorBeforeStreaming covers handlers/get.go ListResource: errors of Watch itself are
+// ordinary responses with a Status, as the apiserver answers them (a storage InvalidError is no API
+// error: 500, no reason).
 func TestWatchErrorBeforeStreaming(t *testing.T) {
 	e := newEnv(t)
 	rev := e.st.Rev()
@@ -290,7 +296,7 @@ func TestWatchErrorBeforeStreaming(t *testing.T) {
 
 	// A storage that is not ready answers 429 with Retry-After, before any header of a stream.
 	busy := &failingWatchStorage{err: newTooManyRequests()}
-	api, err := New(Config{Resources: []ServedResource{{Resource: ConfigMaps(), Storage: busy}}, Logger: quietLogger()})
+	api, err := New(Config{Resources: []ServedResource{{Resource: ConfigMaps(), Storage: busy}}, Logger: testutil.DiscardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,8 +307,8 @@ func TestWatchErrorBeforeStreaming(t *testing.T) {
 	}
 }
 
-// TestWatchErrorFrames covers spec 4.5 and 4.12: after the headers, storage errors are ERROR frames
-// with a Status, the last frame of the stream.
+// TestWatchErrorFrames covers handlers/watch.go WatchServer.HandleHTTP: after the headers, storage
+// errors are ERROR frames with a Status, the last frame of the stream.
 func TestWatchErrorFrames(t *testing.T) {
 	e := newEnv(t)
 	a := e.mustCreate(cmPath, cmJSON("", "a", ""))
@@ -339,8 +345,8 @@ func TestWatchErrorFrames(t *testing.T) {
 	}
 }
 
-// TestWatchStreamStart covers spec 4.6, 4.7 and pitfall 16: 200, Content-Type application/json
-// (no stream=watch), chunked, headers flushed before any event.
+// TestWatchStreamStart covers the start of handlers/watch.go WatchServer.HandleHTTP: 200,
+// Content-Type application/json (no stream=watch), chunked, headers flushed before any event.
 func TestWatchStreamStart(t *testing.T) {
 	e := newEnv(t)
 	rv := strconv.FormatInt(e.st.Rev(), 10)
@@ -372,8 +378,9 @@ func TestWatchStreamStart(t *testing.T) {
 	wantStatus(t, r, 406, metav1.StatusReasonNotAcceptable, "only the following media types are accepted: application/json")
 }
 
-// TestWatchFrameBytes covers spec 4.8: each frame is byte for byte json.Encoder's encoding of a
-// metav1.WatchEvent whose object is the JSON of the event object, one line per frame.
+// TestWatchFrameBytes covers the frames of handlers/watch.go WatchServer.HandleHTTP: each frame is
+// byte for byte json.Encoder's encoding of a metav1.WatchEvent whose object is the JSON of the
+// event object, one line per frame.
 func TestWatchFrameBytes(t *testing.T) {
 	fake := &fakeStorage{size: 10}
 	fe := newFakeEnv(t, fake)
@@ -476,7 +483,7 @@ func named(name string) *unstructured.Unstructured {
 func serveFake(t *testing.T, fw *watch.FakeWatcher, w http.ResponseWriter, query string) (*Server, func()) {
 	t.Helper()
 	storage := &presetStorage{w: fw}
-	api, err := New(Config{Resources: []ServedResource{{Resource: ConfigMaps(), Storage: storage}}, Logger: quietLogger()})
+	api, err := New(Config{Resources: []ServedResource{{Resource: ConfigMaps(), Storage: storage}}, Logger: testutil.DiscardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -492,8 +499,8 @@ func serveFake(t *testing.T, fw *watch.FakeWatcher, w http.ResponseWriter, query
 	}
 }
 
-// TestWatchFlushPolicy covers spec 4.9 and pitfall 16: the stream is flushed only when no event is
-// waiting, and once more after the initial-events-end bookmark.
+// TestWatchFlushPolicy covers the loop of handlers/watch.go WatchServer.HandleHTTP: the stream is
+// flushed only when no event is waiting, and once more after the initial-events-end bookmark.
 func TestWatchFlushPolicy(t *testing.T) {
 	fw := watch.NewFakeWithChanSize(10, false)
 	for _, n := range []string{"a", "b", "c"} {
@@ -506,10 +513,10 @@ func TestWatchFlushPolicy(t *testing.T) {
 	rec := &recordingWriter{header: http.Header{}}
 	_, stop := serveFake(t, fw, rec, "")
 	want := "header 200; flush; write ADDED a; write ADDED b; write ADDED c; write BOOKMARK ; flush; write ADDED d; flush"
-	waitFor(t, "the buffered events", func() bool { return rec.log() == want })
+	testutil.WaitFor(t, "the buffered events", func() bool { return rec.log() == want })
 	fw.Add(named("e"))
 	want += "; write ADDED e; flush"
-	waitFor(t, "a lone event flushed", func() bool { return rec.log() == want })
+	testutil.WaitFor(t, "a lone event flushed", func() bool { return rec.log() == want })
 	stop()
 	if got := rec.log(); got != want {
 		t.Errorf("writes and flushes\n  %s\nwant\n  %s", got, want)
@@ -519,7 +526,7 @@ func TestWatchFlushPolicy(t *testing.T) {
 	}
 }
 
-// TestWatchWriteError covers the other end of spec 4.9: a failed write ends the handler, which
+// TestWatchWriteError covers the other end of that loop: a failed write ends the handler, which
 // stops the watcher.
 func TestWatchWriteError(t *testing.T) {
 	fw := watch.NewFakeWithChanSize(10, false)
@@ -527,16 +534,17 @@ func TestWatchWriteError(t *testing.T) {
 	fw.Add(named("b"))
 	rec := &recordingWriter{header: http.Header{}, failFrom: 2}
 	_, stop := serveFake(t, fw, rec, "")
-	waitFor(t, "the handler to give up", fw.IsStopped)
+	testutil.WaitFor(t, "the handler to give up", fw.IsStopped)
 	stop()
 	if got, want := rec.log(), "header 200; flush; write ADDED a; failed write"; got != want {
 		t.Errorf("ops %q, want %q", got, want)
 	}
 }
 
-// TestWatchEnds covers spec 4.10: the response ends with no final frame when the storage closes the
-// watch, the client goes away or the server shuts down; each time the storage watch is stopped and its
-// context cancelled. After Shutdown, a new watch ends right after its headers.
+// TestWatchEnds covers the end of handlers/watch.go WatchServer.HandleHTTP: the response ends with
+// no final frame when the storage closes the watch, the client goes away or the server shuts down;
+// each time the storage watch is stopped and its context cancelled. After Shutdown, a new watch
+// ends right after its headers.
 func TestWatchEnds(t *testing.T) {
 	fake := &fakeStorage{size: 10}
 	fe := newFakeEnv(t, fake)
@@ -639,7 +647,7 @@ func (c *countingCacheable) DeepCopyObject() runtime.Object { return c }
 func TestWatchListGzip(t *testing.T) {
 	e := newEnv(t)
 	e.mustCreate(cmPath, cmJSON("", "a", ""))
-	req, _ := http.NewRequest("GET", e.ts.URL+cmPath+"?watch=true&allowWatchBookmarks=true", nil)
+	req, _ := http.NewRequest("GET", e.url+cmPath+"?watch=true&allowWatchBookmarks=true", nil)
 	req.Header.Set("Accept-Encoding", "gzip") // set by hand: the transport then leaves the body compressed
 	ctx, cancel := context.WithCancel(context.Background())
 	resp, err := e.client.Do(req.WithContext(ctx))
@@ -660,7 +668,7 @@ func TestWatchListGzip(t *testing.T) {
 	w.close()
 
 	rv := strconv.FormatInt(e.st.Rev(), 10)
-	r, err := e.client.Do(mustRequest(t, "GET", e.ts.URL+cmPath+"?watch=true&timeoutSeconds=1&resourceVersion="+rv, "Accept-Encoding", "gzip"))
+	r, err := e.client.Do(mustRequest(t, "GET", e.url+cmPath+"?watch=true&timeoutSeconds=1&resourceVersion="+rv, "Accept-Encoding", "gzip"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -670,7 +678,7 @@ func TestWatchListGzip(t *testing.T) {
 	}
 	// Failure mode of the gate: off, a watch-list is plain.
 	off := newEnv(t, func(c *Config) { c.Features.DisableWatchListCompression = true })
-	r, err = off.client.Do(mustRequest(t, "GET", off.ts.URL+cmPath+"?watch=true&allowWatchBookmarks=true&timeoutSeconds=1", "Accept-Encoding", "gzip"))
+	r, err = off.client.Do(mustRequest(t, "GET", off.url+cmPath+"?watch=true&allowWatchBookmarks=true&timeoutSeconds=1", "Accept-Encoding", "gzip"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -680,14 +688,15 @@ func TestWatchListGzip(t *testing.T) {
 	}
 }
 
-// TestWatchWebsocket covers spec 4.11: one text message per event, client messages ignored, the
-// socket closed normally when the watch ends; other origins are refused.
+// TestWatchWebsocket covers handlers/watch.go WatchServer.HandleWS: one text message per event,
+// client messages ignored, the socket closed normally when the watch ends; other origins are
+// refused.
 func TestWatchWebsocket(t *testing.T) {
 	e := newEnv(t)
 	rv := strconv.FormatInt(e.st.Rev(), 10)
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 	defer cancel()
-	url := "ws" + strings.TrimPrefix(e.ts.URL, "http") + cmPath + "?watch=true&timeoutSeconds=60&resourceVersion=" + rv
+	url := "ws" + strings.TrimPrefix(e.url, "http") + cmPath + "?watch=true&timeoutSeconds=60&resourceVersion=" + rv
 	conn, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: e.client})
 	if err != nil {
 		t.Fatal(err)
@@ -711,7 +720,7 @@ func TestWatchWebsocket(t *testing.T) {
 			t.Errorf("message %v %q (%v), want one ADDED %s frame", typ, msg, ferr, name)
 		}
 	}
-	waitFor(t, "the websocket watch timer", e.clock.HasWaiters)
+	testutil.WaitFor(t, "the websocket watch timer", e.clock.HasWaiters)
 	e.clock.Step(60 * time.Second)
 	_, _, err = conn.Read(ctx)
 	if websocket.CloseStatus(err) != websocket.StatusNormalClosure {
@@ -720,7 +729,7 @@ func TestWatchWebsocket(t *testing.T) {
 	e.spies["configmaps"].nthWatch(t, 1).waitStopped(t)
 
 	// Shutdown ends a websocket watch too.
-	url2 := "ws" + strings.TrimPrefix(e.ts.URL, "http") + cmPath + "?watch=true&resourceVersion=" + strconv.FormatInt(e.st.Rev(), 10)
+	url2 := "ws" + strings.TrimPrefix(e.url, "http") + cmPath + "?watch=true&resourceVersion=" + strconv.FormatInt(e.st.Rev(), 10)
 	conn2, _, err := websocket.Dial(ctx, url2, &websocket.DialOptions{HTTPClient: e.client})
 	if err != nil {
 		t.Fatal(err)
@@ -773,18 +782,18 @@ func newFakeEnv(t *testing.T, fake *fakeStorage) *env {
 	t.Helper()
 	e := &env{t: t}
 	e.clock = nil
-	api, err := New(Config{Resources: []ServedResource{{Resource: ConfigMaps(), Storage: fake}}, Logger: quietLogger()})
+	api, err := New(Config{Resources: []ServedResource{{Resource: ConfigMaps(), Storage: fake}}, Logger: testutil.DiscardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.api = api
-	e.ts = httptest.NewServer(api)
-	e.client = e.ts.Client()
+	ts := httptest.NewServer(api)
+	e.url, e.client = ts.URL, ts.Client()
 	e.st = store.New(store.Options{ManualTick: true})
 	t.Cleanup(func() {
 		api.Shutdown()
-		e.ts.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		ts.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 		defer cancel()
 		if err := api.Wait(ctx); err != nil {
 			t.Error(err)
@@ -797,7 +806,7 @@ func newFakeEnv(t *testing.T, fake *fakeStorage) *env {
 func (f *fakeStorage) nth(t *testing.T, n int) *watch.FakeWatcher {
 	t.Helper()
 	var w *watch.FakeWatcher
-	waitFor(t, fmt.Sprintf("watch %d", n), func() bool {
+	testutil.WaitFor(t, fmt.Sprintf("watch %d", n), func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if len(f.watches) >= n {
@@ -821,7 +830,7 @@ func (f *fakeStorage) last(t *testing.T) *watch.FakeWatcher {
 
 // presetStorage hands out one prepared watcher.
 type presetStorage struct {
-	Storage
+	storage.Interface
 	w *watch.FakeWatcher
 }
 
@@ -831,7 +840,7 @@ func (p *presetStorage) Watch(context.Context, string, watchListOptions) (watch.
 
 // failingWatchStorage refuses every watch.
 type failingWatchStorage struct {
-	Storage
+	storage.Interface
 	err error
 }
 
@@ -867,7 +876,7 @@ func mustRequest(t *testing.T, method, url string, headers ...string) *http.Requ
 func TestCachedServer(t *testing.T) {
 	e := newCachedEnv(t)
 	a := e.mustCreate(cmPath, cmJSON("", "a", `"labels":{"app":"web"}`))
-	waitFor(t, "the cache to see a", func() bool {
+	testutil.WaitFor(t, "the cache to see a", func() bool {
 		return itemNames(t, e.do("GET", cmPath+"?resourceVersion=0", "").list(t)) == "a"
 	})
 	w := e.watch(cmPath + "?watch=true&allowWatchBookmarks=true")

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/proptest/chaintest"
 	"github.com/listwatch/listwatch/store"
 )
@@ -107,7 +108,7 @@ func (f *faultWatch) complete(t *testing.T, m *chaintest.Model) bool {
 func waitDelivered(t *testing.T, m *chaintest.Model, step func(), ws ...*faultWatch) {
 	t.Helper()
 	done := make([]bool, len(ws))
-	err := chaintest.WaitFor("every watch to deliver every event", func() bool {
+	err := testutil.Poll("every watch to deliver every event", func() bool {
 		for i, f := range ws {
 			if !done[i] && !f.delivered(t, m) {
 				return false
@@ -131,7 +132,7 @@ func waitComplete(t *testing.T, m *chaintest.Model, step func(), ws ...*faultWat
 	t.Helper()
 	waitDelivered(t, m, step, ws...)
 	done := make([]bool, len(ws))
-	err := chaintest.WaitFor("every watch to deliver exactly what it must", func() bool {
+	err := testutil.Poll("every watch to deliver exactly what it must", func() bool {
 		for i, f := range ws {
 			if !done[i] && !f.complete(t, m) {
 				return false
@@ -178,7 +179,7 @@ func updatePodHTTP(t *testing.T, c *chaintest.Chain, m *chaintest.Model, p chain
 func syncCache(t *testing.T, c *chaintest.Chain, m *chaintest.Model, step func()) {
 	t.Helper()
 	last := m.LastPodRev()
-	err := chaintest.WaitFor("the watch cache to catch up", func() bool {
+	err := testutil.Poll("the watch cache to catch up", func() bool {
 		rv, err := c.ListRV()
 		if err != nil {
 			t.Fatal(err)
@@ -214,7 +215,7 @@ func rawWatchThenClose(addr string, bodyBytes int, abort bool) error {
 		return err
 	}
 	defer conn.Close()
-	if err := conn.SetDeadline(time.Now().Add(chaintest.WaitTimeout)); err != nil {
+	if err := conn.SetDeadline(time.Now().Add(testutil.WaitTimeout)); err != nil {
 		return err
 	}
 	if _, err := fmt.Fprintf(conn, "GET /api/v1/pods?watch=true&resourceVersion=0&allowWatchBookmarks=true HTTP/1.1\r\nHost: %s\r\nAccept-Encoding: identity\r\n\r\n", addr); err != nil {
@@ -279,7 +280,7 @@ func TestChainClientDisconnectMidFrame(t *testing.T) {
 			}
 		}
 	}
-	if err := chaintest.WaitFor("the handlers of the closed connections to end", func() bool { return c.OpenWatches() == len(readers) }, nil); err != nil {
+	if err := testutil.Poll("the handlers of the closed connections to end", func() bool { return c.OpenWatches() == len(readers) }, nil); err != nil {
 		t.Fatalf("%v: %d storage watches open, want %d", err, c.OpenWatches(), len(readers))
 	}
 	after := chaintest.LiveHeap()
@@ -290,7 +291,7 @@ func TestChainClientDisconnectMidFrame(t *testing.T) {
 	for _, r := range readers {
 		r.w.Disconnect()
 	}
-	if err := chaintest.WaitFor("every handler to end", func() bool { return c.OpenWatches() == 0 }, nil); err != nil {
+	if err := testutil.Poll("every handler to end", func() bool { return c.OpenWatches() == 0 }, nil); err != nil {
 		t.Fatal(err)
 	}
 	peak.Stop()
@@ -305,7 +306,7 @@ func TestChainClientDisconnectMidFrame(t *testing.T) {
 // TestChainShutdownWith1000Watches opens 1000 HTTP watches of four kinds, lets them all catch up
 // with 8 updates, then shuts the server down as `listwatch serve` does: every stream ends
 // cleanly, each having delivered exactly every event, no handler is left, and the time the shutdown
-// took is logged (it must finish within chaintest.WaitTimeout).
+// took is logged (it must finish within testutil.WaitTimeout).
 func TestChainShutdownWith1000Watches(t *testing.T) {
 	c := newTestChain(t, chaintest.Options{})
 	m := c.NewModel()
@@ -373,7 +374,7 @@ func TestChainShutdownWith1000Watches(t *testing.T) {
 		lens[i] = f.w.Len()
 	}
 	goroutines := runtime.NumGoroutine()
-	ctx, cancel := context.WithTimeout(context.Background(), chaintest.WaitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 	defer cancel()
 	took, err := c.Shutdown(ctx)
 	if err != nil {
@@ -431,7 +432,7 @@ func testCompactionDuringStorageCatchUp(t *testing.T) {
 	// after its HTTP answer, so the store ticks now and then until then; with six batches of
 	// history and the compaction after the fifth, the watch is almost surely still behind it.
 	polls := 0
-	err := chaintest.WaitFor("the first catch-up batch", func() bool { return replay.w.Len() > 0 }, func() {
+	err := testutil.Poll("the first catch-up batch", func() bool { return replay.w.Len() > 0 }, func() {
 		if polls%20 == 0 {
 			storeStep()
 		}
@@ -450,7 +451,7 @@ func testCompactionDuringStorageCatchUp(t *testing.T) {
 		putPod(t, c, m, testPod("a", i%10, 500))
 	}
 	var v chaintest.Verdict
-	err = chaintest.WaitFor("the replaying watch to end or catch up", func() bool {
+	err = testutil.Poll("the replaying watch to end or catch up", func() bool {
 		if !replay.w.Ended() && !replay.complete(t, m) {
 			return false
 		}
@@ -465,7 +466,7 @@ func testCompactionDuringStorageCatchUp(t *testing.T) {
 	t.Logf("the replaying watch delivered %d of %d events, then %s", events, m.Owed(replay.exp), map[bool]string{true: "ERROR 410", false: "kept going"}[v.Error])
 	if v.Error {
 		resume := openFault(t, c, m, "resume", chaintest.WatchSpec{ResourceVersion: strconv.FormatInt(v.ResumeRV, 10)}, storeStep)
-		if resume.exp.ErrorCode != 410 {
+		if resume.exp.ErrorCode() != 410 {
 			t.Fatalf("the model does not expect a 410 for %s", resume.exp)
 		}
 		if err := resume.w.WaitEnd(storeStep); err != nil {
@@ -481,7 +482,7 @@ func testCompactionDuringStorageCatchUp(t *testing.T) {
 	from := openFault(t, c, m, "from the compaction", chaintest.WatchSpec{ResourceVersion: strconv.FormatInt(compactAt, 10)}, storeStep)
 	justBefore := openFault(t, c, m, "from compaction-1", chaintest.WatchSpec{ResourceVersion: strconv.FormatInt(compactAt-1, 10)}, storeStep)
 	before := openFault(t, c, m, "from compaction-2", chaintest.WatchSpec{ResourceVersion: strconv.FormatInt(compactAt-2, 10)}, storeStep)
-	if justBefore.exp.ErrorCode != 500 || before.exp.ErrorCode != 410 {
+	if justBefore.exp.ErrorCode() != 500 || before.exp.ErrorCode() != 410 {
 		t.Fatalf("the model expects %s and %s", justBefore.exp, before.exp)
 	}
 	waitComplete(t, m, storeStep, from)
@@ -525,21 +526,21 @@ func testCompactionDuringReflectorCatchUp(t *testing.T) {
 		openFault(t, c, m, "watch-list", chaintest.WatchSpec{Unset: true, Bookmarks: true}, nil),
 		openFault(t, c, m, "l=1", chaintest.WatchSpec{Label: "l=1", ResourceVersion: "0"}, nil),
 	}
-	if err := chaintest.WaitFor("the reflector to watch", c.ReflectorWatching, nil); err != nil {
+	if err := testutil.Poll("the reflector to watch", c.ReflectorWatching, nil); err != nil {
 		t.Fatal(err)
 	}
 	held := m.Rev
 	c.HoldReflector()
 	c.CacheClock.Step(1500 * time.Millisecond) // not a "very short watch"
 	c.BreakReflectorWatch()
-	if err := chaintest.WaitFor("the reflector to re-watch", c.ReflectorBlocked, nil); err != nil {
+	if err := testutil.Poll("the reflector to re-watch", c.ReflectorBlocked, nil); err != nil {
 		t.Fatal(err)
 	}
 	for i := range catchUpWrites {
 		putPod(t, c, m, testPod("a", i%10, 500))
 	}
 	c.UnholdReflector()
-	if err := chaintest.WaitFor("the reflector's watch", func() bool { return c.ReflectorWatches() >= 2 }, nil); err != nil {
+	if err := testutil.Poll("the reflector's watch", func() bool { return c.ReflectorWatches() >= 2 }, nil); err != nil {
 		t.Fatal(err)
 	}
 	// The store catches the re-watch up by one batch per sync pass, and a pass needs its clock to
@@ -547,7 +548,7 @@ func testCompactionDuringReflectorCatchUp(t *testing.T) {
 	// may come too early for it: the clock steps again, ever more rarely, until the first batch
 	// reaches the reflector. With four batches of history the compaction then lands mid-catch-up.
 	every, last := 250*time.Millisecond, time.Time{}
-	err := chaintest.WaitFor("the first catch-up batch to reach the reflector", func() bool { return c.ReflectorEvents() > 0 }, func() {
+	err := testutil.Poll("the first catch-up batch to reach the reflector", func() bool { return c.ReflectorEvents() > 0 }, func() {
 		if time.Since(last) >= every {
 			clk.Step(10 * time.Millisecond)
 			last, every = time.Now(), 2*every
@@ -556,7 +557,7 @@ func testCompactionDuringReflectorCatchUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = chaintest.WaitFor("the first catch-up batch in the cache", func() bool {
+	err = testutil.Poll("the first catch-up batch in the cache", func() bool {
 		rv, err := c.ListRV()
 		if err != nil {
 			t.Fatal(err)
@@ -571,10 +572,10 @@ func testCompactionDuringReflectorCatchUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.CompactRev = compactAt
-	if err := chaintest.WaitFor("the cache to relist", func() bool { return !c.Cacher.Ready() }, func() { clk.Step(10 * time.Millisecond) }); err != nil {
+	if err := testutil.Poll("the cache to relist", func() bool { return !c.Cacher.Ready() }, func() { clk.Step(10 * time.Millisecond) }); err != nil {
 		t.Fatal(err)
 	}
-	if err := chaintest.WaitFor("the cache to be ready", c.Cacher.Ready, func() { c.CacheClock.Step(50 * time.Millisecond) }); err != nil {
+	if err := testutil.Poll("the cache to be ready", c.Cacher.Ready, func() { c.CacheClock.Step(50 * time.Millisecond) }); err != nil {
 		t.Fatal(err)
 	}
 	m.ListRV = m.Rev
@@ -589,7 +590,7 @@ func testCompactionDuringReflectorCatchUp(t *testing.T) {
 		spec := f.exp.Spec
 		spec.Unset, spec.SendInitialEvents, spec.ResourceVersion = false, nil, strconv.FormatInt(v.ResumeRV, 10)
 		r := openFault(t, c, m, f.name+" resumed", spec, step)
-		if r.exp.ErrorCode != 410 {
+		if r.exp.ErrorCode() != 410 {
 			t.Fatalf("the model does not expect a 410 for %s", r.exp)
 		}
 		if err := r.w.WaitEnd(step); err != nil {
@@ -664,7 +665,7 @@ func testLeaseExpiry(t *testing.T, uncached bool) {
 	waitComplete(t, m, step, ws...)
 	before := c.Store.Rev()
 	clk.Step(2 * time.Minute)
-	if err := chaintest.WaitFor("the lease to expire", func() bool { return c.Store.Rev() > before }, func() { clk.Step(100 * time.Millisecond) }); err != nil {
+	if err := testutil.Poll("the lease to expire", func() bool { return c.Store.Rev() > before }, func() { clk.Step(100 * time.Millisecond) }); err != nil {
 		t.Fatal(err)
 	}
 	if got := c.Store.Rev(); got != before+1 {

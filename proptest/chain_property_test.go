@@ -11,6 +11,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/proptest/chaintest"
 )
 
@@ -195,7 +196,7 @@ func (r *chainRun) drawSpec() chaintest.WatchSpec {
 // progress requests (every 100 ms) to bring a watch-list's wait to an end, never the 3 s after which
 // the Cacher gives up, unless the model says it must give up.
 func (r *chainRun) openStep(exp chaintest.Expectation) func() {
-	if exp.ErrorCode == 504 {
+	if exp.ErrorCode() == 504 {
 		return func() { r.c.CacheClock.Step(10 * time.Millisecond) }
 	}
 	var stepped time.Duration
@@ -223,10 +224,10 @@ func (r *chainRun) open(l *lineage, spec chaintest.WatchSpec) {
 	if ct := w.Header.Get("Content-Type"); ct != "application/json" {
 		r.fatalf("watch %s: Content-Type %q", exp, ct)
 	}
-	if exp.ErrorCode == 504 && !r.m.Cached {
+	if exp.ErrorCode() == 504 && !r.m.Cached {
 		// The etcd3 storage compares the resourceVersion with etcd's only in the watch's own
 		// goroutine (watcher.go startWatching): a write before then could make the watch valid.
-		if err := chaintest.WaitFor("the ERROR 504 of a watch-list from the future", func() bool { return w.Len() > 0 || w.Ended() }, nil); err != nil {
+		if err := testutil.Poll("the ERROR 504 of a watch-list from the future", func() bool { return w.Len() > 0 || w.Ended() }, nil); err != nil {
 			r.fatalf("watch %s: %v", exp, err)
 		}
 	}
@@ -253,7 +254,7 @@ func (r *chainRun) judge(l *lineage) {
 	if err != nil {
 		r.fatalf("%v", err)
 	}
-	if cw.exp.ErrorCode != 0 && !v.Complete && end != chaintest.Disconnected {
+	if cw.exp.ErrorCode() != 0 && !v.Complete && end != chaintest.Disconnected {
 		r.fatalf("watch %s: ended without its ERROR", cw.exp)
 	}
 	cw.judged = true
@@ -261,7 +262,7 @@ func (r *chainRun) judge(l *lineage) {
 	if end == chaintest.Disconnected && !l.reconnect {
 		return
 	}
-	if !v.Complete && end == chaintest.Clean && cw.exp.ErrorCode == 0 {
+	if !v.Complete && end == chaintest.Clean && cw.exp.ErrorCode() == 0 {
 		r.stats.earlyEnds++
 		if cw.paused {
 			r.stats.pausedEnds++
@@ -272,9 +273,9 @@ func (r *chainRun) judge(l *lineage) {
 	}
 	spec := cw.exp.Spec
 	switch {
-	case cw.exp.ErrorCode == 504:
+	case cw.exp.ErrorCode() == 504:
 		return
-	case cw.exp.ErrorCode == 410 || !v.HasResumeRV:
+	case cw.exp.ErrorCode() == 410 || !v.HasResumeRV:
 		// A reflector relists: a fresh watch-list.
 		r.stats.restarts++
 		spec.Unset, spec.ResourceVersion, spec.SendInitialEvents = true, "", nil
@@ -390,7 +391,7 @@ func (r *chainRun) finish() {
 		}
 		return true
 	}
-	if err := chaintest.WaitFor("every watch to deliver what it must", settled, r.cacheStep); err != nil {
+	if err := testutil.Poll("every watch to deliver what it must", settled, r.cacheStep); err != nil {
 		var open []string
 		for _, l := range r.lineages {
 			if l.cur != nil {
@@ -398,14 +399,14 @@ func (r *chainRun) finish() {
 				open = append(open, fmt.Sprintf("%s (%s):\n%s", l.cur.exp, end, chaintest.DescribeFrames(frames)))
 			}
 		}
-		r.fatalf("%v\nwatches still open:\n%s\nwrites:\n%s", err, strings.Join(open, "\n"), r.m.History())
+		r.fatalf("%v\nwatches still open:\n%s\nwrites:\n%s", err, strings.Join(open, "\n"), r.m.History)
 	}
 	for _, l := range r.lineages {
 		if l.cur != nil {
 			l.cur.w.Disconnect()
 		}
 	}
-	if err := chaintest.WaitFor("every handler to stop its storage watch", func() bool { return r.c.OpenWatches() == 0 }, nil); err != nil {
+	if err := testutil.Poll("every handler to stop its storage watch", func() bool { return r.c.OpenWatches() == 0 }, nil); err != nil {
 		r.fatalf("%v (%d still open)", err, r.c.OpenWatches())
 	}
 	for _, l := range r.lineages {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -117,7 +118,7 @@ func TestLeaseKeepAliveWaitsForRevocation(t *testing.T) {
 		if !errors.Is(r.err, store.ErrLeaseNotFound) || r.keys != 0 {
 			t.Fatalf("keepalive answered %v with %d of the lease's keys left; want not found once they are deleted", r.err, r.keys)
 		}
-	case <-time.After(waitTimeout):
+	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("keepalive still waiting after the revocation")
 	}
 }

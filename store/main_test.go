@@ -14,9 +14,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// waitTimeout bounds waits for another goroutine; generous, and never what a test asserts.
-const waitTimeout = 30 * time.Second
-
 // env is a store on a fake clock that the test drives step by step.
 type env struct {
 	t     *testing.T

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -457,7 +458,7 @@ func TestWatchWaitsOnlyWhenControlRoomIsFull(t *testing.T) {
 		if err != nil {
 			t.Fatalf("create once there is room: %v", err)
 		}
-	case <-time.After(waitTimeout):
+	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("a waiting create did not go out once there was room")
 	}
 	for i := range 127 {
@@ -757,8 +758,8 @@ func TestTickReleasesLockBetweenPasses(t *testing.T) {
 			if err != nil {
 				t.Errorf("put while catching up: %v", err)
 			}
-		case <-time.After(waitTimeout):
-			t.Errorf("a put waited %v while the store caught watchers up", waitTimeout)
+		case <-time.After(testutil.WaitTimeout):
+			t.Errorf("a put waited %v while the store caught watchers up", testutil.WaitTimeout)
 			<-done
 		}
 	}

@@ -20,11 +20,9 @@ import (
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/history"
 	"github.com/listwatch/listwatch/internal/etcdprocess"
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
-
-// waitTimeout bounds every wait for a condition; generous, and never what a test asserts.
-const waitTimeout = 60 * time.Second
 
 // inMemory serves a fresh store in process and returns a client of it.
 func inMemory(t testing.TB, opts store.Options) *clientv3.Client {
@@ -123,7 +121,7 @@ func TestWorkloadsPassAgainstEtcd(t *testing.T) {
 	for _, kind := range Kinds {
 		t.Run(string(kind), func(t *testing.T) {
 			cli := startEtcd(t, "--experimental-watch-progress-notify-interval=100ms")
-			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 			defer cancel()
 			eps, quirks, err := Probe(ctx, cli)
 			if err != nil {
@@ -159,8 +157,9 @@ func lastSeen(w *history.Watch) int64 {
 	return last
 }
 
-// TestWatchersResume: a k8s watcher lists, watches from the list's revision + 1, and after ending
-// a watch resumes from the last revision it saw + 1; an etcd watcher answered "compacted at C"
+// TestWatchersResume: a k8s watcher lists, watches from the list's revision + 1, after ending
+// a watch resumes from the last revision it saw + 1, and its watch still open at the end is closed
+// only once it has reached the final read's revision; an etcd watcher answered "compacted at C"
 // resumes from C.
 func TestWatchersResume(t *testing.T) {
 	t.Run("k8s", func(t *testing.T) {
@@ -191,6 +190,20 @@ func TestWatchersResume(t *testing.T) {
 			if diff := cmp.Diff(want, w.Request); diff != "" {
 				t.Errorf("watch %d does not resume watch %d (-want +got):\n%s", i, i-1, diff)
 			}
+		}
+		// The end: the watch still open once the clients were done is closed only after it has
+		// reached the revision of the final read.
+		final := int64(0)
+		for _, op := range h.Operations {
+			if r := op.Request.Range; r != nil && r.Key == compactRevKey && op.Response != nil {
+				final = op.Response.Revision
+			}
+		}
+		if final == 0 {
+			t.Fatal("no final read in the history")
+		}
+		if got := lastSeen(&h.Watches[len(h.Watches)-1]); got < final {
+			t.Errorf("the last watch was closed at revision %d, before the final read's %d", got, final)
 		}
 	})
 	t.Run("etcd", func(t *testing.T) {
@@ -229,7 +242,7 @@ func TestWorkloadsPassAgainstEtcdCluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cli.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 			defer cancel()
 			members, quirks, err := Probe(ctx, cli)
 			if err != nil {
@@ -306,12 +319,12 @@ func TestStopsWhenContextEnds(t *testing.T) {
 		}
 		done <- snap
 	}()
-	waitFor(t, "500 requests", func() bool { return stats.Snapshot().Operations >= 500 })
+	testutil.WaitFor(t, "500 requests", func() bool { return stats.Snapshot().Operations >= 500 })
 	cancel()
 	var snap Snapshot
 	select {
 	case snap = <-done:
-	case <-time.After(waitTimeout):
+	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("Run did not return after its context ended")
 	}
 	if snap.Unknown != 0 {
@@ -334,7 +347,7 @@ func TestDurationBound(t *testing.T) {
 		_, err := Run(context.Background(), rec, Config{Kind: K8s, Seed: 4, Clients: 2, Duration: time.Hour, Clock: clk, Stats: stats})
 		done <- err
 	}()
-	waitFor(t, "100 requests and the timer", func() bool { return stats.Snapshot().Operations >= 100 && clk.HasWaiters() })
+	testutil.WaitFor(t, "100 requests and the timer", func() bool { return stats.Snapshot().Operations >= 100 && clk.HasWaiters() })
 	select {
 	case err := <-done:
 		t.Fatalf("Run returned before its duration: %v", err)
@@ -346,19 +359,8 @@ func TestDurationBound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(waitTimeout):
+	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("Run did not return once its duration had passed")
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -496,11 +498,11 @@ func TestQuirksAreReal(t *testing.T) {
 				last = ev.Kv.ModRevision
 			}
 		})
-		waitFor(t, "the watch", func() bool { mu.Lock(); defer mu.Unlock(); return created })
+		testutil.WaitFor(t, "the watch", func() bool { mu.Lock(); defer mu.Unlock(); return created })
 		if err := rec.RequestProgress(ctx); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "every event", func() bool { mu.Lock(); defer mu.Unlock(); return last == writes+1 })
+		testutil.WaitFor(t, "every event", func() bool { mu.Lock(); defer mu.Unlock(); return last == writes+1 })
 		stop()
 		wantViolation(t, rec.History(), history.Bookmarkable)
 	})
@@ -530,11 +532,11 @@ func TestQuirksAreReal(t *testing.T) {
 				last = ev.Kv.ModRevision
 			}
 		})
-		waitFor(t, "the watch", func() bool { mu.Lock(); defer mu.Unlock(); return created })
+		testutil.WaitFor(t, "the watch", func() bool { mu.Lock(); defer mu.Unlock(); return created })
 		if _, err := rec.Do(ctx, history.Request{Put: &history.PutRequest{Key: "c", Value: "1"}}); err != nil { // 5
 			t.Fatal(err)
 		}
-		waitFor(t, "the event at 5", func() bool { mu.Lock(); defer mu.Unlock(); return last == 5 })
+		testutil.WaitFor(t, "the event at 5", func() bool { mu.Lock(); defer mu.Unlock(); return last == 5 })
 		stop()
 		wantViolation(t, rec.History(), history.Resumable)
 	})
@@ -542,7 +544,7 @@ func TestQuirksAreReal(t *testing.T) {
 
 func skipUnless(t *testing.T, cli *clientv3.Client, has func(Quirks) bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 	defer cancel()
 	eps, quirks, err := Probe(ctx, cli)
 	if err != nil {

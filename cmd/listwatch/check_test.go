@@ -23,11 +23,9 @@ import (
 
 	"github.com/listwatch/listwatch/history"
 	"github.com/listwatch/listwatch/internal/etcdprocess"
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/workload"
 )
-
-// checkWait bounds the waits of the check tests; generous, and never what a test asserts.
-const checkWait = 60 * time.Second
 
 // runCheckCmd runs `listwatch check args...` in process and returns its exit status and output.
 func runCheckCmd(t *testing.T, args ...string) (int, string, string) {
@@ -312,17 +310,17 @@ func TestCheckInterrupted(t *testing.T) {
 	var stats *workload.Stats
 	select {
 	case stats = <-started:
-	case <-time.After(checkWait):
+	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("the workload did not start")
 	}
-	checkWaitFor(t, "300 requests", func() bool { return stats.Snapshot().Operations >= 300 })
+	testutil.WaitFor(t, "300 requests", func() bool { return stats.Snapshot().Operations >= 300 })
 	cancel()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 		}
-	case <-time.After(checkWait):
+	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("check did not stop after its context ended")
 	}
 	mustContain(t, "stdout", stdout.String(), "for 10m0s", "interrupted after ", ": checking what was recorded", ": PASS\n")
@@ -362,7 +360,7 @@ func TestCheckSIGINT(t *testing.T) {
 		select {
 		case l, ok := <-lines:
 			return l, ok
-		case <-time.After(checkWait):
+		case <-time.After(testutil.WaitTimeout):
 			t.Fatalf("no output line after %q; stderr %q", got, stderr.String())
 			return "", false
 		}
@@ -395,35 +393,6 @@ func TestCheckSIGINT(t *testing.T) {
 	}
 }
 
-func checkWaitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(checkWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestCheckProgress: on a terminal the progress line is rewritten in place every second and ended
 // by a newline; elsewhere a plain line is written every 10 seconds.
 func TestCheckProgress(t *testing.T) {
@@ -431,17 +400,17 @@ func TestCheckProgress(t *testing.T) {
 		t.Run(fmt.Sprint("terminal=", terminal), func(t *testing.T) {
 			clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 			env := checkEnv{clock: clk, terminal: func(io.Writer) bool { return terminal }}
-			var w syncBuffer
+			var w testutil.SyncBuffer
 			stop := env.progress(&w, &workload.Stats{}, clk.Now())
-			checkWaitFor(t, "the ticker", clk.HasWaiters)
+			testutil.WaitFor(t, "the ticker", clk.HasWaiters)
 			step := time.Second
 			if !terminal {
 				clk.Step(9 * time.Second)
 			}
 			clk.Step(step)
-			checkWaitFor(t, "a line", func() bool { return strings.Contains(w.String(), "requests 0") })
+			testutil.WaitFor(t, "a line", func() bool { return strings.Contains(w.String(), "requests 0") })
 			clk.Step(10 * time.Second)
-			checkWaitFor(t, "a second line", func() bool { return strings.Count(w.String(), "requests 0") == 2 })
+			testutil.WaitFor(t, "a second line", func() bool { return strings.Count(w.String(), "requests 0") == 2 })
 			stop()
 			got := w.String()
 			var want *regexp.Regexp

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/listwatch/listwatch/internal/testutil"
 )
 
 // listwatchProcess is `listwatch serve` running as a child process: the test binary re-run as the
@@ -57,7 +59,7 @@ func (p *listwatchProcess) stop(t *testing.T, sig os.Signal) (int, []string) {
 		t.Fatal(err)
 	}
 	var rest []string
-	timeout := time.After(waitTimeout)
+	timeout := time.After(testutil.WaitTimeout)
 	for done := false; !done; {
 		select {
 		case l, ok := <-p.stdout:
@@ -96,7 +98,7 @@ func (e etcdctl) command(ctx context.Context, args ...string) *exec.Cmd {
 // run runs etcdctl to completion and returns its stdout, stderr and exit status.
 func (e etcdctl) run(stdin string, args ...string) (string, string, int) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 	defer cancel()
 	cmd := e.command(ctx, args...)
 	cmd.Stdin = strings.NewReader(stdin)
@@ -168,7 +170,7 @@ func (e etcdctl) background(args ...string) (<-chan string, func()) {
 // expectLines reads exactly want from ch, in order.
 func expectLines(t *testing.T, ch <-chan string, want []string) {
 	t.Helper()
-	timeout := time.After(waitTimeout)
+	timeout := time.After(testutil.WaitTimeout)
 	for i, w := range want {
 		select {
 		case l, ok := <-ch:
@@ -288,7 +290,7 @@ func TestServeSurvivesCompactionAtPutThenDelete(t *testing.T) {
 	p := startListwatch(t, "serve", "--etcd-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0")
 	cli := dialTCP(t, p.addr)
 	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 	defer cancel()
 	big := strings.Repeat("v", 1<<20+100)
 	tr, err := cli.Txn(ctx).Then(clientv3.OpPut("k", big), clientv3.OpDelete("k", clientv3.WithFromKey())).Commit()

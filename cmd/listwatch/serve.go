@@ -7,17 +7,14 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 
-	"github.com/listwatch/listwatch/cache"
-	"github.com/listwatch/listwatch/etcd3"
+	"github.com/listwatch/listwatch/chain"
 	"github.com/listwatch/listwatch/etcdgrpc"
-	"github.com/listwatch/listwatch/httpwatch"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -75,10 +72,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	opts := etcdgrpc.Options{Name: *name, ClientURLs: []string{"http://" + lis.Addr().String()}}.WithDefaults()
 	st := store.New(store.Options{MemberID: opts.MemberID, ProgressNotifyInterval: *progress})
-	api, err := newHTTPServer(ctx, st, opts, httpLis)
+	// The chain waits until every cache has its first list, or ctx ends; it takes httpLis over.
+	api, err := chain.New(ctx, chain.Config{Store: st, Etcd: opts, Listener: httpLis})
 	if err != nil {
 		lis.Close()
-		httpLis.Close()
 		st.Close()
 		return err
 	}
@@ -87,60 +84,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "listwatch: serving the etcd API on %s\n", lis.Addr())
 	err = serve(ctx, st, []server{
 		grpcServer{name: "etcd API", srv: etcdgrpc.NewServer(st, opts), lis: lis},
-		api,
+		chainServer{name: "Kubernetes API", c: api},
 	}, *shutdownTimeout, stdout)
 	fmt.Fprintln(stdout, "listwatch: stopped")
 	return err
-}
-
-// newHTTPServer serves httpwatch.DefaultResources over st: an in-process etcd client, the etcd3
-// storage of each resource and a watch cache over it, as the apiserver stacks them. It waits until
-// every cache has its first list, or ctx ends.
-func newHTTPServer(ctx context.Context, st *store.Store, opts etcdgrpc.Options, lis net.Listener) (*httpServer, error) {
-	cli, closeClient, err := etcdgrpc.NewClient(st, opts)
-	if err != nil {
-		return nil, err
-	}
-	var cachers []*cache.Cacher
-	release := func() {
-		for _, c := range cachers {
-			c.Stop()
-		}
-		closeClient()
-	}
-	var served []httpwatch.ServedResource
-	for _, r := range httpwatch.DefaultResources() {
-		s, err := etcd3.New(cli, r.StorageConfig())
-		if err != nil {
-			release()
-			return nil, err
-		}
-		c, err := cache.New(r.CacheConfig(s))
-		if err != nil {
-			release()
-			return nil, err
-		}
-		cachers = append(cachers, c)
-		served = append(served, httpwatch.ServedResource{Resource: r, Storage: c})
-	}
-	for _, c := range cachers {
-		if err := c.Wait(ctx); err != nil {
-			release()
-			return nil, err
-		}
-	}
-	api, err := httpwatch.New(httpwatch.Config{Resources: served})
-	if err != nil {
-		release()
-		return nil, err
-	}
-	return &httpServer{
-		name:    "Kubernetes API",
-		srv:     &http.Server{Handler: api, ReadHeaderTimeout: readHeaderTimeout},
-		lis:     lis,
-		api:     api,
-		release: release,
-	}, nil
 }
 
 // checkListenAddr refuses a listen address beyond loopback unless allowRemote: an empty host (all
@@ -232,47 +179,27 @@ func serve(ctx context.Context, st *store.Store, servers []server, shutdownTimeo
 	return failure
 }
 
-// readHeaderTimeout bounds how long a client may take to send its request headers.
-const readHeaderTimeout = 30 * time.Second
-
-// httpServer runs the Kubernetes API on a listener; release stops the caches and the etcd client
-// behind it once the last request is done.
-type httpServer struct {
-	name    string
-	srv     *http.Server
-	lis     net.Listener
-	api     *httpwatch.Server
-	release func()
+// chainServer is the Kubernetes API of a chain (httpwatch.DefaultResources, each behind a watch
+// cache, over the in-process etcd client), which serves from chain.New on.
+type chainServer struct {
+	name string
+	c    *chain.Chain
 }
 
-func (h *httpServer) Name() string { return h.name }
+func (h chainServer) Name() string { return h.name }
 
-func (h *httpServer) Serve() error {
-	err := h.srv.Serve(h.lis)
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
+func (h chainServer) Serve() error {
+	<-h.c.Done()
+	return h.c.Err()
 }
 
-// Shutdown follows the apiserver's: watches are told to end first (they never end by themselves, so
-// http.Server.Shutdown would wait for them until ctx), then open requests get until ctx to finish
-// before the connections are cut. Websocket watches, whose connections are hijacked, are waited for
-// separately, and only then are the caches and the etcd client behind the API released.
-func (h *httpServer) Shutdown(ctx context.Context) {
-	h.api.Shutdown()
-	if err := h.srv.Shutdown(ctx); err != nil {
-		h.srv.Close()
-	}
-	// After Close every connection is gone, so the handlers still running end promptly.
-	waitCtx, cancel := context.WithTimeout(context.Background(), handlerGrace)
-	defer cancel()
-	h.api.Wait(waitCtx)
-	h.release()
+// Shutdown is the apiserver's (chain.Chain.Shutdown: watches are told to end, then open requests
+// get until ctx to finish before their connections are cut); only then are the caches and the etcd
+// client behind the API released. The store is serve's to close.
+func (h chainServer) Shutdown(ctx context.Context) {
+	_ = h.c.Shutdown(ctx)
+	_ = h.c.Close()
 }
-
-// handlerGrace bounds the wait for handlers after their connections were closed.
-const handlerGrace = 10 * time.Second
 
 // grpcServer runs a gRPC server on a listener.
 type grpcServer struct {

@@ -15,12 +15,13 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/listwatch/listwatch/httpwatch/watchclient"
+	"github.com/listwatch/listwatch/internal/testutil"
 )
 
 // httpDo sends a request to the served Kubernetes API and returns the status and body.
 func httpDo(t *testing.T, method, url, body string) (int, []byte) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	if err != nil {
@@ -68,7 +69,7 @@ func TestServeHTTP(t *testing.T) {
 		t.Fatalf("list: %d %s", code, body)
 	}
 
-	wctx, wcancel := context.WithTimeout(context.Background(), waitTimeout)
+	wctx, wcancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 	defer wcancel()
 	req, _ := http.NewRequestWithContext(wctx, "GET", base+cms+"?watch=true&resourceVersion="+list.Metadata.ResourceVersion, nil)
 	resp, err := http.DefaultClient.Do(req)
@@ -101,7 +102,7 @@ func TestServeHTTP(t *testing.T) {
 				t.Fatalf("watch ended: %v", <-ended)
 			}
 			return f
-		case <-time.After(waitTimeout):
+		case <-time.After(testutil.WaitTimeout):
 			t.Fatal("no watch event")
 		}
 		return watchclient.Frame{}
@@ -117,7 +118,7 @@ func TestServeHTTP(t *testing.T) {
 	// The same store through the etcd API.
 	cli := dialTCP(t, etcdAddr)
 	defer cli.Close()
-	rctx, rcancel := context.WithTimeout(context.Background(), waitTimeout)
+	rctx, rcancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 	defer rcancel()
 	if _, err := cli.Put(rctx, "/registry/configmaps/default/b", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"b","namespace":"default"}}`); err != nil {
 		t.Fatal(err)
@@ -133,7 +134,7 @@ func TestServeHTTP(t *testing.T) {
 		if err != io.EOF {
 			t.Errorf("watch ended with %v at shutdown, want a clean end", err)
 		}
-	case <-time.After(waitTimeout):
+	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("the watch did not end at shutdown")
 	}
 	select {
@@ -141,7 +142,7 @@ func TestServeHTTP(t *testing.T) {
 		if err != nil {
 			t.Fatalf("serve returned %v", err)
 		}
-	case <-time.After(waitTimeout):
+	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("serve did not stop")
 	}
 	lis, err := net.Listen("tcp", strings.TrimPrefix(base, "http://"))

@@ -16,11 +16,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
-
-// waitTimeout bounds waits for the server; generous, and never what a test asserts.
-const waitTimeout = 60 * time.Second
 
 func TestCheckListenAddr(t *testing.T) {
 	cases := []struct {
@@ -81,7 +79,7 @@ func (l *lines) Write(p []byte) (int, error) {
 // await reads lines until one has the prefix and returns the rest of it.
 func await(t *testing.T, ch <-chan string, prefix string) string {
 	t.Helper()
-	timeout := time.After(waitTimeout)
+	timeout := time.After(testutil.WaitTimeout)
 	for {
 		select {
 		case l, ok := <-ch:
@@ -99,7 +97,7 @@ func await(t *testing.T, ch <-chan string, prefix string) string {
 
 func dialTCP(t *testing.T, addr string) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, Logger: zap.NewNop(), DialTimeout: waitTimeout})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, Logger: zap.NewNop(), DialTimeout: testutil.WaitTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +121,7 @@ func TestServeInProcess(t *testing.T) {
 	}
 	cli := dialTCP(t, addr)
 	defer cli.Close()
-	rctx, rcancel := context.WithTimeout(context.Background(), waitTimeout)
+	rctx, rcancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 	defer rcancel()
 	if _, err := cli.Put(rctx, "k", "v"); err != nil {
 		t.Fatal(err)
@@ -145,7 +143,7 @@ func TestServeInProcess(t *testing.T) {
 		if err != nil {
 			t.Fatalf("serve returned %v after a requested shutdown", err)
 		}
-	case <-time.After(waitTimeout):
+	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("serve did not stop")
 	}
 	await(t, stdout.ch, "listwatch: shutting down")

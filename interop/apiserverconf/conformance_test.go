@@ -12,6 +12,8 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/featuregate"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
+
+	"github.com/listwatch/listwatch/internal/testutil"
 )
 
 // conformanceCase is one upstream conformance function, wired as upstream's etcd3 tests wire it
@@ -265,7 +267,7 @@ func TestFeatureSupportCheck(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			newEnv(t, b)
-			waitFor(t, "RequestWatchProgress to be found supported", func() bool {
+			testutil.WaitFor(t, "RequestWatchProgress to be found supported", func() bool {
 				return etcdfeature.DefaultFeatureSupportChecker.Supports(storage.RequestWatchProgress)
 			})
 		})

@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/interop/internal/etcdtest"
 	"github.com/listwatch/listwatch/store"
 )
@@ -62,9 +63,6 @@ const (
 // progressNotifyInterval is what upstream's watch tests give the server for the functions that
 // wait for progress notifications (etcd's --watch-progress-notify-interval).
 const progressNotifyInterval = time.Second
-
-// waitTimeout bounds every wait of the harness for a condition.
-const waitTimeout = 30 * time.Second
 
 var groupResource = schema.GroupResource{Resource: "pods"}
 
@@ -301,7 +299,7 @@ func (e *env) compaction() storagetesting.Compaction {
 		if !utilfeature.DefaultFeatureGate.Enabled(features.ListFromCacheSnapshot) {
 			return
 		}
-		waitFor(t, fmt.Sprintf("the compactor to observe compaction at %d", rv), func() bool {
+		testutil.WaitFor(t, fmt.Sprintf("the compactor to observe compaction at %d", rv), func() bool {
 			return e.raw.CompactRevision() == int64(rv)
 		})
 	}
@@ -335,18 +333,6 @@ func (e *env) withTransformerOverride(s storage.Interface) storagetesting.Interf
 // AllowUnsafeMalformedObjectDeletion is on, its watchers owned by the subtest.
 func (e *env) unsafeDeletionStore() storage.Interface {
 	return e.watchers.own(etcd3.NewStoreWithUnsafeCorruptObjectDeletion(e.raw, groupResource))
-}
-
-// waitFor polls cond until it holds or waitTimeout passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // switchableTransformer is the transformer handed to etcd3.New, and so shared by the storage and
@@ -491,14 +477,14 @@ func (ws *watcherSet) stopAll(t *testing.T) {
 	watchers := ws.watchers
 	ws.watchers = nil
 	ws.mu.Unlock()
-	deadline := time.After(waitTimeout)
+	deadline := time.After(testutil.WaitTimeout)
 	for i, w := range watchers {
 		w.Stop()
 		for open := true; open; {
 			select {
 			case _, open = <-w.ResultChan():
 			case <-deadline:
-				t.Errorf("watcher %d of %d: result channel still open %v after Stop", i+1, len(watchers), waitTimeout)
+				t.Errorf("watcher %d of %d: result channel still open %v after Stop", i+1, len(watchers), testutil.WaitTimeout)
 				return
 			}
 		}

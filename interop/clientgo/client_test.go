@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/pager"
+
+	"github.com/listwatch/listwatch/internal/testutil"
 )
 
 // TestDiscovery: client-go's discovery client finds the served groups and resources, and a
@@ -227,7 +229,7 @@ func TestDynamicClient(t *testing.T) {
 						t.Errorf("event object of kind %q", u.GetKind())
 					}
 					gotEvents = append(gotEvents, string(ev.Type)+" "+u.GetName()+" "+u.GetResourceVersion())
-				case <-time.After(waitTimeout):
+				case <-time.After(testutil.WaitTimeout):
 					t.Fatalf("watch events %v, want %v", gotEvents, wantEvents)
 				}
 			}
@@ -329,7 +331,7 @@ func TestTypedClient(t *testing.T) {
 			if want.typ == watch.Modified && cm.ResourceVersion != updated.ResourceVersion {
 				t.Errorf("MODIFIED at rv %s, the update returned %s", cm.ResourceVersion, updated.ResourceVersion)
 			}
-		case <-time.After(waitTimeout):
+		case <-time.After(testutil.WaitTimeout):
 			t.Fatalf("no %s event", want.typ)
 		}
 	}

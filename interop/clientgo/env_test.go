@@ -2,9 +2,7 @@ package clientgo
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net/http/httptest"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -22,15 +20,11 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/chain"
 	"github.com/listwatch/listwatch/etcd3"
-	"github.com/listwatch/listwatch/etcdgrpc"
-	"github.com/listwatch/listwatch/httpwatch"
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
-
-// waitTimeout bounds every wait for a condition; generous, never what a test asserts.
-const waitTimeout = 30 * time.Second
 
 // pollInterval is how often a wait re-checks its condition (and steps a fake clock).
 const pollInterval = 10 * time.Millisecond
@@ -63,113 +57,65 @@ type envOptions struct {
 	progressNotify time.Duration
 }
 
-// env is listwatch's Kubernetes API over an in-memory store, as `listwatch serve` stacks it
-// (store → in-process etcd client → etcd3 storage → watch cache → httpwatch), on a loopback
-// httptest server behind the request log and the watch gate.
+// env is listwatch's Kubernetes API over an in-memory store, as `listwatch serve` stacks it (a
+// chain.Chain: store → in-process etcd client → etcd3 storage → watch cache → httpwatch), on a
+// loopback port behind the request log and the watch gate.
 type env struct {
 	t          *testing.T
+	chain      *chain.Chain
 	st         *store.Store
-	storages   map[string]*etcd3.Store // by resource
 	cacheClock *testingclock.FakeClock // nil unless fakeCacheClock
-	api        *httpwatch.Server
-	ts         *httptest.Server
 	log        *requestLog
 	gate       *watchGate
 	// direct is a dynamic client for the test's own reads and writes.
 	direct dynamic.Interface
 }
 
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
 func newEnv(t *testing.T, opts envOptions) *env {
 	t.Helper()
-	e := &env{t: t, storages: map[string]*etcd3.Store{}}
-	e.st = store.New(store.Options{ProgressNotifyInterval: opts.progressNotify})
-	cli, closeClient, err := etcdgrpc.NewClient(e.st, etcdgrpc.Options{})
-	if err != nil {
-		e.st.Close()
-		t.Fatal(err)
-	}
-	var cachers []*cache.Cacher
-	release := func() {
-		for _, c := range cachers {
-			c.Stop()
-		}
-		if err := closeClient(); err != nil {
-			t.Errorf("closing the etcd client: %v", err)
-		}
-		e.st.Close()
+	e := &env{t: t}
+	cfg := chain.Config{
+		StoreOptions:      store.Options{ProgressNotifyInterval: opts.progressNotify},
+		DisableWatchCache: opts.uncached,
+		Logger:            testutil.DiscardLogger(),
+		WrapHandler: func(api http.Handler) http.Handler {
+			e.gate = newWatchGate(api)
+			e.log = newRequestLog(e.gate)
+			return e.log
+		},
 	}
 	if opts.fakeCacheClock {
 		// Real time as the start: the watch cache compares its clock with the deadline of each
 		// watch's context, which the HTTP layer sets on the real clock.
 		e.cacheClock = testingclock.NewFakeClock(time.Now())
+		cfg.CacheClock = e.cacheClock
 	}
-	var served []httpwatch.ServedResource
-	for _, r := range httpwatch.DefaultResources() {
-		sc := r.StorageConfig()
-		sc.Logger = quietLogger()
-		s, err := etcd3.New(cli, sc)
-		if err != nil {
-			release()
-			t.Fatal(err)
-		}
-		e.storages[r.Resource] = s
-		if opts.uncached {
-			served = append(served, httpwatch.ServedResource{Resource: r, Storage: s})
-			continue
-		}
-		cc := r.CacheConfig(s)
-		cc.Logger = quietLogger()
-		if e.cacheClock != nil {
-			cc.Clock = e.cacheClock
-		}
-		c, err := cache.New(cc)
-		if err != nil {
-			release()
-			t.Fatal(err)
-		}
-		cachers = append(cachers, c)
-		served = append(served, httpwatch.ServedResource{Resource: r, Storage: c})
-	}
-	for _, c := range cachers {
-		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-		err := c.Wait(ctx)
-		cancel()
-		if err != nil {
-			release()
-			t.Fatalf("watch cache never ready: %v", err)
-		}
-	}
-	e.api, err = httpwatch.New(httpwatch.Config{Resources: served, Logger: quietLogger()})
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
+	defer cancel()
+	c, err := chain.New(ctx, cfg)
 	if err != nil {
-		release()
 		t.Fatal(err)
 	}
-	e.gate = newWatchGate(e.api)
-	e.log = newRequestLog(e.gate)
-	e.ts = httptest.NewServer(e.log)
+	e.chain, e.st = c, c.Store()
 	t.Cleanup(func() {
 		// Held watches first, so that nothing waits on the gate; then the watches end as at an
 		// apiserver shutdown, and only after the last handler the storage goes away.
 		e.gate.close()
-		e.api.Shutdown()
-		e.ts.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-		defer cancel()
-		if err := e.api.Wait(ctx); err != nil {
-			t.Errorf("handlers still running after shutdown: %v", err)
+		if err := c.Close(); err != nil {
+			t.Error(err)
 		}
-		release()
 	})
 	e.direct = e.dynamicClient(directAgent)
 	return e
 }
 
+// storage is the etcd3 storage of a resource ("configmaps", "widgets.example.com").
+func (e *env) storage(resource string) *etcd3.Store { return e.chain.Storage(resource) }
+
 // restConfig is a client configuration for the server; client-side rate limiting is off, since the
 // tests write in bursts.
 func (e *env) restConfig(userAgent string) *rest.Config {
-	return &rest.Config{Host: e.ts.URL, UserAgent: userAgent, QPS: -1}
+	return &rest.Config{Host: e.chain.URL(), UserAgent: userAgent, QPS: -1}
 }
 
 func (e *env) dynamicClient(userAgent string) dynamic.Interface {
@@ -183,7 +129,7 @@ func (e *env) dynamicClient(userAgent string) dynamic.Interface {
 
 // ctx is a context for one request of the test.
 func (e *env) ctx() context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 	e.t.Cleanup(cancel)
 	return ctx
 }
@@ -193,16 +139,11 @@ func (e *env) ctx() context.Context {
 // progress requests of a consistent read) comes about as it would in real time.
 func (e *env) waitFor(what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out waiting for %s", what)
-		}
-		if e.cacheClock != nil {
-			e.cacheClock.Step(bookmarkTick)
-		}
-		time.Sleep(pollInterval)
+	p := testutil.Poller{Interval: pollInterval}
+	if e.cacheClock != nil {
+		p.Step = func() { e.cacheClock.Step(bookmarkTick) }
 	}
+	p.WaitFor(e.t, what, cond)
 }
 
 // object builds an object of a served resource.
@@ -347,7 +288,7 @@ func (i *informer) state() state {
 func (e *env) waitConverged(i *informer) {
 	e.t.Helper()
 	var got, want state
-	deadline := time.Now().Add(waitTimeout)
+	deadline := time.Now().Add(testutil.WaitTimeout)
 	for {
 		want, _ = e.serverState(i.gvr, i.namespace, i.labelSelector)
 		got = i.state()
@@ -407,7 +348,7 @@ func (i *informer) waitResourceVersion(e *env, rv string) {
 // waitNotified waits until the informer's handler was given an event starting with each prefix.
 func (i *informer) waitNotified(e *env, prefixes ...string) {
 	e.t.Helper()
-	deadline := time.Now().Add(waitTimeout)
+	deadline := time.Now().Add(testutil.WaitTimeout)
 	for {
 		var missing []string
 		for _, p := range prefixes {

@@ -368,7 +368,7 @@ func TestInformerRelistsAfterExpiredWatch(t *testing.T) {
 				}
 				e.remove(configMapsGVR, "relist", "c1")
 				rev := e.st.Rev()
-				if err := e.storages["configmaps"].Compact(e.ctx(), rev); err != nil {
+				if err := e.storage("configmaps").Compact(e.ctx(), rev); err != nil {
 					t.Fatalf("compacting at %d: %v", rev, err)
 				}
 				e.gate.release()

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/listwatch/listwatch/httpwatch/watchclient"
+	"github.com/listwatch/listwatch/internal/testutil"
 )
 
 // TestKubectlRawWatch: `kubectl get --raw` of a watch prints the server's frames unchanged: the
@@ -29,9 +30,9 @@ func TestKubectlRawWatch(t *testing.T) {
 
 	// No kubeconfig, no discovery cache: only --server speaks.
 	home := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, kubectl, "--server", e.ts.URL, "--cache-dir", filepath.Join(home, "cache"),
+	cmd := exec.CommandContext(ctx, kubectl, "--server", e.chain.URL(), "--cache-dir", filepath.Join(home, "cache"),
 		"get", "--raw", "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=2")
 	cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+filepath.Join(home, "kubeconfig"))
 	var stdout, stderr bytes.Buffer

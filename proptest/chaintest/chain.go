@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -19,16 +17,13 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/chain"
 	"github.com/listwatch/listwatch/etcd3"
-	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/httpwatch"
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/store"
 )
-
-// WaitTimeout bounds every wait of the helpers: generous, so that a loaded machine never trips it;
-// reaching it means something hangs.
-const WaitTimeout = 60 * time.Second
 
 // Options configures a Chain. The zero value is the chain `listwatch serve` runs for pods: a watch
 // cache between the HTTP server and the etcd3 storage, the store on the real clock.
@@ -52,9 +47,9 @@ type Options struct {
 	MinRequestTimeout time.Duration
 }
 
-// Chain is the whole list-watch path over one in-memory store: the store, an in-process etcd
-// client, the etcd3 storage of pods, a watch cache over it (unless Uncached) and the HTTP API, served
-// on a loopback port.
+// Chain is the whole list-watch path over one in-memory store (a chain.Chain serving pods only):
+// the store, an in-process etcd client, the etcd3 storage of pods, a watch cache over it (unless
+// Uncached) and the HTTP API, served on a loopback port.
 type Chain struct {
 	Store   *store.Store
 	Client  *clientv3.Client
@@ -69,14 +64,13 @@ type Chain struct {
 	Resource   httpwatch.Resource
 	URL        string
 
-	server      *httptest.Server
-	transport   *http.Transport
-	http        *http.Client
-	closeClient func() error
-	reflector   *reflectorGate
-	served      *countingStorage
-	closeOnce   sync.Once
-	closeErr    error
+	chain     *chain.Chain
+	transport *http.Transport
+	http      *http.Client
+	reflector *reflectorGate
+	served    *countingStorage
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Pods is the resource a Chain serves: core/v1 pods with the watch cache indexing watchers by
@@ -86,8 +80,6 @@ func Pods() httpwatch.Resource {
 	r.TriggerField = "spec.nodeName"
 	return r
 }
-
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // New starts a chain; Close stops it and waits for every goroutine it started.
 func New(opts Options) (*Chain, error) {
@@ -99,63 +91,50 @@ func New(opts Options) (*Chain, error) {
 	// deadlines of the watch contexts, which must stay far ahead for bookmarks to be scheduled.
 	c.CacheClock = testingclock.NewFakeClock(time.Now().Add(-time.Hour))
 	c.HTTPClock = testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	c.Store = store.New(store.Options{Clock: opts.StoreClock, SyncInterval: opts.StoreSyncInterval, ManualTick: opts.StoreManualTick})
-	cli, closeClient, err := etcdgrpc.NewClient(c.Store, etcdgrpc.Options{})
-	if err != nil {
-		c.Store.Close()
-		return nil, err
+	cfg := chain.Config{
+		StoreOptions:      store.Options{Clock: opts.StoreClock, SyncInterval: opts.StoreSyncInterval, ManualTick: opts.StoreManualTick},
+		Resources:         []httpwatch.Resource{c.Resource},
+		DisableWatchCache: opts.Uncached,
+		CacheClock:        c.CacheClock,
+		API: httpwatch.Config{
+			MinRequestTimeout: opts.MinRequestTimeout,
+			Clock:             c.HTTPClock,
+			Jitter:            func() float64 { return 0.5 },
+		},
+		Logger: testutil.DiscardLogger(),
+		WrapServed: func(_ httpwatch.Resource, s storage.Interface) storage.Interface {
+			c.served = &countingStorage{Interface: s}
+			return c.served
+		},
 	}
-	c.Client, c.closeClient = cli, closeClient
-	sc := c.Resource.StorageConfig()
-	sc.Logger = discardLogger()
-	if c.Storage, err = etcd3.New(cli, sc); err != nil {
-		c.Close()
-		return nil, err
-	}
-	var backend httpwatch.Storage = c.Storage
 	if !opts.Uncached {
-		c.reflector = newReflectorGate(c.Storage)
-		cc := c.Resource.CacheConfig(c.reflector)
-		cc.Clock = c.CacheClock
-		cc.Logger = discardLogger()
-		if c.Cacher, err = cache.New(cc); err != nil {
-			c.Close()
-			return nil, err
+		cfg.WrapStorage = func(_ httpwatch.Resource, s *etcd3.Store) storage.Interface {
+			c.reflector = newReflectorGate(s)
+			return c.reflector
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), WaitTimeout)
-		err = c.Cacher.Wait(ctx)
-		cancel()
-		if err != nil {
-			c.Close()
-			return nil, fmt.Errorf("the watch cache never became ready: %w", err)
-		}
-		backend = c.Cacher
 	}
-	c.served = &countingStorage{Storage: backend}
-	if c.API, err = httpwatch.New(httpwatch.Config{
-		Resources:         []httpwatch.ServedResource{{Resource: c.Resource, Storage: c.served}},
-		MinRequestTimeout: opts.MinRequestTimeout,
-		Clock:             c.HTTPClock,
-		Jitter:            func() float64 { return 0.5 },
-		Logger:            discardLogger(),
-	}); err != nil {
-		c.Close()
-		return nil, err
-	}
-	c.server = httptest.NewUnstartedServer(c.API)
 	if opts.SocketBuffer > 0 {
 		lc := net.ListenConfig{Control: socketBuffers(opts.SocketBuffer)}
 		lis, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 		if err != nil {
-			c.Close()
 			return nil, err
 		}
-		c.server.Listener.Close()
-		c.server.Listener = lis
+		cfg.Listener = lis
 	}
-	c.server.Start()
-	c.URL = c.server.URL
-	dialer := &net.Dialer{Timeout: WaitTimeout}
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
+	defer cancel()
+	var err error
+	if c.chain, err = chain.New(ctx, cfg); err != nil {
+		// The gate's proxies end with the Cacher's watches, which chain.New stopped.
+		if c.reflector != nil {
+			c.reflector.wait()
+		}
+		return nil, err
+	}
+	name := c.Resource.GroupResource().String()
+	c.Store, c.Client, c.API, c.URL = c.chain.Store(), c.chain.Client(), c.chain.API(), c.chain.URL()
+	c.Storage, c.Cacher = c.chain.Storage(name), c.chain.Cacher(name)
+	dialer := &net.Dialer{Timeout: testutil.WaitTimeout}
 	if opts.SocketBuffer > 0 {
 		dialer.Control = socketBuffers(opts.SocketBuffer)
 	}
@@ -183,7 +162,7 @@ func socketBuffers(size int) func(network, address string, rc syscall.RawConn) e
 func (c *Chain) HTTPClient() *http.Client { return c.http }
 
 // Addr is the host:port the HTTP API listens on.
-func (c *Chain) Addr() string { return c.server.Listener.Addr().String() }
+func (c *Chain) Addr() string { return strings.TrimPrefix(c.URL, "http://") }
 
 // OpenWatches is how many storage watches the HTTP handlers hold open: a handler opens one per
 // watch request and stops it when it returns.
@@ -192,91 +171,42 @@ func (c *Chain) OpenWatches() int { return c.served.open() }
 // WatchesOpened is how many storage watches the HTTP handlers opened since the chain started.
 func (c *Chain) WatchesOpened() int { return c.served.opened() }
 
-// Shutdown ends the server as `listwatch serve` does: every watch is told to end, then the HTTP
-// server stops accepting and waits for its requests, then Wait confirms no handler runs. It returns
-// how long that took.
+// Shutdown ends the server as `listwatch serve` does (chain.Chain.Shutdown): every watch is told to
+// end, then the HTTP server stops accepting and waits for its requests, then no handler may still
+// run. It returns how long that took.
 func (c *Chain) Shutdown(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
-	c.API.Shutdown()
-	c.server.Config.SetKeepAlivesEnabled(false)
-	if err := c.server.Config.Shutdown(ctx); err != nil {
-		return time.Since(start), fmt.Errorf("http.Server.Shutdown: %w", err)
-	}
-	if err := c.API.Wait(ctx); err != nil {
-		return time.Since(start), fmt.Errorf("handlers still running: %w", err)
-	}
-	return time.Since(start), nil
+	err := c.chain.Shutdown(ctx)
+	return time.Since(start), err
 }
 
 // Close stops everything in the order `listwatch serve` does and waits for it: watches, HTTP
 // server, handlers, cache, etcd client and server, store. It is idempotent.
 func (c *Chain) Close() error {
 	c.closeOnce.Do(func() {
-		var errs []error
-		if c.API != nil {
-			c.API.Shutdown()
-		}
-		if c.server != nil {
-			c.server.Close()
-		}
-		if c.transport != nil {
-			c.transport.CloseIdleConnections()
-		}
-		if c.API != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), WaitTimeout)
-			if err := c.API.Wait(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("handlers still running after shutdown: %w", err))
-			}
-			cancel()
-		}
+		c.transport.CloseIdleConnections()
+		// A reflector held at the gate would keep the Cacher from stopping.
 		if c.reflector != nil {
 			c.reflector.release()
 		}
-		if c.Cacher != nil {
-			c.Cacher.Stop()
-		}
+		c.closeErr = c.chain.Close()
 		if c.reflector != nil {
 			c.reflector.wait()
 		}
-		if c.closeClient != nil {
-			if err := c.closeClient(); err != nil {
-				errs = append(errs, fmt.Errorf("closing the etcd client: %w", err))
-			}
-		}
-		if err := c.Store.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
-			errs = append(errs, fmt.Errorf("closing the store: %w", err))
-		}
-		c.closeErr = errors.Join(errs...)
 	})
 	return c.closeErr
 }
 
-// WaitFor polls cond until it holds, calling step (if not nil) before each poll: step is how a
-// wait moves the fake clocks that the awaited condition may need.
-func WaitFor(what string, cond func() bool, step func()) error {
-	deadline := time.Now().Add(WaitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %v waiting for %s", WaitTimeout, what)
-		}
-		if step != nil {
-			step()
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return nil
-}
-
 // countingStorage counts the storage watches the HTTP handlers hold.
 type countingStorage struct {
-	httpwatch.Storage
+	storage.Interface
 	mu          sync.Mutex
 	openCount   int
 	openedCount int
 }
 
 func (s *countingStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
-	w, err := s.Storage.Watch(ctx, key, opts)
+	w, err := s.Interface.Watch(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -531,14 +461,14 @@ func (c *Chain) ForceRelist(ctx context.Context, write func() error) (int64, err
 	}
 	g := c.reflector
 	// The reflector must be watching (not between its list and its watch) when its clock moves.
-	if err := WaitFor("the reflector to watch", g.watching, nil); err != nil {
+	if err := testutil.Poll("the reflector to watch", g.watching, nil); err != nil {
 		return 0, fmt.Errorf("%w (%s; cache ready: %t)", err, g.describe(), c.Cacher.Ready())
 	}
 	g.hold()
 	defer g.unhold()
 	c.CacheClock.Step(1500 * time.Millisecond)
 	g.breakWatch()
-	if err := WaitFor("the reflector to re-watch", g.blocked, nil); err != nil {
+	if err := testutil.Poll("the reflector to re-watch", g.blocked, nil); err != nil {
 		return 0, err
 	}
 	before := c.Store.Rev()
@@ -555,13 +485,13 @@ func (c *Chain) ForceRelist(ctx context.Context, write func() error) (int64, err
 		return 0, fmt.Errorf("compacting at %d: %w", rev, err)
 	}
 	g.unhold()
-	if err := WaitFor("the cache to notice the compaction", func() bool { return !c.Cacher.Ready() }, nil); err != nil {
+	if err := testutil.Poll("the cache to notice the compaction", func() bool { return !c.Cacher.Ready() }, nil); err != nil {
 		return 0, err
 	}
-	if err := WaitFor("the cache to relist", c.Cacher.Ready, func() { c.CacheClock.Step(50 * time.Millisecond) }); err != nil {
+	if err := testutil.Poll("the cache to relist", c.Cacher.Ready, func() { c.CacheClock.Step(50 * time.Millisecond) }); err != nil {
 		return 0, err
 	}
-	return rev, WaitFor("the reflector to watch after its relist", g.watching, nil)
+	return rev, testutil.Poll("the reflector to watch after its relist", g.watching, nil)
 }
 
 // ReflectorWatches is how many watches the Cacher's reflector has started.

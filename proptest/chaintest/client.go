@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/listwatch/listwatch/httpwatch/watchclient"
+	"github.com/listwatch/listwatch/internal/testutil"
 )
 
 // WatchSpec is one HTTP watch request for pods.
@@ -140,7 +141,7 @@ func (c *Chain) OpenWatch(spec WatchSpec, step func()) (*Watch, error) {
 		answered <- result{resp, err}
 	}()
 	var res result
-	deadline := time.Now().Add(WaitTimeout)
+	deadline := time.Now().Add(testutil.WaitTimeout)
 wait:
 	for {
 		select {
@@ -151,7 +152,7 @@ wait:
 		if time.Now().After(deadline) {
 			cancel()
 			<-answered
-			return nil, fmt.Errorf("GET %s: no response headers within %v", spec.Path(), WaitTimeout)
+			return nil, fmt.Errorf("GET %s: no response headers within %v", spec.Path(), testutil.WaitTimeout)
 		}
 		if step != nil {
 			step()
@@ -295,7 +296,7 @@ func (w *Watch) Disconnect() {
 
 // WaitEnd waits until the stream ends (the client must not be paused), calling step while it waits.
 func (w *Watch) WaitEnd(step func()) error {
-	return WaitFor("the watch "+w.Spec.String()+" to end", w.Ended, step)
+	return testutil.Poll("the watch "+w.Spec.String()+" to end", w.Ended, step)
 }
 
 // ErrorFrame reports whether the frames start with an ERROR frame, and returns its Status.

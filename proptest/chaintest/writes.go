@@ -11,12 +11,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
 // do sends one request to the API and reads the whole answer.
 func (c *Chain) do(method, path string, body []byte) (int, []byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), WaitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 	defer cancel()
 	var rd io.Reader
 	if body != nil {
@@ -147,7 +148,7 @@ func (c *Chain) SyncCache() (int64, error) {
 		answered <- answer{code, body, err}
 	}()
 	var a answer
-	err := WaitFor("a consistent list", func() bool {
+	err := testutil.Poll("a consistent list", func() bool {
 		select {
 		case a = <-answered:
 			return true
@@ -156,7 +157,7 @@ func (c *Chain) SyncCache() (int64, error) {
 		}
 	}, func() { c.CacheClock.Step(5 * time.Millisecond) })
 	if err != nil {
-		<-answered // do gives up at WaitTimeout too
+		<-answered // do gives up at testutil.WaitTimeout too
 		return 0, err
 	}
 	if a.err != nil {

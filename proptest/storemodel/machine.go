@@ -12,6 +12,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"pgregory.net/rapid"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -433,13 +434,10 @@ func (sm *storeMachine) LeaseKeepAlive(t *rapid.T) {
 		if sm.m.leases[id] != nil {
 			t.Fatalf("model: lease %d still there after its lease check", id)
 		}
-	case <-time.After(waitTimeout):
+	case <-time.After(testutil.WaitTimeout):
 		t.Fatalf("keepalive of lease %d still waiting after the lease check revoked it", id)
 	}
 }
-
-// waitTimeout bounds waits for another goroutine; generous, and never what is checked.
-const waitTimeout = 30 * time.Second
 
 // AdvanceToExpiry moves the clock to just past the expiry of a live lease, where a keepalive must
 // wait for the revocation and a time-to-live reports the lease with no time left.

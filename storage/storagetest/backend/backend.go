@@ -3,14 +3,8 @@
 package backend
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -18,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/internal/etcdprocess"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -71,85 +66,21 @@ func NewInProcess(opts store.Options) (*Backend, error) {
 	}, nil
 }
 
-// EtcdBinary is the etcd executable StartEtcd runs.
-var EtcdBinary = "/usr/bin/etcd"
-
-// StartEtcd starts an etcd process with a fresh data directory on free loopback ports and returns it
-// once it answers. Close kills it and removes the directory.
+// StartEtcd starts an etcd process (etcdprocess.Launch: a fresh data directory on free loopback
+// ports) and returns it once it is healthy, with a client connected to it. Close closes the client,
+// kills the process and removes its data.
 func StartEtcd() (*Backend, error) {
-	if _, err := os.Stat(EtcdBinary); err != nil {
-		return nil, fmt.Errorf("etcd binary: %w", err)
-	}
-	dir, err := os.MkdirTemp("", "listwatch-etcd-")
+	c, err := etcdprocess.Launch(1)
 	if err != nil {
 		return nil, err
-	}
-	clientPort, err := freePort()
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	peerPort, err := freePort()
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	clientURL := fmt.Sprintf("http://127.0.0.1:%d", clientPort)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
-	var out bytes.Buffer
-	cmd := exec.Command(EtcdBinary,
-		"--name", "default",
-		"--data-dir", filepath.Join(dir, "data"),
-		"--listen-client-urls", clientURL,
-		"--advertise-client-urls", clientURL,
-		"--listen-peer-urls", peerURL,
-		"--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "default="+peerURL,
-		"--log-level", "error",
-		"--logger", "zap",
-	)
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	stop := func() error {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return os.RemoveAll(dir)
 	}
 	client, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{clientURL},
+		Endpoints:   c.Endpoints(),
 		DialTimeout: 10 * time.Second,
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {
-		stop()
-		return nil, err
+		return nil, errors.Join(err, c.Stop())
 	}
-	b := &Backend{Client: client, Name: "etcd-process", stop: stop}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for {
-		c, cc := context.WithTimeout(ctx, time.Second)
-		_, err := client.Get(c, "health")
-		cc()
-		if err == nil {
-			return b, nil
-		}
-		if ctx.Err() != nil {
-			b.Close()
-			return nil, fmt.Errorf("etcd did not start: %v; output:\n%s", err, out.String())
-		}
-	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return &Backend{Client: client, Name: "etcd-process", stop: c.Stop}, nil
 }

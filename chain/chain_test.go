@@ -1,0 +1,505 @@
+package chain_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"go.uber.org/goleak"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/listwatch/listwatch/chain"
+	"github.com/listwatch/listwatch/etcd3"
+	"github.com/listwatch/listwatch/httpwatch"
+	"github.com/listwatch/listwatch/httpwatch/watchclient"
+	"github.com/listwatch/listwatch/internal/testutil"
+	"github.com/listwatch/listwatch/storage"
+	"github.com/listwatch/listwatch/store"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+const cmPath = "/api/v1/namespaces/default/configmaps"
+
+// newChain starts a chain that logs nothing and closes it when the test ends.
+func newChain(t *testing.T, cfg chain.Config) *chain.Chain {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = testutil.DiscardLogger()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
+	defer cancel()
+	c, err := chain.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return c
+}
+
+// client is an HTTP client whose connections the test closes when it ends.
+func client(t *testing.T) *http.Client {
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// create POSTs a configmap and returns its resourceVersion.
+func create(t *testing.T, hc *http.Client, c *chain.Chain, name string) string {
+	t.Helper()
+	body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q},"data":{"k":"v"}}`, name)
+	resp, err := hc.Post(c.URL()+cmPath, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var obj struct {
+		Metadata struct{ ResourceVersion string } `json:"metadata"`
+	}
+	if resp.StatusCode != http.StatusCreated {
+		data, _ := io.ReadAll(resp.Body)
+		t.Fatalf("POST %s: %d %s", name, resp.StatusCode, data)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&obj); err != nil {
+		t.Fatal(err)
+	}
+	return obj.Metadata.ResourceVersion
+}
+
+// list GETs the configmaps and returns their names and the list's resourceVersion.
+func list(t *testing.T, hc *http.Client, c *chain.Chain) (string, string) {
+	t.Helper()
+	resp, err := hc.Get(c.URL() + cmPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var l struct {
+		Metadata struct{ ResourceVersion string } `json:"metadata"`
+		Items    []struct {
+			Metadata struct{ Name string } `json:"metadata"`
+		} `json:"items"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("list: %s", resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, i := range l.Items {
+		names = append(names, i.Metadata.Name)
+	}
+	return strings.Join(names, ","), l.Metadata.ResourceVersion
+}
+
+// openWatch starts a watch of the configmaps from rv; its frames arrive on the channel, which is
+// closed when the stream ends, after the stream's end (nil for a clean one) is sent on ended.
+func openWatch(t *testing.T, hc *http.Client, c *chain.Chain, rv string) (<-chan watchclient.Frame, <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	resp, err := hc.Do(mustRequest(t, ctx, c.URL()+cmPath+"?watch=true&resourceVersion="+rv))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		cancel()
+		t.Fatalf("watch: %s", resp.Status)
+	}
+	frames, ended := make(chan watchclient.Frame, 100), make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(frames)
+		dec := watchclient.NewDecoder(resp.Body)
+		for {
+			f, err := dec.Decode()
+			if err != nil {
+				if err == io.EOF {
+					err = nil
+				}
+				ended <- err
+				return
+			}
+			frames <- f
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		resp.Body.Close()
+		<-done
+	})
+	return frames, ended
+}
+
+func mustRequest(t *testing.T, ctx context.Context, url string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+func nextFrame(t *testing.T, frames <-chan watchclient.Frame, ended <-chan error) watchclient.Frame {
+	t.Helper()
+	select {
+	case f, ok := <-frames:
+		if !ok {
+			t.Fatalf("the watch ended (%v) where an event was expected", <-ended)
+		}
+		return f
+	case <-t.Context().Done():
+	}
+	return watchclient.Frame{}
+}
+
+// expectEvent reads the next frame and checks its type and object.
+func expectEvent(t *testing.T, frames <-chan watchclient.Frame, ended <-chan error, typ watch.EventType, name string) {
+	t.Helper()
+	f := nextFrame(t, frames, ended)
+	_, m, err := f.Meta()
+	if err != nil || f.Type != typ || m.Name != name {
+		t.Fatalf("event %s %s (%v), want %s %s", f.Type, m.Name, err, typ, name)
+	}
+}
+
+// expectServes shows a chain serving: a write, a list that has it, and a watch that sees the next.
+func expectServes(t *testing.T, c *chain.Chain) {
+	t.Helper()
+	hc := client(t)
+	rv := create(t, hc, c, "a")
+	frames, ended := openWatch(t, hc, c, rv)
+	create(t, hc, c, "b")
+	expectEvent(t, frames, ended, watch.Added, "b")
+	names, listRV := list(t, hc, c)
+	if names != "a,b" || listRV != strconv.FormatInt(c.Store().Rev(), 10) {
+		t.Errorf("list %q at %s, want a,b at the store's revision %d", names, listRV, c.Store().Rev())
+	}
+}
+
+func TestChainServes(t *testing.T) {
+	c := newChain(t, chain.Config{})
+	for _, r := range httpwatch.DefaultResources() {
+		name := r.GroupResource().String()
+		if c.Storage(name) == nil || c.Cacher(name) == nil || !c.Cacher(name).Ready() {
+			t.Errorf("%s: storage %v, cacher %v: want both, the cache ready", name, c.Storage(name), c.Cacher(name))
+		}
+	}
+	if c.Storage("nonexistent") != nil || c.Cacher("nonexistent") != nil {
+		t.Error("parts of a resource the chain does not serve")
+	}
+	if c.Client() == nil || c.API() == nil || !strings.HasPrefix(c.URL(), "http://127.0.0.1:") {
+		t.Errorf("client %v, API %v, URL %q", c.Client(), c.API(), c.URL())
+	}
+	expectServes(t, c)
+}
+
+func TestChainUncached(t *testing.T) {
+	t.Run("one", func(t *testing.T) {
+		c := newChain(t, chain.Config{Uncached: []string{"configmaps"}})
+		if c.Cacher("configmaps") != nil || c.Cacher("pods") == nil || c.Storage("configmaps") == nil {
+			t.Errorf("configmaps cacher %v, pods cacher %v: want only pods cached", c.Cacher("configmaps"), c.Cacher("pods"))
+		}
+		expectServes(t, c)
+	})
+	t.Run("all", func(t *testing.T) {
+		c := newChain(t, chain.Config{DisableWatchCache: true, Resources: []httpwatch.Resource{httpwatch.ConfigMaps(), httpwatch.Widgets()}})
+		if c.Cacher("configmaps") != nil || c.Cacher("widgets.example.com") != nil || c.Storage("widgets.example.com") == nil || c.Storage("pods") != nil {
+			t.Error("DisableWatchCache: a cacher, or the wrong resources")
+		}
+		expectServes(t, c)
+	})
+}
+
+// countingStorage counts the watches and lists made through it.
+type countingStorage struct {
+	storage.Interface
+	watches, lists atomic.Int64
+}
+
+func (s *countingStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
+	s.watches.Add(1)
+	return s.Interface.Watch(ctx, key, opts)
+}
+
+func (s *countingStorage) GetList(ctx context.Context, key string, opts storage.ListOptions, out runtime.Object) error {
+	s.lists.Add(1)
+	return s.Interface.GetList(ctx, key, opts, out)
+}
+
+type countingServed struct {
+	storage.Interface
+	lists atomic.Int64
+}
+
+func (s *countingServed) GetList(ctx context.Context, key string, opts storage.ListOptions, out runtime.Object) error {
+	s.lists.Add(1)
+	return s.Interface.GetList(ctx, key, opts, out)
+}
+
+func TestChainHooks(t *testing.T) {
+	under := map[string]*countingStorage{}
+	served := map[string]*countingServed{}
+	var requests atomic.Int64
+	c := newChain(t, chain.Config{
+		Uncached: []string{"pods"},
+		WrapStorage: func(r httpwatch.Resource, s *etcd3.Store) storage.Interface {
+			w := &countingStorage{Interface: s}
+			under[r.GroupResource().String()] = w
+			return w
+		},
+		WrapServed: func(r httpwatch.Resource, s storage.Interface) storage.Interface {
+			w := &countingServed{Interface: s}
+			served[r.GroupResource().String()] = w
+			return w
+		},
+		WrapHandler: func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				requests.Add(1)
+				h.ServeHTTP(w, r)
+			})
+		},
+	})
+	if len(under) != 3 || len(served) != 3 {
+		t.Fatalf("hooks called for %d and %d resources, want 3", len(under), len(served))
+	}
+	// Each cache's reflector lists and watches through WrapStorage.
+	for _, name := range []string{"configmaps", "widgets.example.com"} {
+		if w := under[name]; w.lists.Load() == 0 {
+			t.Errorf("%s: the reflector did not list through WrapStorage", name)
+		}
+		testutil.WaitFor(t, name+"'s reflector to watch through WrapStorage", func() bool { return under[name].watches.Load() > 0 })
+	}
+	hc := client(t)
+	for _, path := range []string{cmPath, "/api/v1/pods"} {
+		resp, err := hc.Get(c.URL() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	// A list of the uncached pods goes through both hooks, one of the cached configmaps through
+	// WrapServed to the cache.
+	if served["configmaps"].lists.Load() != 1 || served["pods"].lists.Load() != 1 || under["pods"].lists.Load() != 1 {
+		t.Errorf("lists through WrapServed: configmaps %d, pods %d; through WrapStorage: pods %d; want 1 each",
+			served["configmaps"].lists.Load(), served["pods"].lists.Load(), under["pods"].lists.Load())
+	}
+	if requests.Load() != 2 {
+		t.Errorf("WrapHandler saw %d requests, want 2", requests.Load())
+	}
+}
+
+func TestChainCloseLeavesNoGoroutine(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	c, err := chain.New(t.Context(), chain.Config{Logger: testutil.DiscardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An open watch, and an idle keep-alive connection from the write.
+	tr := &http.Transport{}
+	hc := &http.Client{Transport: tr}
+	rv := create(t, hc, c, "a")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp, err := hc.Do(mustRequest(t, ctx, c.URL()+cmPath+"?watch=true&resourceVersion="+rv))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("watch: %v %v", resp, err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	// The watch was cut; its body ends.
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	tr.CloseIdleConnections()
+	select {
+	case <-c.Done():
+	default:
+		t.Error("Done not closed after Close")
+	}
+	if err := c.Err(); err != nil {
+		t.Errorf("Err after Close = %v, want nil", err)
+	}
+	if _, err := c.Store().Put(&store.PutRequest{Key: []byte("k")}); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("the chain's own store after Close: %v, want closed", err)
+	}
+	goleak.VerifyNone(t, before)
+}
+
+func TestChainKeepsGivenStore(t *testing.T) {
+	st := store.New(store.Options{})
+	defer st.Close()
+	c, err := chain.New(t.Context(), chain.Config{Store: st, Logger: testutil.DiscardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store() != st {
+		t.Fatal("Store is not the given store")
+	}
+	hc := client(t)
+	create(t, hc, c, "a")
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := st.Range(&store.RangeRequest{Key: []byte("/registry/configmaps/default/a")}); err != nil || len(r.Kvs) != 1 {
+		t.Fatalf("the given store after Close: %v, %v; want the written configmap", r, err)
+	}
+	if _, err := st.Put(&store.PutRequest{Key: []byte("k")}); err != nil {
+		t.Errorf("the given store after Close: %v, want open", err)
+	}
+	if _, err := chain.New(t.Context(), chain.Config{Store: st, StoreOptions: store.Options{MaxTxnOps: 1}}); !errors.Is(err, chain.ErrInvalidConfig) {
+		t.Errorf("Store and StoreOptions: %v, want ErrInvalidConfig", err)
+	}
+}
+
+func TestChainShutdown(t *testing.T) {
+	c := newChain(t, chain.Config{})
+	hc := client(t)
+	rv := create(t, hc, c, "a")
+	frames, ended := openWatch(t, hc, c, rv)
+	create(t, hc, c, "b")
+	expectEvent(t, frames, ended, watch.Added, "b")
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
+	defer cancel()
+	if err := c.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The watch ends cleanly, with nothing more.
+	if f, ok := <-frames; ok {
+		t.Errorf("frame %s after Shutdown", f.Type)
+	}
+	if err := <-ended; err != nil {
+		t.Errorf("the watch ended with %v, want a clean end", err)
+	}
+	select {
+	case <-c.Done():
+	default:
+		t.Error("Done not closed after Shutdown")
+	}
+	if c.Err() != nil {
+		t.Errorf("Err after Shutdown = %v", c.Err())
+	}
+	// The storage still runs until Close.
+	if r, err := c.Client().Get(ctx, "/registry/configmaps/default/b"); err != nil || len(r.Kvs) != 1 {
+		t.Errorf("etcd after Shutdown: %v %v", r, err)
+	}
+}
+
+// failingStorage fails every list, so that a cache over it never becomes ready.
+type failingStorage struct{ storage.Interface }
+
+func (failingStorage) GetList(context.Context, string, storage.ListOptions, runtime.Object) error {
+	return errors.New("injected list failure")
+}
+
+func TestChainNewFailureReleases(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	bad := httpwatch.Resource{Version: "v1", Resource: "bads", Kind: "Bad", KeyPrefix: "no-slash"}
+	cases := []struct {
+		name string
+		ctx  context.Context
+		cfg  chain.Config
+		want string
+		is   error
+	}{
+		{"uncached unknown", t.Context(), chain.Config{Uncached: []string{"nodes"}}, `Uncached names "nodes"`, chain.ErrInvalidConfig},
+		{"API resources", t.Context(), chain.Config{API: httpwatch.Config{Resources: []httpwatch.ServedResource{{Resource: httpwatch.Pods()}}}}, "API.Resources set", chain.ErrInvalidConfig},
+		{"etcd3 storage", t.Context(), chain.Config{Resources: []httpwatch.Resource{httpwatch.ConfigMaps(), bad}}, "the etcd3 storage of bads: resourcePrefix needs to start from /", nil},
+		{"cache never ready", cancelled, chain.Config{WrapStorage: func(r httpwatch.Resource, s *etcd3.Store) storage.Interface {
+			if r.Resource == "pods" {
+				return failingStorage{s}
+			}
+			return s
+		}}, "never became ready", context.Canceled},
+		{"HTTP API", t.Context(), chain.Config{API: httpwatch.Config{MinRequestTimeout: -1}}, "the HTTP API: ", httpwatch.ErrInvalidConfig},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := goleak.IgnoreCurrent()
+			st := store.New(store.Options{})
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lis.Close()
+			cfg := tc.cfg
+			cfg.Store, cfg.Listener, cfg.Logger = st, lis, testutil.DiscardLogger()
+			c, err := chain.New(tc.ctx, cfg)
+			if err == nil {
+				c.Close()
+				t.Fatal("New succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.want) || (tc.is != nil && !errors.Is(err, tc.is)) {
+				t.Errorf("New = %v, want an error with %q matching %v", err, tc.want, tc.is)
+			}
+			if _, err := lis.Accept(); !errors.Is(err, net.ErrClosed) {
+				t.Errorf("the given listener after a failed New: Accept = %v, want closed", err)
+			}
+			if _, err := st.Put(&store.PutRequest{Key: []byte("k")}); err != nil {
+				t.Errorf("the given store after a failed New: %v, want open", err)
+			}
+			st.Close()
+			goleak.VerifyNone(t, before)
+		})
+	}
+}
+
+// failingListener fails its second Accept for good.
+type failingListener struct {
+	net.Listener
+	accepts atomic.Int64
+}
+
+var errAccept = errors.New("injected accept failure")
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.accepts.Add(1) > 1 {
+		return nil, errAccept
+	}
+	return l.Listener.Accept()
+}
+
+func TestChainServeFailure(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newChain(t, chain.Config{Listener: &failingListener{Listener: lis}})
+	// The first connection is accepted and served; then the listener fails.
+	resp, err := client(t).Get(c.URL() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Equal(body, []byte("ok")) {
+		t.Errorf("healthz: %q", body)
+	}
+	<-c.Done()
+	if !errors.Is(c.Err(), errAccept) {
+		t.Errorf("Err = %v, want the listener's failure", c.Err())
+	}
+}

@@ -1,0 +1,38 @@
+// Package chain assembles the whole list-watch path of listwatch in one process, as `listwatch serve`
+// runs it: an in-memory store (package store), served over etcd's v3 gRPC API to an in-process
+// clientv3 client (etcdgrpc.NewClient, over bufconn), the etcd3 storage of each resource (package
+// etcd3), a watch cache over it (package cache; optional per resource) and the Kubernetes HTTP API
+// (package httpwatch) on a listener. Tests use it to get a running Kubernetes API in one call.
+//
+// # API
+//
+//   - New(ctx, Config) builds and starts a Chain. The zero Config serves httpwatch.DefaultResources,
+//     each behind a watch cache, over a new store, on a free loopback port. Config takes an existing
+//     store or options for a new one, the resources and which of them are uncached, the clocks of
+//     the store (StoreOptions.Clock), the caches (CacheClock) and the HTTP API (API.Clock), the
+//     progress-notify interval (StoreOptions.ProgressNotifyInterval), a logger, and three hooks:
+//     WrapStorage (between a watch cache and its etcd3 storage), WrapServed (between the HTTP
+//     handlers and the cache) and WrapHandler (in front of the HTTP API).
+//   - Store, Client, Storage, Cacher, API and URL reach the parts; Storage and Cacher name a resource
+//     as its GroupResource prints ("pods", "widgets.example.com").
+//   - Shutdown stops the HTTP API as the apiserver does (watches end first, then requests drain);
+//     Close stops everything. Done and Err report when and why the HTTP server stopped serving.
+//   - Errors: New fails with errors matching ErrInvalidConfig for a Config it refuses, and with the
+//     failing stage's error (wrapped, naming the stage and resource) otherwise.
+//
+// # Invariants
+//
+//   - When New returns, every watch cache has its first list and the HTTP API serves lists, watches
+//     and writes over the store (TestChainServes, TestChainUncached).
+//   - Each hook sits where its name says and sees every resource (TestChainHooks).
+//   - Close stops everything the chain started and waits for it: no goroutine of the HTTP server,
+//     its connections, the caches, the etcd client and server or a store the chain made is left
+//     (TestChainCloseLeavesNoGoroutine). It never closes a store given in Config.Store
+//     (TestChainKeepsGivenStore). It is idempotent.
+//   - Shutdown ends every open watch cleanly (the stream ends without an ERROR frame) before the
+//     HTTP server stops, and leaves the storage running until Close (TestChainShutdown).
+//   - A failure while assembling releases everything already started, the given listener
+//     included, and never the given store (TestChainNewFailureReleases).
+//   - Err is nil after Shutdown or Close and is the listener's failure when serving failed
+//     (TestChainServeFailure).
+package chain

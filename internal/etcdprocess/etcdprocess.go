@@ -1,0 +1,220 @@
+package etcdprocess
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/listwatch/listwatch/internal/testutil"
+)
+
+// Binary is the etcd executable Launch runs: Debian's etcd-server package installs it there.
+var Binary = "/usr/bin/etcd"
+
+// ErrNotInstalled is returned by Launch when Binary is not there.
+var ErrNotInstalled = errors.New("etcdprocess: no etcd server installed")
+
+// errExited is a member that exited before it was healthy: most likely a port another process took
+// between freePorts and etcd's bind, so Launch tries again on other ports.
+var errExited = errors.New("exited before it was healthy")
+
+// startTimeout bounds the wait for a started etcd to report itself healthy.
+const startTimeout = 30 * time.Second
+
+// startAttempts is how many times Launch starts a cluster whose member exits at once.
+const startAttempts = 3
+
+// Cluster is a set of running etcd processes, bootstrapped together.
+type Cluster struct {
+	dir       string
+	procs     []*process
+	endpoints []string
+	stopOnce  sync.Once
+	stopErr   error
+}
+
+type process struct {
+	name   string
+	client string
+	cmd    *exec.Cmd
+	out    *testutil.SyncBuffer
+	exited chan struct{} // closed by the goroutine that waits for the process
+}
+
+// Launch runs members etcd processes of Binary as one new cluster, with extraFlags after the flags it
+// sets itself, each with a fresh data directory and free loopback ports, and returns once every
+// member reports itself healthy (which needs a leader). The data directories are on /dev/shm when
+// there is one: etcd syncs every write, and memory makes that cheap. It returns an error wrapping
+// ErrNotInstalled when Binary is missing, and one quoting etcd's output when a member does not start.
+func Launch(members int, extraFlags ...string) (*Cluster, error) {
+	if members < 1 {
+		return nil, fmt.Errorf("etcdprocess: %d members: want at least one", members)
+	}
+	if _, err := os.Stat(Binary); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotInstalled, err)
+	}
+	var failures []string
+	for range startAttempts {
+		c, err := launch(members, extraFlags)
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, errExited) {
+			return nil, err
+		}
+		failures = append(failures, err.Error())
+	}
+	return nil, fmt.Errorf("etcdprocess: etcd did not start in %d attempts:\n%s", startAttempts, strings.Join(failures, "\n"))
+}
+
+// Endpoints are the members' client endpoints, host:port, in member order.
+func (c *Cluster) Endpoints() []string { return c.endpoints }
+
+// Stop kills every member, waits for it to exit and removes the data directories. It is idempotent.
+func (c *Cluster) Stop() error {
+	c.stopOnce.Do(func() {
+		for _, p := range c.procs {
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+		c.stopErr = os.RemoveAll(c.dir)
+	})
+	return c.stopErr
+}
+
+func launch(members int, extraFlags []string) (*Cluster, error) {
+	base := ""
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		base = "/dev/shm"
+	}
+	dir, err := os.MkdirTemp(base, "listwatch-etcd-")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{dir: dir}
+	ports, err := freePorts(2 * members)
+	if err != nil {
+		return nil, errors.Join(err, c.Stop())
+	}
+	var initial []string
+	for i := range members {
+		initial = append(initial, fmt.Sprintf("etcd%d=http://%s", i, ports[2*i+1]))
+	}
+	for i := range members {
+		name, client, peer := fmt.Sprintf("etcd%d", i), ports[2*i], ports[2*i+1]
+		args := append([]string{
+			"--name", name,
+			"--data-dir", filepath.Join(dir, name),
+			"--listen-client-urls", "http://" + client,
+			"--advertise-client-urls", "http://" + client,
+			"--listen-peer-urls", "http://" + peer,
+			"--initial-advertise-peer-urls", "http://" + peer,
+			"--initial-cluster", strings.Join(initial, ","),
+			"--initial-cluster-state", "new",
+			"--log-level", "error",
+			"--logger", "zap",
+		}, extraFlags...)
+		p := &process{name: name, client: client, cmd: exec.Command(Binary, args...), out: &testutil.SyncBuffer{}, exited: make(chan struct{})}
+		p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+		if err := p.cmd.Start(); err != nil {
+			return nil, errors.Join(fmt.Errorf("etcdprocess: starting %s: %w", Binary, err), c.Stop())
+		}
+		go func() {
+			_ = p.cmd.Wait()
+			close(p.exited)
+		}()
+		c.procs = append(c.procs, p)
+	}
+	deadline := time.Now().Add(startTimeout)
+	for _, p := range c.procs {
+		for !healthy("http://" + p.client) {
+			select {
+			case <-p.exited:
+				return nil, errors.Join(fmt.Errorf("etcd %s %w: %v\n%s", p.name, errExited, p.cmd.ProcessState, p.out.String()), c.Stop())
+			case <-time.After(50 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				return nil, errors.Join(fmt.Errorf("etcdprocess: etcd %s was not healthy after %v:\n%s", p.name, startTimeout, p.out.String()), c.Stop())
+			}
+		}
+		c.endpoints = append(c.endpoints, p.client)
+	}
+	return c, nil
+}
+
+// healthy asks etcd's /health endpoint, which answers true once the member has a leader.
+func healthy(url string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/health", nil)
+	if err != nil {
+		return false
+	}
+	tr := &http.Transport{DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var body bytes.Buffer
+	_, _ = body.ReadFrom(resp.Body)
+	return resp.StatusCode == http.StatusOK && bytes.Contains(body.Bytes(), []byte(`"health":"true"`))
+}
+
+// freePorts draws n distinct free loopback ports, host:port.
+func freePorts(n int) ([]string, error) {
+	var ports []string
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	for range n {
+		// Held until all are drawn, so that none is drawn twice.
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		held = append(held, l)
+		ports = append(ports, l.Addr().String())
+	}
+	return ports, nil
+}
+
+// Start launches a single member for t and returns its client endpoint, host:port; see StartCluster.
+func Start(t testing.TB, extraFlags ...string) string {
+	t.Helper()
+	return StartCluster(t, 1, extraFlags...)[0]
+}
+
+// StartCluster launches a cluster of members for t and returns their client endpoints; the cluster
+// is stopped when t ends. It skips t, saying how to install etcd, when Binary is not installed, and
+// fails it when etcd does not start.
+func StartCluster(t testing.TB, members int, extraFlags ...string) []string {
+	t.Helper()
+	c, err := Launch(members, extraFlags...)
+	if errors.Is(err, ErrNotInstalled) {
+		t.Skipf("%v: install Debian's etcd-server (apt-get install etcd-server) to run the tests against a real etcd", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stopping etcd: %v", err)
+		}
+	})
+	return c.Endpoints()
+}

@@ -1,0 +1,23 @@
+// Package testutil holds what the tests of every listwatch package share: condition polling with a
+// generous deadline, the common timeouts, a buffer safe for a writer and a reader, and a logger that
+// discards. It imports nothing else of listwatch, so that any package's tests may use it.
+//
+// # API
+//
+//   - WaitTimeout bounds every wait of a test; PollInterval is how often a condition is polled.
+//   - WaitFor polls a condition until it holds and fails the test, naming what it waited for, once
+//     WaitTimeout passes. Poll returns that failure as an error instead, for helpers that are not
+//     given a test, and calls a step function between polls to move the fake clocks what is awaited
+//     needs. Poller does either with another interval or deadline.
+//   - SyncBuffer is a bytes.Buffer that a writer goroutine and a reader may share.
+//   - DiscardLogger returns a *slog.Logger that drops everything.
+//
+// # Invariants
+//
+//   - A wait never fails before its deadline and always fails after it, with a message that names
+//     the condition and the deadline (TestPollTimesOut, TestWaitForFailsTheTest).
+//   - Step runs between polls, never before the first one, so that a condition that already holds
+//     moves no clock (TestPollSteps).
+//   - SyncBuffer keeps every byte written, in order, under concurrent Write and String
+//     (TestSyncBuffer, run with -race).
+package testutil

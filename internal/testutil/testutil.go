@@ -1,0 +1,101 @@
+package testutil
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// WaitTimeout bounds every wait of a test for a condition, an event or a shutdown: generous, so that
+// a loaded machine running the race detector never reaches it; reaching it means something hangs,
+// and is never what a test asserts.
+const WaitTimeout = 60 * time.Second
+
+// PollInterval is how often WaitFor re-checks its condition.
+const PollInterval = time.Millisecond
+
+// Poller polls a condition. The zero value polls every PollInterval for WaitTimeout and steps
+// nothing.
+type Poller struct {
+	// Interval between polls. Default PollInterval.
+	Interval time.Duration
+	// Timeout after which the wait fails. Default WaitTimeout.
+	Timeout time.Duration
+	// Step, if not nil, runs after every poll that finds the condition false: it moves the fake
+	// clocks that what is awaited may need.
+	Step func()
+}
+
+// Poll polls cond until it holds, and returns an error naming what once the timeout has passed.
+func (p Poller) Poll(what string, cond func() bool) error {
+	interval, timeout := p.Interval, p.Timeout
+	if interval <= 0 {
+		interval = PollInterval
+	}
+	if timeout <= 0 {
+		timeout = WaitTimeout
+	}
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %v waiting for %s", timeout, what)
+		}
+		if p.Step != nil {
+			p.Step()
+		}
+		time.Sleep(interval)
+	}
+	return nil
+}
+
+// TB is what WaitFor needs of a test: testing.TB has it, and so has rapid's *rapid.T.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+}
+
+// WaitFor is Poll that fails t instead of returning an error.
+func (p Poller) WaitFor(t TB, what string, cond func() bool) {
+	t.Helper()
+	if err := p.Poll(what, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Poll polls cond every PollInterval until it holds, calling step (if not nil) after every poll that
+// finds it false, and returns an error naming what once WaitTimeout has passed.
+func Poll(what string, cond func() bool, step func()) error {
+	return Poller{Step: step}.Poll(what, cond)
+}
+
+// WaitFor polls cond every PollInterval until it holds, and fails t once WaitTimeout has passed.
+func WaitFor(t TB, what string, cond func() bool) {
+	t.Helper()
+	Poller{}.WaitFor(t, what, cond)
+}
+
+// SyncBuffer is a bytes.Buffer that one goroutine may write while another reads it, such as the
+// output of a command or a process that a test inspects while it runs.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// DiscardLogger returns a logger that drops every record: for the code under test that logs what
+// the test does not read.
+func DiscardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

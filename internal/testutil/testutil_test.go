@@ -1,0 +1,116 @@
+package testutil
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestPollTimesOut(t *testing.T) {
+	polls := 0
+	err := Poller{Timeout: 20 * PollInterval}.Poll("the impossible", func() bool { polls++; return false })
+	if err == nil || err.Error() != "timed out after 20ms waiting for the impossible" {
+		t.Fatalf("Poll = %v, want a timeout naming the condition and the deadline", err)
+	}
+	if polls < 2 {
+		t.Errorf("the condition was polled %d times before the timeout", polls)
+	}
+	// A condition that comes true before the deadline is a success, however many polls it took.
+	n := 0
+	if err := (Poller{}).Poll("the fifth poll", func() bool { n++; return n == 5 }); err != nil || n != 5 {
+		t.Errorf("Poll = %v after %d polls, want nil after 5", err, n)
+	}
+}
+
+func TestPollSteps(t *testing.T) {
+	steps := 0
+	if err := (Poller{Step: func() { steps++ }}).Poll("true", func() bool { return true }); err != nil || steps != 0 {
+		t.Errorf("a condition that holds at once: Poll = %v after %d steps, want nil after none", err, steps)
+	}
+	if err := Poll("three steps", func() bool { return steps == 3 }, func() { steps++ }); err != nil || steps != 3 {
+		t.Errorf("Poll = %v after %d steps, want nil after 3", err, steps)
+	}
+}
+
+// fatalRecorder is a TB whose Fatal records the message and ends the goroutine, as
+// testing.T's does.
+type fatalRecorder struct {
+	msg string
+}
+
+func (r *fatalRecorder) Helper() {}
+
+func (r *fatalRecorder) Fatal(args ...any) {
+	r.msg = fmt.Sprint(args...)
+	runtime.Goexit()
+}
+
+func TestWaitForFailsTheTest(t *testing.T) {
+	rec := &fatalRecorder{}
+	returned := false
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Poller{Timeout: 5 * PollInterval}.WaitFor(rec, "nothing", func() bool { return false })
+		returned = true
+	}()
+	<-done
+	if returned || rec.msg != "timed out after 5ms waiting for nothing" {
+		t.Errorf("WaitFor returned %t with failure %q, want a failure naming the condition", returned, rec.msg)
+	}
+	// A condition that holds passes without a failure.
+	rec = &fatalRecorder{}
+	WaitFor(rec, "something", func() bool { return true })
+	if rec.msg != "" {
+		t.Errorf("WaitFor failed with %q on a condition that holds", rec.msg)
+	}
+}
+
+func TestSyncBuffer(t *testing.T) {
+	var b SyncBuffer
+	var wg sync.WaitGroup
+	const writers, lines = 4, 200
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range lines {
+				fmt.Fprintf(&b, "w%d-%d\n", w, i)
+			}
+		}()
+	}
+	for range 50 {
+		_ = b.String()
+	}
+	wg.Wait()
+	got := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(got) != writers*lines {
+		t.Fatalf("%d lines, want %d", len(got), writers*lines)
+	}
+	// Each writer's lines stay whole and in its order.
+	next := make([]int, writers)
+	for _, l := range got {
+		var w, i int
+		if _, err := fmt.Sscanf(l, "w%d-%d", &w, &i); err != nil || i != next[w] {
+			t.Fatalf("line %q out of order or torn (%v)", l, err)
+		}
+		next[w]++
+	}
+}
+
+func TestDiscardLogger(t *testing.T) {
+	l := DiscardLogger()
+	l.Error("dropped")
+	if l.Enabled(t.Context(), slog.LevelError) {
+		t.Error("the discard logger reports a level as enabled")
+	}
+}
