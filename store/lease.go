@@ -220,7 +220,7 @@ func (s *Store) sortedByExpiryLocked() []*lease {
 }
 
 // revokeExpired revokes up to leaseRevokePerPass expired leases, soonest expiry first, each in its
-// own revision and its own critical section (lessor.go revokeExpiredLeases; etcd revokes each
+// own revision and its own step (lessor.go revokeExpiredLeases; etcd revokes each
 // expired lease with its own request), and schedules the next lease check.
 func (s *Store) revokeExpired(now time.Time) {
 	s.mu.RLock()
@@ -233,12 +233,12 @@ func (s *Store) revokeExpired(now time.Time) {
 	}
 	s.mu.RUnlock()
 	for _, l := range due {
-		s.mu.Lock()
-		// LeaseRevoke may have been first
-		if !s.closed && s.leases.get(l.id) == l {
-			s.revokeLocked(l)
-		}
-		s.mu.Unlock()
+		s.step(func() {
+			// LeaseRevoke may have been first
+			if s.leases.get(l.id) == l {
+				s.revokeLocked(l)
+			}
+		})
 	}
 	s.mu.Lock()
 	s.nextLease = now.Add(s.opts.LeaseCheckInterval)

@@ -125,6 +125,10 @@ type Store struct {
 	kick    chan struct{} // wakes the driver to recompute its deadline
 	stop    chan struct{}
 	stopped chan struct{}
+
+	// afterStep, if set, runs after each step of the periodic work, with the lock free. Only
+	// tests set it (export_test.go), before the store does any periodic work.
+	afterStep func()
 }
 
 // New returns an empty store: current revision 1, compact revision -1. Unless opts.ManualTick is set it
@@ -273,23 +277,37 @@ func (s *Store) due(now time.Time, at *time.Time) bool {
 	return !s.closed && !now.Before(*at)
 }
 
-// flushControlAnswers gives each stream with waiting control answers the room its reader made.
-func (s *Store) flushControlAnswers() {
+// step runs f under the store's lock as one step of the periodic work, unless the store is closed,
+// and reports whether it ran. Requests take the lock between steps.
+func (s *Store) step(f func()) bool {
 	s.mu.Lock()
+	ran := !s.closed
+	if ran {
+		f()
+	}
+	s.mu.Unlock()
+	if s.afterStep != nil {
+		s.afterStep()
+	}
+	return ran
+}
+
+// flushControlAnswers gives each stream with waiting control answers the room its reader made, one
+// stream a step.
+func (s *Store) flushControlAnswers() {
+	s.mu.RLock()
 	streams := make([]*WatchStream, 0, len(s.watch.ctrlPending))
 	for ws := range s.watch.ctrlPending {
 		streams = append(streams, ws)
 	}
-	s.mu.Unlock()
+	s.mu.RUnlock()
 	for _, ws := range streams {
-		s.mu.Lock()
-		ws.flushCtrlLocked()
-		s.mu.Unlock()
+		s.step(ws.flushCtrlLocked)
 	}
 }
 
-// moveVictims retries the victim batches, one per critical section, round after round while a round
-// delivers something (watchable_store.go syncVictimsLoop).
+// moveVictims retries the victim batches, one a step, round after round while a round delivers
+// something (watchable_store.go syncVictimsLoop).
 func (s *Store) moveVictims() {
 	for {
 		s.mu.RLock()
@@ -297,11 +315,7 @@ func (s *Store) moveVictims() {
 		s.mu.RUnlock()
 		moved := 0
 		for range n {
-			s.mu.Lock()
-			if !s.closed {
-				moved += s.moveVictimBatchLocked()
-			}
-			s.mu.Unlock()
+			s.step(func() { moved += s.moveVictimBatchLocked() })
 		}
 		if moved == 0 {
 			return
@@ -309,20 +323,19 @@ func (s *Store) moveVictims() {
 	}
 }
 
-// syncPasses catches up unsynced watchers, one pass per critical section, while passes make
-// progress (watchable_store.go syncWatchersLoop).
+// syncPasses catches up unsynced watchers, one pass a step, while passes make progress
+// (watchable_store.go syncWatchersLoop).
 func (s *Store) syncPasses(now time.Time) {
 	for {
 		start := s.opts.Clock.Now()
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
+		var before, after int
+		if !s.step(func() {
+			before = s.watch.unsynced.size()
+			after = s.syncWatchersLocked()
+			s.nextSync = now.Add(s.opts.SyncInterval)
+		}) {
 			return
 		}
-		before := s.watch.unsynced.size()
-		after := s.syncWatchersLocked()
-		s.nextSync = now.Add(s.opts.SyncInterval)
-		s.mu.Unlock()
 		if after == 0 || after >= before {
 			return
 		}
@@ -338,8 +351,8 @@ func (s *Store) syncPasses(now time.Time) {
 	}
 }
 
-// progressTicks runs the progress ticker of each stream that is due, one stream per critical
-// section (v3rpc runs one ticker per stream).
+// progressTicks runs the progress ticker of each stream that is due, one stream a step (v3rpc runs
+// one ticker per stream).
 func (s *Store) progressTicks(now time.Time) {
 	s.mu.RLock()
 	var due []*WatchStream
@@ -350,11 +363,11 @@ func (s *Store) progressTicks(now time.Time) {
 	}
 	s.mu.RUnlock()
 	for _, ws := range due {
-		s.mu.Lock()
-		if _, ok := s.watch.progressStreams[ws]; ok && !s.closed {
-			s.progressTickLocked(ws, now)
-		}
-		s.mu.Unlock()
+		s.step(func() {
+			if _, ok := s.watch.progressStreams[ws]; ok {
+				s.progressTickLocked(ws, now)
+			}
+		})
 	}
 }
 

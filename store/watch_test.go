@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -779,4 +780,103 @@ func TestTickReleasesLockBetweenPasses(t *testing.T) {
 	if len(headers) != 3 {
 		t.Fatalf("catch-up answers by header revision: %v; want three passes, each after a write", headers)
 	}
+}
+
+// TestPeriodicWorkReleasesLockBetweenSteps: besides the catch-up passes
+// (TestTickReleasesLockBetweenPasses), etcd retries victims one batch at a time under its lock
+// (watchable_store.go moveVictims), revokes each expired lease with a request of its own (lessor.go
+// revokeExpiredLeases hands them to the server, which proposes one revocation each) and runs one
+// progress ticker per stream (v3rpc watch.go sendLoop). So a write made after each step of the
+// store's periodic work must land between any two batches, revocations or progress ticks.
+func TestPeriodicWorkReleasesLockBetweenSteps(t *testing.T) {
+	afterEachStep := func(e *env) {
+		store.SetAfterStep(e.s, func() { e.put("marker", "") })
+	}
+	t.Run("victim batches", func(t *testing.T) {
+		e := newEnv(t, store.Options{})
+		s := openStream(t, e)
+		s.watch(&store.WatchRequest{Key: []byte("marker")})
+		s.watch(&store.WatchRequest{Key: []byte("f")})
+		for _, k := range []string{"x1", "x2", "x3"} {
+			s.watch(&store.WatchRequest{Key: []byte(k)})
+		}
+		s.fillChannel("f", 128)
+		for _, k := range []string{"x1", "x2", "x3"} {
+			e.put(k, "") // refused by the full channel: three batches of victims
+		}
+		for range 128 {
+			s.next()
+		}
+		afterEachStep(e)
+		e.step(store.DefaultVictimRetryInterval)
+		var keys []string
+		for {
+			select {
+			case r := <-s.ws.Chan():
+				keys = append(keys, string(r.Events[0].Kv.Key))
+				continue
+			default:
+			}
+			break
+		}
+		if diffStrings(keys, "x1", "marker", "x2", "marker", "x3", "marker") != "" {
+			t.Fatalf("responses in the order of their keys: %q; want a write after each victim batch", keys)
+		}
+	})
+	t.Run("lease revocations", func(t *testing.T) {
+		e := newEnv(t, store.Options{})
+		for _, k := range []string{"l1", "l2", "l3"} {
+			l, err := e.s.LeaseGrant(0, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.s.Put(&store.PutRequest{Key: []byte(k), Lease: l.ID}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		from := e.s.Rev() + 1
+		afterEachStep(e)
+		e.step(3 * time.Second) // all three expired
+		store.SetAfterStep(e.s, nil)
+		s := openStream(t, e)
+		s.watch(&store.WatchRequest{Key: []byte{0}, RangeEnd: []byte{0}, StartRevision: from})
+		e.step(store.DefaultSyncInterval)
+		evs := evsOf(s.next())
+		var deletes []string
+		for _, ev := range evs {
+			if strings.HasPrefix(ev, "DELETE") {
+				deletes = append(deletes, ev)
+			}
+		}
+		if len(deletes) != 3 {
+			t.Fatalf("events from revision %d: %q; want the three revocations", from, evs)
+		}
+		for i := 1; i < len(evs); i++ {
+			if strings.HasPrefix(evs[i-1], "DELETE") && strings.HasPrefix(evs[i], "DELETE") {
+				t.Fatalf("events from revision %d: %q; want a write between any two revocations", from, evs)
+			}
+		}
+	})
+	t.Run("progress ticks", func(t *testing.T) {
+		e := newEnv(t, store.Options{ProgressNotifyInterval: time.Second})
+		var streams []*stream
+		for range 3 {
+			s := openStream(t, e)
+			s.watch(&store.WatchRequest{Key: []byte("p"), ProgressNotify: true})
+			streams = append(streams, s)
+		}
+		afterEachStep(e)
+		e.step(1100 * time.Millisecond) // each stream's first tick: the interval plus under 10% jitter
+		revs := map[int64]bool{}
+		for _, s := range streams {
+			r := s.next()
+			if !r.IsProgressNotify() {
+				t.Fatalf("want a progress notification: %s", describe(r))
+			}
+			revs[r.Revision] = true
+		}
+		if len(revs) != 3 {
+			t.Fatalf("progress notifications of three streams at revisions %v; want a write after each stream's tick", revs)
+		}
+	})
 }
