@@ -3,6 +3,8 @@ package etcdgrpc_test
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,7 +170,9 @@ func TestLeaseKeepAliveStream(t *testing.T) {
 
 // TestLeaseKeepAliveOfExpiredLease: the answer to a keepalive of an expired lease (TTL 0, v3rpc's
 // "not found") comes only once the revocation has deleted the lease's keys, since etcd's lessor
-// waits for it (lease/lessor.go Renew); a keepalive still waiting ends with its stream.
+// waits for it (lease/lessor.go Renew); a keepalive still waiting ends with its stream. The
+// revocation runs only once the keepalive has answered or is seen waiting for it, so that an
+// answer that does not wait is always caught with the keys still there.
 func TestLeaseKeepAliveOfExpiredLease(t *testing.T) {
 	clock := clocktesting.NewFakeClock(time.Unix(1e9, 0))
 	st, cli := newClient(t, store.Options{Clock: clock, ManualTick: true, LeaseCheckInterval: time.Hour})
@@ -206,6 +210,19 @@ func TestLeaseKeepAliveOfExpiredLease(t *testing.T) {
 		}
 		answers <- answer{ttl: r.TTL, keys: gr.Count}
 	}()
+	var early *answer
+	testutil.WaitFor(t, "the keepalive answered or waiting for the revocation", func() bool {
+		select {
+		case a := <-answers:
+			early = &a
+			return true
+		default:
+			return keepAliveWaiting()
+		}
+	})
+	if early != nil {
+		t.Fatalf("keepalive of an expired lease answered before its revocation: TTL %d with %d of its keys left (%v)", early.ttl, early.keys, early.err)
+	}
 	clock.Step(time.Hour)
 	st.Tick()
 	select {
@@ -231,8 +248,29 @@ func TestLeaseKeepAliveOfExpiredLease(t *testing.T) {
 	if err := stream2.Send(&pb.LeaseKeepAliveRequest{ID: int64(g2.ID)}); err != nil {
 		t.Fatal(err)
 	}
+	testutil.WaitFor(t, "the second keepalive waiting for the revocation", keepAliveWaiting)
 	cancel()
-	if _, err := stream2.Recv(); err == nil {
-		t.Fatal("an answer though the lease was never revoked")
+	if r, err := stream2.Recv(); err == nil {
+		t.Fatalf("answer %v though the lease was never revoked", r)
 	}
+}
+
+// keepAliveWaiting reports whether a goroutine is parked in store.LeaseKeepAlive's wait for a
+// revocation: the one place where that call selects.
+func keepAliveWaiting() bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, " [select") && strings.Contains(g, "store.(*Store).LeaseKeepAlive(") {
+			return true
+		}
+	}
+	return false
 }
