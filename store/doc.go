@@ -59,8 +59,8 @@
 //     (TestLeaseKeepAliveWaitsForRevocation, TestLeaseExpiryRevokesKeysInOneRevision)
 //   - Periodic work in steps. The periodic work holds the store's lock for one step at a time — one
 //     catch-up pass, one batch of victims, one lease revocation, one stream's progress tick — so a
-//     request waits for at most one step, as with etcd's loops. (TestTickReleasesLockBetweenPasses;
-//     BenchmarkLatencyDuringCatchUp measures it)
+//     request waits for at most one step, as with etcd's loops. (TestTickReleasesLockBetweenPasses,
+//     TestPeriodicWorkReleasesLockBetweenSteps; BenchmarkLatencyDuringCatchUp measures it)
 //   - Determinism. Given its clock, the store is deterministic: with Options.ManualTick it runs no
 //     goroutine and the caller drives its periodic work with Tick; otherwise one goroutine, stopped
 //     by Close, calls Tick when work is due. (TestDriverGoroutineCatchesUp, TestStoreCloseClosesStreams)
