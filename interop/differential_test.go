@@ -130,19 +130,30 @@ func runDifferential(t *testing.T, ops int, seedList []uint64, newSides func(t *
 // scenarios it also runs the heavier once-per-seed scenarios (lease expiry, a write burst past one
 // catch-up batch, values over the fragmentation threshold).
 func runSeed(t testing.TB, rep reporter, seed uint64, ops int, ref, other *side, excluded map[string]string, scenarios bool) *runner {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	r := newRunner(rep, ctx, seed, ref, other, excluded)
+	r := newSeedRunner(rep, seed, ref, other, excluded)
 	r.scenarios = scenarios
+	runWorkload(t, r, ops)
+	return r
+}
+
+// workloadTimeout bounds one run of the workload.
+const workloadTimeout = 5 * time.Minute
+
+// runWorkload runs r for at most ops operations (fewer if r.more ends the run first), drains and
+// compares everything, logs r's summary and stops every watch. The seeded runs and
+// FuzzDifferential both run through it.
+func runWorkload(t testing.TB, r *runner, ops int) {
+	ctx, cancel := context.WithTimeout(context.Background(), workloadTimeout)
+	defer cancel()
+	r.ctx = ctx
 	start := time.Now()
 	r.run(ops)
 	t.Logf("%s in %v", r.summary(), time.Since(start).Round(time.Millisecond))
-	for _, s := range []*side{ref, other} {
+	for _, s := range r.sides {
 		if err := s.stopWatches(); err != nil {
 			t.Error(err)
 		}
 	}
-	return r
 }
 
 // TestHarnessEtcdVsEtcd runs the workload against two embedded etcds. They must agree on
@@ -261,10 +272,14 @@ func startListwatch(t testing.TB, name string) *side {
 // and the run logs it. Empty: the default seeds find no difference.
 var knownDifferences = map[string]string{}
 
+// etcdVsListwatch starts the two sides of the differential test and of FuzzDifferential: a fresh
+// embedded etcd, the reference, and a fresh listwatch.
+func etcdVsListwatch(t *testing.T) (ref, other *side) {
+	return startEtcd(t, "etcd"), startListwatch(t, "listwatch")
+}
+
 // TestDifferentialEtcdVsListwatch runs the workload against an embedded etcd and against listwatch
 // and requires every answer and every watch stream to be equal.
 func TestDifferentialEtcdVsListwatch(t *testing.T) {
-	runDifferential(t, opsPerSeed(500), differentialSeeds(t, 1, 2, 3, 4), func(t *testing.T) (*side, *side) {
-		return startEtcd(t, "etcd"), startListwatch(t, "listwatch")
-	}, knownDifferences)
+	runDifferential(t, opsPerSeed(500), differentialSeeds(t, 1, 2, 3, 4), etcdVsListwatch, knownDifferences)
 }

@@ -1,10 +1,8 @@
 package interop
 
 import (
-	"context"
 	"math/rand/v2"
 	"testing"
-	"time"
 )
 
 // FuzzDifferential is the differential test with the fuzzer choosing the operations: its bytes are
@@ -24,19 +22,11 @@ func FuzzDifferential(f *testing.F) {
 		if len(data) > maxFuzzInput {
 			data = data[:maxFuzzInput]
 		}
-		ref, other := startEtcd(t, "etcd"), startListwatch(t, "listwatch")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
+		ref, other := etcdVsListwatch(t)
 		src := &fuzzSource{data: data}
-		r := newRunnerFrom(t, ctx, "fuzz input", rand.New(src), ref, other, knownDifferences)
+		r := newRunner(t, "fuzz input", rand.New(src), ref, other, knownDifferences)
 		r.more = src.more
-		r.run(maxFuzzOps)
-		t.Logf("%s", r.summary())
-		for _, s := range []*side{ref, other} {
-			if err := s.stopWatches(); err != nil {
-				t.Error(err)
-			}
-		}
+		runWorkload(t, r, maxFuzzOps)
 	})
 }
 

@@ -66,8 +66,8 @@ type reporter interface {
 
 type runner struct {
 	t     reporter
-	ctx   context.Context
-	label string // "seed N", or what else names the run in reports
+	ctx   context.Context // set by runWorkload for the run
+	label string          // "seed N", or what else names the run in reports
 	rnd   *rand.Rand
 	sides [2]*side
 	// more, if set, is asked before each operation whether the run goes on (a fuzz input ends it).
@@ -90,15 +90,16 @@ type runner struct {
 	loggedEx map[string]bool
 }
 
-func newRunner(t reporter, ctx context.Context, seed uint64, ref, other *side, excluded map[string]string) *runner {
-	return newRunnerFrom(t, ctx, fmt.Sprintf("seed %d", seed), rand.New(rand.NewPCG(seed, seed^0x5eed)), ref, other, excluded)
+// newSeedRunner returns a runner whose generator is seeded with seed.
+func newSeedRunner(t reporter, seed uint64, ref, other *side, excluded map[string]string) *runner {
+	return newRunner(t, fmt.Sprintf("seed %d", seed), rand.New(rand.NewPCG(seed, seed^0x5eed)), ref, other, excluded)
 }
 
-// newRunnerFrom is newRunner with the generator's random source given, and a label for reports.
-func newRunnerFrom(t reporter, ctx context.Context, label string, rnd *rand.Rand, ref, other *side, excluded map[string]string) *runner {
+// newRunner returns a runner whose generator draws from rnd, with a label for reports; runWorkload
+// runs it.
+func newRunner(t reporter, label string, rnd *rand.Rand, ref, other *side, excluded map[string]string) *runner {
 	return &runner{
 		t:          t,
-		ctx:        ctx,
 		label:      label,
 		rnd:        rnd,
 		sides:      [2]*side{ref, other},
