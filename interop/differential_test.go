@@ -97,6 +97,32 @@ func TestDefuseIgnoreAfterFromKeyDelete(t *testing.T) {
 	}
 }
 
+// TestRecreatesAKey: a txn may re-create a key when a put follows a delete from a key at or below
+// it in the same branch (nested txns included); a put before the delete, or above no delete's key,
+// does not.
+func TestRecreatesAKey(t *testing.T) {
+	put := func(k string) opSpec { return opSpec{Put: &putSpec{Key: k}} }
+	from := func(k string) opSpec { return opSpec{Del: &delSpec{Sel: keySel{Key: k, Mode: selFromKey}}} }
+	prefix := func(k string) opSpec { return opSpec{Del: &delSpec{Sel: keySel{Key: k, Mode: selPrefix}}} }
+	for _, c := range []struct {
+		name string
+		t    txnSpec
+		want bool
+	}{
+		{"delete from the key, then put", txnSpec{Then: []opSpec{from("b"), put("b")}}, true},
+		{"delete from below, then put", txnSpec{Else: []opSpec{from("a"), put("b")}}, true},
+		{"put, then delete from the key", txnSpec{Then: []opSpec{put("b"), from("b")}}, false},
+		{"delete from above, then put", txnSpec{Then: []opSpec{from("c"), put("b")}}, false},
+		{"prefix delete, then put", txnSpec{Then: []opSpec{prefix("b"), put("c")}}, false},
+		{"the delete in one branch, the put in the other", txnSpec{Then: []opSpec{from("a")}, Else: []opSpec{put("b")}}, false},
+		{"put in a nested txn", txnSpec{Then: []opSpec{from("a"), {Txn: &txnSpec{Else: []opSpec{put("b")}}}}}, true},
+	} {
+		if got := recreatesAKey(&c.t); got != c.want {
+			t.Errorf("%s: recreatesAKey = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 func TestParseSeeds(t *testing.T) {
 	got, err := parseSeeds("3, 7,10-12")
 	if err != nil || fmt.Sprint(got) != "[3 7 10 11 12]" {

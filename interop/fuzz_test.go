@@ -9,7 +9,8 @@ import (
 // the random source of the workload's generator (workload_test.go), so they pick each operation and
 // its arguments — puts, deletes, txns with compares and nested txns, ranges with every option,
 // compactions, leases, watches from past revisions with prev_kv and filters, progress requests,
-// cancels, raw watch streams — and the run ends when they are used up. Each input runs on a fresh
+// cancels, raw watch streams, a txn that puts and deletes one key followed by a compaction at its
+// revision and a watch from there — and the run ends when they are used up. Each input runs on a fresh
 // embedded etcd and a fresh listwatch, through clientv3 on both, and every answer and every watch
 // stream must be equal after the normalisation of normalize_test.go and watchcheck_test.go.
 //
