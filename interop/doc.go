@@ -18,12 +18,17 @@
 //     field, after removing only what identifies a member (cluster and member IDs, raft term) and
 //     mapping lease IDs, which each server picks, to the workload's names for them; the full list,
 //     and what of a watch stream is compared, is documented at cmpOptions and watchOutcome.
+//   - The fuzzer's operations. FuzzDifferential runs the same workload with the fuzzer's bytes as
+//     its random source, so they choose every operation and argument, and holds the two sides to
+//     the same comparisons; its corpus (testdata/fuzz/FuzzDifferential, with the inputs that found
+//     differences) is replayed by `go test`.
 //   - Same requests. Both sides get the same requests in the same order, one at a time; the
 //     workload steers by the reference side's answers only (workload_test.go).
 //   - Nothing timing-dependent is compared: see the comment at the top of workload_test.go. The
 //     same workload against two embedded etcds finds no difference (TestHarnessEtcdVsEtcd), and an
 //     injected one is reported: an extra write, a dropped clientv3 or raw watch event
-//     (TestHarnessCatchesDifferences).
+//     (TestHarnessCatchesDifferences). Compactions wait for etcd's background compaction to finish
+//     (physical), so a watch from the compact revision reads the same history on both sides.
 //   - What timing decides (how events are batched, how many progress notifications come) is checked
 //     on each side alone for the promises etcd keeps whatever the timing (etcd's
 //     tests/robustness/validate/watch.go: ordered, unique, atomic, bookmarkable, no event below the
@@ -52,7 +57,19 @@
 // BenchmarkPutWatchFanout measures put plus watch fan-out throughput of embedded etcd and of
 // listwatch with the same workload in the same run.
 //
-// Running it: `go test -race ./...` runs the default seeds; -interop.seed=N runs one seed and
-// -interop.ops=N sets the operations per seed. The benchmark is
-// `go test -run '^$' -bench PutWatchFanout -benchtime=3000x`.
+// Running it: `go test -race ./...` runs the default seeds and replays FuzzDifferential's seed
+// corpus; -interop.seed=N runs one seed and -interop.ops=N sets the operations per seed. A long run
+// of TestDifferentialEtcdVsListwatch takes its seeds from the environment: LISTWATCH_INTEROP_SEEDS
+// lists seeds and inclusive ranges, separated by commas (1-500, or 3,7,100-120), for example
+//
+//	LISTWATCH_INTEROP_SEEDS=1-500 go test -run TestDifferentialEtcdVsListwatch -timeout 24h ./
+//
+// Each seed runs as a subtest on a fresh pair of servers, so a failing seed is named and rerun
+// alone with -interop.seed. Fuzzing explores beyond the corpus, one input at a time on a fresh pair:
+//
+//	go test -run '^$' -fuzz '^FuzzDifferential$' -parallel 1 -fuzzminimizetime 10x ./
+//
+// (minimizing a new input is capped at 10 runs: each run starts an etcd, and the coverage of its
+// goroutines varies from run to run, so the default minute of minimizing would take most of the
+// time). The benchmark is `go test -run '^$' -bench PutWatchFanout -benchtime=3000x`.
 package interop
