@@ -73,13 +73,9 @@ type Chain struct {
 	closeErr  error
 }
 
-// Pods is the resource a Chain serves: core/v1 pods with the watch cache indexing watchers by
+// Pods is the resource a Chain serves: httpwatch.Pods, whose watch cache indexes watchers by
 // spec.nodeName, as the apiserver's pod registry does.
-func Pods() httpwatch.Resource {
-	r := httpwatch.Pods()
-	r.TriggerField = "spec.nodeName"
-	return r
-}
+func Pods() httpwatch.Resource { return httpwatch.Pods() }
 
 // New starts a chain; Close stops it and waits for every goroutine it started.
 func New(opts Options) (*Chain, error) {
