@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,8 +62,9 @@ type Config struct {
 	// GetAttrsFunc computes the labels and fields predicates match; watches and lists served from the
 	// cache use it instead of the predicate's GetAttrs. Default storage.DefaultNamespaceScopedAttr.
 	GetAttrsFunc storage.AttrFunc
-	// IndexerFuncs holds at most one trigger: watchers whose field selector requires an exact value of
-	// that field are only offered events whose object (now or before) has that value.
+	// IndexerFuncs holds at most one trigger: watchers whose predicate names that field among its
+	// IndexFields and whose field selector requires an exact value of it are only offered events
+	// whose object (now or before) has that value.
 	IndexerFuncs map[string]IndexerFunc
 	// NewFunc returns the empty object of a bookmark. Default *unstructured.Unstructured.
 	NewFunc func() runtime.Object
@@ -402,6 +404,7 @@ func (c *Cacher) prepareKey(key string, recursive bool) (string, error) {
 // Watch watches key (a prefix when opts.Recursive) from the cache. Key and resourceVersion errors and
 // a cache that is not ready (429 with Retry-After) are returned; every later failure is an ERROR
 // event on an already closed watch. See the package documentation for the resourceVersion rules.
+// The watcher is indexed by the request's scope (storage.RequestScopeFrom(ctx)), or by the trigger.
 //
 // Mirrors Cacher.Watch.
 func (c *Cacher) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
@@ -419,12 +422,15 @@ func (c *Cacher) Watch(ctx context.Context, key string, opts storage.ListOptions
 		return nil, apierrors.NewTooManyRequests(err.Error(), retryAfterForUnreadyCache(downtime))
 	}
 
-	scope := namespacedName{}
+	// The request's namespace and name scope the watcher; the field selector's stand in where the
+	// request has none. A watcher of one namespace is then offered only that namespace's events.
+	request := storage.RequestScopeFrom(ctx)
+	scope := namespacedName{namespace: request.Namespace, name: request.Name}
 	if pred.Field != nil {
-		if ns, ok := pred.Field.RequiresExactMatch("metadata.namespace"); ok {
+		if ns, ok := pred.Field.RequiresExactMatch("metadata.namespace"); ok && scope.namespace == "" {
 			scope.namespace = ns
 		}
-		if name, ok := pred.Field.RequiresExactMatch("metadata.name"); ok {
+		if name, ok := pred.Field.RequiresExactMatch("metadata.name"); ok && scope.name == "" {
 			scope.name = name
 		}
 	}
@@ -432,8 +438,9 @@ func (c *Cacher) Watch(ctx context.Context, key string, opts storage.ListOptions
 	if c.groupResource == (schema.GroupResource{Resource: "namespaces"}) && scope.namespace != "" && scope.namespace == scope.name {
 		scope.namespace = ""
 	}
+	// The trigger indexes only predicates that name its field among their IndexFields.
 	triggerValue, triggerSupported := "", false
-	if c.trigger != nil && pred.Field != nil {
+	if c.trigger != nil && pred.Field != nil && slices.Contains(pred.IndexFields, c.trigger.indexName) {
 		if v, ok := pred.Field.RequiresExactMatch(c.trigger.indexName); ok {
 			triggerValue, triggerSupported = v, true
 		}

@@ -58,7 +58,8 @@ type Resource struct {
 	// /registry/<resource>/<namespace>/<name>.
 	KeyPrefix string
 	// TriggerField is a selectable field the watch cache indexes watchers by, as pods are indexed by
-	// spec.nodeName; "" for none.
+	// spec.nodeName; "" for none. Every list and watch predicate of the resource names it in
+	// IndexFields.
 	TriggerField string
 }
 
@@ -83,8 +84,10 @@ func ConfigMaps() Resource {
 }
 
 // Pods is core/v1 pods with the pod field labels (k8s.io/kubernetes pkg/registry/core/pod
-// ToSelectableFields). The pod spec is not validated and deletion is never graceful: there is no
-// kubelet to finish it.
+// ToSelectableFields) and the watch cache's spec.nodeName trigger (pkg/registry/core/pod/storage
+// storage.go TriggerFunc, strategy.go NodeNameTriggerFunc and MatchPod's IndexFields), so that a
+// kubelet's watch is offered only its node's pods. The pod spec is not validated and deletion is
+// never graceful: there is no kubelet to finish it.
 func Pods() Resource {
 	field := func(label string) SelectableField {
 		return SelectableField{Label: label, Path: strings.Split(label, ".")}
@@ -97,6 +100,7 @@ func Pods() Resource {
 			field("spec.serviceAccountName"), field("spec.hostNetwork"), field("status.phase"),
 			field("status.podIP"), field("status.nominatedNodeName"),
 		},
+		TriggerField: "spec.nodeName",
 	}
 }
 
