@@ -459,7 +459,7 @@ func (c *Cacher) Watch(ctx context.Context, key string, opts storage.ListOptions
 	// events the wait is for.
 	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
 		c.watchCache.RLock()
-		err := c.watchCache.waitUntilFreshLocked(ctx, requiredRV)
+		err := c.watchCache.waitUntilFreshLocked(requiredRV)
 		c.watchCache.RUnlock()
 		if err != nil {
 			return newErrWatcher(err), nil

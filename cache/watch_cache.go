@@ -224,11 +224,13 @@ func (w *watchCache) suggestedWatchChannelSize(indexExists, triggerUsed bool) in
 
 // waitUntilFreshLocked waits, with the read lock held, until the cache reaches resourceVersion; after
 // blockTimeout it fails with 504 TooLargeResourceVersion (Retry-After 1). While it waits, progress
-// notifications are requested so that an idle cache still moves forward.
+// notifications are requested so that an idle cache still moves forward. The request's context does
+// not shorten the wait, as upstream's never looks at it: a request whose deadline passes meanwhile
+// still ends with the 504 clients retry on, not with a 500.
 //
-// Mirrors watchCache.waitUntilFreshLocked. Unlike upstream, a cancelled ctx or a stopped cache also
-// end the wait.
-func (w *watchCache) waitUntilFreshLocked(ctx context.Context, resourceVersion uint64) error {
+// Mirrors watchCache.waitUntilFreshLocked. Unlike upstream, a stopped cache ends the wait (503), so
+// that Stop never waits for it.
+func (w *watchCache) waitUntilFreshLocked(resourceVersion uint64) error {
 	if resourceVersion == 0 || resourceVersion <= w.resourceVersion {
 		return nil
 	}
@@ -245,7 +247,6 @@ func (w *watchCache) waitUntilFreshLocked(ctx context.Context, resourceVersion u
 	w.helpers.start(func() {
 		select {
 		case <-timer.C():
-		case <-ctx.Done():
 		case <-w.stopCh:
 		case <-waitDone:
 			return
@@ -259,9 +260,6 @@ func (w *watchCache) waitUntilFreshLocked(ctx context.Context, resourceVersion u
 	for w.resourceVersion < resourceVersion {
 		if w.clock.Since(start) >= blockTimeout {
 			return storage.NewTooLargeResourceVersionError(resourceVersion, w.resourceVersion, resourceVersionTooHighRetrySeconds)
-		}
-		if err := ctx.Err(); err != nil {
-			return err
 		}
 		select {
 		case <-w.stopCh:
@@ -280,7 +278,7 @@ func (w *watchCache) waitUntilFreshLocked(ctx context.Context, resourceVersion u
 func (w *watchCache) waitUntilFreshAndGet(ctx context.Context, resourceVersion uint64, key string) (*element, bool, uint64, error) {
 	w.RLock()
 	defer w.RUnlock()
-	if err := w.waitUntilFreshLocked(ctx, resourceVersion); err != nil {
+	if err := w.waitUntilFreshLocked(resourceVersion); err != nil {
 		return nil, false, 0, err
 	}
 	e, ok := w.store.get(key)
@@ -294,7 +292,7 @@ func (w *watchCache) waitUntilFreshAndGet(ctx context.Context, resourceVersion u
 func (w *watchCache) waitUntilFreshAndList(ctx context.Context, resourceVersion uint64, prefix string) ([]*element, uint64, error) {
 	w.RLock()
 	defer w.RUnlock()
-	if err := w.waitUntilFreshLocked(ctx, resourceVersion); err != nil {
+	if err := w.waitUntilFreshLocked(resourceVersion); err != nil {
 		return nil, 0, err
 	}
 	return w.store.listPrefix(prefix, ""), w.resourceVersion, nil
