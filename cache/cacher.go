@@ -207,6 +207,8 @@ type Cacher struct {
 	watchCache *watchCache
 	reflector  *reflector
 	progress   *progressRequester
+	// compactor is nil when the storage does not tell its compactions.
+	compactor *compactor
 
 	// mu guards the watcher registry and the dispatch state below.
 	mu         sync.Mutex
@@ -321,6 +323,15 @@ func New(cfg Config) (*Cacher, error) {
 	c.watchCache = newWatchCache(cfg.KeyFunc, cfg.GetAttrsFunc, cfg.Versioner, cfg.Clock, cfg.EventsHistoryWindow,
 		c.processEvent, c.progress, cfg.Storage.GetCurrentResourceVersion, ctx.Done())
 	c.reflector = newReflector(cfg.Storage, cfg.ResourcePrefix, cfg.NewListFunc, c.watchCache, cfg.Clock, backoff, logger)
+
+	if s, ok := cfg.Storage.(compactRevisioner); ok {
+		c.compactor = newCompactor(s, c.watchCache, cfg.Clock)
+		c.stopWg.Add(1)
+		go func() {
+			defer c.stopWg.Done()
+			c.compactor.run(ctx)
+		}()
+	}
 
 	c.stopWg.Add(3)
 	go func() {
@@ -886,7 +897,7 @@ func (c *Cacher) getFromCache(ctx context.Context, key string, opts storage.GetO
 	if err != nil {
 		return err
 	}
-	elem, exists, readRV, err := c.watchCache.waitUntilFreshAndGet(ctx, getRV, preparedKey)
+	elem, exists, readRV, err := c.watchCache.waitUntilFreshAndGet(getRV, preparedKey)
 	if err != nil {
 		return err
 	}
@@ -917,16 +928,17 @@ func setObject(outVal reflect.Value, obj runtime.Object) error {
 	return nil
 }
 
-// listFromCache serves a list from the watch cache.
+// listFromCache serves a list from the watch cache: 429 while it is not ready; the items the watch
+// cache reads (waitUntilFreshAndGetList), those the predicate selects up to the limit (none for RV
+// "0"), and a continue token relative to the caller's key at the list's resourceVersion.
 //
-// Mirrors Cacher.GetList and watchCache.WaitUntilFreshAndGetList.
+// Mirrors Cacher.GetList.
 func (c *Cacher) listFromCache(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
 	preparedKey, err := c.prepareKey(key, opts.Recursive)
 	if err != nil {
 		return err
 	}
-	parsedRV, err := c.versioner.ParseResourceVersion(opts.ResourceVersion)
-	if err != nil {
+	if _, err := c.versioner.ParseResourceVersion(opts.ResourceVersion); err != nil {
 		return err
 	}
 	if _, downtime, err := c.ready.check(); err != nil {
@@ -935,33 +947,12 @@ func (c *Cacher) listFromCache(ctx context.Context, key string, opts storage.Lis
 	if _, err := meta.GetItemsPtr(listObj); err != nil {
 		return err
 	}
-	listRV := parsedRV
-	if opts.ResourceVersionMatch == "" && opts.ResourceVersion == "" {
-		if listRV, err = c.storage.GetCurrentResourceVersion(ctx); err != nil {
-			return err
-		}
-	}
-	var elems []*element
-	var readRV uint64
-	if opts.Recursive {
-		if elems, readRV, err = c.watchCache.waitUntilFreshAndList(ctx, listRV, preparedKey); err != nil {
-			return err
-		}
-	} else {
-		e, exists, rv, err := c.watchCache.waitUntilFreshAndGet(ctx, listRV, preparedKey)
-		if err != nil {
-			return err
-		}
-		if exists {
-			elems = []*element{e}
-		}
-		readRV = rv
+	elems, readRV, err := c.watchCache.waitUntilFreshAndGetList(ctx, preparedKey, opts)
+	if err != nil {
+		return err
 	}
 
-	limit := opts.Predicate.Limit
-	if limit < 0 || opts.ResourceVersion == "0" {
-		limit = 0
-	}
+	limit := computeListLimit(opts)
 	var selected []runtime.Object
 	var lastKey string
 	hasMore := false
@@ -981,9 +972,20 @@ func (c *Cacher) listFromCache(ctx context.Context, key string, opts storage.Lis
 	if err := meta.SetList(listObj, selected); err != nil {
 		return err
 	}
-	continueValue, remaining, err := storage.PrepareContinueToken(lastKey, preparedKey, int64(readRV), int64(len(elems)), hasMore, opts)
+	// Upstream encodes the token relative to the key it was given, not the prepared one.
+	continueValue, remaining, err := storage.PrepareContinueToken(lastKey, key, int64(readRV), int64(len(elems)), hasMore, opts)
 	if err != nil {
 		return err
 	}
 	return c.versioner.UpdateList(listObj, readRV, continueValue, remaining)
+}
+
+// computeListLimit is the limit a list from the cache applies: none for RV "0".
+//
+// Mirrors cacher.go computeListLimit.
+func computeListLimit(opts storage.ListOptions) int64 {
+	if opts.Predicate.Limit <= 0 || opts.ResourceVersion == "0" {
+		return 0
+	}
+	return opts.Predicate.Limit
 }
