@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -114,7 +115,7 @@ func TestCreate(t *testing.T) {
 		{"resourceVersion set", cmPath, cmJSON("", "x", `"resourceVersion":"5"`), "", 500, "",
 			"resourceVersion should not be set on objects to be created"},
 		{"not JSON", cmPath, cmJSON("", "x", ""), "text/plain", 415, metav1.StatusReasonUnsupportedMediaType,
-			"the body of the request was in an unknown format - accepted media types include: application/json"},
+			"the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"},
 		{"bad dryRun", cmPath + "?dryRun=Some", cmJSON("", "x", ""), "", 422, metav1.StatusReasonInvalid,
 			`CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: ["Some"]: supported values: "All"`},
 		{"cluster-wide path", "/api/v1/configmaps", cmJSON("", "x", ""), "", 405, metav1.StatusReasonMethodNotAllowed,
@@ -266,7 +267,7 @@ func TestDelete(t *testing.T) {
 			`DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "Sometimes": supported values: "Foreground", "Background", "Orphan", "nil"`},
 		{"unsafe delete", cmPath + "/a?ignoreStoreReadErrorWithClusterBreakingPotential=true", "", 500, metav1.StatusReasonInternalError,
 			"Internal error occurred: no authorizer provided, unable to authorize unsafe delete"},
-		{"collection", cmPath, "", 405, metav1.StatusReasonMethodNotAllowed, ""},
+		{"cluster-wide collection", "/api/v1/configmaps", "", 405, metav1.StatusReasonMethodNotAllowed, ""},
 	}
 	for _, c := range cases {
 		r := e.do("DELETE", c.path, c.body)
@@ -340,9 +341,15 @@ func TestGet(t *testing.T) {
 	if r := e.do("GET", cmPath+"/a", "", "User-Agent", "curl/8.0"); !strings.Contains(string(r.body), "\n  \"apiVersion\": \"v1\"") {
 		t.Errorf("no pretty print for curl: %s", r.body)
 	}
-	if r := e.do("GET", cmPath+"/a?resourceVersion=0", ""); r.code != 200 {
-		t.Errorf("get at resourceVersion 0: %d", r.code)
-	}
+	// resourceVersion 0 is served from the watch cache without waiting for it to catch up
+	// (cacher.go Get), so the new object may be missing at first: 404 until the cache has it.
+	testutil.WaitFor(t, "get at resourceVersion 0 to find the object", func() bool {
+		r := e.do("GET", cmPath+"/a?resourceVersion=0", "")
+		if r.code != 200 && r.code != 404 {
+			t.Fatalf("get at resourceVersion 0: %d %s", r.code, r.body)
+		}
+		return r.code == 200
+	})
 	rev := e.st.Rev()
 	for _, c := range []struct {
 		name, path string

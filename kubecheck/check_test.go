@@ -272,3 +272,60 @@ func TestWriteReport(t *testing.T) {
 		}
 	}
 }
+
+// TestViolationsCappedPerWatch: at most maxPerWatch violations of one guarantee are listed per
+// watch; a note says more were left out.
+func TestViolationsCappedPerWatch(t *testing.T) {
+	h := baseHistory()
+	w := &h.Watches[1] // asked for no bookmarks
+	for i := range maxPerWatch + 3 {
+		w.Frames = append(w.Frames, bookmark(int64(40+i), 13, false))
+	}
+	r := check(t, h)
+	n := 0
+	for _, v := range r.Violations {
+		if v.Guarantee == BookmarkOrder && v.Watch == 1 {
+			n++
+		}
+	}
+	if n != maxPerWatch {
+		t.Errorf("%d bookmark violations of watch 1 listed, want %d: %v", n, maxPerWatch, r.Violations)
+	}
+	if !strings.Contains(strings.Join(r.Notes, "\n"), "more "+string(BookmarkOrder)+" violations") {
+		t.Errorf("notes %q do not say more were left out", r.Notes)
+	}
+}
+
+// TestNoLinearizationChecksOnlyStructure: without a linearization there is no write log, so a
+// watch's replay is not judged, but its structural bookmark rules still are, and a note says why.
+func TestNoLinearizationChecksOnlyStructure(t *testing.T) {
+	mk := func(lostWrite bool) *History {
+		h := baseHistory()
+		if lostWrite {
+			h.Operations[4].List.Items = nil
+		}
+		w := &h.Watches[0]
+		// a dropped event (watch_replay) and a bookmark not asked for (bookmark)
+		w.Frames = append(w.Frames[:1], w.Frames[2:]...)
+		h.Watches[1].Frames = append(h.Watches[1].Frames, bookmark(40, 13, false))
+		return h
+	}
+	r := check(t, mk(true))
+	got := map[Guarantee]bool{}
+	for _, v := range r.Violations {
+		got[v.Guarantee] = true
+	}
+	if !got[Linearizable] || !got[BookmarkOrder] || got[WatchReplay] {
+		t.Errorf("without a linearization: %v; want linearizable and bookmark, no watch_replay", r.Violations)
+	}
+	if !strings.Contains(strings.Join(r.Notes, "\n"), "no linearization") {
+		t.Errorf("notes %q do not say the write-log checks were skipped", r.Notes)
+	}
+	r = check(t, mk(false))
+	for _, v := range r.Violations {
+		if v.Guarantee == WatchReplay {
+			return
+		}
+	}
+	t.Errorf("with a linearization the dropped event was not reported: %v", r.Violations)
+}
