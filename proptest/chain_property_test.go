@@ -213,13 +213,20 @@ func (r *chainRun) openStep(exp chaintest.Expectation) func() {
 	}
 }
 
-func (r *chainRun) open(l *lineage, spec chaintest.WatchSpec) {
+func (r *chainRun) open(l *lineage, spec chaintest.WatchSpec) { r.openWith(l, spec, false) }
+
+// openWith opens a watch of lineage l; a paused client reads nothing until it resumes.
+func (r *chainRun) openWith(l *lineage, spec chaintest.WatchSpec, paused bool) {
 	exp, err := r.m.Expect(spec)
 	if err != nil {
 		r.fatalf("expectation of %s: %v", spec, err)
 	}
 	start := r.c.HTTPClock.Now()
-	w, err := r.c.OpenWatch(spec, r.openStep(exp))
+	open := r.c.OpenWatch
+	if paused {
+		open = r.c.OpenPausedWatch
+	}
+	w, err := open(spec, r.openStep(exp))
 	if err != nil {
 		r.fatalf("%v", err)
 	}

@@ -15,7 +15,7 @@ import (
 
 // unreadPropertyChecks is TestChainUnreadClientsMatchModel's own default number of checks (each
 // builds the whole chain); -rapid.checks or RAPID_CHECKS given explicitly wins.
-const unreadPropertyChecks = 100
+const unreadPropertyChecks = 50
 
 // keptInput is the fewest events a watcher's input holds: the watch cache sizes it by the history
 // (watch_cache_history.go suggestedWatchChannelSize) but never below minWatchChanSize, 10.
@@ -44,6 +44,10 @@ type keptClaim struct {
 	relists   int
 	realStart time.Time
 	timeout   time.Duration
+	// fromHistory: it replays events from the cache's history, whose interval an eviction (more
+	// than its 100 events at least since the relist at listRV) would invalidate.
+	fromHistory bool
+	listRV      int64
 }
 
 // unreadRun is the part of a chainRun the unread-clients property adds: a witness, a cluster-wide
@@ -130,9 +134,8 @@ func (u *unreadRun) fence(r *chainRun) {
 func (u *unreadRun) openUnread(r *chainRun, l *lineage) {
 	u.fence(r)
 	spec := u.drawUnreadSpec(r)
-	r.open(l, spec)
+	r.openWith(l, spec, true)
 	cw := l.cur
-	cw.w.Pause()
 	cw.paused = true
 	r.stats.pauses++
 	d, err := r.m.Dispatch(spec)
@@ -146,7 +149,10 @@ func (u *unreadRun) openUnread(r *chainRun, l *lineage) {
 	if timeout == 0 {
 		timeout = chainMinRequestTimeout
 	}
-	cw.kept = &keptClaim{dispatch: d, after: u.fenceRV, relists: r.stats.relists, realStart: time.Now(), timeout: timeout}
+	fromHistory := !spec.Unset && spec.ResourceVersion != "0" && spec.ResourceVersion != strconv.FormatInt(r.m.Rev, 10) &&
+		(spec.SendInitialEvents == nil || !*spec.SendInitialEvents)
+	cw.kept = &keptClaim{dispatch: d, after: u.fenceRV, relists: r.stats.relists, realStart: time.Now(), timeout: timeout,
+		fromHistory: fromHistory, listRV: r.m.ListRV}
 	u.kept++
 }
 
@@ -161,11 +167,11 @@ func (u *unreadRun) drawUnreadSpec(r *chainRun) chaintest.WatchSpec {
 		s.Namespace = rapid.SampledFrom(unreadNamespaces).Draw(r.t, "unreadNS")
 	case 2:
 		s.Namespace = rapid.SampledFrom(unreadNamespaces).Draw(r.t, "unreadNS")
-		s.Field = "metadata.name=" + unreadName(rapid.IntRange(0, 15).Draw(r.t, "unreadName"))
+		s.Field = "metadata.name=" + unreadName(rapid.IntRange(0, 19).Draw(r.t, "unreadName"))
 	default:
 		s.Field = "spec.nodeName=" + rapid.SampledFrom(unreadNodes[1:]).Draw(r.t, "unreadNode")
 	}
-	s.Label = rapid.SampledFrom([]string{"", "", "l=1"}).Draw(r.t, "unreadLabel")
+	s.Label = rapid.SampledFrom([]string{"", "", "", "l=1"}).Draw(r.t, "unreadLabel")
 	switch rapid.IntRange(0, 3).Draw(r.t, "unreadRV") {
 	case 0:
 		s.Unset = true
@@ -197,6 +203,10 @@ func (u *unreadRun) judgeKept(r *chainRun, cw *chainWatch, end chaintest.EndKind
 		!r.c.HTTPClock.Now().Before(cw.deadline) || time.Since(k.realStart) > k.timeout-10*time.Second {
 		return
 	}
+	if k.fromHistory && r.m.Offered(kubemodel.Dispatch{}, k.listRV) > 100 {
+		// The history may have evicted events of its interval: the Cacher then closes it.
+		return
+	}
 	u.closed++
 	if offered > keptInput {
 		return
@@ -211,7 +221,7 @@ func unreadName(i int) string { return fmt.Sprintf("p%02d", i) }
 
 // unreadWrite writes a pod of namespace ns, most often in the busy namespace b.
 func (r *chainRun) unreadWrite(ns string) {
-	name := unreadName(rapid.IntRange(0, 15).Draw(r.t, "name"))
+	name := unreadName(rapid.IntRange(0, 19).Draw(r.t, "name"))
 	key := chaintest.EtcdPrefix + ns + "/" + name
 	cur := r.m.State(key)
 	r.stats.writes++
@@ -219,7 +229,7 @@ func (r *chainRun) unreadWrite(ns string) {
 	p := chaintest.Pod{Namespace: ns, Name: name,
 		NodeName: rapid.SampledFrom(unreadNodes).Draw(r.t, "node"),
 		Phase:    rapid.SampledFrom([]string{"Pending", "Running"}).Draw(r.t, "phase"),
-		Payload:  rapid.SampledFrom([]int{0, 4000, 16000, 16000}).Draw(r.t, "payload")}
+		Payload:  rapid.SampledFrom([]int{0, 16000, 32000, 32000}).Draw(r.t, "payload")}
 	if rapid.Bool().Draw(r.t, "labelled") {
 		p.Labels = map[string]string{"l": "1"}
 	}
@@ -240,10 +250,11 @@ func (r *chainRun) unreadWrite(ns string) {
 
 // TestChainUnreadClientsMatchModel drives the whole chain with clients that stop reading in quiet
 // namespaces and nodes while other namespaces are busy: pods in namespaces a, b and c (most writes
-// in b; large pods, moves between nodes), watches narrowed by the path's namespace, a metadata.name
-// selector or the spec.nodeName trigger whose clients never read until the end (among them watches
-// replaying more state than the connection holds), reading watches of every kind, timeouts, cache
-// clock steps and forced relists. Every stream is held to the shared model, as in
+// in b, some in bursts while the Cacher's clock runs; large pods, moves between nodes), watches
+// narrowed by the path's namespace, a metadata.name selector or the spec.nodeName trigger whose
+// clients read nothing until the end (among them watches replaying more state than the connection
+// and the watcher's buffers hold), reading watches of every kind, timeouts, cache clock steps and
+// forced relists. Every stream is held to the shared model, as in
 // TestChainWatchersMatchModel; besides, a non-bookmark watch of an unread client that the watch
 // cache offered at most 10 events since it registered (kubemodel.Dispatch: what upstream's Cacher
 // offers a watcher of that index) must still be open when its client reads again: upstream keeps
@@ -267,21 +278,27 @@ func TestChainUnreadClientsMatchModel(t *testing.T) {
 		r := &chainRun{t: rt, c: c, m: c.NewModel(), stats: stats, unread: u}
 		stats.checks++
 		u.openWitness(r)
-		// The state unread clients are given to replay: up to 16 pods in each namespace, more than a
+		// The state unread clients are given to replay: up to 20 pods in each namespace, more than a
 		// watcher's result channel and a connection hold when they are large.
 		for _, ns := range unreadNamespaces {
-			for range rapid.IntRange(0, 16).Draw(rt, "populate") {
+			for range rapid.IntRange(0, 20).Draw(rt, "populate") {
 				r.unreadWrite(ns)
 			}
 		}
-		// At most 48 + 32 writes (a relist's included) and 8 fences: the history (100 events at
-		// least) never evicts, so no interval of a watch replaying from it is invalidated.
-		steps := rapid.IntRange(5, 32).Draw(rt, "steps")
+		steps := rapid.IntRange(5, 24).Draw(rt, "steps")
 		for range steps {
 			switch a := rapid.IntRange(0, 19).Draw(rt, "action"); {
-			case a < 8:
+			case a < 6:
 				ns := rapid.SampledFrom([]string{"a", "b", "b", "b", "c"}).Draw(rt, "writeNS")
 				r.unreadWrite(ns)
+			case a < 8:
+				// A burst in one namespace, as the Cacher's clock runs: a dispatcher waiting on a
+				// full watcher gives up on it once its budget is spent.
+				ns := rapid.SampledFrom([]string{"a", "b", "b", "b", "c"}).Draw(rt, "burstNS")
+				for range rapid.IntRange(5, 20).Draw(rt, "burst") {
+					r.unreadWrite(ns)
+					c.CacheClock.Step(50 * time.Millisecond)
+				}
 			case a < 10:
 				if len(r.lineages) < 8 {
 					l := &lineage{id: len(r.lineages), reconnect: rapid.Bool().Draw(rt, "reconnect")}
@@ -318,6 +335,13 @@ func TestChainUnreadClientsMatchModel(t *testing.T) {
 			r.settle()
 		}
 		r.finish()
+		for _, l := range r.lineages {
+			for _, cw := range l.watches {
+				if cw.kept != nil {
+					u.offeredMax = max(u.offeredMax, r.m.Offered(cw.kept.dispatch, cw.kept.after))
+				}
+			}
+		}
 		// The witnesses are held to the model too.
 		for _, cw := range u.witnesses {
 			frames, end, endErr := cw.w.Frames()
