@@ -94,7 +94,7 @@
 //     TestQuietNamespaceWatcherKeptDuringTraffic, TestTriggerNeedsIndexFields,
 //     TestTriggerIndexedWatchers, TestScopeIndexedWatchers, TestNamespacesScopedToThemselves;
 //     storagetest ClusterScopedWatch, NamespaceScopedWatch; proptest
-//     TestChainUnreadClientsMatchModel).
+//     TestChainUnreadClientsMatchModel, TestChainQuietNamespaceClientKept).
 //   - Dispatch. Every event is offered to the watchers its scope selects, first without blocking, then,
 //     for the full ones, blocking within a shared time budget (starts at 0, refills 50 ms per second,
 //     caps at 100 ms); a watcher still full when the budget is spent is closed without an ERROR (a
