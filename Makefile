@@ -14,4 +14,4 @@ test-interop:
 	cd interop && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) test -race -timeout 30m ./...
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./store/ ./etcd3/ ./cache/ ./httpwatch/
+	$(GO) test -run '^$$' -bench . -benchmem ./store/ ./etcd3/ ./cache/ ./httpwatch/ ./listwatchtest/
