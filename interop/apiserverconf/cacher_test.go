@@ -29,7 +29,7 @@ type cacherCase struct {
 	// known, when set, names a known deviation of listwatch's cache that is being fixed elsewhere;
 	// the case is skipped on listwatch's cache until the fix lands.
 	known string
-	run          func(t *testing.T, b cachepair.Builder)
+	run   func(t *testing.T, b cachepair.Builder)
 }
 
 // cachePlain wires a function that needs nothing but the cache, set up with opts.

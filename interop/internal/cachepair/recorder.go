@@ -15,7 +15,9 @@ import (
 // starts, Revision, Limit}, which is what upstream's KubernetesRecorder and KVRecorder note for
 // kubernetes.Client.List and KV.GetStream. Recording at the gRPC call records both etcd3 storages
 // alike: listwatch's builds its own kubernetes.Client.
-type ListRecorder struct{ R *storagetesting.KubernetesRecorder }
+type ListRecorder struct {
+	R *storagetesting.KubernetesRecorder
+}
 
 // NewRecorder is a KubernetesRecorder that only records: it answers no list itself.
 func NewRecorder() *storagetesting.KubernetesRecorder {
