@@ -220,11 +220,15 @@ func Upstream(tb testing.TB, cli *clientv3.Client, s Setup) *Cache {
 	return &Cache{Name: "upstream", Storage: d, Ready: c.Ready, StorageCompactRevision: st.CompactRevision, Faults: f, Clock: s.Clock}
 }
 
-// Listwatch is listwatch's cache.Cacher over listwatch's etcd3 storage on cli, configured as
-// Upstream configures upstream's, through storageadapter.
-func Listwatch(tb testing.TB, cli *clientv3.Client, s Setup) *Cache {
+// Storage is listwatch's etcd3 storage of the pods on cli, configured as Listwatch configures the
+// one under its cache, through storageadapter: what a test writes with before any cache exists.
+func Storage(tb testing.TB, cli *clientv3.Client, s Setup) k8sstorage.Interface {
 	tb.Helper()
-	s = s.withDefaults()
+	return storageadapter.New(listwatchStorage(tb, cli, s.withDefaults()), storageadapter.Options{})
+}
+
+func listwatchStorage(tb testing.TB, cli *clientv3.Client, s Setup) *etcd3.Store {
+	tb.Helper()
 	st, err := etcd3.New(cli, etcd3.Config{
 		Prefix:         EtcdPrefix,
 		ResourcePrefix: ResourcePrefix,
@@ -237,6 +241,15 @@ func Listwatch(tb testing.TB, cli *clientv3.Client, s Setup) *Cache {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return st
+}
+
+// Listwatch is listwatch's cache.Cacher over listwatch's etcd3 storage on cli, configured as
+// Upstream configures upstream's, through storageadapter.
+func Listwatch(tb testing.TB, cli *clientv3.Client, s Setup) *Cache {
+	tb.Helper()
+	s = s.withDefaults()
+	st := listwatchStorage(tb, cli, s)
 	f := &Faults{listErrors: listwatchListErrors}
 	cfg := cache.Config{
 		Storage:        listwatchFaultStorage{Interface: st, f: f},
@@ -310,23 +323,26 @@ func (c *Cache) ObserveCompaction(ctx context.Context, tb testing.TB, rev int64)
 	}
 }
 
-// CompactEtcd compacts etcd at rev through upstream's etcd3.Compact, with its one retry, as
-// upstream's compactStore does, and returns etcd's revision after it (the compaction writes
-// compact_rev_key).
+// CompactEtcd compacts etcd at rev through upstream's etcd3.Compact, as upstream's compactStore
+// does, and returns etcd's revision after it (the compaction writes compact_rev_key). etcd3.Compact
+// writes compact_rev_key only at the version it is told (the compactor's guard against concurrent
+// compactors); when another compaction moved it, CompactEtcd retries at the version found, as the
+// apiserver's compactor does on its next round.
 func CompactEtcd(ctx context.Context, tb testing.TB, cli *clientv3.Client, rev int64) int64 {
 	tb.Helper()
-	version, _, _, err := k8setcd3.Compact(ctx, cli, 0, rev)
-	if err != nil {
-		_, _, _, err = k8setcd3.Compact(ctx, cli, version, rev)
+	version := int64(0)
+	for range 3 {
+		cur, after, compacted, err := k8setcd3.Compact(ctx, cli, version, rev)
+		if err != nil {
+			tb.Fatalf("compacting at %d: %v", rev, err)
+		}
+		if version == cur-1 && compacted == rev {
+			return after
+		}
+		version = cur
 	}
-	if err != nil {
-		tb.Fatal(err)
-	}
-	resp, err := cli.Get(ctx, "compact_rev_key")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return resp.Header.Revision
+	tb.Fatalf("compacting at %d: compact_rev_key keeps moving", rev)
+	return 0
 }
 
 // NewStore is a fresh listwatch store with the lease floor and member ID of the embedded etcd.

@@ -9,7 +9,8 @@
 //
 // # API
 //
-//   - Upstream and Listwatch (also as Builders) build a ready *Cache over a clientv3 client;
+//   - Upstream and Listwatch (also as Builders) build a ready *Cache over a clientv3 client, and
+//     Storage listwatch's etcd3 storage alone (to write before a cache exists);
 //     Setup says what to change. NewStore and Serve give a listwatch store and an in-process
 //     client of it; with a recorder (NewRecorder), the client records the lists it sends as
 //     upstream's KubernetesRecorder does (ListRecorder).
