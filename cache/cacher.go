@@ -974,7 +974,9 @@ func (c *Cacher) listFromCache(ctx context.Context, key string, opts storage.Lis
 	if err := meta.SetList(listObj, selected); err != nil {
 		return err
 	}
-	continueValue, remaining, err := storage.PrepareContinueToken(lastKey, preparedKey, int64(readRV), int64(len(elems)), hasMore, opts)
+	// The token's start is relative to the key as the caller gave it, as upstream's: a key root
+	// without its trailing "/" makes a start that begins with one.
+	continueValue, remaining, err := storage.PrepareContinueToken(lastKey, key, int64(readRV), int64(len(elems)), hasMore, opts)
 	if err != nil {
 		return err
 	}

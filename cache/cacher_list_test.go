@@ -1,9 +1,11 @@
 package cache
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -322,5 +324,44 @@ func TestWritesPassThrough(t *testing.T) {
 	}
 	if e.storage.lastSuggestion() != nil {
 		t.Fatal("suggested a deleted object")
+	}
+}
+
+// TestListContinueTokenKeyPrefix: a page served from the cache encodes its continue token's start
+// key relative to the key the caller listed, as given: upstream's Cacher.GetList passes the
+// caller's key, not the prepared one, to storage.PrepareContinueToken, so a list of a namespace's
+// key root without the trailing "/" (what the registry's KeyRootFunc gives) starts its next page at
+// "/<name>\x00". Both forms decode to the same key; the bytes clients see are upstream's.
+func TestListContinueTokenKeyPrefix(t *testing.T) {
+	e := newEnv(t)
+	for _, n := range []string{"a", "b"} {
+		e.create(storagetest.Pod("ns", n))
+	}
+	rv := e.syncCache()
+	p := storage.Everything
+	p.Limit = 1
+	for _, c := range []struct{ key, start string }{
+		{"/pods/ns", "/a\x00"},
+		{"/pods/ns/", "a\x00"},
+		{"/pods", "/ns/a\x00"},
+	} {
+		l, err := e.list(c.key, storage.ListOptions{Predicate: p, Recursive: true})
+		if err != nil {
+			t.Fatalf("%s: %v", c.key, err)
+		}
+		got, err := base64.RawURLEncoding.DecodeString(l.GetContinue())
+		if err != nil {
+			t.Fatalf("list of %s: continue %q: %v", c.key, l.GetContinue(), err)
+		}
+		want := strings.ReplaceAll(fmt.Sprintf(`{"v":"meta.k8s.io/v1","rv":%d,"start":%q}`, rv, c.start), `\x00`, `\u0000`)
+		if string(got) != want {
+			t.Errorf("list of %s: continue %s, want %s", c.key, got, want)
+		}
+		p2 := p
+		p2.Continue = l.GetContinue()
+		next, err := e.list(c.key, storage.ListOptions{Predicate: p2, Recursive: true})
+		if err != nil || fmt.Sprint(names(next)) != "[ns/b]" {
+			t.Errorf("next page of %s: %v %v", c.key, err, names(next))
+		}
 	}
 }

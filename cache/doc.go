@@ -110,12 +110,14 @@
 // 3 s, else 504) and RV "" (consistent: the cache waits up to 3 s for etcd's current revision, else
 // the storage answers). Exact, legacy exact (an RV with a limit) and continue tokens go to the storage,
 // as upstream does without cache snapshots. A list from the cache has the cache's resourceVersion;
-// with a limit its continue token resumes (from the storage) at that resourceVersion. Get with an RV
-// waits like a list and reads the cached object; without one it reads the storage. Objects returned
-// by Get and GetList are copies. Writes pass through with the cached object as suggestion. Checked by
-// TestListAnyStaleness, TestListConsistent, TestListNotOlderThan, TestListDelegation,
-// TestListPagination, TestListArgumentErrors, TestListSingleObject, TestGet, TestWritesPassThrough,
-// and storagetest ConsistentList, ListPaging, Get, HugeResourceVersion, KeySchema, WriteErrors.
+// with a limit its continue token resumes (from the storage) at that resourceVersion, its start key
+// relative to the key as the caller gave it, as upstream's. Get with an RV waits like a list and
+// reads the cached object; without one it reads the storage. Objects returned by Get and GetList are
+// copies. Writes pass through with the cached object as suggestion. Checked by TestListAnyStaleness,
+// TestListConsistent, TestListNotOlderThan, TestListDelegation, TestListPagination,
+// TestListContinueTokenKeyPrefix, TestListArgumentErrors, TestListSingleObject, TestGet,
+// TestWritesPassThrough, and storagetest ConsistentList, ListPaging, Get, HugeResourceVersion,
+// KeySchema, WriteErrors.
 //
 // Every timeout, timer and timestamp uses Config.Clock; the tests that depend on time drive a fake
 // clock (newEnv's withFakeClock).
