@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 
 	"github.com/listwatch/listwatch/interop/internal/cachepair"
 	"github.com/listwatch/listwatch/interop/internal/kubeapiserver"
+	"github.com/listwatch/listwatch/interop/internal/seeds"
 	"github.com/listwatch/listwatch/proptest/kubemodel"
 )
 
@@ -34,70 +32,19 @@ const (
 	defaultOps   = 250
 )
 
-// parseSeeds reads "N", "N-M" and comma-separated lists of them.
-func parseSeeds(s string) ([]uint64, error) {
-	var seeds []uint64
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.ParseUint(lo, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("seed %q: %w", part, err)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.ParseUint(hi, 10, 64); err != nil || b < a {
-				return nil, fmt.Errorf("seed range %q: want N-M with N <= M", part)
-			}
-		}
-		for n := a; n <= b; n++ {
-			seeds = append(seeds, n)
-		}
-	}
-	return seeds, nil
-}
-
-func runConfig(t *testing.T) ([]uint64, int) {
-	t.Helper()
-	spec := os.Getenv(seedsEnv)
-	if spec == "" {
-		spec = defaultSeeds
-	}
-	seeds, err := parseSeeds(spec)
-	if err != nil {
-		t.Fatalf("%s: %v", seedsEnv, err)
-	}
-	ops := defaultOps
-	if v := os.Getenv(opsEnv); v != "" {
-		if ops, err = strconv.Atoi(v); err != nil || ops <= 0 {
-			t.Fatalf("%s=%q: want a positive number", opsEnv, v)
-		}
-	}
-	return seeds, ops
-}
-
-func TestParseSeeds(t *testing.T) {
-	got, err := parseSeeds("3, 7-9,12")
-	if err != nil || fmt.Sprint(got) != "[3 7 8 9 12]" {
-		t.Errorf("parseSeeds: %v %v", got, err)
-	}
-	for _, bad := range []string{"", "x", "5-2", "1-x"} {
-		if _, err := parseSeeds(bad); err == nil {
-			t.Errorf("parseSeeds(%q) accepted", bad)
-		}
-	}
-}
-
 // TestCacherDifferential runs, for each seed, the same random history and the same random requests
 // against upstream's Cacher and listwatch's cache over the same store, and requires the same answer
 // to every list, get and failing write and the same events on every watch; bookmarks and
 // terminations are held to upstream's guarantees (kubemodel).
 func TestCacherDifferential(t *testing.T) {
-	seeds, ops := runConfig(t)
+	seedList, ops, err := seeds.FromEnv(seedsEnv, defaultSeeds, opsEnv, defaultOps)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var total stats
 	var failed []uint64
 	start := time.Now()
-	for _, seed := range seeds {
+	for _, seed := range seedList {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			st := runSeed(t, seed, ops)
 			total.add(st)
@@ -106,7 +53,7 @@ func TestCacherDifferential(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("%d seeds of %d operations in %v: %s; failing seeds: %v", len(seeds), ops, time.Since(start).Round(time.Second), total, failed)
+	t.Logf("%d seeds of %d operations in %v: %s; failing seeds: %v", len(seedList), ops, time.Since(start).Round(time.Second), total, failed)
 }
 
 // runSeed plays one seed: ops random operations, then every open watch finished and compared.
