@@ -68,7 +68,7 @@ const maxFuturePerSeed = 2
 
 type stats struct {
 	writes, failedWrites, compactions, lists, pages, gets, watches, stops int
-	events, endBookmarks, bookmarks, errors, terminations, resumes       int
+	events, endBookmarks, bookmarks, errors, terminations, resumes        int
 }
 
 func (s stats) String() string {

@@ -133,7 +133,7 @@ func (s *server) rvName(v string) string {
 }
 
 var (
-	uidPattern    = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	uidPattern = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	// rvPattern finds the resourceVersions in the apiserver's messages: "resource version: N",
 	// "current: N", "(N)" (too old resource version, preconditions), "ResourceVersion in ...: N".
 	mediaTypesPattern = regexp.MustCompile(`(accepted media types include: ).*`)
