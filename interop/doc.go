@@ -25,4 +25,24 @@
 // Running it: `go test -race ./...` runs the default seeds; -interop.seed=N runs one seed and
 // -interop.ops=N sets the operations per seed. The benchmark is
 // `go test -run '^$' -bench PutWatchFanout -benchtime=3000x`.
+//
+// The other packages of the module hold listwatch to upstream at the higher stages:
+//
+//   - apiserverconf: k8s.io/apiserver's storage conformance functions against upstream's etcd3
+//     storage on embedded etcd and on listwatch, and against upstream's Cacher and listwatch's
+//     cache (the functions upstream's cacher_test.go runs).
+//   - cacherdiff: upstream's Cacher and listwatch's cache, over one listwatch store, fed the same
+//     seeded history and requests; every answer and every watch stream compared.
+//   - httpdiff: a real apiextensions-apiserver and listwatch's chain serving the same custom
+//     resource, sent the same seeded requests over HTTP; every answer and stream compared.
+//   - clientgo: client-go, informers and kubectl against listwatch's HTTP API.
+//
+// The two seeded differentials run a default seed set in `make test`; long runs take their seeds
+// and size from the environment:
+//
+//	LISTWATCH_CACHERDIFF_SEEDS=1-200 [LISTWATCH_CACHERDIFF_OPS=250] go test -race -timeout 3h -run TestCacherDifferential ./cacherdiff/
+//	LISTWATCH_HTTPDIFF_SEEDS=1-100 [LISTWATCH_HTTPDIFF_OPS=150] go test -race -timeout 3h -run TestHTTPDifferential ./httpdiff/
+//
+// A seed list is "N", "N-M" or a comma-separated list of them (internal/seeds); every difference a
+// run reports names its seed, and each test's log ends with the counts of what it compared.
 package interop

@@ -25,7 +25,8 @@
 //   - Every listwatch storage error becomes the upstream error the same failure gives upstream, with
 //     its code, key, resourceVersion and message, so that upstream's Is* functions (which do not
 //     unwrap) answer alike, also for a wrapped listwatch error; the callbacks' upstream errors reach
-//     listwatch as its own; other errors pass unchanged (TestErrorConversion).
+//     listwatch as its own, as do preconditions and the update's response meta; other errors pass
+//     unchanged (TestErrorConversion, TestCallbacksConverted).
 //   - Watch events are passed as the storage sends them: listwatch's CachingObject is a
 //     runtime.CacheableObject, which upstream's tests unwrap as they unwrap upstream's cachingObject
 //     (TestWatchPassesEvents).
