@@ -17,9 +17,12 @@
 //   - Same wiring as upstream. Each function is called as k8s.io/apiserver's
 //     pkg/storage/etcd3/store_test.go and watcher_test.go call it: the same codec, scheme, prefix
 //     transformer, lease reuse, resource prefix, feature-gate flips, progress-notify interval and
-//     compaction helper. Upstream's test-only hooks into the store's fields are rebuilt from outside
-//     with the same effect: the transformer handed to etcd3.New delegates to one that the
-//     transformer-override methods swap.
+//     compaction helper. Upstream's test-only hooks into the store's fields are rebuilt from
+//     outside with the same effect: the transformer handed to etcd3.New delegates to one that the
+//     transformer-override methods swap. TestStorageConformance runs every function;
+//     TestHarnessCatchesFault shows a fault caught: a child run whose listwatch backend drops the
+//     last key of multi-key ranges fails RunTestGetListRecursivePrefix on listwatch, and only
+//     there.
 //   - The caches get every function upstream's pkg/storage/cacher/cacher_test.go runs against its
 //     Cacher, with that file's setup (testSetupWithEtcdServer: the example/v1 protobuf codec, the
 //     identity encrypt-check transformer, GetPodAttrs, the spec.nodeName trigger and cluster-scoped
@@ -28,18 +31,23 @@
 //     its helpers reach into its Cacher and are rebuilt from outside with the same effect on both
 //     caches: compactWatch (trim the history) by a relist after the compaction
 //     (cachepair.Cache.Relist), compactStore's compactIfNeeded by firing the compactor's poll
-//     (cachepair.Cache.ObserveCompaction).
+//     (cachepair.Cache.ObserveCompaction) (TestCacherConformance).
 //   - Same test on both sides. Every function is one subtest per backend or cache with a fresh
 //     server, fresh storage and a fresh etcd feature-support checker, one at a time (feature gates
 //     are process-wide). A storage function is skipped only on both backends at once, with the
-//     reason. A cache function is skipped on listwatch's cache only where listwatch's
-//     storage.Interface leaves the method out by design (Stats) or listwatch has no counterpart
-//     (API Priority and Fairness's initialization signal), or, naming it, for a known deviation
-//     being fixed in cache/ (cacherCase.known) until the fix is in main; every one that passes
-//     against upstream's Cacher must pass against listwatch's.
+//     reason: today only RunTestOptionalWatchBookmarksWithCorrectResourceVersion, which upstream
+//     runs over the cacher alone and TestCacherConformance runs over both caches. A cache function
+//     is skipped on listwatch's cache only where listwatch's storage.Interface leaves the method
+//     out by design (Stats) or listwatch has no counterpart (API Priority and Fairness's
+//     initialization signal), or, naming it, for a known deviation being fixed in cache/
+//     (cacherCase.known) until the fix is in main; every one that passes against upstream's Cacher
+//     must pass against listwatch's.
+//   - The storage's etcd feature check (etcd3.New starts it; it asks the endpoint's Status for its
+//     version) finds RequestWatchProgress supported on both backends, which the watch cache's
+//     consistent reads rely on (TestFeatureSupportCheck).
 //   - No leaks. Each subtest owns every watcher the storage hands out and, at cleanup, stops it and
 //     waits until its result channel is closed, which the etcd3 watcher does only once its
 //     goroutines are done; then it closes the storage, stops the compactor and stops the backend.
-//     The package's TestMain runs goleak ignoring only the goroutine upstream's watch cache leaves
-//     for up to 3 s after a read that waited (kubeapiserver.GoleakOptions).
+//     The package's TestMain runs goleak after the tests, ignoring only the goroutine upstream's
+//     watch cache leaves for up to 3 s after a read that waited (kubeapiserver.GoleakOptions).
 package apiserverconf
