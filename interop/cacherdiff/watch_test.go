@@ -66,8 +66,6 @@ type segment struct {
 	w      watch.Interface
 	cancel context.CancelFunc
 	done   chan struct{}
-	// startRev is the history's revision when the watch was opened.
-	startRev int64
 
 	mu      sync.Mutex
 	events  []kubemodel.Event
@@ -254,7 +252,7 @@ func (r *runner) startSegment(p *watchPair, side *watchSide, opts k8sstorage.Lis
 		cancel()
 		return err
 	}
-	s := &segment{exp: exp, resume: resume, w: w, cancel: cancel, done: make(chan struct{}), startRev: r.h.Rev}
+	s := &segment{exp: exp, resume: resume, w: w, cancel: cancel, done: make(chan struct{})}
 	side.segs = append(side.segs, s)
 	go s.read()
 	return nil
@@ -355,8 +353,10 @@ func (r *runner) checkTerminationAllowed(p *watchPair, i int, s *segment, v kube
 	if s.exp.Replay {
 		held = len(r.h.Initial(p.sel, v.Start))
 	}
+	// What the watch replays from the history (from a resourceVersion in the past) fills the
+	// buffers as live events do: count every write after the start.
 	for _, w := range r.h.Writes {
-		if w.Rev > s.startRev && p.offered(w) {
+		if w.Rev > v.Start && p.offered(w) {
 			held++
 		}
 	}
