@@ -23,8 +23,7 @@ type cacherCase struct {
 	name  string
 	gates map[featuregate.Feature]bool
 	// notListwatch, when set, skips the case on listwatch's cache only, and says why: a method
-	// listwatch's storage.Interface leaves out by design, or a known deviation being fixed elsewhere
-	// (then it names the behaviour).
+	// listwatch's storage.Interface leaves out by design, or a mechanism listwatch does not have.
 	notListwatch string
 	// known, when set, names a known deviation of listwatch's cache that is being fixed elsewhere;
 	// the case is skipped on listwatch's cache until the fix lands.
@@ -32,7 +31,8 @@ type cacherCase struct {
 	run   func(t *testing.T, b cachepair.Builder)
 }
 
-// cachePlain wires a function that needs nothing but the cache, set up with opts.
+// cachePlain wires a function that needs nothing but the cache, built with the setup given (at
+// most one; the default otherwise).
 func cachePlain(fn func(context.Context, *testing.T, storage.Interface), setup ...cachepair.Setup) func(*testing.T, cachepair.Builder) {
 	return func(t *testing.T, b cachepair.Builder) {
 		var s cachepair.Setup
@@ -52,7 +52,7 @@ func cacheTB(fn func(context.Context, testing.TB, storage.Interface)) func(*test
 	}
 }
 
-// withCreateWrapper wires a function over upstream's createWrapper (testSetupWithEtcdAndCreateWrapper).
+// cacheWithCreateWrapper wires a function over upstream's createWrapper (testSetupWithEtcdAndCreateWrapper).
 func cacheWithCreateWrapper(fn func(context.Context, *testing.T, storage.Interface)) func(*testing.T, cachepair.Builder) {
 	return func(t *testing.T, b cachepair.Builder) {
 		e := newCacheEnv(t, b, cachepair.Setup{})
