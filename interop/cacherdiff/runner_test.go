@@ -69,13 +69,15 @@ const maxFuturePerSeed = 2
 type stats struct {
 	writes, failedWrites, compactions, lists, pages, gets, watches, stops int
 	events, endBookmarks, bookmarks, errors, terminations, resumes        int
+	restarts                                                              int
 }
 
 func (s stats) String() string {
 	return fmt.Sprintf("%d writes, %d failing writes, %d compactions, %d lists (%d further pages), %d gets, "+
 		"%d watches (%d stopped), %d events, %d initial-events-end bookmarks, %d other bookmarks, %d ERRORs, "+
-		"%d terminations, %d resumes compared", s.writes, s.failedWrites, s.compactions, s.lists, s.pages, s.gets,
-		s.watches, s.stops, s.events, s.endBookmarks, s.bookmarks, s.errors, s.terminations, s.resumes)
+		"%d terminations, %d resumes compared; %d watches closed during their initial events started over (judged, not compared)",
+		s.writes, s.failedWrites, s.compactions, s.lists, s.pages, s.gets, s.watches, s.stops, s.events, s.endBookmarks,
+		s.bookmarks, s.errors, s.terminations, s.resumes, s.restarts)
 }
 
 func (s *stats) add(o stats) {
@@ -93,6 +95,7 @@ func (s *stats) add(o stats) {
 	s.errors += o.errors
 	s.terminations += o.terminations
 	s.resumes += o.resumes
+	s.restarts += o.restarts
 }
 
 // failf reports a difference, prefixed with the seed so that it can be replayed.

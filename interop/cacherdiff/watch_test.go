@@ -45,6 +45,7 @@ type watchPair struct {
 	// pausedUntil is the operation after which a slow reader reads again (0: it reads).
 	pausedUntil int
 	refused     bool // Watch itself refused the request on both caches
+	restarted   bool // a cache closed it during its initial events and the client started over
 	stopped     bool
 	failed      bool // a difference was reported; the pair is not judged further
 	sides       [2]*watchSide
@@ -292,6 +293,19 @@ func (r *runner) syncPair(p *watchPair) {
 				r.stats.terminations++
 				r.checkTerminationAllowed(p, i, s, v)
 			}
+			if s.exp.Replay && v.Events < len(r.h.Initial(p.sel, v.Start)) {
+				// Closed before its initial events were all delivered: a client has no state to
+				// resume from and starts over, with both caches at etcd's revision. The streams
+				// are no longer the same request's: each is judged, not compared.
+				r.sync()
+				p.restarted = true
+				r.stats.restarts++
+				if err := r.startSegment(p, side, p.opts, p.req, false, 0); err != nil {
+					r.failf("%s: %s: starting over: %v", p.what, side.cache.Name, err)
+					p.failed = true
+				}
+				continue
+			}
 			// A client re-watches from the last resourceVersion it saw.
 			from := v.Start
 			if v.HasResumeRV {
@@ -427,7 +441,7 @@ func (r *runner) finish(p *watchPair) {
 			}
 		}
 	}
-	if p.refused || p.failed {
+	if p.refused || p.failed || p.restarted {
 		return
 	}
 	r.comparePair(p)

@@ -42,12 +42,14 @@ const maxFuturePerSeed = 2
 
 type stats struct {
 	writes, badWrites, lists, pages, gets, watches, events, endBookmarks, bookmarks, errors, resumes int
+	restarts                                                                                         int
 }
 
 func (s stats) String() string {
 	return fmt.Sprintf("%d writes, %d refused writes, %d lists (%d further pages), %d gets, %d watches, %d events, "+
-		"%d initial-events-end bookmarks, %d other bookmarks, %d ERRORs, %d resumes compared", s.writes, s.badWrites,
-		s.lists, s.pages, s.gets, s.watches, s.events, s.endBookmarks, s.bookmarks, s.errors, s.resumes)
+		"%d initial-events-end bookmarks, %d other bookmarks, %d ERRORs, %d resumes compared; %d watches ended during "+
+		"their initial events started over (judged, not compared)", s.writes, s.badWrites, s.lists, s.pages, s.gets,
+		s.watches, s.events, s.endBookmarks, s.bookmarks, s.errors, s.resumes, s.restarts)
 }
 
 func (s *stats) add(o stats) {
@@ -62,6 +64,7 @@ func (s *stats) add(o stats) {
 	s.bookmarks += o.bookmarks
 	s.errors += o.errors
 	s.resumes += o.resumes
+	s.restarts += o.restarts
 }
 
 func (r *runner) failf(format string, args ...any) {

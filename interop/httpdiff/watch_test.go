@@ -37,7 +37,9 @@ type watchPair struct {
 	refused bool
 	failed  bool
 	stopped bool
-	sides   [2]*watchSide
+	// restarted: a server ended it during its initial events and the client started over.
+	restarted bool
+	sides     [2]*watchSide
 }
 
 type watchSide struct {
@@ -273,6 +275,19 @@ func (r *runner) syncPair(p *watchPair) {
 			if !closed || v.Error || p.stopped {
 				break
 			}
+			if g.exp.Replay && v.Events < len(side.s.h.Initial(p.sel, v.Start)) {
+				// Ended before its initial events were all delivered: a client has no state to
+				// resume from and starts over, with both servers at their store's revision. The
+				// streams are no longer the same request's: each is judged, not compared.
+				r.sync()
+				p.restarted = true
+				r.stats.restarts++
+				if ref := r.startSegment(p, side, p.rv.on(side.s), p.sie, p.q, false); ref != nil {
+					r.failf("%s: %s: starting over: %d %s", p.what, side.s.name, ref.code, ref.raw)
+					p.failed = true
+				}
+				continue
+			}
 			from := v.Start
 			if v.HasResumeRV {
 				from = v.ResumeRV
@@ -355,7 +370,7 @@ func (r *runner) finish(p *watchPair) {
 			}
 		}
 	}
-	if p.refused || p.failed {
+	if p.refused || p.failed || p.restarted {
 		return
 	}
 	var st stats
