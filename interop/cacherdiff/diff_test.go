@@ -46,11 +46,12 @@ func TestCacherDifferential(t *testing.T) {
 	start := time.Now()
 	for _, seed := range seedList {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			st := runSeed(t, seed, ops)
-			total.add(st)
-			if t.Failed() {
-				failed = append(failed, seed)
-			}
+			defer func() {
+				if t.Failed() {
+					failed = append(failed, seed)
+				}
+			}()
+			total.add(runSeed(t, seed, ops))
 		})
 	}
 	t.Logf("%d seeds of %d operations in %v: %s; failing seeds: %v", len(seedList), ops, time.Since(start).Round(time.Second), total, failed)

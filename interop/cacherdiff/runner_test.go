@@ -62,6 +62,8 @@ type runner struct {
 	future int
 	// fails counts the differences found.
 	fails int
+	// serial numbers the pods made, so that every update writes new bytes.
+	serial int
 }
 
 const maxFuturePerSeed = 2
@@ -121,8 +123,9 @@ func podKey(ns, name string) string { return cachepair.ResourcePrefix + ns + "/"
 // randomPod is a pod with random labels, node, phase and a serial annotation, so that every update
 // writes new bytes.
 func (r *runner) randomPod(ns, name string) *example.Pod {
+	r.serial++
 	p := &example.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-		Annotations: map[string]string{"serial": strconv.Itoa(r.stats.writes)}}}
+		Annotations: map[string]string{"serial": strconv.Itoa(r.serial)}}}
 	if app := pick(r.rng, appLabels); app != "" {
 		p.Labels = map[string]string{"app": app}
 	}

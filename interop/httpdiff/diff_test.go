@@ -45,10 +45,12 @@ func TestHTTPDifferential(t *testing.T) {
 	start := time.Now()
 	for _, seed := range seedList {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			defer func() {
+				if t.Failed() {
+					failed = append(failed, seed)
+				}
+			}()
 			total.add(runSeed(t, seed, ops))
-			if t.Failed() {
-				failed = append(failed, seed)
-			}
 		})
 	}
 	t.Logf("%d seeds of %d requests in %v: %s; failing seeds: %v", len(seedList), ops, time.Since(start).Round(time.Second), total, failed)
