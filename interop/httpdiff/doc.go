@@ -21,11 +21,11 @@
 //   - Same answers. Every response's status code, Content-Type, Retry-After and Warning headers and
 //     body (object, list with its metadata and continue token, or Status with its reason, message,
 //     details and causes) must be equal once what is each server's own is normalized: uids,
-//     creationTimestamp, managedFields (listwatch keeps no field-manager bookkeeping of server-side
-//     apply), generated names (by the test's name for them), and resourceVersions: each server's
-//     are its own, so each is compared by its place among the test's writes on that server ("w3"
-//     is the third write's, "@3" a revision after the third write and before the fourth), in
-//     objects, list metadata, decoded continue tokens and the messages that name them.
+//     creationTimestamp, the times in managedFields, generated names (by the test's name for them),
+//     and resourceVersions: each server's are its own, so each is compared by its place among the
+//     test's writes on that server ("w3" is the third write's, "@3" a revision after the third
+//     write and before the fourth), in objects, list metadata, decoded continue tokens and the
+//     messages that name them.
 //   - Same streams. Each server's watch streams are judged by a model of that server's writes in
 //     its own resourceVersions (proptest/kubemodel, with the apiserver's watch-list defaulting):
 //     every event exactly as upstream's semantics require, bookmarks never below a delivered event
@@ -39,9 +39,10 @@
 //     after it, as nothing else writes to either store meanwhile.
 //   - Known deviations (knownDeviations) being fixed elsewhere are steered clear of, or, where a
 //     request meets one only in a detail (etcd3's continue tokens), that detail is not compared, until
-//     the fix is in main. A deviation listwatch keeps is compared without the detail that differs: the
-//     415 for a body that is not JSON lists the media types upstream decodes (JSON, YAML, protobuf);
-//     listwatch decodes JSON only.
+//     the fix is in main. A deviation listwatch keeps is compared without the detail that differs:
+//     the 415 for a body in an unsupported format lists the media types the server decodes a custom
+//     resource from; upstream's list (apiextensions-apiserver customresource_handler.go, the CRD's
+//     unstructuredNegotiatedSerializer) has JSON, YAML and protobuf, listwatch's JSON and YAML.
 //
 // Running it: `go test ./httpdiff/` runs the default seeds (defaultSeeds, defaultOps requests each).
 // LISTWATCH_HTTPDIFF_SEEDS sets the seeds ("7", "1-100", "3,9-12") and LISTWATCH_HTTPDIFF_OPS the

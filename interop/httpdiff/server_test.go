@@ -144,8 +144,7 @@ var (
 // and resourceVersions (by their place, or as the one the request asked for).
 func (s *server) normalMessage(msg, asked string) string {
 	msg = uidPattern.ReplaceAllString(msg, "<uid>")
-	// listwatch decodes JSON bodies only (a deviation it keeps: see doc.go); the 415 is compared
-	// without the list of media types.
+	// A deviation listwatch keeps (doc.go): the 415 is compared without its list of media types.
 	msg = mediaTypesPattern.ReplaceAllString(msg, "${1}<media types>")
 	for real, name := range s.gen {
 		msg = strings.ReplaceAll(msg, real, name)
@@ -188,7 +187,13 @@ func (s *server) normalize(v any, asked string) any {
 		if md, ok := x["metadata"].(map[string]any); ok {
 			delete(md, "uid")
 			delete(md, "creationTimestamp")
-			delete(md, "managedFields")
+			if mf, ok := md["managedFields"].([]any); ok {
+				for _, e := range mf {
+					if m, ok := e.(map[string]any); ok {
+						delete(m, "time")
+					}
+				}
+			}
 			if rv, ok := md["resourceVersion"].(string); ok {
 				md["resourceVersion"] = s.rvName(rv)
 			}
