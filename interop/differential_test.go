@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/interop/internal/etcdtest"
+	"github.com/listwatch/listwatch/interop/internal/seeds"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -33,7 +33,7 @@ func startEtcd(t testing.TB, name string) *side {
 	return newSide(name, cli)
 }
 
-func seeds(defaults ...uint64) []uint64 {
+func flagSeeds(defaults ...uint64) []uint64 {
 	if *flagSeed != 0 {
 		return []uint64{*flagSeed}
 	}
@@ -47,36 +47,13 @@ const seedsEnv = "LISTWATCH_INTEROP_SEEDS"
 // differentialSeeds returns -interop.seed, else the seeds seedsEnv lists, else the defaults.
 func differentialSeeds(t *testing.T, defaults ...uint64) []uint64 {
 	if v := os.Getenv(seedsEnv); *flagSeed == 0 && v != "" {
-		list, err := parseSeeds(v)
+		list, err := seeds.Parse(v)
 		if err != nil {
 			t.Fatalf("%s=%q: %v", seedsEnv, v, err)
 		}
 		return list
 	}
-	return seeds(defaults...)
-}
-
-// parseSeeds reads a list of seeds and inclusive ranges of seeds, separated by commas.
-func parseSeeds(s string) ([]uint64, error) {
-	var out []uint64
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.ParseUint(lo, 10, 64)
-		if err != nil || a == 0 {
-			return nil, fmt.Errorf("%q is not a seed (a positive integer) or a range of seeds (a-b)", part)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.ParseUint(hi, 10, 64); err != nil || b < a {
-				return nil, fmt.Errorf("%q is not a range of seeds (a-b with a <= b)", part)
-			}
-		}
-		for x := a; x <= b; x++ {
-			out = append(out, x)
-		}
-	}
-	return out, nil
+	return flagSeeds(defaults...)
 }
 
 // TestDefuseIgnoreAfterFromKeyDelete: a put with ignore_value or ignore_lease after a delete from a
@@ -119,18 +96,6 @@ func TestRecreatesAKey(t *testing.T) {
 	} {
 		if got := recreatesAKey(&c.t); got != c.want {
 			t.Errorf("%s: recreatesAKey = %v, want %v", c.name, got, c.want)
-		}
-	}
-}
-
-func TestParseSeeds(t *testing.T) {
-	got, err := parseSeeds("3, 7,10-12")
-	if err != nil || fmt.Sprint(got) != "[3 7 10 11 12]" {
-		t.Errorf("parseSeeds(\"3, 7,10-12\") = %v, %v", got, err)
-	}
-	for _, bad := range []string{"", "x", "0", "5-3", "1-", "-4", "1,,2"} {
-		if _, err := parseSeeds(bad); err == nil {
-			t.Errorf("parseSeeds(%q) accepted", bad)
 		}
 	}
 }
@@ -186,7 +151,7 @@ func runWorkload(t testing.TB, r *runner, ops int) {
 // everything the comparison looks at: this shows the harness compares only what is deterministic,
 // so that a difference against listwatch is listwatch's.
 func TestHarnessEtcdVsEtcd(t *testing.T) {
-	runDifferential(t, opsPerSeed(250), seeds(7), func(t *testing.T) (*side, *side) {
+	runDifferential(t, opsPerSeed(250), flagSeeds(7), func(t *testing.T) (*side, *side) {
 		return startEtcd(t, "etcd"), startEtcd(t, "etcd2")
 	}, nil)
 }

@@ -5,10 +5,7 @@
 // apiserver's dependencies never enter the root module. The package has no API: everything is in
 // its tests, in internal/etcdtest, which starts the embedded etcd, and in internal/kubeapiserver,
 // which runs a real apiextensions-apiserver in process over either etcd (each has its own doc and
-// tests). Packages apiserverconf (k8s.io/apiserver's storage conformance functions), clientgo
-// (the client-go stack against listwatch's HTTP API) and goapi (controller-runtime, a protobuf
-// clientset and kubectl against the Go test API, package listwatchtest, and against a real cluster
-// named by LISTWATCH_KUBECONFIG) are beside it.
+// tests). The packages beside it are listed at the end.
 //
 // # What the tests hold
 //
@@ -72,4 +69,26 @@
 // (minimizing a new input is capped at 10 runs: each run starts an etcd, and the coverage of its
 // goroutines varies from run to run, so the default minute of minimizing would take most of the
 // time). The benchmark is `go test -run '^$' -bench PutWatchFanout -benchtime=3000x`.
+//
+// The other packages of the module hold listwatch to upstream at the higher stages:
+//
+//   - apiserverconf: k8s.io/apiserver's storage conformance functions against upstream's etcd3
+//     storage on embedded etcd and on listwatch, and against upstream's Cacher and listwatch's
+//     cache (the functions upstream's cacher_test.go runs).
+//   - cacherdiff: upstream's Cacher and listwatch's cache, over one listwatch store, fed the same
+//     seeded history and requests; every answer and every watch stream compared.
+//   - httpdiff: a real apiextensions-apiserver and listwatch's chain serving the same custom
+//     resource, sent the same seeded requests over HTTP; every answer and stream compared.
+//   - clientgo: client-go, informers and kubectl against listwatch's HTTP API.
+//   - goapi: controller-runtime, a protobuf clientset and kubectl against the Go test API
+//     (package listwatchtest), and against a real cluster named by LISTWATCH_KUBECONFIG.
+//
+// The two seeded differentials run a default seed set in `make test`; long runs take their seeds
+// and size from the environment:
+//
+//	LISTWATCH_CACHERDIFF_SEEDS=1-200 [LISTWATCH_CACHERDIFF_OPS=250] go test -race -timeout 3h -run TestCacherDifferential ./cacherdiff/
+//	LISTWATCH_HTTPDIFF_SEEDS=1-100 [LISTWATCH_HTTPDIFF_OPS=150] go test -race -timeout 3h -run TestHTTPDifferential ./httpdiff/
+//
+// A seed list is "N", "N-M" or a comma-separated list of them (internal/seeds); every difference a
+// run reports names its seed, and each test's log ends with the counts of what it compared.
 package interop
