@@ -25,10 +25,7 @@ type cacherCase struct {
 	// notListwatch, when set, skips the case on listwatch's cache only, and says why: a method
 	// listwatch's storage.Interface leaves out by design, or a mechanism listwatch does not have.
 	notListwatch string
-	// known, when set, names a known deviation of listwatch's cache that is being fixed elsewhere;
-	// the case is skipped on listwatch's cache until the fix lands.
-	known string
-	run   func(t *testing.T, b cachepair.Builder)
+	run          func(t *testing.T, b cachepair.Builder)
 }
 
 // cachePlain wires a function that needs nothing but the cache, built with the setup given (at
@@ -68,23 +65,6 @@ const noStats = "listwatch's storage.Interface has no Stats (storage/interfaces.
 // upstream's Cacher.Watch sends (utilflowcontrol.WatchInitialized) once the watcher is registered;
 // listwatch has no flow control, so its cache has nothing to send and the function would block.
 const noFlowControl = "listwatch has no API Priority and Fairness: its cache sends no flow-control initialization signal (upstream's Cacher.Watch calls utilflowcontrol.WatchInitialized), and the function waits for it without a deadline"
-
-// The known deviations of listwatch's cache that these functions find, being fixed in cache/ (issue
-// 13): each names the behaviour and the upstream code; the skips go once the fix is in main.
-const (
-	// RunTestList and RunTestConsistentList with ListFromCacheSnapshot on expect exact-RV lists,
-	// legacy exact lists and continue tokens to be answered from the cache's snapshots, with no list
-	// sent to etcd (delegator.go GetList, delegator/interface.go ShouldDelegateList,
-	// cacher.go ShouldDelegateExactRV and ShouldDelegateContinue); listwatch's cache sends them to
-	// etcd, and a consistent continue does not sync the cache.
-	knownSnapshotLists = "ListFromCacheSnapshot lists (issue 13 item 2): exact, legacy exact and continue lists are answered from etcd, upstream answers them from its snapshots"
-	// RunTestCompactRevision expects the cache's CompactRevision to follow a compaction made by
-	// someone else: upstream's CacheDelegator.CompactRevision is its snapshot compactor's
-	// (compactor.go), which polls the etcd3 storage's, which watches compact_rev_key (etcd3/store.go
-	// with ListFromCacheSnapshot). listwatch's cache has no compactor, and listwatch's etcd3 storage
-	// records only the compactions made through its own Compact.
-	knownCompactRevision = "ListFromCacheSnapshot compactor (issue 13 item 2): the cache's CompactRevision does not follow a compaction made by another client"
-)
 
 func cacherCases() []cacherCase {
 	cases := []cacherCase{
@@ -130,16 +110,12 @@ func cacherCases() []cacherCase {
 	for _, snapshots := range []bool{true, false} {
 		prefix := fmt.Sprintf("Lists/ListFromCacheSnapshot=%v/", snapshots)
 		gates := map[featuregate.Feature]bool{features.ListFromCacheSnapshot: snapshots}
-		known := ""
-		if snapshots {
-			known = knownSnapshotLists
-		}
 		cases = append(cases,
-			cacherCase{name: prefix + "List", gates: gates, known: known, run: func(t *testing.T, b cachepair.Builder) {
+			cacherCase{name: prefix + "List", gates: gates, run: func(t *testing.T, b cachepair.Builder) {
 				e := newCacheEnv(t, b, cachepair.Setup{})
 				storagetesting.RunTestList(e.ctx, t, e.store, e.compactStore(), true, e.recorder)
 			}},
-			cacherCase{name: prefix + "ConsistentList", gates: gates, known: known, run: func(t *testing.T, b cachepair.Builder) {
+			cacherCase{name: prefix + "ConsistentList", gates: gates, run: func(t *testing.T, b cachepair.Builder) {
 				e := newCacheEnv(t, b, cachepair.Setup{})
 				storagetesting.RunTestConsistentList(e.ctx, t, e.store, e.increaseRV(), true, true, snapshots)
 			}},
@@ -150,7 +126,7 @@ func cacherCases() []cacherCase {
 		)
 	}
 	cases = append(cases,
-		cacherCase{name: "CompactRevision", gates: map[featuregate.Feature]bool{features.ListFromCacheSnapshot: true}, known: knownCompactRevision, run: func(t *testing.T, b cachepair.Builder) {
+		cacherCase{name: "CompactRevision", gates: map[featuregate.Feature]bool{features.ListFromCacheSnapshot: true}, run: func(t *testing.T, b cachepair.Builder) {
 			e := newCacheEnv(t, b, cachepair.Setup{})
 			storagetesting.RunTestCompactRevision(e.ctx, t, e.store, e.increaseRV(), e.compactStore())
 		}},
@@ -225,9 +201,6 @@ func TestCacherConformance(t *testing.T) {
 				t.Run(b.Name, func(t *testing.T) {
 					if b.Name == "listwatch" && c.notListwatch != "" {
 						t.Skip(c.notListwatch)
-					}
-					if b.Name == "listwatch" && c.known != "" {
-						t.Skip("known deviation, being fixed in cache/: " + c.known)
 					}
 					if len(c.gates) > 0 {
 						featuregatetesting.SetFeatureGatesDuringTest(t, utilfeature.DefaultFeatureGate, c.gates)

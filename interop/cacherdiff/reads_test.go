@@ -146,16 +146,13 @@ func (r *runner) list() {
 	r.sync()
 	key, recursive := r.key()
 	pred, sel := r.predicate()
-	rv, future := r.revision()
+	rv, _ := r.revision()
 	match := r.match()
 	switch r.rng.IntN(4) {
 	case 0:
 		pred.Limit = 1
 	case 1:
 		pred.Limit = int64(2 + r.rng.IntN(4))
-	}
-	if future && known("snapshot-lists") && (match == metav1.ResourceVersionMatchExact || (match == "" && pred.Limit > 0)) {
-		rv = strconv.FormatInt(r.h.Rev, 10)
 	}
 	opts := k8sstorage.ListOptions{ResourceVersion: rv, ResourceVersionMatch: match, Predicate: pred, Recursive: recursive}
 	what := fmt.Sprintf("list of %s recursive=%t rv=%q match=%q limit=%d %s", key, recursive, rv, match, pred.Limit, sel)

@@ -158,7 +158,7 @@ func (r *runner) openWatch() {
 	if future && sie != nil && *sie {
 		// A watch-list for a future revision waits for the caches' freshness timeout; a short
 		// deadline checks that the wait runs its course whatever the request's deadline.
-		if r.rng.IntN(2) == 0 && !known("freshness-wait") {
+		if r.rng.IntN(2) == 0 {
 			deadline = time.Second
 		}
 	} else if r.rng.IntN(10) == 0 {
@@ -174,7 +174,7 @@ func (r *runner) openWatch() {
 		r.syncPair(p)
 		return
 	}
-	if r.rng.IntN(4) == 0 && !(known("dispatch-scope") && (p.scopeNS != "" || p.scopeName != "")) {
+	if r.rng.IntN(4) == 0 {
 		r.pausePair(p, r.stats.writes+20+r.rng.IntN(60))
 	}
 }

@@ -37,9 +37,8 @@
 //     sleeps 2 s in the first create after a CRD is Established (a warm-up write on both servers
 //     takes it). A deletion's answer carries no resourceVersion; its revision is the store's right
 //     after it, as nothing else writes to either store meanwhile.
-//   - Known deviations (knownDeviations) being fixed elsewhere are steered clear of, or, where a
-//     request meets one only in a detail (etcd3's continue tokens), that detail is not compared, until
-//     the fix is in main. A deviation listwatch keeps is compared without the detail that differs:
+//   - Nothing is steered clear of: every request kind is sent with every resourceVersion, match and
+//     limit. A deviation listwatch keeps is compared without the detail that differs:
 //     the 415 for a body in an unsupported format lists the media types the server decodes a custom
 //     resource from; upstream's list (apiextensions-apiserver customresource_handler.go, the CRD's
 //     unstructuredNegotiatedSerializer) has JSON, YAML and protobuf, listwatch's JSON and YAML.

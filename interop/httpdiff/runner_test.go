@@ -409,16 +409,13 @@ func (r *runner) list() {
 	if r.rng.IntN(3) > 0 {
 		ns = pick(r.rng, namespaces)
 	}
-	rv, future := r.resourceVersion()
+	rv, _ := r.resourceVersion()
 	q := url.Values{}
 	match := pick(r.rng, []string{"", "", "", "NotOlderThan", "Exact", "Newest"})
 	limit := 0
 	switch r.rng.IntN(3) {
 	case 0:
 		limit = 1 + r.rng.IntN(3)
-	}
-	if future && known("snapshot-lists") && (match == "Exact" || (match == "" && limit > 0)) {
-		rv = "current"
 	}
 	if ls := pick(r.rng, labelSels); ls != "" {
 		q.Set("labelSelector", ls)
@@ -445,15 +442,8 @@ func (r *runner) list() {
 		}
 		return collection(ns) + "?" + qq.Encode()
 	}
-	// While listwatch sends them to etcd (knownDeviations["snapshot-lists"]), exact and legacy exact
-	// lists and continued pages carry etcd3's continue tokens, whose start lacks the leading "/" of
-	// the watch cache's.
-	lenient := known("snapshot-lists") && (match == "Exact" || match == "" && limit > 0 && rv != "" && rv != "0")
-	r.setLenient(lenient)
-	defer r.setLenient(false)
 	resp := r.call(what, "GET", path, nil, "", rv.on)
 	r.stats.lists++
-	r.setLenient(known("snapshot-lists"))
 	for page := 2; page <= 4 && resp[0].code == 200 && resp[1].code == 200 && r.rng.IntN(4) > 0; page++ {
 		var tokens [2]string
 		for i := range r.servers {
@@ -477,12 +467,6 @@ func (r *runner) list() {
 		}
 		resp = r.call(fmt.Sprintf("%s, page %d (with a resourceVersion: %t)", what, page, withRV), "GET", next, nil, "", nil)
 		r.stats.pages++
-	}
-}
-
-func (r *runner) setLenient(on bool) {
-	for _, s := range r.servers {
-		s.snapshotLenient = on
 	}
 }
 

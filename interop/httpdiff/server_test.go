@@ -39,9 +39,6 @@ type server struct {
 	writes []int64
 	// gen maps the names this server generated (generateName) to the test's names for them.
 	gen map[string]string
-	// snapshotLenient, while set, drops the leading "/" of a continue token's start key: see
-	// knownDeviations["snapshot-lists"].
-	snapshotLenient bool
 }
 
 const (
@@ -238,9 +235,6 @@ func (s *server) normalContinue(token string) string {
 	}
 	if err := json.Unmarshal(data, &c); err != nil {
 		return "undecodable continue token " + string(data)
-	}
-	if s.snapshotLenient {
-		c.Start = strings.TrimPrefix(c.Start, "/")
 	}
 	return fmt.Sprintf("continue{v=%s rv=%s start=%q}", c.V, s.rvName(strconv.FormatInt(c.RV, 10)), c.Start)
 }
