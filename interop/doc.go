@@ -22,6 +22,9 @@
 //     same workload against two embedded etcds (TestHarnessEtcdVsEtcd) finds no difference, and
 //     TestHarnessCatchesDifferences shows that an injected one is reported.
 //
+// Performance against the same upstream code, side by side in one process, is in the sidebyside
+// package (`make bench` prints its table).
+//
 // Running it: `go test -race ./...` runs the default seeds; -interop.seed=N runs one seed and
 // -interop.ops=N sets the operations per seed. The benchmark is
 // `go test -run '^$' -bench PutWatchFanout -benchtime=3000x`.
