@@ -39,9 +39,9 @@ bench:
 	  $(SIDEBYSIDE) -test.bench 'BenchmarkHTTPFanout/^rate=300$$' -test.benchtime 3000x; \
 	  $(SIDEBYSIDE) -test.bench 'BenchmarkStart$$' -test.benchtime 5x; \
 	  uptime; \
-	} 2>&1 | tee $(CURDIR)/$(BENCH_OUT)
+	} 2>&1 | tee $(abspath $(BENCH_OUT))
 	rm -f $(BENCH_BIN)
-	$(GO) run ./internal/benchtable < $(BENCH_OUT)
+	$(GO) run ./internal/benchtable < $(abspath $(BENCH_OUT))
 
 # bench-packages runs every benchmark of the root module's packages on its own.
 bench-packages:

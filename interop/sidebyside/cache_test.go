@@ -417,6 +417,9 @@ func dispatch(b *testing.B, s *cacheSide, rv uint64, watchers int, f cacheFilter
 	}
 	readers.Wait()
 	if msg := p.failure(); msg != "" {
+		if s.name == "upstream" {
+			msg += "\nupstream's last log lines about watchers and errors:\n" + upstreamLog.last(5)
+		}
 		b.Fatal(msg)
 	}
 	return float64(deliveries) / elapsed.Seconds(), last
