@@ -158,3 +158,21 @@ func TestBatchClosesSlowWatcherAfterPrefix(t *testing.T) {
 	resumed.expect(want...)
 	resumed.expectNothing()
 }
+
+// TestBacklogCountsQueuedEvents: Backlog is how many events wait in a watcher's input, not yet in
+// its result channel: a consumer that never reads has a full input; one that read everything none.
+func TestBacklogCountsQueuedEvents(t *testing.T) {
+	e := newEnv(t, withFakeClock)
+	e.clock.Step(10 * time.Second)
+	slow, created := fillSlowWatcher(t, e, storage.ListOptions{Predicate: storage.Everything})
+	cw := slow.w.(*cacheWatcher)
+	if got := cw.Backlog(); got != cap(cw.input) {
+		t.Fatalf("a full watcher's backlog %d, want %d", got, cap(cw.input))
+	}
+	var want []string
+	for _, c := range created {
+		want = append(want, ev(watch.Added, c))
+	}
+	slow.expect(want...)
+	e.waitFor("the input drained", func() bool { return cw.Backlog() == 0 })
+}

@@ -16,6 +16,9 @@
 //     HTTP layer keeps that by handing event.Object to an apimachinery encoder (encoder.Encode detects
 //     runtime.CacheableObject), or by calling CacheEncode(encoder.Identifier(), encodeFunc, w) to
 //     frame the bytes itself. Event objects are shared between watchers and must not be modified.
+//   - A watch's Backlog method (not part of watch.Interface) counts the events queued for it that
+//     ResultChan does not show yet, so that a consumer flushing whenever ResultChan is empty can wait
+//     for them (TestBacklogCountsQueuedEvents).
 //   - Errors: New fails with errors matching ErrInvalidConfig; a stopped Cacher answers with
 //     errors naming ErrStopped; the API errors are apimachinery StatusErrors (429, 410, 504, 500).
 //

@@ -476,10 +476,10 @@ func BenchmarkCacheWatcherMemory(b *testing.B) {
 	for _, name := range cacheNames {
 		s := cacheSides[name](b)
 		rv := s.warmUp(b)
-		var total float64
+		var heap, stack float64
 		for range b.N {
 			ctx, cancel := context.WithCancel(context.Background())
-			before := memInUse()
+			before := memStats()
 			ws := make([]watch.Interface, 0, watchers)
 			for range watchers {
 				w, err := s.watch(ctx, rv, filterNone, 0)
@@ -488,8 +488,9 @@ func BenchmarkCacheWatcherMemory(b *testing.B) {
 				}
 				ws = append(ws, w)
 			}
-			after := memInUse()
-			total += float64(after-before) / watchers
+			after := memStats()
+			heap += float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / watchers
+			stack += float64(int64(after.StackInuse)-int64(before.StackInuse)) / watchers
 			for _, w := range ws {
 				w.Stop()
 				for range w.ResultChan() {
@@ -497,7 +498,9 @@ func BenchmarkCacheWatcherMemory(b *testing.B) {
 			}
 			cancel()
 		}
-		figures[name] = total / float64(b.N)
+		figures[name] = (heap + stack) / float64(b.N)
+		b.ReportMetric(heap/float64(b.N), name+"-heap-B/watcher")
+		b.ReportMetric(stack/float64(b.N), name+"-stack-B/watcher")
 		s.stopAndQuiesce(b)
 	}
 	reportVs(b, figures, "upstream", "B/watcher")

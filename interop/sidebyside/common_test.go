@@ -136,8 +136,14 @@ func heapInUse() int64 {
 
 // memInUse is the live heap plus goroutine stacks after a full collection.
 func memInUse() int64 {
+	m := memStats()
+	return int64(m.HeapAlloc + m.StackInuse)
+}
+
+// memStats are the memory statistics after a full collection.
+func memStats() runtime.MemStats {
 	settle()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return int64(m.HeapAlloc + m.StackInuse)
+	return m
 }

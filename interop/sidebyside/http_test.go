@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -88,10 +89,16 @@ func startUpstreamAPI(b *testing.B) *apiServer {
 	}}
 }
 
-var (
-	apiServers = map[string]func(*testing.B) *apiServer{"listwatch": startListwatchAPI, "upstream": startUpstreamAPI}
-	apiNames   = []string{"listwatch", "upstream"}
-)
+var apiServers = map[string]func(*testing.B) *apiServer{"listwatch": startListwatchAPI, "upstream": startUpstreamAPI}
+
+// httpSides are the servers BenchmarkHTTPFanout runs: both, or those SIDEBYSIDE_HTTP_SIDES names
+// (comma-separated), to profile one alone.
+func httpSides() []string {
+	if v := os.Getenv("SIDEBYSIDE_HTTP_SIDES"); v != "" {
+		return strings.Split(v, ",")
+	}
+	return []string{"listwatch", "upstream"}
+}
 
 // widget is the JSON of widget i at write seq.
 func widget(i, seq int) []byte {
@@ -218,7 +225,7 @@ func BenchmarkHTTPFanout(b *testing.B) {
 		b.Run(fmt.Sprintf("rate=%d", rate), func(b *testing.B) {
 			var problems []string
 			results := map[string]benchwatch.Result{}
-			for _, name := range apiNames {
+			for _, name := range httpSides() {
 				r := httpRun(b, name, rate)
 				results[name] = r
 				for _, m := range r.Metrics(name + "-") {
@@ -235,10 +242,15 @@ func BenchmarkHTTPFanout(b *testing.B) {
 			}
 			perEvent := func(r benchwatch.Result) float64 { return float64(r.CPU.Nanoseconds()) / float64(max(r.Events, 1)) }
 			b.ReportMetric(float64(floor.CPUPerEvent.Nanoseconds()), "floor-cpu-ns/event")
-			b.ReportMetric(perEvent(results["listwatch"])/perEvent(results["upstream"]), "cpu-ratio")
-			b.ReportMetric(perEvent(results["listwatch"])/float64(floor.CPUPerEvent.Nanoseconds()), "floor-ratio")
+			b.ReportMetric(floor.EventsPerWrite, "floor-events/chunk")
+			if lw, up := results["listwatch"], results["upstream"]; lw.Events > 0 && up.Events > 0 {
+				b.ReportMetric(perEvent(lw)/perEvent(up), "cpu-ratio")
+			}
+			if lw := results["listwatch"]; lw.Events > 0 {
+				b.ReportMetric(perEvent(lw)/float64(floor.CPUPerEvent.Nanoseconds()), "floor-ratio")
+			}
 			if len(problems) > 0 {
-				for _, name := range apiNames {
+				for _, name := range httpSides() {
 					var line []string
 					for _, m := range results[name].Metrics(name + "-") {
 						line = append(line, fmt.Sprintf("%.4g %s", m.Value, m.Unit))
