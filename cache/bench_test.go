@@ -26,7 +26,7 @@ import (
 	"github.com/listwatch/listwatch/storage/storagetest"
 )
 
-// benchStorage is a Storage without etcd: the list is empty at revision 1 and the reflector's watch
+// benchStorage is a storage.Interface without etcd: the list is empty at revision 1 and the reflector's watch
 // delivers what the benchmark feeds it.
 type benchStorage struct {
 	feed chan watch.Event
@@ -45,15 +45,13 @@ func (s *benchStorage) GetList(_ context.Context, _ string, _ storage.ListOption
 func (s *benchStorage) Get(context.Context, string, storage.GetOptions, k8sruntime.Object) error {
 	return errBenchUnsupported
 }
+func (s *benchStorage) Versioner() storage.Versioner                              { return storage.APIObjectVersioner{} }
 func (s *benchStorage) GetCurrentResourceVersion(context.Context) (uint64, error) { return 1, nil }
 func (s *benchStorage) RequestWatchProgress(context.Context) error                { return nil }
 func (s *benchStorage) Create(context.Context, string, k8sruntime.Object, k8sruntime.Object, uint64) error {
 	return errBenchUnsupported
 }
 func (s *benchStorage) GuaranteedUpdate(context.Context, string, k8sruntime.Object, bool, *storage.Preconditions, storage.UpdateFunc, k8sruntime.Object) error {
-	return errBenchUnsupported
-}
-func (s *benchStorage) Update(context.Context, string, k8sruntime.Object, k8sruntime.Object) error {
 	return errBenchUnsupported
 }
 func (s *benchStorage) Delete(context.Context, string, k8sruntime.Object, *storage.Preconditions, storage.ValidateObjectFunc, k8sruntime.Object, storage.DeleteOptions) error {

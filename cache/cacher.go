@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 
-	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/storage"
 )
 
@@ -41,30 +40,13 @@ const (
 // ErrInvalidConfig is matched by every error New returns for a bad Config.
 var ErrInvalidConfig = errors.New("invalid cacher config")
 
-// Storage is the storage a Cacher caches and delegates to. *etcd3.Store satisfies it.
-type Storage interface {
-	Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error)
-	Get(ctx context.Context, key string, opts storage.GetOptions, out runtime.Object) error
-	GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error
-	GetCurrentResourceVersion(ctx context.Context) (uint64, error)
-	RequestWatchProgress(ctx context.Context) error
-	Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error
-	GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
-		preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, cachedExistingObject runtime.Object) error
-	Update(ctx context.Context, key string, obj, out runtime.Object) error
-	Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions,
-		validateDeletion storage.ValidateObjectFunc, cachedExistingObject runtime.Object, opts storage.DeleteOptions) error
-}
-
-var _ Storage = (*etcd3.Store)(nil)
-
 // IndexerFunc returns the value of an object's trigger field, such as a pod's spec.nodeName.
 type IndexerFunc func(obj runtime.Object) string
 
 // Config configures a Cacher.
 type Config struct {
 	// Storage is the storage to cache. Required.
-	Storage Storage
+	Storage storage.Interface
 	// ResourcePrefix is the key prefix of the resource, such as "/pods/". Required: it starts with "/"
 	// and is not "/".
 	ResourcePrefix string
@@ -212,7 +194,7 @@ type Cacher struct {
 
 	resourcePrefix string
 	groupResource  schema.GroupResource
-	storage        Storage
+	storage        storage.Interface
 	versioner      storage.Versioner
 	newFunc        func() runtime.Object
 	trigger        *indexedTrigger
@@ -794,7 +776,8 @@ func newErrWatcher(err error) watch.Interface {
 }
 
 func (w *errWatcher) ResultChan() <-chan watch.Event { return w.result }
-func (w *errWatcher) Stop()                          {}
+
+func (w *errWatcher) Stop() {}
 
 // immediateCloseWatcher is a watch closed before any event: the client re-watches.
 type immediateCloseWatcher struct{ result chan watch.Event }
@@ -806,18 +789,15 @@ func newImmediateCloseWatcher() watch.Interface {
 }
 
 func (w *immediateCloseWatcher) ResultChan() <-chan watch.Event { return w.result }
-func (w *immediateCloseWatcher) Stop()                          {}
 
-// Get reads key. Without a resourceVersion, or while the cache is not ready, it reads the storage;
-// otherwise it waits (up to 3 s, else 504) for the cache to reach the resourceVersion and reads it
-// there. A missing key is a KeyNotFound storage error at the cache's resourceVersion unless
+func (w *immediateCloseWatcher) Stop() {}
+
+// getFromCache reads key from the cache once it has reached opts.ResourceVersion (waiting up to 3 s,
+// else 504). A missing key is a KeyNotFound storage error at the cache's resourceVersion unless
 // opts.IgnoreNotFound, which zeroes out.
 //
-// Mirrors CacheDelegator.Get and Cacher.Get.
-func (c *Cacher) Get(ctx context.Context, key string, opts storage.GetOptions, out runtime.Object) error {
-	if opts.ResourceVersion == "" || !c.Ready() {
-		return c.storage.Get(ctx, key, opts, out)
-	}
+// Mirrors Cacher.Get.
+func (c *Cacher) getFromCache(ctx context.Context, key string, opts storage.GetOptions, out runtime.Object) error {
 	getRV, err := c.versioner.ParseResourceVersion(opts.ResourceVersion)
 	if err != nil {
 		return err
@@ -859,93 +839,6 @@ func setObject(outVal reflect.Value, obj runtime.Object) error {
 	}
 	outVal.Set(v.Elem())
 	return nil
-}
-
-// GetList lists key (a prefix when opts.Recursive) into listObj. Which reads the cache serves is
-// upstream's: resourceVersion "0" (any staleness, limit ignored), NotOlderThan, and "" (consistent:
-// the cache waits up to 3 s for etcd's current revision, else the list falls back to the storage).
-// Exact, legacy exact (a resourceVersion with a limit) and continue tokens go to the storage, as does
-// an unfiltered paginated list while the cache is not ready. A list served from the cache has the
-// cache's resourceVersion, and its continue token lets the next page be read from the storage at it.
-//
-// Mirrors CacheDelegator.GetList and Cacher.GetList.
-func (c *Cacher) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
-	if err := validateListOptions(c.resourcePrefix, c.versioner, opts); err != nil {
-		return err
-	}
-	delegate, consistent := shouldDelegateList(opts)
-	if delegate {
-		return c.storage.GetList(ctx, key, opts, listObj)
-	}
-	if _, err := c.versioner.ParseResourceVersion(opts.ResourceVersion); err != nil {
-		return err
-	}
-	if !c.Ready() && shouldDelegateListOnNotReadyCache(opts) {
-		return c.storage.GetList(ctx, key, opts, listObj)
-	}
-	err := c.listFromCache(ctx, key, opts, listObj)
-	if err != nil && consistent && storage.IsTooLargeResourceVersion(err) {
-		return c.storage.GetList(ctx, key, opts, listObj)
-	}
-	return err
-}
-
-// shouldDelegateList decides between the cache and the storage (without cache snapshots), and whether
-// the list is a consistent read.
-//
-// Mirrors delegator/interface.go ShouldDelegateList with snapshots unavailable.
-func shouldDelegateList(opts storage.ListOptions) (delegate, consistent bool) {
-	switch opts.ResourceVersionMatch {
-	case metav1.ResourceVersionMatchExact:
-		return true, false
-	case metav1.ResourceVersionMatchNotOlderThan:
-		return false, false
-	case "":
-		if opts.Predicate.Continue != "" {
-			return true, false
-		}
-		if opts.Predicate.Limit > 0 && opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
-			return true, false
-		}
-		if opts.ResourceVersion == "" {
-			return false, true
-		}
-		return false, false
-	default:
-		return true, false
-	}
-}
-
-// shouldDelegateListOnNotReadyCache: an unfiltered paginated list is cheap enough for etcd.
-func shouldDelegateListOnNotReadyCache(opts storage.ListOptions) bool {
-	return opts.Predicate.Empty() && opts.Predicate.Limit > 0
-}
-
-// validateListOptions rejects what the storage would reject before choosing where to read.
-//
-// Mirrors storage.ValidateListOptions.
-func validateListOptions(keyPrefix string, versioner storage.Versioner, opts storage.ListOptions) error {
-	if opts.Recursive && opts.Predicate.Continue != "" {
-		if _, _, err := storage.DecodeContinue(opts.Predicate.Continue, keyPrefix); err != nil {
-			return apierrors.NewBadRequest(fmt.Sprintf("invalid continue token: %v", err))
-		}
-		if opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
-			return apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
-		}
-		return nil
-	}
-	if opts.ResourceVersion == "" {
-		return nil
-	}
-	if _, err := versioner.ParseResourceVersion(opts.ResourceVersion); err != nil {
-		return apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %v", err))
-	}
-	switch opts.ResourceVersionMatch {
-	case "", metav1.ResourceVersionMatchNotOlderThan, metav1.ResourceVersionMatchExact:
-		return nil
-	default:
-		return fmt.Errorf("unknown ResourceVersionMatch value: %v", opts.ResourceVersionMatch)
-	}
 }
 
 // listFromCache serves a list from the watch cache.
@@ -1017,49 +910,4 @@ func (c *Cacher) listFromCache(ctx context.Context, key string, opts storage.Lis
 		return err
 	}
 	return c.versioner.UpdateList(listObj, readRV, continueValue, remaining)
-}
-
-// GetCurrentResourceVersion returns the storage's current resourceVersion.
-func (c *Cacher) GetCurrentResourceVersion(ctx context.Context) (uint64, error) {
-	return c.storage.GetCurrentResourceVersion(ctx)
-}
-
-// RequestWatchProgress passes a progress request to the storage.
-func (c *Cacher) RequestWatchProgress(ctx context.Context) error {
-	return c.storage.RequestWatchProgress(ctx)
-}
-
-// Create passes through to the storage.
-func (c *Cacher) Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error {
-	return c.storage.Create(ctx, key, obj, out, ttl)
-}
-
-// Update passes through to the storage.
-func (c *Cacher) Update(ctx context.Context, key string, obj, out runtime.Object) error {
-	return c.storage.Update(ctx, key, obj, out)
-}
-
-// cachedObject is the cache's copy of key, offered to the storage as the current state of a write.
-func (c *Cacher) cachedObject(key string) runtime.Object {
-	if e, ok := c.watchCache.getByKey(key); ok {
-		return e.Object.DeepCopyObject()
-	}
-	return nil
-}
-
-// GuaranteedUpdate passes through to the storage, suggesting the cached object as the current state
-// (the storage re-reads it if the suggestion is stale).
-//
-// Mirrors CacheDelegator.GuaranteedUpdate.
-func (c *Cacher) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
-	preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, _ runtime.Object) error {
-	return c.storage.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, tryUpdate, c.cachedObject(key))
-}
-
-// Delete passes through to the storage, suggesting the cached object as the current state.
-//
-// Mirrors CacheDelegator.Delete.
-func (c *Cacher) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions,
-	validateDeletion storage.ValidateObjectFunc, _ runtime.Object, opts storage.DeleteOptions) error {
-	return c.storage.Delete(ctx, key, out, preconditions, validateDeletion, c.cachedObject(key), opts)
 }

@@ -306,12 +306,7 @@ func TestWritesPassThrough(t *testing.T) {
 		t.Fatalf("update suggestion: %v", e.storage.lastSuggestion())
 	}
 	e.waitForCache(rvOf(t, upd))
-	out := &unstructured.Unstructured{}
-	obj := storagetest.Pod("ns", "a", storagetest.Labels("v=3"))
-	obj.SetResourceVersion(upd.GetResourceVersion())
-	if err := e.cacher.Update(e.ctx, keyOf(a), obj, out); err != nil || out.GetLabels()["v"] != "3" {
-		t.Fatalf("update: %v", err)
-	}
+	out := e.put(storagetest.Pod("ns", "a", storagetest.Labels("v=3")))
 	e.waitForCache(rvOf(t, out))
 	del := e.remove(storagetest.Pod("ns", "a"))
 	if sugg, ok := e.storage.lastSuggestion().(*unstructured.Unstructured); !ok || describeObject(sugg) != describeObject(out) {

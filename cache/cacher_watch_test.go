@@ -17,9 +17,10 @@ import (
 	"github.com/listwatch/listwatch/storage/storagetest"
 )
 
-// TestWatchInitialEventsInKeyOrder: the legacy watch (RV "" or "0" without SendInitialEvents) replays
-// the state in key order, each object with its own RV, then live events (pitfall 17). Failure mode:
-// replay in RV order would put ns/c first.
+// TestWatchInitialEventsInKeyOrder: the legacy watch (RV "" or "0" without SendInitialEvents)
+// replays the state in key order, each object with its own RV, then live events (watch_cache.go
+// getAllEventsSinceLocked, from a store snapshot sorted by key). Failure mode: replay in RV order
+// would put ns/c first.
 func TestWatchInitialEventsInKeyOrder(t *testing.T) {
 	e := newEnv(t)
 	for i, rv := range []string{"", "0"} {
@@ -69,6 +70,20 @@ func TestWatchKeyPrefixBoundary(t *testing.T) {
 	dir.expectNothing()
 }
 
+// TestNothingDeliveredAfterStop: once Stop returns, the watcher is out of the dispatcher, so a
+// later write is never delivered, even one the watch selects (upstream's RunTestWatch checks the
+// close after Stop; the etcd3 watch, which only cancels, gives no such promise). Failure mode: the
+// ADDED of the write after Stop arrives before the close.
+func TestNothingDeliveredAfterStop(t *testing.T) {
+	e := newEnv(t)
+	w := e.watch("/pods/ns", storage.ListOptions{ResourceVersion: strconv.FormatUint(e.syncCache(), 10), Predicate: storage.Everything, Recursive: true})
+	w.expect(ev(watch.Added, e.create(storagetest.Pod("ns", "a"))))
+	w.w.Stop()
+	e.create(storagetest.Pod("ns", "b"))
+	e.waitProcessed(e.lastRV)
+	w.expectClosed()
+}
+
 // TestWatchArgumentErrors: key and resourceVersion errors are returned, not sent as events.
 func TestWatchArgumentErrors(t *testing.T) {
 	e := newEnv(t)
@@ -83,8 +98,9 @@ func TestWatchArgumentErrors(t *testing.T) {
 	}
 }
 
-// TestWatchErrorsAfterParsingAreEvents: a failure after the resourceVersion was parsed (here reading
-// etcd's revision for a consistent watch) is one ERROR event (500 InternalError) on a closed watch.
+// TestWatchErrorsAfterParsingAreEvents: a failure after the resourceVersion was parsed (here
+// reading etcd's revision for a consistent watch) is one ERROR event (500 InternalError) on a
+// closed watch.
 func TestWatchErrorsAfterParsingAreEvents(t *testing.T) {
 	e := newEnv(t)
 	e.storage.failCurrentRV.Store(true)
@@ -93,8 +109,9 @@ func TestWatchErrorsAfterParsingAreEvents(t *testing.T) {
 	w.expectClosed()
 }
 
-// TestWatchFutureResourceVersion: without SendInitialEvents=true a future RV opens a watch that waits:
-// events up to that RV are not delivered, the first one after it is (pitfall 14).
+// TestWatchFutureResourceVersion: without SendInitialEvents=true a future RV opens a watch that
+// waits: events up to that RV are not delivered, the first one after it is (watch_cache.go
+// getAllEventsSinceLocked: an empty interval for a future RV).
 func TestWatchFutureResourceVersion(t *testing.T) {
 	for _, sie := range []*bool{nil, ptrTo(false)} {
 		t.Run(fmt.Sprint("sendInitialEvents=", sie != nil), func(t *testing.T) {
@@ -112,9 +129,10 @@ func TestWatchFutureResourceVersion(t *testing.T) {
 	}
 }
 
-// TestWatchListWaitsForFreshness: SendInitialEvents=true waits for the cache to reach the required RV
-// (etcd's current one for RV ""), requesting progress meanwhile; after 3 s the watch is one ERROR 504
-// with Retry-After 1 (pitfall 14). Once the cache catches up in time, the initial events come.
+// TestWatchListWaitsForFreshness: SendInitialEvents=true waits for the cache to reach the required
+// RV (etcd's current one for RV ""), requesting progress meanwhile; after 3 s the watch is one
+// ERROR 504 with Retry-After 1 (cacher.go waitUntilWatchCacheFreshAndForceAllEvents). Once the
+// cache catches up in time, the initial events come.
 func TestWatchListWaitsForFreshness(t *testing.T) {
 	type result struct {
 		w   watch.Interface
@@ -259,8 +277,9 @@ func TestNotReady(t *testing.T) {
 }
 
 // TestRelist: when the reflector's watch ends with 410, the cache goes pending, terminates its
-// watchers without an ERROR, relists and becomes ready in a new generation with an emptied history: an
-// RV before the relist is too old, the relist's RV itself is fine (pitfalls 1, 15).
+// watchers without an ERROR, relists and becomes ready in a new generation with an emptied history:
+// an RV before the relist is too old, the relist's RV itself is fine (watch_cache.go
+// getAllEventsSinceLocked, Replace).
 func TestRelist(t *testing.T) {
 	e := newEnv(t, withFakeClock)
 	a := e.create(storagetest.Pod("ns", "a"))
@@ -284,8 +303,8 @@ func TestRelist(t *testing.T) {
 	w.expect(ev(watch.Added, c))
 }
 
-// TestReflectorRewatchesWithoutRelist: a 500 or a 429 on the reflector's watch re-watches from the last
-// RV (the latter after a backoff) without a relist: watchers stay open and miss nothing.
+// TestReflectorRewatchesWithoutRelist: a 500 or a 429 on the reflector's watch re-watches from the
+// last RV (the latter after a backoff) without a relist: watchers stay open and miss nothing.
 func TestReflectorRewatchesWithoutRelist(t *testing.T) {
 	for _, st := range []*metav1.Status{&apierrors.NewInternalError(errors.New("no leader")).ErrStatus, &apierrors.NewTooManyRequests("slow down", 1).ErrStatus} {
 		t.Run(string(st.Reason), func(t *testing.T) {
@@ -310,8 +329,9 @@ func TestReflectorRewatchesWithoutRelist(t *testing.T) {
 	}
 }
 
-// TestInitialEventsNotDuplicatedByLaggingDispatcher: an interval taken while the dispatcher lags holds
-// events the dispatcher will later also offer to the new watcher; they are delivered once (pitfall 11).
+// TestInitialEventsNotDuplicatedByLaggingDispatcher: an interval taken while the dispatcher lags
+// holds events the dispatcher will later also offer to the new watcher; they are delivered once
+// (cache_watcher.go process: only events above the RV sent).
 func TestInitialEventsNotDuplicatedByLaggingDispatcher(t *testing.T) {
 	e := newEnv(t, withFakeClock)
 	e.clock.Step(10 * time.Second) // a full budget: the dispatcher will wait 100 ms on a slow watcher

@@ -1,26 +1,36 @@
 // Package cache is listwatch's mirror of the apiserver's watch cache (k8s.io/apiserver v0.37
 // pkg/storage/cacher: cacher.go, delegator.go, watch_cache.go, watch_cache_history.go,
 // watch_cache_interval.go, cache_watcher.go, caching_object.go, time_budget.go, ready.go, store/)
-// over a Storage such as *watch.Storage.
+// over a storage.Interface such as *etcd3.Store.
 //
 // # API
 //
-//   - New(Config) starts a Cacher over a Storage (the small interface of the methods it consumes,
-//     satisfied by *watch.Storage). Wait blocks until the first list is applied; Ready reports it.
-//     Stop ends everything and waits for every goroutine.
-//   - Watch, Get and GetList are served from the cache as upstream decides; Create, Update,
-//     GuaranteedUpdate, Delete, GetCurrentResourceVersion and RequestWatchProgress pass through (writes
-//     get the cached object as their current-state suggestion).
+//   - New(Config) starts a Cacher over Config.Storage, a storage.Interface. Wait blocks until the
+//     first list is applied; Ready reports it. Stop ends everything and waits for every goroutine.
+//   - A *Cacher is itself a storage.Interface. Upstream splits it in two: the Cacher serves Watch,
+//     Get and GetList from the cache, and a CacheDelegator (delegator.go) wrapping the Cacher and the
+//     storage decides which reads the cache serves and passes the rest through. listwatch keeps one
+//     type with upstream's file map: delegator.go holds the decisions (Get, GetList,
+//     shouldDelegateList) and the pass-throughs (Create, GuaranteedUpdate and Delete, which get the
+//     cached object as their current-state suggestion, GetCurrentResourceVersion,
+//     RequestWatchProgress, Versioner); cacher.go the cache reads (Watch, getFromCache,
+//     listFromCache) and the dispatcher.
 //   - CachingObject is the object of every live ADDED, MODIFIED and DELETED event. It caches each
 //     serialization, so writing one event to many watchers encodes the object once per encoder. An
 //     HTTP layer keeps that by handing event.Object to an apimachinery encoder (encoder.Encode detects
 //     runtime.CacheableObject), or by calling CacheEncode(encoder.Identifier(), encodeFunc, w) to
-//     frame the bytes itself. Event objects are shared between watchers and must not be modified.
+//     frame the bytes itself. Event objects are shared between watchers and must not be modified
+//     (TestCachingObjectEncodesOnce, TestCachingObjectAccessors, TestEventsSerializedOnce).
 //   - A watch's Backlog method (not part of watch.Interface) counts the events queued for it that
 //     ResultChan does not show yet, so that a consumer flushing whenever ResultChan is empty can wait
 //     for them (TestBacklogCountsQueuedEvents).
-//   - Errors: New fails with errors matching ErrInvalidConfig; a stopped Cacher answers with
-//     errors naming ErrStopped; the API errors are apimachinery StatusErrors (429, 410, 504, 500).
+//   - Errors: New fails with errors matching ErrInvalidConfig (TestConfigValidation); a stopped
+//     Cacher answers with errors naming ErrStopped; the API errors are apimachinery StatusErrors
+//     (429, 410, 504, 500).
+//
+// TestConformance plays every case of package storagetest (upstream's pkg/storage/testing) against a
+// Cacher over the etcd3 storage, with upstream's expectations for its Cacher where they differ from
+// etcd's; the invariants below name those cases next to the package's own tests.
 //
 // # Filling the cache
 //
@@ -30,7 +40,7 @@
 // resourceVersion seen; a 429 backs off and re-watches; a 500 re-watches for up to 30 s; anything else
 // (410 included) ends the round, which marks the cache pending, terminates every watcher and relists
 // one second later. Every applied event also moves the cache's resourceVersion, and so does every
-// progress notification.
+// progress notification (TestRelist, TestReflectorRewatchesWithoutRelist).
 //
 // # Invariants
 //
@@ -38,12 +48,15 @@
 //     Pending again; Stopped is final. Each Ready starts a new generation. While not ready, Watch and
 //     cache-served GetList answer 429 "storage is (re)initializing" with Retry-After
 //     clamp(e^(0.06·downtime s), 1, 30); Get and unfiltered paginated lists read the storage instead. A
-//     watch set up across a generation change is closed at once, without an event.
+//     watch set up across a generation change is closed at once, without an event (TestReady,
+//     TestNotReady, TestRetryAfterForUnreadyCache, TestWatchRegistrationChecksGeneration).
 //   - History. The cyclic buffer starts at capacity 100; when full it doubles (up to 102400 for a 75 s
 //     window, scaled for longer windows) if all of it is younger than the window, halves (down to 100)
 //     if its newest quarter is older than the window, then evicts the oldest event. Its start index
 //     never decreases; a relist empties it by moving the start to the end, which invalidates every
-//     interval built before: such a watcher closes without an ERROR.
+//     interval built before: such a watcher closes without an ERROR (TestHistoryResize,
+//     TestHistoryGrowsToUpperBoundThenEvicts, TestHistoryShrinksWhenStale, TestCapacityUpperBound,
+//     TestHistoryIntervalBounds, TestHistoryResetInvalidatesIntervals).
 //   - Watch resourceVersions. RV "" without SendInitialEvents (legacy) and RV "0" with
 //     SendInitialEvents unset replay the current state as ADDED events in key order, each object with
 //     its own resourceVersion and the event at the snapshot's; SendInitialEvents=true does the same
@@ -55,35 +68,50 @@
 //     "too old resource version: RV (oldest−1)". A future RV (SendInitialEvents unset or false) opens
 //     a watch that waits for events above it. With SendInitialEvents=true and AllowWatchBookmarks the
 //     initial events end with a BOOKMARK at the cache's resourceVersion when the interval was taken
-//     (not the highest object RV), annotated k8s.io/initial-events-end: "true".
+//     (not the highest object RV), annotated k8s.io/initial-events-end: "true"
+//     (TestWatchInitialEventsInKeyOrder, TestWatchResourceVersionZeroWithoutInitialEvents,
+//     TestWatchListWaitsForFreshness, TestWatchFutureResourceVersion, TestRelist; storagetest
+//     WatchSemantics, InitialEventsExtended, WatchListMatchSingle, WatchFromZero, WatchFromNonZero,
+//     WatchCompacted, WatchListTooLargeRV, WatchFutureRV).
 //   - Order. Each watcher delivers only events above the highest RV it has sent (so replay and live
 //     events never duplicate), in RV order, as a gap-free prefix of what it should get: once stopped it
 //     may send at most the next event in order. Filtering is by key prefix on a "/" boundary and by the
 //     selectors, on the current and the previous state: entering is ADDED, staying MODIFIED, leaving
-//     DELETED of the previous object at the event's RV.
+//     DELETED of the previous object at the event's RV (TestCacheWatcherDoneCheckKeepsPrefix,
+//     TestCacheWatcherHandlesFiltering, TestInitialEventsNotDuplicatedByLaggingDispatcher,
+//     TestWatchKeyPrefixBoundary, TestWatchersMatchModel; storagetest Watch, ClusterScopedWatch,
+//     NamespaceScopedWatch, DeleteTriggerWatch, DeleteEventObjectHaveLatestRV).
 //   - Dispatch. Every event is offered to the watchers its namespace/name scope (or trigger value)
 //     selects, first without blocking, then, for the full ones, blocking within a shared time budget
 //     (starts at 0, refills 50 ms per second, caps at 100 ms); a watcher still full when the budget is
 //     spent is closed without an ERROR (a watch-list that accepted its bookmark but has not sent it is
 //     drained first), and the client re-watches from its last RV. Watchers stopped during a dispatch
-//     are stopped once it ends, so input is never closed while the dispatcher may send. The events
-//     queued together are dispatched as one batch, watcher by watcher, so that a watcher's goroutine
-//     wakes once per batch rather than once per event (with 10000 watchers that wake-up is most of
-//     a delivery's cost); a watcher whose input fills part way is offered the rest again without
-//     blocking after the others, and blocked on only when such a round makes no progress. Each
-//     watcher still gets exactly its events in order (TestBatchDeliversEachWatcherItsEvents), and a
-//     closed one a gap-free prefix (TestBatchClosesSlowWatcherAfterPrefix,
-//     TestSlowWatcherClosedWithoutError).
+//     are stopped once it ends, so input is never closed while the dispatcher may send
+//     (TestSlowWatcherClosedWithoutError, TestBlockedWatcherRescuedWithinBudget, TestTimeBudget,
+//     TestTriggerIndexedWatchers, TestScopeIndexedWatchers, TestNamespacesScopedToThemselves,
+//     TestStopDuringDispatch, TestCacheWatcherDraining, TestEventsSerializedOnce; storagetest
+//     WatcherTimeout, DelayedWatchDelivery). The events queued together are dispatched as one
+//     batch, watcher by watcher, so that a watcher's goroutine wakes once per batch rather than once
+//     per event (with 10000 watchers that wake-up is most of a delivery's cost); a watcher whose
+//     input fills part way is offered the rest again without blocking after the others, and blocked
+//     on only when such a round makes no progress. Each watcher still gets exactly its events in
+//     order (TestBatchDeliversEachWatcherItsEvents), and a closed one a gap-free prefix
+//     (TestBatchClosesSlowWatcherAfterPrefix).
 //   - Bookmarks. About every second the watchers with AllowWatchBookmarks whose bookmark is due (every
 //     minute, 2 s before the watch context's deadline, at once while a watch-list waits for its end
 //     bookmark) are offered a BOOKMARK at the last resourceVersion the dispatcher processed, never
 //     blocking (dropped if full). A watcher delivers a bookmark only if its RV is above what it sent
 //     (or equal, for the still unsent end bookmark), so bookmark RVs never decrease and never pass an
-//     event the watcher has yet to deliver. Storage progress notifications are not dispatched.
+//     event the watcher has yet to deliver. Storage progress notifications are not dispatched
+//     (TestBookmarksNeverBlock, TestBookmarkBuckets, TestNextBookmarkTime,
+//     TestBookmarkAfterResourceVersion; storagetest WatchDispatchBookmarkEvents,
+//     WatchBookmarksWithCorrectResourceVersion).
 //   - Stop. Stop on a watch is idempotent; ResultChan closes once the watcher's goroutine exits.
-//     Cacher.Stop terminates every watcher, draining ones included, and returns only after every
-//     goroutine of the Cacher (dispatcher, reflector, progress requester, watchers, wait helpers) has
-//     exited.
+//     Once Stop returns, no later event is delivered. Cacher.Stop terminates every watcher, draining
+//     ones included, and returns only after every goroutine of the Cacher (dispatcher, reflector,
+//     progress requester, watchers, wait helpers) has exited (TestCacheWatcherStopIsIdempotent,
+//     TestNothingDeliveredAfterStop, TestCacherStop, TestStopDuringBlockedDispatch; goleak in
+//     TestMain).
 //
 // # Lists and gets
 //
@@ -93,7 +121,11 @@
 // as upstream does without cache snapshots. A list from the cache has the cache's resourceVersion;
 // with a limit its continue token resumes (from the storage) at that resourceVersion. Get with an RV
 // waits like a list and reads the cached object; without one it reads the storage. Objects returned
-// by Get and GetList are copies.
+// by Get and GetList are copies. Writes pass through with the cached object as suggestion. Checked by
+// TestListAnyStaleness, TestListConsistent, TestListNotOlderThan, TestListDelegation,
+// TestListPagination, TestListArgumentErrors, TestListSingleObject, TestGet, TestWritesPassThrough,
+// and storagetest ConsistentList, ListPaging, Get, HugeResourceVersion, KeySchema, WriteErrors.
 //
-// Every timeout, timer and timestamp uses Config.Clock.
+// Every timeout, timer and timestamp uses Config.Clock; the tests that depend on time drive a fake
+// clock (newEnv's withFakeClock).
 package cache

@@ -295,9 +295,7 @@ func withoutWaitingForReady(o *envOptions) { o.noWait = true }
 func withNodeNameTrigger(o *envOptions) {
 	o.indexers = map[string]IndexerFunc{"spec.nodeName": nodeNameOf}
 }
-func withClusterScopedKeys(o *envOptions)           { o.keyFunc = clusterKey }
-func withResource(resource string) envOption        { return func(o *envOptions) { o.group = resource } }
-func clusterKey(obj runtime.Object) (string, error) { return storage.NoNamespaceKeyFunc("/pods/", obj) }
+func withResource(resource string) envOption { return func(o *envOptions) { o.group = resource } }
 
 func nodeNameOf(obj runtime.Object) string {
 	u, ok := obj.(*unstructured.Unstructured)
@@ -599,18 +597,6 @@ func (r *recorder) expectStepping(want ...string) {
 		r.t.Fatalf("events:\n got: %s\nwant: %s", strings.Join(got, "\n      "), strings.Join(want, "\n      "))
 	}
 }
-
-// fakeDeadline is a context that reports deadline (on the fake clock) but never expires by itself.
-func fakeDeadline(ctx context.Context, deadline time.Time) context.Context {
-	return deadlineCtx{Context: ctx, deadline: deadline}
-}
-
-type deadlineCtx struct {
-	context.Context
-	deadline time.Time
-}
-
-func (c deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // expect reads len(want) events and compares their descriptions.
 func (r *recorder) expect(want ...string) {

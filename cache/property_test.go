@@ -2,53 +2,24 @@ package cache
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 	"pgregory.net/rapid"
 
 	"github.com/listwatch/listwatch/internal/testutil"
+	"github.com/listwatch/listwatch/proptest/kubemodel"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/storagetest"
 )
 
 // The property test drives one Cacher with random writes, watchers, reads, stops, relists and
 // bookmark ticks, then checks every watcher against a model of the write history.
-
-// write is one write of the history: the object before and after (nil: absent) at rev.
-type write struct {
-	rev       uint64
-	key       string
-	prev, cur *unstructured.Unstructured
-}
-
-type propModel struct {
-	writes []write
-	state  map[string]*unstructured.Unstructured
-	rev    uint64 // etcd's revision: every write is a pod write
-}
-
-func (m *propModel) stateAt(rev uint64) map[string]*unstructured.Unstructured {
-	st := map[string]*unstructured.Unstructured{}
-	for _, w := range m.writes {
-		if w.rev > rev {
-			break
-		}
-		if w.cur == nil {
-			delete(st, w.key)
-		} else {
-			st[w.key] = w.cur
-		}
-	}
-	return st
-}
 
 // propSpec is a watch request.
 type propSpec struct {
@@ -80,26 +51,13 @@ func (s propSpec) String() string {
 	return fmt.Sprintf("key=%s recursive=%t labels=%q fields=%q rv=%q sie=%s bookmarks=%t", s.key, s.recursive, s.label, s.field, s.rv, sie, s.bookmarks)
 }
 
-// selects reports whether the watch selects the object at key.
-func (s propSpec) selects(key string, u *unstructured.Unstructured) bool {
-	if u == nil {
-		return false
-	}
-	prefix := s.key
-	if s.recursive && !strings.HasSuffix(prefix, "/") {
-		prefix += "/"
-	}
-	if !hasPathPrefix(key, prefix) {
-		return false
-	}
-	l, f, _ := storagetest.PodAttrs(u)
-	p := s.predicate()
-	return p.MatchesObjectAttributes(l, f)
+// request is the watch request as the storage.Interface receives it.
+func (s propSpec) request() kubemodel.Request {
+	return kubemodel.Request{ResourceVersion: s.rv, SendInitialEvents: s.sie, AllowWatchBookmarks: s.bookmarks}
 }
 
-// mode is how the watch starts: replay of the state, or history after an RV.
-func (s propSpec) replays() bool {
-	return (s.sie != nil && *s.sie) || (s.sie == nil && (s.rv == "" || s.rv == "0"))
+func (s propSpec) selection() kubemodel.Selection {
+	return kubemodel.Selection{Key: s.key, Recursive: s.recursive, Predicate: s.predicate()}
 }
 
 type reader int
@@ -127,7 +85,7 @@ type propWatcher struct {
 type propRun struct {
 	t        *rapid.T
 	e        *env
-	m        *propModel
+	h        *kubemodel.History
 	watchers []*propWatcher
 }
 
@@ -142,32 +100,39 @@ func (r *propRun) listRV() uint64 {
 	return r.e.cacher.watchCache.listResourceVersion
 }
 
+// rev is etcd's revision: every write is a pod write.
+func (r *propRun) rev() uint64 { return uint64(r.h.Rev) }
+
 func (r *propRun) write() {
 	ns := rapid.SampledFrom(propNamespaces).Draw(r.t, "ns")
 	name := rapid.SampledFrom(propNames).Draw(r.t, "name")
 	key := "/pods/" + ns + "/" + name
-	prev := r.m.state[key]
-	var out *unstructured.Unstructured
+	prev := r.h.State(key)
 	if prev != nil && rapid.IntRange(0, 3).Draw(r.t, "delete") == 0 {
-		out = r.e.remove(prev)
-		delete(r.m.state, key)
-		r.m.writes = append(r.m.writes, write{rev: rvOf(r.t, out), key: key, prev: prev})
-	} else {
-		var mods []func(*unstructured.Unstructured)
-		if l := rapid.SampledFrom([]string{"", "1", "2"}).Draw(r.t, "label"); l != "" {
-			mods = append(mods, storagetest.Labels("l="+l))
+		out := r.e.remove(storagetest.Pod(ns, name))
+		if err := r.h.Apply(int64(rvOf(r.t, out)), key, nil); err != nil {
+			r.t.Fatal(err)
 		}
-		if rapid.Bool().Draw(r.t, "onNode") {
-			mods = append(mods, storagetest.Node("n1"))
-		}
-		out = r.e.put(storagetest.Pod(ns, name, mods...))
-		if prev != nil && out.GetResourceVersion() == prev.GetResourceVersion() {
-			return // GuaranteedUpdate writes nothing when nothing changes
-		}
-		r.m.state[key] = out
-		r.m.writes = append(r.m.writes, write{rev: rvOf(r.t, out), key: key, prev: prev, cur: out})
+		return
 	}
-	r.m.rev = rvOf(r.t, out)
+	var mods []func(*unstructured.Unstructured)
+	if l := rapid.SampledFrom([]string{"", "1", "2"}).Draw(r.t, "label"); l != "" {
+		mods = append(mods, storagetest.Labels("l="+l))
+	}
+	if rapid.Bool().Draw(r.t, "onNode") {
+		mods = append(mods, storagetest.Node("n1"))
+	}
+	out := r.e.put(storagetest.Pod(ns, name, mods...))
+	if prev != nil && int64(rvOf(r.t, out)) == prev.Rev {
+		return // GuaranteedUpdate writes nothing when nothing changes
+	}
+	cur, err := kubemodel.FromUnstructured(key, out, storagetest.PodAttrs)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := r.h.Apply(cur.Rev, key, cur); err != nil {
+		r.t.Fatal(err)
+	}
 }
 
 func (r *propRun) drawSpec() propSpec {
@@ -193,15 +158,15 @@ func (r *propRun) drawSpec() propSpec {
 	case 1:
 		s.rv = "0"
 	case 2:
-		if r.m.rev > 1 {
-			s.rv = strconv.FormatUint(rapid.Uint64Range(1, r.m.rev).Draw(r.t, "pastRV"), 10)
+		if r.rev() > 1 {
+			s.rv = strconv.FormatUint(rapid.Uint64Range(1, r.rev()).Draw(r.t, "pastRV"), 10)
 		} else {
 			s.rv = "1"
 		}
 	case 3:
-		s.rv = strconv.FormatUint(r.m.rev, 10)
+		s.rv = strconv.FormatUint(r.rev(), 10)
 	default:
-		s.rv = strconv.FormatUint(r.m.rev+rapid.Uint64Range(1, 2).Draw(r.t, "ahead"), 10)
+		s.rv = strconv.FormatUint(r.rev()+rapid.Uint64Range(1, 2).Draw(r.t, "ahead"), 10)
 	}
 	switch rapid.IntRange(0, 2).Draw(r.t, "sie") {
 	case 1:
@@ -215,7 +180,7 @@ func (r *propRun) drawSpec() propSpec {
 
 // open opens a watch; the call may wait for freshness, so the fake clock is stepped meanwhile.
 func (r *propRun) open(spec propSpec, rd reader, resumeOf *propWatcher) {
-	pw := &propWatcher{spec: spec, reader: rd, resumeOf: resumeOf, required: r.m.rev, listRV: r.listRV()}
+	pw := &propWatcher{spec: spec, reader: rd, resumeOf: resumeOf, required: r.rev(), listRV: r.listRV()}
 	pw.lo = r.e.cacheRV()
 	type result struct {
 		w   watch.Interface
@@ -294,7 +259,7 @@ func lastSeenRV(pw *propWatcher) (uint64, bool) {
 		if ev.Type == watch.Error {
 			return 0, false
 		}
-		if ev.Type == watch.Bookmark || !pw.spec.replays() {
+		if ev.Type == watch.Bookmark || !pw.spec.request().Replays() {
 			return rvOfEvent(ev), true
 		}
 	}
@@ -315,10 +280,10 @@ func (r *propRun) relist() {
 // finish reads every watcher to its end: closed ones to the close, open ones up to a fence behind
 // every write.
 func (r *propRun) finish() {
-	r.e.lastRV = r.m.rev
+	r.e.lastRV = r.rev()
 	// After a relist that already covers the last write there is nothing left to dispatch.
 	r.e.eventually("the dispatcher processes the last write", func() bool {
-		return r.e.cacheRV() >= r.m.rev && (r.e.cacher.lastProcessedRV.Load() >= r.m.rev || r.listRV() >= r.m.rev)
+		return r.e.cacheRV() >= r.rev() && (r.e.cacher.lastProcessedRV.Load() >= r.rev() || r.listRV() >= r.rev())
 	})
 	for _, pw := range r.watchers {
 		r.drain(pw, -1)
@@ -389,197 +354,44 @@ func (r *propRun) readToClose(pw *propWatcher) {
 	}
 }
 
-// expected is what a watch started at S (after the initial state at S, if it replays) must deliver.
-func (r *propRun) expected(pw *propWatcher, s uint64) (initial, live []string, liveRVs []uint64) {
-	if pw.spec.replays() {
-		st := r.m.stateAt(s)
-		keys := make([]string, 0, len(st))
-		for k := range st {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if pw.spec.selects(k, st[k]) {
-				initial = append(initial, ev(watch.Added, st[k]))
-			}
-		}
-	}
-	for _, w := range r.m.writes {
-		if w.rev <= s {
-			continue
-		}
-		cur, old := pw.spec.selects(w.key, w.cur), pw.spec.selects(w.key, w.prev)
-		var d string
-		switch {
-		case cur && !old:
-			d = ev(watch.Added, w.cur)
-		case cur && old:
-			d = ev(watch.Modified, w.cur)
-		case old:
-			d = ev(watch.Deleted, atRV(w.prev, w.rev))
-		default:
-			continue
-		}
-		live = append(live, d)
-		liveRVs = append(liveRVs, w.rev)
-	}
-	return initial, live, liveRVs
-}
-
-// startCandidates are the RVs the watch may have started at.
-func (r *propRun) startCandidates(pw *propWatcher) []uint64 {
-	s := pw.spec
-	switch {
-	case s.sie != nil && *s.sie:
-		// The snapshot is at least as fresh as the required RV: etcd's for "", none for "0".
-		lo := pw.lo
-		switch s.rv {
-		case "":
-			lo = max(lo, pw.required)
-		case "0":
-		default:
-			n, _ := strconv.ParseUint(s.rv, 10, 64)
-			lo = max(lo, n)
-		}
-		return rvRange(lo, pw.hi)
-	case s.rv == "" && s.sie != nil:
-		return []uint64{pw.required}
-	case s.rv == "" || s.rv == "0":
-		return rvRange(pw.lo, pw.hi)
-	default:
-		n, _ := strconv.ParseUint(s.rv, 10, 64)
-		return []uint64{n}
-	}
-}
-
-func rvRange(lo, hi uint64) []uint64 {
-	var out []uint64
-	for v := lo; v <= hi; v++ {
-		out = append(out, v)
-	}
-	return out
-}
-
-// check verifies one watcher's delivered events.
+// check verifies one watcher's delivered events against the model: a prefix of what it owes for
+// one start the cache may have picked (all of it while the watch is open), or the one ERROR it owes.
 func (r *propRun) check(pw *propWatcher) {
 	fail := func(format string, args ...any) {
 		var got []string
 		for _, e := range pw.got {
 			got = append(got, describe(e))
 		}
-		var hist []string
-		for _, w := range r.m.writes {
-			d := fmt.Sprintf("%d %s:", w.rev, w.key)
-			if w.prev != nil {
-				d += " from " + describeObject(w.prev)
-			}
-			if w.cur != nil {
-				d += " to " + describeObject(w.cur)
-			} else {
-				d += " deleted"
-			}
-			hist = append(hist, d)
-		}
-		r.t.Fatalf("watch %s (lo=%d hi=%d required=%d listRV=%d closed=%t stopped=%t resume=%t reader=%d): %s\ngot:\n  %s\nwrites:\n  %s", pw.spec, pw.lo, pw.hi, pw.required,
-			pw.listRV, pw.closed, pw.stopped, pw.resumeOf != nil, pw.reader, fmt.Sprintf(format, args...), strings.Join(got, "\n  "), strings.Join(hist, "\n  "))
+		r.t.Fatalf("watch %s (lo=%d hi=%d required=%d listRV=%d closed=%t stopped=%t resume=%t reader=%d): %s\ngot:\n  %s\nwrites:\n%s", pw.spec, pw.lo, pw.hi, pw.required,
+			pw.listRV, pw.closed, pw.stopped, pw.resumeOf != nil, pw.reader, fmt.Sprintf(format, args...), strings.Join(got, "\n  "), r.h)
 	}
-	s := pw.spec
-	if len(pw.got) > 0 && pw.got[0].Type == watch.Error {
-		if len(pw.got) != 1 || !pw.closed {
-			fail("an ERROR that is not the only event of a closed watch")
-		}
-		st := pw.got[0].Object.(*metav1.Status)
-		switch {
-		case st.Code == 410:
-			n, _ := strconv.ParseUint(s.rv, 10, 64)
-			if s.replays() || n >= pw.listRV || st.Message != fmt.Sprintf("too old resource version: %d (%d)", n, pw.listRV) {
-				fail("unexpected 410")
-			}
-		case st.Code == 504 && s.sie != nil && *s.sie:
-		default:
-			fail("unexpected ERROR")
-		}
-		return
+	exp, err := r.h.ExpectCache(pw.spec.request(), pw.spec.selection(), kubemodel.Cache{
+		Lo: int64(pw.lo), Hi: int64(pw.hi), EtcdRev: int64(pw.required), ListRV: int64(pw.listRV),
+		// open moves the cache's clock until Watch returns, past the freshness wait's timeout.
+		MayTimeOut: true,
+	})
+	if err != nil {
+		fail("%v", err)
 	}
-	if n, err := strconv.ParseUint(s.rv, 10, 64); err == nil && n > 0 && !s.replays() && n < pw.listRV {
-		fail("a watch from before the relist was not refused")
+	events := make([]kubemodel.Event, 0, len(pw.got))
+	for _, e := range pw.got {
+		ev, err := kubemodel.EventOf(e)
+		if err != nil {
+			fail("%v", err)
+		}
+		events = append(events, ev)
 	}
-	var reasons []string
-	for _, start := range r.startCandidates(pw) {
-		reason := r.matches(pw, start)
-		if reason == "" {
-			return
-		}
-		reasons = append(reasons, fmt.Sprintf("from %d: %s", start, reason))
+	v, err := r.h.Check(exp, events)
+	switch {
+	case err != nil:
+		fail("%v", err)
+	case v.Error && !pw.closed:
+		fail("an ERROR on a watch that stays open")
+	case exp.Refusal != nil && !v.Complete:
+		fail("closed without its %s", exp.Refusal)
+	case !pw.closed && !v.Complete:
+		fail("open, and delivered only %d events of what it owes from %d", v.Events, v.Start)
 	}
-	fail("no start RV explains the events:\n  %s", strings.Join(reasons, "\n  "))
-}
-
-// matches reports why the delivered events are not what a watch started at start must deliver ("" if
-// they are).
-func (r *propRun) matches(pw *propWatcher, start uint64) string {
-	initial, live, liveRVs := r.expected(pw, start)
-	got := pw.got
-	for i, want := range initial {
-		if i >= len(got) {
-			if pw.closed {
-				return "" // a closed watch delivers a prefix
-			}
-			return fmt.Sprintf("initial event %d missing: %s", i, want)
-		}
-		if d := describe(got[i]); d != want {
-			return fmt.Sprintf("initial event %d: %s, want %s", i, d, want)
-		}
-	}
-	got = got[len(initial):]
-	s := pw.spec
-	if s.sie != nil && *s.sie && s.bookmarks {
-		if len(got) == 0 {
-			if pw.closed {
-				return ""
-			}
-			return "end bookmark missing"
-		}
-		if d := describe(got[0]); d != bookmark(start, true) {
-			return fmt.Sprintf("got %s, want %s", d, bookmark(start, true))
-		}
-		got = got[1:]
-	}
-	delivered := 0
-	lastBookmark := start
-	for _, e := range got {
-		if e.Type == watch.Bookmark {
-			if !s.bookmarks {
-				return "a bookmark for a watch without bookmarks"
-			}
-			b := rvOfEvent(e)
-			if d := describe(e); d != bookmark(b, false) {
-				return "an annotated bookmark after the initial events: " + d
-			}
-			if b < lastBookmark {
-				return fmt.Sprintf("bookmark %d below %d", b, lastBookmark)
-			}
-			if delivered > 0 && b < liveRVs[delivered-1] {
-				return fmt.Sprintf("bookmark %d below the last event %d", b, liveRVs[delivered-1])
-			}
-			if delivered < len(liveRVs) && liveRVs[delivered] <= b {
-				return fmt.Sprintf("bookmark %d passes the undelivered event at %d", b, liveRVs[delivered])
-			}
-			lastBookmark = b
-			continue
-		}
-		if delivered >= len(live) {
-			return "extra event " + describe(e)
-		}
-		if d := describe(e); d != live[delivered] {
-			return fmt.Sprintf("live event %d: %s, want %s", delivered, d, live[delivered])
-		}
-		delivered++
-	}
-	if !pw.closed && delivered < len(live) {
-		return fmt.Sprintf("open watch missing %d events from %s", len(live)-delivered, live[delivered])
-	}
-	return ""
 }
 
 // compareWithStorage watches the storage directly with the same request and compares the events.
@@ -635,7 +447,7 @@ func TestWatchersMatchModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		e, closeEnv := openEnv(rt, withFakeClock, withNodeNameTrigger)
 		defer closeEnv()
-		r := &propRun{t: rt, e: e, m: &propModel{state: map[string]*unstructured.Unstructured{}, rev: e.currentRV()}}
+		r := &propRun{t: rt, e: e, h: kubemodel.NewHistory(int64(e.currentRV()))}
 		steps := rapid.IntRange(5, 40).Draw(rt, "steps")
 		for range steps {
 			switch action := rapid.IntRange(0, 19).Draw(rt, "action"); {
@@ -666,7 +478,7 @@ func TestWatchersMatchModel(t *testing.T) {
 		r.finish()
 		for _, pw := range r.watchers {
 			r.check(pw)
-			if !pw.closed && !pw.spec.replays() && pw.spec.rv != "0" {
+			if !pw.closed && !pw.spec.request().Replays() && pw.spec.rv != "0" {
 				r.compareWithStorage(pw)
 			}
 		}

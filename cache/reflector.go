@@ -54,7 +54,7 @@ type reflectorStore interface {
 // cacher configures it (cacher/lister_watcher.go): list with resourceVersion unset and page size
 // 10000, watch with ProgressNotify and AllowWatchBookmarks, no resync, no watch-list.
 type reflector struct {
-	storage        Storage
+	storage        storage.Interface
 	resourcePrefix string
 	newListFunc    func() runtime.Object
 	store          reflectorStore
@@ -67,7 +67,7 @@ type reflector struct {
 	lastSyncVersion string
 }
 
-func newReflector(s Storage, resourcePrefix string, newListFunc func() runtime.Object, store reflectorStore,
+func newReflector(s storage.Interface, resourcePrefix string, newListFunc func() runtime.Object, store reflectorStore,
 	c clock.Clock, backoff wait.Backoff, logger *slog.Logger) *reflector {
 	return &reflector{
 		storage:        s,

@@ -18,6 +18,7 @@ import (
 	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/httpwatch"
+	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -60,10 +61,10 @@ type Config struct {
 	// WrapStorage, if set, returns what stands in for a resource's etcd3 storage: what its watch cache
 	// lists and watches, or what the HTTP handlers use when it has none. A test gates or counts the
 	// reflector's calls with it. The chain does not close what it returns.
-	WrapStorage func(httpwatch.Resource, *etcd3.Store) cache.Storage
+	WrapStorage func(httpwatch.Resource, *etcd3.Store) storage.Interface
 	// WrapServed, if set, returns what the HTTP handlers of a resource use in place of its watch cache
 	// (or its storage, when it has no cache).
-	WrapServed func(httpwatch.Resource, httpwatch.Storage) httpwatch.Storage
+	WrapServed func(httpwatch.Resource, storage.Interface) storage.Interface
 	// WrapHandler, if set, returns the handler served in place of the HTTP API, such as a request log
 	// in front of it.
 	WrapHandler func(http.Handler) http.Handler
@@ -170,11 +171,11 @@ func (c *Chain) assemble(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("chain: the etcd3 storage of %s: %w", name, err)
 		}
 		c.storages[name] = s
-		var under cache.Storage = s
+		var under storage.Interface = s
 		if cfg.WrapStorage != nil {
 			under = cfg.WrapStorage(r, s)
 		}
-		var served httpwatch.Storage = under
+		var served storage.Interface = under
 		if !cfg.DisableWatchCache && !slices.Contains(cfg.Uncached, name) {
 			cc := r.CacheConfig(under)
 			cc.Clock = cfg.CacheClock

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/chain"
 	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/httpwatch"
@@ -233,28 +232,28 @@ func TestChainUncached(t *testing.T) {
 
 // countingStorage counts the watches and lists made through it.
 type countingStorage struct {
-	cache.Storage
+	storage.Interface
 	watches, lists atomic.Int64
 }
 
 func (s *countingStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
 	s.watches.Add(1)
-	return s.Storage.Watch(ctx, key, opts)
+	return s.Interface.Watch(ctx, key, opts)
 }
 
 func (s *countingStorage) GetList(ctx context.Context, key string, opts storage.ListOptions, out runtime.Object) error {
 	s.lists.Add(1)
-	return s.Storage.GetList(ctx, key, opts, out)
+	return s.Interface.GetList(ctx, key, opts, out)
 }
 
 type countingServed struct {
-	httpwatch.Storage
+	storage.Interface
 	lists atomic.Int64
 }
 
 func (s *countingServed) GetList(ctx context.Context, key string, opts storage.ListOptions, out runtime.Object) error {
 	s.lists.Add(1)
-	return s.Storage.GetList(ctx, key, opts, out)
+	return s.Interface.GetList(ctx, key, opts, out)
 }
 
 func TestChainHooks(t *testing.T) {
@@ -263,13 +262,13 @@ func TestChainHooks(t *testing.T) {
 	var requests atomic.Int64
 	c := newChain(t, chain.Config{
 		Uncached: []string{"pods"},
-		WrapStorage: func(r httpwatch.Resource, s *etcd3.Store) cache.Storage {
-			w := &countingStorage{Storage: s}
+		WrapStorage: func(r httpwatch.Resource, s *etcd3.Store) storage.Interface {
+			w := &countingStorage{Interface: s}
 			under[r.GroupResource().String()] = w
 			return w
 		},
-		WrapServed: func(r httpwatch.Resource, s httpwatch.Storage) httpwatch.Storage {
-			w := &countingServed{Storage: s}
+		WrapServed: func(r httpwatch.Resource, s storage.Interface) storage.Interface {
+			w := &countingServed{Interface: s}
 			served[r.GroupResource().String()] = w
 			return w
 		},
@@ -409,7 +408,7 @@ func TestChainShutdown(t *testing.T) {
 }
 
 // failingStorage fails every list, so that a cache over it never becomes ready.
-type failingStorage struct{ cache.Storage }
+type failingStorage struct{ storage.Interface }
 
 func (failingStorage) GetList(context.Context, string, storage.ListOptions, runtime.Object) error {
 	return errors.New("injected list failure")
@@ -429,7 +428,7 @@ func TestChainNewFailureReleases(t *testing.T) {
 		{"uncached unknown", t.Context(), chain.Config{Uncached: []string{"nodes"}}, `Uncached names "nodes"`, chain.ErrInvalidConfig},
 		{"API resources", t.Context(), chain.Config{API: httpwatch.Config{Resources: []httpwatch.ServedResource{{Resource: httpwatch.Pods()}}}}, "API.Resources set", chain.ErrInvalidConfig},
 		{"etcd3 storage", t.Context(), chain.Config{Resources: []httpwatch.Resource{httpwatch.ConfigMaps(), bad}}, "the etcd3 storage of bads: resourcePrefix needs to start from /", nil},
-		{"cache never ready", cancelled, chain.Config{WrapStorage: func(r httpwatch.Resource, s *etcd3.Store) cache.Storage {
+		{"cache never ready", cancelled, chain.Config{WrapStorage: func(r httpwatch.Resource, s *etcd3.Store) storage.Interface {
 			if r.Resource == "pods" {
 				return failingStorage{s}
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/internal/etcdprocess"
+	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/storagetest"
 	"github.com/listwatch/listwatch/storage/storagetest/backend"
 	"github.com/listwatch/listwatch/store"
@@ -53,7 +54,7 @@ func playCaseIn(t *testing.T, c storagetest.Case, b *backend.Backend, env storag
 	}
 }
 
-// TestConformance plays every watchtest case against a fresh in-process store served over gRPC.
+// TestConformance plays every storagetest case against a fresh in-process store served over gRPC.
 func TestConformance(t *testing.T) {
 	for _, c := range storagetest.Cases() {
 		t.Run(c.Name, func(t *testing.T) {
@@ -75,7 +76,7 @@ func TestConformanceSerialDecode(t *testing.T) {
 			}
 			t.Parallel()
 			b := newInProcess(t, store.Options{})
-			playCaseIn(t, c, b, storagetest.Env{Client: b.Client, NewStorage: func(cfg etcd3.Config) (storagetest.Storage, error) {
+			playCaseIn(t, c, b, storagetest.Env{Client: b.Client, NewStorage: func(cfg etcd3.Config) (storage.Interface, error) {
 				cfg.Features.DisableConcurrentWatchObjectDecode = true
 				return etcd3.New(b.Client, cfg)
 			}})

@@ -105,7 +105,9 @@ type Store struct {
 	compactRev atomic.Int64
 }
 
-// New returns the Storage of one resource over client. The client stays the caller's: Storage never
+var _ storage.Interface = (*Store)(nil)
+
+// New returns the Store of one resource over client. The client stays the caller's: a Store never
 // closes it.
 //
 // Mirrors etcd3/store.go New.

@@ -93,7 +93,7 @@ func BenchmarkWatchCheck(b *testing.B) {
 	b.ReportMetric(float64(events)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
-// BenchmarkCheck measures a whole check: linearizability search, replay into the reference store and
+// BenchmarkCheck measures a whole check: linearizability search, replay on the model and
 // watch checks.
 func BenchmarkCheck(b *testing.B) {
 	h, events := syntheticHistory(5_000, 100)

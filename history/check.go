@@ -7,7 +7,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/listwatch/listwatch/store"
+	"github.com/listwatch/listwatch/etcdrules"
 )
 
 // Options tune Check.
@@ -20,8 +20,8 @@ type Options struct {
 // Check verifies a history: the KV operations must be linearizable against the reference semantics,
 // and every watch must keep the watch guarantees against the reference event log of the
 // linearization found. It returns an error wrapping ErrInvalidHistory for a malformed history, and
-// one wrapping ErrModelDivergence if the replay of the linearization into the reference store
-// disagrees with the checker's model (a bug in this package); violations are in the Result.
+// one wrapping ErrModelDivergence if the linearization the search found does not replay on the
+// model (a bug in this package); violations are in the Result.
 func Check(h *History, opts Options) (*Result, error) {
 	if err := h.Validate(); err != nil {
 		return nil, err
@@ -193,8 +193,6 @@ func newChecker(h *History) *checker {
 			}
 		}
 	}
-	var shapes shapeChecker
-	defer shapes.close()
 	maxClient := 0
 	granted := map[int64]int64{} // lease ID -> earliest call of a grant that may have created it
 	leaseMissing := map[int64]bool{}
@@ -226,12 +224,12 @@ func newChecker(h *History) *checker {
 				granted[op.grantID] = o.Call
 			}
 		}
-		if o.Error == store.ErrLeaseNotFound.Error() {
+		if o.Error == etcdrules.ErrLeaseNotFound.Error() {
 			for _, id := range leasesNamed(req) {
 				leaseMissing[id] = true
 			}
 		}
-		op.shapeErr = shapes.check(req)
+		op.shapeErr = shapeError(req)
 		if op.resp != nil {
 			op.rev = revisionCheck(req, op.resp)
 			if op.rev == revNext {

@@ -478,3 +478,66 @@ func TestLeaseGrantGetsItsID(t *testing.T) {
 	b.op(0, Request{LeaseGrant: &LeaseGrantRequest{ID: 6, TTL: 60}}, &Response{Revision: 1, LeaseGrant: &LeaseGrantResponse{ID: 7}})
 	wantOnly(t, &b.h, Linearizable, 1)
 }
+
+// TestViolationsCappedPerWatch: at most maxPerGuarantee violations of one guarantee are listed per
+// watch; a note counts the rest.
+func TestViolationsCappedPerWatch(t *testing.T) {
+	var b builder
+	w := Watch{Call: 1, Request: WatchRequest{Key: "a"}, Responses: []WatchResponse{{Time: 2, Revision: 1, Created: true}}}
+	const n = maxPerGuarantee + 5
+	for i := range n {
+		r := int64(i + 2)
+		b.op(0, put("b", "1"), rev(r))
+		// events of a key the watch does not watch: each breaks filter
+		w.Responses = append(w.Responses, WatchResponse{Time: b.t + 6, Revision: r,
+			Events: []Event{{Type: Put, Kv: kv("b", "1", 2, r, r-1)}}})
+	}
+	b.h.Watches = []Watch{w}
+	res := wantOnly(t, &b.h, Filter, -1)
+	if len(res.Violations) != maxPerGuarantee {
+		t.Fatalf("%d violations listed, want %d", len(res.Violations), maxPerGuarantee)
+	}
+	if !slices.Contains(res.Notes, "watch 0: 5 more filter violations not listed") {
+		t.Fatalf("notes %q do not count the rest", res.Notes)
+	}
+}
+
+// TestNoLinearizationChecksOnlyStructure: without a linearization there is no reference event log,
+// so only the guarantees that need none are judged: a progress notification that goes back is
+// reported, a skipped event is not, and a note says why.
+func TestNoLinearizationChecksOnlyStructure(t *testing.T) {
+	mk := func(stale bool) *History {
+		var b builder
+		b.op(0, put("a", "1"), rev(2))
+		b.op(0, put("a", "2"), rev(3))
+		if stale {
+			b.op(1, get("a"), kvs(3, kv("a", "1", 2, 2, 1)))
+		}
+		b.h.Watches = []Watch{{Call: 1, Request: WatchRequest{Key: "a"}, Responses: []WatchResponse{
+			{Time: 2, Revision: 1, Created: true},
+			{Time: 40, Revision: 3, Events: []Event{{Type: Put, Kv: kv("a", "2", 2, 3, 2)}}}, // the event at 2 skipped
+			// a progress notification below an event received
+			{Time: 41, Revision: 2},
+		}}}
+		return &b.h
+	}
+	structural := map[Guarantee]bool{Linearizable: true, Filter: true, Unique: true, Ordered: true, Atomic: true,
+		Bookmarkable: true, Compaction: true}
+	res := mustCheck(t, mk(true))
+	got := res.Guarantees()
+	if !slices.Contains(got, Linearizable) || !slices.Contains(got, Bookmarkable) {
+		t.Fatalf("want linearizable and bookmarkable reported, got %v", got)
+	}
+	for _, g := range got {
+		if !structural[g] {
+			t.Errorf("%s judged without a reference: %v", g, res.Err())
+		}
+	}
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "no linearization") }) {
+		t.Errorf("notes %q do not say the reference checks were skipped", res.Notes)
+	}
+	// With a linearization the same watch is judged against the reference: the skip is reported.
+	if got := mustCheck(t, mk(false)).Guarantees(); !slices.Contains(got, Resumable) {
+		t.Fatalf("with a linearization: %v, want resumable among them", got)
+	}
+}

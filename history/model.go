@@ -5,14 +5,15 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/listwatch/listwatch/store"
+	"github.com/listwatch/listwatch/etcdrules"
 )
 
-// The model evaluates requests on an immutable state with the reference store's semantics
-// (store/kv.go, store/lease.go). Request-shape errors, which do not depend on the state, are taken
-// from the store itself once per request (shapeError); everything else is mirrored here and held
-// to the store by the differential test in model_test.go and by the replay of every checked
-// linearization into a real store (reference.go).
+// The model evaluates requests on an immutable state with etcd v3.7's semantics: server/etcdserver/txn
+// (range.go, put.go, delete.go, txn.go) over server/storage/mvcc (kvstore_txn.go, key_index.go) and
+// server/lease/lessor.go. Request-shape errors, which do not depend on the state, are package
+// etcdrules' and computed once per request (shapeError). The model imports nothing of what it
+// judges; proptest's TestCheckerReferenceMatchesStore holds it to listwatch's store, and the
+// interop module's runs of the workloads hold it to a real etcd.
 
 // change is one event a write produces, in execution order.
 type change struct {
@@ -37,7 +38,7 @@ type outcome struct {
 	ties    map[*RangeResponse]*rangeTies
 }
 
-// writer accumulates one write transaction on top of base, as store.writeTxn does.
+// writer accumulates one write transaction on top of base, as mvcc/kvstore_txn.go storeTxnWrite does.
 type writer struct {
 	base    *mstate
 	kv      *tnode
@@ -89,18 +90,19 @@ func (w *writer) end() *mstate {
 	return &n
 }
 
-// rangeAt follows etcd's server/etcdserver/txn/range.go executeRange, as store.rangeLocked does:
-// curRev is the revision the reading txn sees.
+// rangeAt follows etcd's server/etcdserver/txn/range.go executeRange and checkRange: curRev is the
+// revision the reading txn sees (mvcc/kvstore_txn.go storeTxnWrite.Range: its own next revision
+// once it has written).
 func (w *writer) rangeAt(r *RangeRequest, curRev int64) (*RangeResponse, error) {
 	rev := r.Revision
 	if rev > curRev {
-		return nil, store.ErrFutureRev
+		return nil, etcdrules.ErrFutureRev
 	}
 	if rev <= 0 {
 		rev = curRev
 	}
 	if rev < w.base.compactRev {
-		return nil, store.ErrCompacted
+		return nil, etcdrules.ErrCompacted
 	}
 	kv := w.kvAt(rev)
 	kr := rangeOf(r.Key, r.RangeEnd)
@@ -142,8 +144,9 @@ func (w *writer) rangeAt(r *RangeRequest, curRev int64) (*RangeResponse, error) 
 	return resp, nil
 }
 
-// keysOnlyKV strips what a keys_only range leaves out: the value, and the lease when the range is
-// served from the index (store.rangeLocked fastKeysOnly).
+// keysOnlyKV strips what a keys_only range leaves out: the value, and the lease when etcd v3.7
+// serves the range from its index without reading the values (every keys_only range not sorted by
+// value; mvcc/kvstore_txn.go rangeKeys).
 func keysOnlyKV(kv *KeyValue, r *RangeRequest) {
 	if r.KeysOnly {
 		kv.Value = ""
@@ -221,14 +224,14 @@ func sortKey(t SortTarget) func(a, b KeyValue) int {
 	}
 }
 
-// checkPut follows etcd's txn/put.go checkLease and checkAndGetPrevKV (store.checkPutLocked), against
-// the txn's start state.
+// checkPut follows etcd's txn/put.go checkLease and checkAndGetPrevKV, against the txn's start
+// state.
 func (w *writer) checkPut(r *PutRequest) error {
 	if r.Lease != 0 && !w.base.hasLease(r.Lease) {
-		return store.ErrLeaseNotFound
+		return etcdrules.ErrLeaseNotFound
 	}
 	if (r.IgnoreValue || r.IgnoreLease) && w.base.kv().get(r.Key) == nil {
-		return store.ErrKeyNotFound
+		return etcdrules.ErrKeyNotFound
 	}
 	return nil
 }
@@ -351,8 +354,11 @@ func compareRec(c *Compare, rc *krec) bool {
 	return true
 }
 
-// checkTxn follows etcd's txn/txn.go checkTxn (store.checkTxnLocked): the chosen branch is checked
-// against the start state.
+// checkTxn follows etcd's txn/txn.go checkTxn: the chosen branch is checked against the start
+// state. deletes collects the branch's delete ranges: etcd checks ignore_value and ignore_lease
+// against the start state only, and then panics applying a put whose key an earlier delete of the
+// same txn removed (possible with a range end of "\x00", which v3rpc/key.go checkIntervals lets
+// through); listwatch's store refuses such a txn with ErrKeyNotFound, and so does the model.
 func (w *writer) checkTxn(r *TxnRequest, path []bool, deletes *[]keyRange) (int, error) {
 	txns := 0
 	ops := r.Success
@@ -366,16 +372,16 @@ func (w *writer) checkTxn(r *TxnRequest, path []bool, deletes *[]keyRange) (int,
 			switch rev := op.Range.Revision; {
 			case rev == 0:
 			case rev > w.base.rev:
-				err = store.ErrFutureRev
+				err = etcdrules.ErrFutureRev
 			case rev < w.base.compactRev:
-				err = store.ErrCompacted
+				err = etcdrules.ErrCompacted
 			}
 		case op.Put != nil:
 			err = w.checkPut(op.Put)
 			if err == nil && (op.Put.IgnoreValue || op.Put.IgnoreLease) {
 				for _, d := range *deletes {
 					if d.contains(op.Put.Key) {
-						err = store.ErrKeyNotFound
+						err = etcdrules.ErrKeyNotFound
 					}
 				}
 			}
@@ -394,7 +400,7 @@ func (w *writer) checkTxn(r *TxnRequest, path []bool, deletes *[]keyRange) (int,
 	return txns, nil
 }
 
-// executeTxn follows etcd's txn/txn.go executeTxn (store.executeTxn).
+// executeTxn follows etcd's txn/txn.go executeTxn.
 func (w *writer) executeTxn(r *TxnRequest, path []bool, resp *TxnResponse) int {
 	resp.Succeeded = path[0]
 	ops := r.Success
@@ -468,10 +474,10 @@ func eval(s *mstate, op *kvOp) outcome {
 	case req.Compact != nil:
 		rev := req.Compact.Revision
 		if rev <= s.compactRev {
-			return outcome{state: s, err: store.ErrCompacted}
+			return outcome{state: s, err: etcdrules.ErrCompacted}
 		}
 		if rev > s.rev {
-			return outcome{state: s, err: store.ErrFutureRev}
+			return outcome{state: s, err: etcdrules.ErrFutureRev}
 		}
 		return outcome{state: s.withCompactRev(rev), resp: &Response{Revision: s.rev}}
 	case req.LeaseGrant != nil:
@@ -480,7 +486,7 @@ func eval(s *mstate, op *kvOp) outcome {
 			return outcome{state: s, err: errNoLease}
 		}
 		if s.hasLease(id) {
-			return outcome{state: s, err: store.ErrLeaseExists}
+			return outcome{state: s, err: etcdrules.ErrLeaseExists}
 		}
 		leases := slices.Clone(s.leases)
 		i, _ := slices.BinarySearch(leases, id)
@@ -490,19 +496,19 @@ func eval(s *mstate, op *kvOp) outcome {
 		return revoke(s, req.LeaseRevoke.ID)
 	case req.LeaseKeepAlive != nil:
 		if !s.hasLease(req.LeaseKeepAlive.ID) {
-			return outcome{state: s, err: store.ErrLeaseNotFound}
+			return outcome{state: s, err: etcdrules.ErrLeaseNotFound}
 		}
 		return outcome{state: s, resp: &Response{Revision: s.rev, LeaseKeepAlive: &LeaseKeepAliveResponse{ID: req.LeaseKeepAlive.ID}}}
 	}
 	return outcome{state: s, err: errNoLease}
 }
 
-// revoke follows etcd's lease/lessor.go Revoke (store.revokeLocked): one write txn deleting the
-// lease's keys in key order.
+// revoke follows etcd's lease/lessor.go Revoke: one write txn deleting the lease's keys in key
+// order (a lease without keys changes no revision).
 func revoke(s *mstate, id int64) outcome {
 	i, ok := slices.BinarySearch(s.leases, id)
 	if !ok {
-		return outcome{state: s, err: store.ErrLeaseNotFound}
+		return outcome{state: s, err: etcdrules.ErrLeaseNotFound}
 	}
 	w := newWriter(s)
 	type victim struct {

@@ -269,6 +269,14 @@ func (b *clientBackend) requestProgress(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// bs returns b as a byte slice, nil when b is empty (as protobuf decodes an empty field).
+func bs(b Bytes) []byte {
+	if b == "" {
+		return nil
+	}
+	return []byte(b)
+}
+
 func toPBRange(r *RangeRequest) *pb.RangeRequest {
 	return &pb.RangeRequest{Key: bs(r.Key), RangeEnd: bs(r.RangeEnd), Limit: r.Limit, Revision: r.Revision,
 		SortOrder: pb.RangeRequest_SortOrder(r.SortOrder), SortTarget: pb.RangeRequest_SortTarget(r.SortTarget),

@@ -93,9 +93,9 @@ type Result struct {
 	// not in it; an unknown-outcome write is, where it took effect, unless nothing in the history
 	// shows it took effect at all.
 	Linearization []int
-	// Events is the reference event log: every event of the linearization, replayed into the
-	// reference store, in revision order (sub-revision order within a revision), with prev_kv
-	// filled for every event but a creating put.
+	// Events is the reference event log: every event the model made replaying the linearization,
+	// in revision order (sub-revision order within a revision), with prev_kv filled, as etcd's
+	// watch fills it, for every event but a creating put whose key existed at the previous revision.
 	Events []Event
 	// Notes say what could not be checked and why.
 	Notes []string

@@ -171,7 +171,7 @@ func runWorkloadOn(t testing.TB, wl workload, recorder func(st *store.Store) (re
 	return rec.History()
 }
 
-// TestValidHistoriesPass: a history recorded faithfully from the reference store driven by
+// TestValidHistoriesPass: a history recorded faithfully from the in-process store driven by
 // concurrent clients passes, and so does one where some write responses were lost (unknown outcome)
 // or where writes that never reached the store are recorded as unknown.
 func TestValidHistoriesPass(t *testing.T) {

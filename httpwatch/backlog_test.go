@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/listwatch/listwatch/internal/testutil"
+	"github.com/listwatch/listwatch/storage"
 )
 
 // backlogWatcher is a watch with events queued before its result channel, as the watch cache's
@@ -44,7 +45,7 @@ func (b *backlogWatcher) Backlog() int {
 }
 
 type backlogStorage struct {
-	Storage
+	storage.Interface
 	w watch.Interface
 }
 

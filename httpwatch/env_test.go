@@ -36,7 +36,7 @@ func Gizmos() Resource {
 type TestChainConfig struct {
 	Resources []Resource
 	Cached    bool
-	Wrap      func(Resource, Storage) Storage
+	Wrap      func(Resource, storage.Interface) storage.Interface
 	API       Config
 }
 
@@ -56,7 +56,7 @@ var StartChain func(TestChainConfig) (*TestChain, error)
 type env struct {
 	t        *testing.T
 	st       *store.Store
-	storages map[string]Storage // by resource
+	storages map[string]storage.Interface // by resource
 	spies    map[string]*spyStorage
 	api      *Server
 	url      string
@@ -79,7 +79,7 @@ func newCachedEnv(t *testing.T, opts ...envOption) *env { return newEnvWith(t, t
 
 func newEnvWith(t *testing.T, cached bool, opts ...envOption) *env {
 	t.Helper()
-	e := &env{t: t, storages: map[string]Storage{}, spies: map[string]*spyStorage{}}
+	e := &env{t: t, storages: map[string]storage.Interface{}, spies: map[string]*spyStorage{}}
 	e.clock = testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	cfg := Config{Clock: e.clock, Jitter: func() float64 { return 0.5 }, Logger: testutil.DiscardLogger()}
 	for _, o := range opts {
@@ -89,8 +89,8 @@ func newEnvWith(t *testing.T, cached bool, opts ...envOption) *env {
 		Resources: append(DefaultResources(), Gizmos()),
 		Cached:    cached,
 		API:       cfg,
-		Wrap: func(r Resource, s Storage) Storage {
-			spy := &spyStorage{Storage: s}
+		Wrap: func(r Resource, s storage.Interface) storage.Interface {
+			spy := &spyStorage{Interface: s}
 			e.storages[r.Resource] = spy
 			e.spies[r.Resource] = spy
 			return spy
@@ -374,7 +374,7 @@ func (s *stream) expect(want ...string) []rawFrame {
 
 // spyStorage records what the handlers ask of the storage and what becomes of the watches.
 type spyStorage struct {
-	Storage
+	storage.Interface
 	mu       sync.Mutex
 	watches  []*spyWatch
 	lastList storage.ListOptions
@@ -390,7 +390,7 @@ type spyWatch struct {
 }
 
 func (s *spyStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
-	w, err := s.Storage.Watch(ctx, key, opts)
+	w, err := s.Interface.Watch(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -406,7 +406,7 @@ func (s *spyStorage) GetList(ctx context.Context, key string, opts storage.ListO
 	s.mu.Lock()
 	s.lastList = opts
 	s.mu.Unlock()
-	return s.Storage.GetList(ctx, key, opts, listObj)
+	return s.Interface.GetList(ctx, key, opts, listObj)
 }
 
 // nthWatch waits for the n-th watch (1-based) to be opened and returns it.
@@ -451,7 +451,7 @@ func (w *spyWatch) waitStopped(t *testing.T) {
 
 // fakeStorage serves watches from channels the test fills.
 type fakeStorage struct {
-	Storage
+	storage.Interface
 	mu      sync.Mutex
 	watches []*watch.FakeWatcher
 	size    int

@@ -199,7 +199,7 @@ func (r Resource) StorageConfig() etcd3.Config {
 
 // CacheConfig returns the configuration of a watch cache of the resource over s: its key prefix and
 // key function, GetAttrs, NewObject for bookmarks, the list kind and the trigger index.
-func (r Resource) CacheConfig(s cache.Storage) cache.Config {
+func (r Resource) CacheConfig(s storage.Interface) cache.Config {
 	prefix := r.keyPrefix() + "/"
 	keyFunc := func(obj runtime.Object) (string, error) { return storage.NamespaceKeyFunc(prefix, obj) }
 	if !r.Namespaced {

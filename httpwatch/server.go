@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
+
+	"github.com/listwatch/listwatch/storage"
 )
 
 // Defaults of Config, the apiserver's.
@@ -44,7 +46,7 @@ type Features struct {
 // ServedResource is a resource and the storage its requests go to.
 type ServedResource struct {
 	Resource Resource
-	Storage  Storage
+	Storage  storage.Interface
 }
 
 // Config configures a Server.

@@ -39,10 +39,11 @@ func newGzipReader(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) }
 
 const cmPath = "/api/v1/namespaces/default/configmaps"
 
-// TestWatchListDefaulting covers spec 4.1: with WatchList on, watch=true with resourceVersion "" or
-// "0" and neither sendInitialEvents nor resourceVersionMatch becomes a watch-list (initial ADDED
-// events, then with bookmarks the annotated BOOKMARK at the list revision). Any other resourceVersion,
-// or an explicit choice, is left alone; with the gate off nothing is defaulted.
+// TestWatchListDefaulting covers metainternalversion SetListOptionsDefaults as handlers/get.go
+// ListResource applies it: with WatchList on, watch=true with resourceVersion "" or "0" and neither
+// sendInitialEvents nor resourceVersionMatch becomes a watch-list (initial ADDED events, then with
+// bookmarks the annotated BOOKMARK at the list revision). Any other resourceVersion, or an explicit
+// choice, is left alone; with the gate off nothing is defaulted.
 func TestWatchListDefaulting(t *testing.T) {
 	e := newEnv(t)
 	e.mustCreate(cmPath, cmJSON("", "a", ""))
@@ -97,8 +98,9 @@ func TestWatchListDefaulting(t *testing.T) {
 		`ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled`)
 }
 
-// TestListOptionsValidation covers spec 4.2: the 422 rules of metainternalversion validation, each
-// answered before the storage is asked and with nothing changed.
+// TestListOptionsValidation covers metainternalversion/validation ValidateListOptions: the 422
+// rules of metainternalversion validation, each answered before the storage is asked and with
+// nothing changed.
 func TestListOptionsValidation(t *testing.T) {
 	e := newEnv(t)
 	e.mustCreate(cmPath, cmJSON("", "a", ""))
@@ -153,8 +155,9 @@ func TestListOptionsValidation(t *testing.T) {
 	wantStatus(t, r, 504, metav1.StatusReasonTimeout, "Timeout: Too large resource version: 99, current: 2")
 }
 
-// TestWatchRouting covers spec 4.3: watch=true and the /watch/ paths watch, a name in the path is a
-// metadata.name selector, and a conflicting explicit selector is a 400.
+// TestWatchRouting covers the routing of handlers/get.go ListResource: watch=true and the /watch/
+// paths watch, a name in the path is a metadata.name selector, and a conflicting explicit selector
+// is a 400.
 func TestWatchRouting(t *testing.T) {
 	e := newEnv(t)
 	for _, path := range []string{
@@ -225,7 +228,7 @@ func TestWatchTimeoutFunction(t *testing.T) {
 	}{
 		{nil, 0, 1800 * time.Second},
 		{nil, 0.5, 2700 * time.Second},
-		{ptr(0), 0.25, 2250 * time.Second}, // 0 means the randomized default (pitfall 16)
+		{ptr(0), 0.25, 2250 * time.Second}, // 0 means the randomized default (handlers/get.go ListResource)
 		{ptr(5), 0.5, 5 * time.Second},
 		{ptr(-3), 0.5, -3 * time.Second},
 	}
@@ -236,8 +239,9 @@ func TestWatchTimeoutFunction(t *testing.T) {
 	}
 }
 
-// TestWatchTimeout covers spec 4.4 and pitfall 16: timeoutSeconds ends the stream cleanly at that
-// time; 0 or absent means MinRequestTimeout·(1+jitter); the deadline is on the storage's context.
+// TestWatchTimeout covers the timeout of handlers/get.go ListResource: timeoutSeconds ends the
+// stream cleanly at that time; 0 or absent means MinRequestTimeout·(1+jitter); the deadline is on
+// the storage's context.
 func TestWatchTimeout(t *testing.T) {
 	e := newEnv(t)
 	for _, c := range []struct {
@@ -269,8 +273,9 @@ func TestWatchTimeout(t *testing.T) {
 	}
 }
 
-// TestWatchErrorBeforeStreaming covers spec 4.5: errors of Watch itself are ordinary responses with
-// a Status, as the apiserver answers them (a storage InvalidError is no API error: 500, no reason).
+// TestWatchErrorBeforeStreaming covers handlers/get.go ListResource: errors of Watch itself are
+// ordinary responses with a Status, as the apiserver answers them (a storage InvalidError is no API
+// error: 500, no reason).
 func TestWatchErrorBeforeStreaming(t *testing.T) {
 	e := newEnv(t)
 	rev := e.st.Rev()
@@ -302,8 +307,8 @@ func TestWatchErrorBeforeStreaming(t *testing.T) {
 	}
 }
 
-// TestWatchErrorFrames covers spec 4.5 and 4.12: after the headers, storage errors are ERROR frames
-// with a Status, the last frame of the stream.
+// TestWatchErrorFrames covers handlers/watch.go WatchServer.HandleHTTP: after the headers, storage
+// errors are ERROR frames with a Status, the last frame of the stream.
 func TestWatchErrorFrames(t *testing.T) {
 	e := newEnv(t)
 	a := e.mustCreate(cmPath, cmJSON("", "a", ""))
@@ -340,8 +345,8 @@ func TestWatchErrorFrames(t *testing.T) {
 	}
 }
 
-// TestWatchStreamStart covers spec 4.6, 4.7 and pitfall 16: 200, Content-Type application/json
-// (no stream=watch), chunked, headers flushed before any event.
+// TestWatchStreamStart covers the start of handlers/watch.go WatchServer.HandleHTTP: 200,
+// Content-Type application/json (no stream=watch), chunked, headers flushed before any event.
 func TestWatchStreamStart(t *testing.T) {
 	e := newEnv(t)
 	rv := strconv.FormatInt(e.st.Rev(), 10)
@@ -373,8 +378,9 @@ func TestWatchStreamStart(t *testing.T) {
 	wantStatus(t, r, 406, metav1.StatusReasonNotAcceptable, "only the following media types are accepted: application/json")
 }
 
-// TestWatchFrameBytes covers spec 4.8: each frame is byte for byte json.Encoder's encoding of a
-// metav1.WatchEvent whose object is the JSON of the event object, one line per frame.
+// TestWatchFrameBytes covers the frames of handlers/watch.go WatchServer.HandleHTTP: each frame is
+// byte for byte json.Encoder's encoding of a metav1.WatchEvent whose object is the JSON of the
+// event object, one line per frame.
 func TestWatchFrameBytes(t *testing.T) {
 	fake := &fakeStorage{size: 10}
 	fe := newFakeEnv(t, fake)
@@ -493,8 +499,8 @@ func serveFake(t *testing.T, fw *watch.FakeWatcher, w http.ResponseWriter, query
 	}
 }
 
-// TestWatchFlushPolicy covers spec 4.9 and pitfall 16: the stream is flushed only when no event is
-// waiting, and once more after the initial-events-end bookmark.
+// TestWatchFlushPolicy covers the loop of handlers/watch.go WatchServer.HandleHTTP: the stream is
+// flushed only when no event is waiting, and once more after the initial-events-end bookmark.
 func TestWatchFlushPolicy(t *testing.T) {
 	fw := watch.NewFakeWithChanSize(10, false)
 	for _, n := range []string{"a", "b", "c"} {
@@ -520,7 +526,7 @@ func TestWatchFlushPolicy(t *testing.T) {
 	}
 }
 
-// TestWatchWriteError covers the other end of spec 4.9: a failed write ends the handler, which
+// TestWatchWriteError covers the other end of that loop: a failed write ends the handler, which
 // stops the watcher.
 func TestWatchWriteError(t *testing.T) {
 	fw := watch.NewFakeWithChanSize(10, false)
@@ -535,9 +541,10 @@ func TestWatchWriteError(t *testing.T) {
 	}
 }
 
-// TestWatchEnds covers spec 4.10: the response ends with no final frame when the storage closes the
-// watch, the client goes away or the server shuts down; each time the storage watch is stopped and its
-// context cancelled. After Shutdown, a new watch ends right after its headers.
+// TestWatchEnds covers the end of handlers/watch.go WatchServer.HandleHTTP: the response ends with
+// no final frame when the storage closes the watch, the client goes away or the server shuts down;
+// each time the storage watch is stopped and its context cancelled. After Shutdown, a new watch
+// ends right after its headers.
 func TestWatchEnds(t *testing.T) {
 	fake := &fakeStorage{size: 10}
 	fe := newFakeEnv(t, fake)
@@ -681,8 +688,9 @@ func TestWatchListGzip(t *testing.T) {
 	}
 }
 
-// TestWatchWebsocket covers spec 4.11: one text message per event, client messages ignored, the
-// socket closed normally when the watch ends; other origins are refused.
+// TestWatchWebsocket covers handlers/watch.go WatchServer.HandleWS: one text message per event,
+// client messages ignored, the socket closed normally when the watch ends; other origins are
+// refused.
 func TestWatchWebsocket(t *testing.T) {
 	e := newEnv(t)
 	rv := strconv.FormatInt(e.st.Rev(), 10)
@@ -822,7 +830,7 @@ func (f *fakeStorage) last(t *testing.T) *watch.FakeWatcher {
 
 // presetStorage hands out one prepared watcher.
 type presetStorage struct {
-	Storage
+	storage.Interface
 	w *watch.FakeWatcher
 }
 
@@ -832,7 +840,7 @@ func (p *presetStorage) Watch(context.Context, string, watchListOptions) (watch.
 
 // failingWatchStorage refuses every watch.
 type failingWatchStorage struct {
-	Storage
+	storage.Interface
 	err error
 }
 

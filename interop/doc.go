@@ -1,26 +1,48 @@
-// Package interop holds the tests that hold listwatch to upstream: a differential test that drives
-// the same seeded clientv3 workload against a real embedded etcd v3.7 and against listwatch's store
-// served by etcdgrpc, the watch conformance cases run on both, `listwatch check --endpoints` run
-// against the embedded etcd (check_test.go: the built command must pass there with both workloads,
-// and refuse a member that is not at revision 1), and a benchmark of write plus watch fan-out
-// throughput on both.
+// Package interop holds the tests that hold listwatch to upstream code: etcd v3.7.3 embedded, and
+// k8s.io/apiserver, apiextensions-apiserver and client-go v0.37.2.
 //
-// It is a module of its own (github.com/listwatch/listwatch/interop) so that etcd's server and its
-// dependencies never enter the root module. The package has no API: everything is in its tests, in
-// internal/etcdtest, which starts the embedded etcd, and in internal/kubeapiserver, which runs a
-// real apiextensions-apiserver in process over either etcd.
+// It is a module of its own (github.com/listwatch/listwatch/interop) so that etcd's server and the
+// apiserver's dependencies never enter the root module. The package has no API: everything is in
+// its tests, in internal/etcdtest, which starts the embedded etcd, and in internal/kubeapiserver,
+// which runs a real apiextensions-apiserver in process over either etcd (each has its own doc and
+// tests). Packages apiserverconf (k8s.io/apiserver's storage conformance functions) and clientgo
+// (the client-go stack against listwatch's HTTP API) are beside it.
 //
-// The differential test keeps these rules:
+// # What the tests hold
 //
+//   - Same answers as etcd. TestDifferentialEtcdVsListwatch drives the same seeded clientv3
+//     workload against an embedded etcd and against listwatch's store served by etcdgrpc, and
+//     requires every response and every watch stream (clientv3 and raw gRPC) to be equal, field by
+//     field, after removing only what identifies a member (cluster and member IDs, raft term) and
+//     mapping lease IDs, which each server picks, to the workload's names for them; the full list,
+//     and what of a watch stream is compared, is documented at cmpOptions and watchOutcome.
 //   - Same requests. Both sides get the same requests in the same order, one at a time; the
 //     workload steers by the reference side's answers only (workload_test.go).
-//   - Same answers. Every response and every watch's events are compared field by field after
-//     removing only what identifies a member (cluster and member IDs, raft term) and mapping lease IDs,
-//     which each server picks, to the workload's names for them. The full list, and what of a watch
-//     stream is compared, is documented at cmpOptions and watchOutcome.
-//   - Nothing timing-dependent in the workload: see the comment at the top of workload_test.go. The
-//     same workload against two embedded etcds (TestHarnessEtcdVsEtcd) finds no difference, and
-//     TestHarnessCatchesDifferences shows that an injected one is reported.
+//   - Nothing timing-dependent is compared: see the comment at the top of workload_test.go. The
+//     same workload against two embedded etcds finds no difference (TestHarnessEtcdVsEtcd), and an
+//     injected one is reported: an extra write, a dropped clientv3 or raw watch event
+//     (TestHarnessCatchesDifferences).
+//   - What timing decides (how events are batched, how many progress notifications come) is checked
+//     on each side alone for the promises etcd keeps whatever the timing (etcd's
+//     tests/robustness/validate/watch.go: ordered, unique, atomic, bookmarkable, no event below the
+//     start revision, nothing after the final response, the created notification first); each
+//     broken promise is named (TestCheckWatchCatchesBrokenPromises).
+//   - Watch conformance. Every case of package storage/storagetest gives the transcript it wants on
+//     embedded etcd and on listwatch, with concurrent and with serial watch object decoding, and
+//     the lists really go through the RangeStream RPC on both, in as many calls and chunks
+//     (TestWatchConformanceEtcdVsListwatch).
+//   - The checker against etcd. `listwatch check --endpoints` passes against a fresh embedded etcd
+//     with both workloads, and refuses a member that is not at revision 1, with exit status 1 and
+//     the revision named, before any workload runs (TestCheckCommandAgainstEmbeddedEtcd).
+//   - The Kubernetes checker against the apiserver. kubecheck's workload and checker (`listwatch
+//     check --kube`) report no violation against the upstream apiextensions-apiserver over embedded
+//     etcd and over listwatch's etcd API (TestKubeCheckUpstreamAPIServer), nor against listwatch's
+//     own HTTP API (TestKubeCheckListwatch).
+//   - No leaks. TestMain runs goleak with internal/kubeapiserver's GoleakOptions (which ignore only
+//     an upstream watch cache timer goroutine that ends by itself within 3 s).
+//
+// BenchmarkPutWatchFanout measures put plus watch fan-out throughput of embedded etcd and of
+// listwatch with the same workload in the same run.
 //
 // Performance against the same upstream code, side by side in one process, is in the sidebyside
 // package (`make bench` prints its table).

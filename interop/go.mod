@@ -27,6 +27,7 @@ require (
 require (
 	cel.dev/expr v0.25.3 // indirect
 	github.com/NYTimes/gziphandler v1.1.1 // indirect
+	github.com/anishathalye/porcupine v1.3.1 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/blang/semver/v4 v4.0.0 // indirect

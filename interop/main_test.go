@@ -4,7 +4,11 @@ import (
 	"flag"
 	"testing"
 
+	"github.com/go-logr/logr"
 	"go.uber.org/goleak"
+	"k8s.io/klog/v2"
+
+	"github.com/listwatch/listwatch/interop/internal/kubeapiserver"
 )
 
 var (
@@ -13,5 +17,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	// kubecheck_test.go runs the upstream apiserver, which logs its life through klog
+	klog.SetLogger(logr.Discard())
+	goleak.VerifyTestMain(m, kubeapiserver.GoleakOptions()...)
 }

@@ -20,11 +20,12 @@ import (
 	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/interop/internal/etcdtest"
+	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/storagetest"
 	"github.com/listwatch/listwatch/store"
 )
 
-// The watch conformance cases (package watchtest) are played on a real embedded etcd v3.7 and on
+// The watch conformance cases (package storagetest) are played on a real embedded etcd v3.7 and on
 // listwatch's store served by etcdgrpc, in both watch decode modes. A case passes when each
 // implementation's transcript equals the case's Want, which makes the two transcripts identical; a
 // difference between the implementations is also shown as a diff of one against the other, since
@@ -96,7 +97,7 @@ type confServer struct {
 func (s *confServer) env(serial bool) storagetest.Env {
 	env := storagetest.Env{Client: s.client}
 	if serial {
-		env.NewStorage = func(cfg etcd3.Config) (storagetest.Storage, error) {
+		env.NewStorage = func(cfg etcd3.Config) (storage.Interface, error) {
 			cfg.Features.DisableConcurrentWatchObjectDecode = true
 			return etcd3.New(s.client, cfg)
 		}
@@ -214,7 +215,7 @@ func playConfPair(t *testing.T, c storagetest.Case, etcd, lw *confServer, serial
 	tally.lines.Add(int64(len(got[0])))
 }
 
-// TestWatchConformanceEtcdVsListwatch plays every watchtest case on embedded etcd v3.7 and on
+// TestWatchConformanceEtcdVsListwatch plays every storagetest case on embedded etcd v3.7 and on
 // listwatch, with concurrent and with serial watch object decoding, and requires every transcript to
 // equal the case's Want.
 func TestWatchConformanceEtcdVsListwatch(t *testing.T) {

@@ -2,6 +2,8 @@ package interop
 
 import (
 	"fmt"
+	"strings"
+	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
@@ -158,4 +160,79 @@ func diffRawWatch(a, b *rawWatch) string {
 		out += d
 	}
 	return out
+}
+
+// TestCheckWatchCatchesBrokenPromises: checkWatch passes a stream that keeps etcd's watch promises
+// and names each broken one, so that the per-side checks of the differential run can fail.
+func TestCheckWatchCatchesBrokenPromises(t *testing.T) {
+	hdr := func(rev int64) *pb.ResponseHeader { return &pb.ResponseHeader{Revision: rev} }
+	put := func(key string, rev int64) *clientv3.Event {
+		return &clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte(key), ModRevision: rev}}
+	}
+	events := func(rev int64, evs ...*clientv3.Event) clientv3.WatchResponse {
+		return clientv3.WatchResponse{Header: hdr(rev), Events: evs}
+	}
+	good := func() []clientv3.WatchResponse {
+		return []clientv3.WatchResponse{
+			{Header: hdr(4), Created: true},
+			events(5, put("a", 5), put("b", 5)),
+			events(7, put("a", 6), put("a", 7)),
+			{Header: hdr(8)}, // progress notification
+			events(9, put("b", 9)),
+			{Header: hdr(9), CompactRevision: 9, Canceled: true},
+		}
+	}
+	spec := watchSpec{Sel: keySel{Key: "a", End: "c", Mode: selRange}, Rev: 5}
+	check := func(resps []clientv3.WatchResponse) []string {
+		return (&side{}).checkWatch(&watchRec{spec: spec, resps: resps})
+	}
+	if p := check(good()); len(p) != 0 {
+		t.Fatalf("a stream that keeps every promise: %q", p)
+	}
+	for _, c := range []struct {
+		name, want string
+		mutate     func(r []clientv3.WatchResponse) []clientv3.WatchResponse
+	}{
+		{"created later", "created notification is not the first", func(r []clientv3.WatchResponse) []clientv3.WatchResponse {
+			return append(r[1:2:2], append([]clientv3.WatchResponse{r[0]}, r[2:]...)...)
+		}},
+		{"response after the final one", "after the final one", func(r []clientv3.WatchResponse) []clientv3.WatchResponse {
+			return append(r, events(10, put("a", 10)))
+		}},
+		{"revision split", "split across responses", func(r []clientv3.WatchResponse) []clientv3.WatchResponse {
+			r[2].Events = append([]*clientv3.Event{put("c", 5)}, r[2].Events...)
+			return r
+		}},
+		{"going back", "after one at", func(r []clientv3.WatchResponse) []clientv3.WatchResponse {
+			r[2].Events = []*clientv3.Event{put("a", 7), put("a", 6)}
+			return r
+		}},
+		{"progress behind an event", "progress at 6 after an event at 7", func(r []clientv3.WatchResponse) []clientv3.WatchResponse {
+			r[3].Header = hdr(6)
+			return r
+		}},
+		{"event at a revision a progress notification passed", "after progress at 8", func(r []clientv3.WatchResponse) []clientv3.WatchResponse {
+			r[4] = events(9, put("b", 8))
+			return r
+		}},
+		{"below the start revision", "below the start revision 5", func(r []clientv3.WatchResponse) []clientv3.WatchResponse {
+			r[1].Events = []*clientv3.Event{put("a", 4), put("b", 5)}
+			return r
+		}},
+		{"event twice", "twice", func(r []clientv3.WatchResponse) []clientv3.WatchResponse {
+			r[1].Events = append(r[1].Events, put("a", 5))
+			return r
+		}},
+		{"header below its events", "header revision 8 below its last event 9", func(r []clientv3.WatchResponse) []clientv3.WatchResponse {
+			r[4].Header = hdr(8)
+			return r
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := check(c.mutate(good()))
+			if len(p) == 0 || !strings.Contains(strings.Join(p, "\n"), c.want) {
+				t.Errorf("problems %q, want one saying %q", p, c.want)
+			}
+		})
+	}
 }

@@ -466,7 +466,7 @@ func testCompactionDuringStorageCatchUp(t *testing.T) {
 	t.Logf("the replaying watch delivered %d of %d events, then %s", events, m.Owed(replay.exp), map[bool]string{true: "ERROR 410", false: "kept going"}[v.Error])
 	if v.Error {
 		resume := openFault(t, c, m, "resume", chaintest.WatchSpec{ResourceVersion: strconv.FormatInt(v.ResumeRV, 10)}, storeStep)
-		if resume.exp.ErrorCode != 410 {
+		if resume.exp.ErrorCode() != 410 {
 			t.Fatalf("the model does not expect a 410 for %s", resume.exp)
 		}
 		if err := resume.w.WaitEnd(storeStep); err != nil {
@@ -482,7 +482,7 @@ func testCompactionDuringStorageCatchUp(t *testing.T) {
 	from := openFault(t, c, m, "from the compaction", chaintest.WatchSpec{ResourceVersion: strconv.FormatInt(compactAt, 10)}, storeStep)
 	justBefore := openFault(t, c, m, "from compaction-1", chaintest.WatchSpec{ResourceVersion: strconv.FormatInt(compactAt-1, 10)}, storeStep)
 	before := openFault(t, c, m, "from compaction-2", chaintest.WatchSpec{ResourceVersion: strconv.FormatInt(compactAt-2, 10)}, storeStep)
-	if justBefore.exp.ErrorCode != 500 || before.exp.ErrorCode != 410 {
+	if justBefore.exp.ErrorCode() != 500 || before.exp.ErrorCode() != 410 {
 		t.Fatalf("the model expects %s and %s", justBefore.exp, before.exp)
 	}
 	waitComplete(t, m, storeStep, from)
@@ -590,7 +590,7 @@ func testCompactionDuringReflectorCatchUp(t *testing.T) {
 		spec := f.exp.Spec
 		spec.Unset, spec.SendInitialEvents, spec.ResourceVersion = false, nil, strconv.FormatInt(v.ResumeRV, 10)
 		r := openFault(t, c, m, f.name+" resumed", spec, step)
-		if r.exp.ErrorCode != 410 {
+		if r.exp.ErrorCode() != 410 {
 			t.Fatalf("the model does not expect a 410 for %s", r.exp)
 		}
 		if err := r.w.WaitEnd(step); err != nil {

@@ -196,7 +196,7 @@ func (r *chainRun) drawSpec() chaintest.WatchSpec {
 // progress requests (every 100 ms) to bring a watch-list's wait to an end, never the 3 s after which
 // the Cacher gives up, unless the model says it must give up.
 func (r *chainRun) openStep(exp chaintest.Expectation) func() {
-	if exp.ErrorCode == 504 {
+	if exp.ErrorCode() == 504 {
 		return func() { r.c.CacheClock.Step(10 * time.Millisecond) }
 	}
 	var stepped time.Duration
@@ -224,7 +224,7 @@ func (r *chainRun) open(l *lineage, spec chaintest.WatchSpec) {
 	if ct := w.Header.Get("Content-Type"); ct != "application/json" {
 		r.fatalf("watch %s: Content-Type %q", exp, ct)
 	}
-	if exp.ErrorCode == 504 && !r.m.Cached {
+	if exp.ErrorCode() == 504 && !r.m.Cached {
 		// The etcd3 storage compares the resourceVersion with etcd's only in the watch's own
 		// goroutine (watcher.go startWatching): a write before then could make the watch valid.
 		if err := testutil.Poll("the ERROR 504 of a watch-list from the future", func() bool { return w.Len() > 0 || w.Ended() }, nil); err != nil {
@@ -254,7 +254,7 @@ func (r *chainRun) judge(l *lineage) {
 	if err != nil {
 		r.fatalf("%v", err)
 	}
-	if cw.exp.ErrorCode != 0 && !v.Complete && end != chaintest.Disconnected {
+	if cw.exp.ErrorCode() != 0 && !v.Complete && end != chaintest.Disconnected {
 		r.fatalf("watch %s: ended without its ERROR", cw.exp)
 	}
 	cw.judged = true
@@ -262,7 +262,7 @@ func (r *chainRun) judge(l *lineage) {
 	if end == chaintest.Disconnected && !l.reconnect {
 		return
 	}
-	if !v.Complete && end == chaintest.Clean && cw.exp.ErrorCode == 0 {
+	if !v.Complete && end == chaintest.Clean && cw.exp.ErrorCode() == 0 {
 		r.stats.earlyEnds++
 		if cw.paused {
 			r.stats.pausedEnds++
@@ -273,9 +273,9 @@ func (r *chainRun) judge(l *lineage) {
 	}
 	spec := cw.exp.Spec
 	switch {
-	case cw.exp.ErrorCode == 504:
+	case cw.exp.ErrorCode() == 504:
 		return
-	case cw.exp.ErrorCode == 410 || !v.HasResumeRV:
+	case cw.exp.ErrorCode() == 410 || !v.HasResumeRV:
 		// A reflector relists: a fresh watch-list.
 		r.stats.restarts++
 		spec.Unset, spec.ResourceVersion, spec.SendInitialEvents = true, "", nil
@@ -399,7 +399,7 @@ func (r *chainRun) finish() {
 				open = append(open, fmt.Sprintf("%s (%s):\n%s", l.cur.exp, end, chaintest.DescribeFrames(frames)))
 			}
 		}
-		r.fatalf("%v\nwatches still open:\n%s\nwrites:\n%s", err, strings.Join(open, "\n"), r.m.History())
+		r.fatalf("%v\nwatches still open:\n%s\nwrites:\n%s", err, strings.Join(open, "\n"), r.m.History)
 	}
 	for _, l := range r.lineages {
 		if l.cur != nil {

@@ -26,7 +26,9 @@
 //
 // Values handed out are copies, except the events and key-values delivered on watch streams, which
 // are shared by all the watchers that receive them and must not be modified. Errors are sentinel
-// values with etcd's client-facing wording, to be matched with errors.Is. A request is checked
-// before any state is read (CheckRequest gives those errors alone); a rejected request changes
-// nothing.
+// values with etcd's client-facing wording, to be matched with errors.Is: the etcd ones are package
+// etcdrules' values, re-exported here under the same names (ErrEmptyKey is etcdrules.ErrEmptyKey),
+// which the checker of recorded histories shares without importing the store. A request is checked
+// before any state is read with etcdrules' request-shape rules under the store's MaxTxnOps and
+// MaxRequestBytes (CheckRequest gives those errors alone); a rejected request changes nothing.
 package store

@@ -1,29 +1,34 @@
 package store
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/listwatch/listwatch/etcdrules"
+)
 
 // The sentinel errors carry the message a client of etcd's gRPC API sees (rpctypes), so that a caller
 // can match them with errors.Is and a user reads what etcd would have said. A request that fails with
-// any of them has changed nothing.
+// any of them has changed nothing. They are package etcdrules' values, which the checker of
+// recorded histories shares: errors.Is matches either name.
 var (
-	ErrEmptyKey          = errors.New("etcdserver: key is not provided")
-	ErrKeyNotFound       = errors.New("etcdserver: key not found")
-	ErrValueProvided     = errors.New("etcdserver: value is provided")
-	ErrLeaseProvided     = errors.New("etcdserver: lease is provided")
-	ErrTooManyOps        = errors.New("etcdserver: too many operations in txn request")
-	ErrDuplicateKey      = errors.New("etcdserver: duplicate key given in txn request")
-	ErrInvalidSortOption = errors.New("etcdserver: invalid sort option")
-	ErrCompacted         = errors.New("etcdserver: mvcc: required revision has been compacted")
-	ErrFutureRev         = errors.New("etcdserver: mvcc: required revision is a future revision")
-	ErrRequestTooLarge   = errors.New("etcdserver: request is too large")
-	ErrLeaseNotFound     = errors.New("etcdserver: requested lease not found")
-	ErrLeaseExists       = errors.New("etcdserver: lease already exists")
-	ErrLeaseTTLTooLarge  = errors.New("etcdserver: too large lease TTL")
+	ErrEmptyKey          = etcdrules.ErrEmptyKey
+	ErrKeyNotFound       = etcdrules.ErrKeyNotFound
+	ErrValueProvided     = etcdrules.ErrValueProvided
+	ErrLeaseProvided     = etcdrules.ErrLeaseProvided
+	ErrTooManyOps        = etcdrules.ErrTooManyOps
+	ErrDuplicateKey      = etcdrules.ErrDuplicateKey
+	ErrInvalidSortOption = etcdrules.ErrInvalidSortOption
+	ErrCompacted         = etcdrules.ErrCompacted
+	ErrFutureRev         = etcdrules.ErrFutureRev
+	ErrRequestTooLarge   = etcdrules.ErrRequestTooLarge
+	ErrLeaseNotFound     = etcdrules.ErrLeaseNotFound
+	ErrLeaseExists       = etcdrules.ErrLeaseExists
+	ErrLeaseTTLTooLarge  = etcdrules.ErrLeaseTTLTooLarge
 
 	// The watch errors are etcd's mvcc wording, which is what a failed create carries as cancel_reason.
-	ErrEmptyWatcherRange  = errors.New("mvcc: watcher range is empty")
-	ErrWatcherDuplicateID = errors.New("mvcc: duplicate watch ID provided on the WatchStream")
-	ErrWatcherNotExist    = errors.New("mvcc: watcher does not exist")
+	ErrEmptyWatcherRange  = etcdrules.ErrEmptyWatcherRange
+	ErrWatcherDuplicateID = etcdrules.ErrWatcherDuplicateID
+	ErrWatcherNotExist    = etcdrules.ErrWatcherNotExist
 
 	// ErrStreamClosed is returned by calls on a closed WatchStream; ErrClosed by calls on a closed Store.
 	ErrStreamClosed = errors.New("store: watch stream is closed")
@@ -31,5 +36,5 @@ var (
 
 	// ErrInvalidRequestOp is returned for a RequestOp with more than one request set, which etcd's
 	// protobuf oneof cannot express.
-	ErrInvalidRequestOp = errors.New("store: request op sets more than one request")
+	ErrInvalidRequestOp = etcdrules.ErrInvalidRequestOp
 )

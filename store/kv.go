@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"math"
 	"sort"
+
+	"github.com/listwatch/listwatch/etcdrules"
 )
 
 // Range reads keys at a revision. Its checks and results follow etcd's v3rpc checkRangeRequest and
@@ -90,7 +92,7 @@ func (s *Store) Txn(r *TxnRequest) (*TxnResponse, error) {
 // compact revision and with ErrFutureRev if rev is above the current revision. Ranges and watches
 // from rev itself still work.
 func (s *Store) Compact(rev int64) (*CompactResponse, error) {
-	if err := s.checkSize(compactSize(rev)); err != nil {
+	if err := etcdrules.CheckCompact(rev, s.limits()); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -141,8 +143,7 @@ func (s *Store) compactLocked(rev int64) {
 // (req is a *RangeRequest, *PutRequest, *DeleteRangeRequest or *TxnRequest; any other is nil): the
 // checks v3rpc makes before a request reaches the store (empty key, sort option, a value or lease
 // given with ignore_value or ignore_lease, too many txn ops, a key put twice in a txn branch) and
-// the request size limit. Checkers of recorded histories use it to tell these errors, which no state
-// explains, from the rest.
+// the request size limit, under the store's limits. The rules are package etcdrules'.
 func (s *Store) CheckRequest(req any) error {
 	switch r := req.(type) {
 	case *RangeRequest:
@@ -157,196 +158,27 @@ func (s *Store) CheckRequest(req any) error {
 	return nil
 }
 
+func (s *Store) limits() etcdrules.Limits {
+	return etcdrules.Limits{MaxTxnOps: s.opts.MaxTxnOps, MaxRequestBytes: s.opts.MaxRequestBytes}
+}
+
+func checkRangeRequest(r *RangeRequest) error {
+	rr := rangeShape(r)
+	return rr.Check()
+}
+
 func (s *Store) checkPut(r *PutRequest) error {
-	if err := checkPutRequest(r); err != nil {
-		return err
-	}
-	return s.checkSize(putSize(r))
+	p := putShape(r)
+	return p.Check(s.limits())
 }
 
 func (s *Store) checkDeleteRange(r *DeleteRangeRequest) error {
-	if len(r.Key) == 0 {
-		return ErrEmptyKey
-	}
-	return s.checkSize(deleteRangeSize(r))
+	d := deleteShape(r)
+	return d.Check(s.limits())
 }
 
 func (s *Store) checkTxn(r *TxnRequest) error {
-	if err := checkTxnRequest(r, s.opts.MaxTxnOps); err != nil {
-		return err
-	}
-	if _, _, err := checkIntervals(r.Success); err != nil {
-		return err
-	}
-	if _, _, err := checkIntervals(r.Failure); err != nil {
-		return err
-	}
-	return s.checkSize(txnSize(r))
-}
-
-func (s *Store) checkSize(n int) error {
-	if n > s.opts.MaxRequestBytes {
-		return ErrRequestTooLarge
-	}
-	return nil
-}
-
-// ---- validation (v3rpc/key.go) ----
-
-func checkRangeRequest(r *RangeRequest) error {
-	if len(r.Key) == 0 {
-		return ErrEmptyKey
-	}
-	if r.SortOrder < SortNone || r.SortOrder > SortDescend || r.SortTarget < SortByKey || r.SortTarget > SortByValue {
-		return ErrInvalidSortOption
-	}
-	return nil
-}
-
-func checkPutRequest(r *PutRequest) error {
-	if len(r.Key) == 0 {
-		return ErrEmptyKey
-	}
-	if r.IgnoreValue && len(r.Value) != 0 {
-		return ErrValueProvided
-	}
-	if r.IgnoreLease && r.Lease != 0 {
-		return ErrLeaseProvided
-	}
-	return nil
-}
-
-func checkTxnRequest(r *TxnRequest, maxTxnOps int) error {
-	opc := max(len(r.Compare), len(r.Success), len(r.Failure))
-	if opc > maxTxnOps {
-		return ErrTooManyOps
-	}
-	for _, c := range r.Compare {
-		if len(c.Key) == 0 {
-			return ErrEmptyKey
-		}
-	}
-	for _, ops := range [][]RequestOp{r.Success, r.Failure} {
-		for i := range ops {
-			if err := checkRequestOp(&ops[i], maxTxnOps-opc); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func checkRequestOp(op *RequestOp, maxTxnOps int) error {
-	set := 0
-	for _, b := range []bool{op.Range != nil, op.Put != nil, op.DeleteRange != nil, op.Txn != nil} {
-		if b {
-			set++
-		}
-	}
-	switch {
-	case set == 0:
-		return ErrKeyNotFound
-	case set > 1:
-		return ErrInvalidRequestOp
-	case op.Range != nil:
-		return checkRangeRequest(op.Range)
-	case op.Put != nil:
-		return checkPutRequest(op.Put)
-	case op.DeleteRange != nil:
-		if len(op.DeleteRange.Key) == 0 {
-			return ErrEmptyKey
-		}
-		return nil
-	default:
-		return checkTxnRequest(op.Txn, maxTxnOps)
-	}
-}
-
-// interval is a half-open string interval with etcd's "string affine" order, in which "" is +infinity.
-type interval struct{ begin, end string }
-
-func affineLess(a, b string) bool {
-	switch {
-	case a == "":
-		return false
-	case b == "":
-		return true
-	}
-	return a < b
-}
-
-func (iv interval) containsPoint(k string) bool {
-	// point k is [k, k+"\x00"); it intersects iv when begin <= k and k < end
-	return !affineLess(k, iv.begin) && affineLess(k, iv.end)
-}
-
-// checkIntervals rejects a branch that puts one key twice or puts a key a delete of the same branch
-// covers, nested txns included; then and else of a nested txn may put the same key. It follows
-// v3rpc/key.go checkIntervals, quirks included: a delete with range end "\x00" is the empty interval
-// [key, "\x00") there, so it conflicts with no put.
-func checkIntervals(ops []RequestOp) (map[string]struct{}, []interval, error) {
-	var dels []interval
-	for _, op := range ops {
-		if d := op.DeleteRange; d != nil {
-			if len(d.RangeEnd) != 0 {
-				dels = append(dels, interval{string(d.Key), string(d.RangeEnd)})
-			} else {
-				dels = append(dels, interval{string(d.Key), string(d.Key) + "\x00"})
-			}
-		}
-	}
-	intersects := func(k string) bool {
-		for _, iv := range dels {
-			if iv.containsPoint(k) {
-				return true
-			}
-		}
-		return false
-	}
-	puts := make(map[string]struct{})
-	for _, op := range ops {
-		if op.Txn == nil {
-			continue
-		}
-		putsThen, delsThen, err := checkIntervals(op.Txn.Success)
-		if err != nil {
-			return nil, dels, err
-		}
-		putsElse, delsElse, err := checkIntervals(op.Txn.Failure)
-		if err != nil {
-			return nil, dels, err
-		}
-		for k := range putsThen {
-			if _, ok := puts[k]; ok || intersects(k) {
-				return nil, dels, ErrDuplicateKey
-			}
-			puts[k] = struct{}{}
-		}
-		for k := range putsElse {
-			if _, ok := puts[k]; ok {
-				if _, isSafe := putsThen[k]; !isSafe {
-					return nil, dels, ErrDuplicateKey
-				}
-			}
-			if intersects(k) {
-				return nil, dels, ErrDuplicateKey
-			}
-			puts[k] = struct{}{}
-		}
-		dels = append(dels, delsThen...)
-		dels = append(dels, delsElse...)
-	}
-	for _, op := range ops {
-		if op.Put == nil {
-			continue
-		}
-		k := string(op.Put.Key)
-		if _, ok := puts[k]; ok || intersects(k) {
-			return nil, dels, ErrDuplicateKey
-		}
-		puts[k] = struct{}{}
-	}
-	return puts, dels, nil
+	return checkTxnShape(r, s.limits())
 }
 
 func isTxnReadOnly(r *TxnRequest) bool {

@@ -4,6 +4,8 @@ import (
 	"math"
 	"sort"
 	"time"
+
+	"github.com/listwatch/listwatch/etcdrules"
 )
 
 type lease struct {
@@ -60,8 +62,8 @@ func (ls *leases) detach(id int64, key string) {
 // LeaseGrant creates a lease; ID 0 lets the store choose one. TTLs under the minimum are raised to it.
 // Granting changes no revision. It follows etcdserver LeaseGrant and lease/lessor.go Grant.
 func (s *Store) LeaseGrant(id, ttl int64) (*LeaseGrantResponse, error) {
-	if ttl > MaxLeaseTTL {
-		return nil, ErrLeaseTTLTooLarge
+	if err := etcdrules.CheckLeaseGrant(ttl); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/listwatch/listwatch/etcdrules"
 )
 
 // Clock is the time source the store reads for lease expiry and for its periodic work. Both
@@ -20,15 +22,15 @@ func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 
 // Defaults, as etcd v3.7 has them.
 const (
-	DefaultMaxTxnOps              = 128
-	DefaultMaxRequestBytes        = 1536 * 1024 // 1.5 MiB
+	DefaultMaxTxnOps              = etcdrules.DefaultMaxTxnOps
+	DefaultMaxRequestBytes        = etcdrules.DefaultMaxRequestBytes
 	DefaultProgressNotifyInterval = 10 * time.Minute
 	MinProgressNotifyInterval     = 100 * time.Millisecond
 	DefaultSyncInterval           = 100 * time.Millisecond // mvcc watchResyncPeriod
 	DefaultVictimRetryInterval    = 10 * time.Millisecond
 	DefaultLeaseCheckInterval     = 500 * time.Millisecond // lessor runLoop
 	DefaultMinLeaseTTL            = 2                      // seconds: ceil(3*electionTicks/2 * heartbeat) for 10 ticks of 100 ms
-	MaxLeaseTTL                   = 9000000000
+	MaxLeaseTTL                   = etcdrules.MaxLeaseTTL
 	watchBatchMaxRevs             = 1000
 	maxWatchersPerSync            = 512
 	chanBufLen                    = 128

@@ -8,17 +8,24 @@
 //   - Run(ctx, rec, Config) runs one workload through rec and returns a Snapshot of what it did.
 //     Config names the Kind (K8s or Etcd), the Seed, the number of Clients and Watchers, the bound
 //     (Ops, Duration, or neither: until ctx ends), CompactEvery, the RequestTimeout of each
-//     request, the endpoint's Quirks and the Clock. Config.Validate's errors wrap
-//     ErrInvalidConfig; ParseKind's wrap ErrUnknownKind.
+//     request, the endpoint's Quirks and the Clock. Config.Validate's errors wrap ErrInvalidConfig
+//     and name the field; ParseKind's wrap ErrUnknownKind (TestConfigValidate). Duration is
+//     measured on the Clock (TestDurationBound).
 //   - Stats counts, safely for concurrent use, what a running workload did: operations by name and
-//     outcome (Outcome), watches, watch events, progress notifications. Pass one in Config.Stats
-//     to watch a run progress; Stats.Snapshot reads it.
+//     outcome (Outcome), watches, watch events, progress notifications. Pass one in Config.Stats to
+//     watch a run progress; Stats.Snapshot reads it. Its count of operations is the history's
+//     (TestWorkloadsPassInMemory).
 //   - Probe(ctx, c) asks every endpoint of c its version and revision, and returns the Quirks of
 //     those versions: bugs of etcd, fixed since, that break a guarantee the checker holds etcd to
-//     (QuirksOf gives them for one version). A workload told of a quirk does not provoke it, so that
-//     a run against that etcd fails only for a bug not known already: without RequestProgress for
-//     ProgressAhead (etcd before 3.4.31, 3.5 before 3.5.13, as the apiserver decides), compacting
-//     only at revisions of puts alone for CompactedTombstone (before 3.4.36, 3.5 before 3.5.18).
+//     (QuirksOf gives them for one version). A workload told of a quirk does not provoke it, so
+//     that a run against that etcd fails only for a bug not known already: without RequestProgress
+//     for ProgressAhead (etcd before 3.4.31, 3.5 before 3.5.13, as the apiserver decides),
+//     compacting only at revisions of puts alone for CompactedTombstone (before 3.4.36, 3.5 before
+//     3.5.18). TestQuirksOf pins the versions; TestQuirksAreReal shows each bug failing the checker
+//     on an etcd that has it (skipped on one that has not); TestQuirkProgressAheadAvoided and
+//     TestQuirkCompactedTombstoneAvoided show the workloads keeping clear of them; Probe's answers
+//     are checked by TestWorkloadsPassAgainstEtcd (one member at revision 1, its version's Quirks)
+//     and TestWorkloadsPassAgainstEtcdCluster (three members).
 //   - The tests run the workloads against real etcd processes too: package internal/etcdprocess
 //     starts one member (Start) or a cluster (StartCluster).
 //
@@ -33,46 +40,60 @@
 // apiserver's lease manager; list reads a prefix in pages (limit, then key after the last +
 // "\x00"), every page pinned to the revision of the first, and falls back to a full list when a
 // page's revision was compacted, as client-go's pager does. Watchers list, then watch the prefix
-// from the list's revision + 1 with prev_kv and progress_notify; they end their watch after a
-// drawn number of events and resume from the last revision seen + 1, and relist after a
-// compaction answer, as a reflector does. With CompactEvery, two compactors (two apiservers) run
-// the apiserver's compaction protocol (pkg/storage/etcd3/compact.go): a compare-and-swap on the
-// version of compact_rev_key, then a compaction at the revision seen in the previous round.
+// from the list's revision + 1 with prev_kv and progress_notify; they end their watch after a drawn
+// number of events and resume from the last revision seen + 1, and relist after a compaction
+// answer, as a reflector does (TestWatchersResume). With CompactEvery, two compactors (two
+// apiservers) run the apiserver's compaction protocol (pkg/storage/etcd3/compact.go): a
+// compare-and-swap on the version of compact_rev_key, then a compaction at the revision seen in the
+// previous round.
 //
 // Etcd is raw etcd v3 traffic over 40 keys (key/00 ... key/39): ranges with limits, revisions
 // (current, past, compacted, future), every sort order and target, serializable, keys-only,
 // count-only and revision filters; puts with prev_kv, leases, ignore_value and ignore_lease;
-// deletes of a key, a range or a prefix; txns with up to three compares of every target and
-// result and branches of reads, puts and deletes (and read-only nested txns); lease grant (server-
-// or client-chosen IDs), revoke and keepalive, including on leases that are gone. Watchers watch a
+// deletes of a key, a range or a prefix; txns with up to three compares of every target and result
+// and branches of reads, puts and deletes (and read-only nested txns); lease grant (server- or
+// client-chosen IDs), revoke and keepalive, including on leases that are gone. Watchers watch a
 // drawn range (a key, a range, a prefix, from a key) from now or a past revision, with drawn
 // prev_kv, progress_notify, filters and fragment; they end after a drawn number of events and
 // resume from the last revision + 1, or open a new drawn watch, and resume from the compaction
 // revision after every other compaction answer (a watch that starts behind may be compacted again
-// before it catches up) and open a new drawn watch after the others. With CompactEvery, a
-// compactor compacts at a revision drawn among the recent ones (and sometimes at a compacted or a
-// future one). Leases are attached to key/30 ... key/39 only, and a keys-only range over them is
-// sorted by value: etcd 3.7 answers other keys-only ranges from its index, without the leases,
-// where etcd 3.4 to 3.6 give them, and the workload is meant to pass on both. A lease once
+// before it catches up) and open a new drawn watch after the others (TestWatchersResume). With
+// CompactEvery, a compactor compacts at a revision drawn among the recent ones (and sometimes at a
+// compacted or a future one). Leases are attached to key/30 ... key/39 only, and a keys-only range
+// over them is sorted by value: etcd 3.7 answers other keys-only ranges from its index, without the
+// leases, where etcd 3.4 to 3.6 give them, and the workload is meant to pass on both. A lease once
 // revoked is never named again (a "lease not found" about a granted lease tells the checker the
 // lease may have expired, which widens its search); leases that never existed are.
+//
+// Both workloads pass history.Check against listwatch's store and do what they are for: watch
+// events, resumed watches, compactions, compares lost to other clients (TestWorkloadsPassInMemory);
+// and against real etcd: one member (TestWorkloadsPassAgainstEtcd, internal/etcdprocess's binary),
+// a three-member cluster with requests spread over every member
+// (TestWorkloadsPassAgainstEtcdCluster), and etcd v3.7.3 embedded (interop's
+// TestCheckCommandAgainstEmbeddedEtcd). BenchmarkWorkload measures a run and its check.
 //
 // # Invariants
 //
 //   - Determinism. Every client, watcher and compactor draws from its own generator seeded by
 //     (Seed, its role and index), and the Ops bound is split among the clients before they start,
 //     so each one makes the same choices in every run with the same Seed; what the endpoint answers
-//     still depends on how the clients interleave. One client, no watcher and no compaction
-//     against a fresh store gives the same history every time (times aside).
+//     still depends on how the clients interleave. One client, no watcher and no compaction against
+//     a fresh store gives the same history every time (times aside), and another Seed another one
+//     (TestDeterministic).
 //   - Every request goes through the Recorder, so the history holds all the workload did; nothing
-//     else may write to the store. Requests run with their own timeout and are not canceled by
-//     ctx: when ctx ends, clients stop after their request in flight, which keeps the history's
-//     unknown outcomes to real failures.
+//     else may write to the store (TestWorkloadsPassInMemory: as many operations in the history as
+//     in the Stats). Requests run with their own timeout and are not canceled by ctx: when ctx
+//     ends, clients stop after their request in flight, which keeps the history's unknown outcomes
+//     to real failures (TestStopsWhenContextEnds: none after a stop, and the history passes).
 //   - The end. Once the clients and compactors are done, a final read learns the revision, and each
 //     open watch is given time to reach it (by requested progress notifications, or without them
-//     until no watch has received an event for half a second) before the watches are closed, so
-//     the check can judge each watch up to its end.
-//   - No leaks. Run starts every goroutine it needs and returns only once all of them have ended.
-//   - Only the Recorder's history is kept; a failing request is never an error of Run (it is in
-//     the history and the Stats), and Run fails only for an invalid Config.
+//     until no watch has received an event for half a second) before the watches are closed, so the
+//     check can judge each watch up to its end (TestWatchersResume: the watch open at the end
+//     reached the final read's revision). The idle wait of the ProgressAhead quirk has no test of
+//     its own.
+//   - No leaks. Run starts every goroutine it needs and returns only once all of them have ended
+//     (the package's TestMain runs goleak after the tests, which call Run in every mode).
+//   - Only the Recorder's history is kept; a failing request is never an error of Run (it is in the
+//     history and the Stats: the etcd workload's refused requests in TestWorkloadsPassInMemory),
+//     and Run fails only for an invalid Config (TestConfigValidate).
 package workload

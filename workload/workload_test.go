@@ -157,8 +157,9 @@ func lastSeen(w *history.Watch) int64 {
 	return last
 }
 
-// TestWatchersResume: a k8s watcher lists, watches from the list's revision + 1, and after ending
-// a watch resumes from the last revision it saw + 1; an etcd watcher answered "compacted at C"
+// TestWatchersResume: a k8s watcher lists, watches from the list's revision + 1, after ending
+// a watch resumes from the last revision it saw + 1, and its watch still open at the end is closed
+// only once it has reached the final read's revision; an etcd watcher answered "compacted at C"
 // resumes from C.
 func TestWatchersResume(t *testing.T) {
 	t.Run("k8s", func(t *testing.T) {
@@ -189,6 +190,20 @@ func TestWatchersResume(t *testing.T) {
 			if diff := cmp.Diff(want, w.Request); diff != "" {
 				t.Errorf("watch %d does not resume watch %d (-want +got):\n%s", i, i-1, diff)
 			}
+		}
+		// The end: the watch still open once the clients were done is closed only after it has
+		// reached the revision of the final read.
+		final := int64(0)
+		for _, op := range h.Operations {
+			if r := op.Request.Range; r != nil && r.Key == compactRevKey && op.Response != nil {
+				final = op.Response.Revision
+			}
+		}
+		if final == 0 {
+			t.Fatal("no final read in the history")
+		}
+		if got := lastSeen(&h.Watches[len(h.Watches)-1]); got < final {
+			t.Errorf("the last watch was closed at revision %d, before the final read's %d", got, final)
 		}
 	})
 	t.Run("etcd", func(t *testing.T) {

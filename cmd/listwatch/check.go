@@ -17,10 +17,13 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/history"
+	"github.com/listwatch/listwatch/kubecheck"
 	"github.com/listwatch/listwatch/store"
 	"github.com/listwatch/listwatch/workload"
 )
@@ -73,9 +76,11 @@ type checkEnv struct {
 	started func(*workload.Stats)
 	// checkHistory checks a history: history.Check.
 	checkHistory func(*history.History, history.Options) (*history.Result, error)
+	// checkKube checks a Kubernetes API history: kubecheck.Check.
+	checkKube func(*kubecheck.History, kubecheck.Options) (*kubecheck.Result, error)
 }
 
-var defaultCheckEnv = checkEnv{clock: clock.RealClock{}, terminal: isTerminal, checkHistory: history.Check}
+var defaultCheckEnv = checkEnv{clock: clock.RealClock{}, terminal: isTerminal, checkHistory: history.Check, checkKube: kubecheck.Check}
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
@@ -96,11 +101,15 @@ type checkFlags struct {
 	report       string
 	historyOut   string
 	checkHistory string
+	// kube is --kube's URL: check a Kubernetes API server (checkkube.go) instead of an etcd store.
+	kube      string
+	resource  schema.GroupVersionResource
+	namespace string
 }
 
 // workloadFlags apply to a workload run only, not to --check-history.
 var workloadFlags = []string{"endpoints", "dial-timeout", "seed", "duration", "ops", "clients", "watchers",
-	"compact-every", "workload", "history", "request-timeout"}
+	"compact-every", "workload", "history", "request-timeout", "kube", "resource", "namespace"}
 
 func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 	fs := flag.NewFlagSet("listwatch check", flag.ContinueOnError)
@@ -109,13 +118,15 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 		fmt.Fprintln(stderr, "usage: listwatch check [flags]")
 		fmt.Fprintln(stderr, "\nRuns a seeded randomized workload against an etcd v3 store, records every request and watch,")
 		fmt.Fprintln(stderr, "and checks the history against etcd's guarantees: linearizable KV operations and every watch")
-		fmt.Fprintln(stderr, "guarantee. Without --endpoints the store is listwatch's in-memory store, in process. Exit status:")
+		fmt.Fprintln(stderr, "guarantee. Without --endpoints the store is listwatch's in-memory store, in process. With --kube")
+		fmt.Fprintln(stderr, "it runs a workload of writes, lists and watches against a Kubernetes API server instead, in a")
+		fmt.Fprintln(stderr, "namespace of its own, and checks the apiserver's guarantees (package kubecheck). Exit status:")
 		fmt.Fprintln(stderr, "0 PASS, 1 a guarantee was violated or the check was inconclusive, 2 a bad command line.")
 		fmt.Fprintln(stderr, "\nflags:")
 		fs.PrintDefaults()
 	}
 	endpoints := fs.String("endpoints", "", "comma-separated etcd v3 client `endpoints` (host:port or http://host:port) of a fresh store (revision 1) nobody else writes to; default: the in-memory store")
-	dialTimeout := fs.Duration("dial-timeout", defaultDialTimeout, "how long to wait for --endpoints to answer")
+	dialTimeout := fs.Duration("dial-timeout", defaultDialTimeout, "how long to wait for --endpoints or --kube to answer")
 	seed := fs.Uint64("seed", 0, "seed of the workload's choices (default: drawn, and printed)")
 	duration := fs.Duration("duration", 0, fmt.Sprintf("run the workload this long (default %v unless --ops)", defaultCheckDuration))
 	ops := fs.Int64("ops", 0, "run the workload until its clients have sent this many requests")
@@ -128,6 +139,9 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 	report := fs.String("report", "", "write the HTML report to `file` (on a failure one is always written, to a temporary file if not here)")
 	historyOut := fs.String("history", "", "write the recorded history as JSON to `file`, to check it again with --check-history")
 	checkHistory := fs.String("check-history", "", "check the JSON history in `file` instead of running a workload")
+	kube := fs.String("kube", "", "check the Kubernetes API server at `URL` (http://host:port) instead of an etcd store: its list, watch and write guarantees")
+	resource := fs.String("resource", defaultKubeResource, "with --kube: the namespaced `resource` to run on, as resource, version/resource or group/version/resource; it must accept objects of metadata alone")
+	namespace := fs.String("namespace", "", "with --kube: the `namespace` of the run, created if the server serves namespaces (default listwatch-check-<seed>)")
 	if err := fs.Parse(args); err != nil {
 		return nil, usageError{err: err, reported: true}
 	}
@@ -148,6 +162,32 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 		for _, name := range workloadFlags {
 			if set[name] {
 				return bad("--%s does not apply to --check-history, which checks a recorded history instead of running a workload", name)
+			}
+		}
+	}
+	if set["kube"] {
+		for _, name := range etcdFlags {
+			if set[name] {
+				return bad("--%s does not apply to --kube, which checks a Kubernetes API server", name)
+			}
+		}
+		if err := checkKubeURL(*kube); err != nil {
+			return bad("--kube %q: %v", *kube, err)
+		}
+		gvr, err := parseResource(*resource)
+		if err != nil {
+			return bad("--resource %q: %v", *resource, err)
+		}
+		f.kube, f.resource, f.namespace = *kube, gvr, *namespace
+		if set["namespace"] {
+			if errs := validation.IsDNS1123Label(*namespace); len(errs) > 0 {
+				return bad("--namespace %q: %s", *namespace, strings.Join(errs, "; "))
+			}
+		}
+	} else {
+		for _, name := range []string{"resource", "namespace"} {
+			if set[name] {
+				return bad("--%s applies to --kube only", name)
 			}
 		}
 	}
@@ -237,6 +277,9 @@ func (env checkEnv) run(ctx context.Context, args []string, stdout, stderr io.Wr
 	if !f.seedSet {
 		f.cfg.Seed = uint64(env.clock.Now().UnixNano())
 	}
+	if f.kube != "" {
+		return env.runKube(ctx, f, stdout, stderr)
+	}
 
 	target, err := openTarget(ctx, f)
 	if err != nil {
@@ -303,6 +346,9 @@ func (env checkEnv) checkFile(f *checkFlags, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer file.Close()
+	if isKubeHistory(file) {
+		return env.checkKubeFile(f, file, stdout, stderr)
+	}
 	h, err := history.ReadJSON(file)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.checkHistory, err)
@@ -478,6 +524,12 @@ func probe(ctx context.Context, cli *clientv3.Client, timeout time.Duration) ([]
 // progress prints a progress line to w until the returned function is called: overwritten in
 // place every second on a terminal, a plain line every 10 s otherwise.
 func (env checkEnv) progress(w io.Writer, stats *workload.Stats, start time.Time) (stop func()) {
+	return env.progressLines(w, start, func(elapsed time.Duration) string { return progressLine(stats.Snapshot(), elapsed) })
+}
+
+// progressLines prints line(time since start) to w until the returned function is called, as
+// progress does.
+func (env checkEnv) progressLines(w io.Writer, start time.Time, line func(time.Duration) string) (stop func()) {
 	terminal := env.terminal(w)
 	interval := progressPlainInterval
 	if terminal {
@@ -497,7 +549,7 @@ func (env checkEnv) progress(w io.Writer, stats *workload.Stats, start time.Time
 				}
 				return
 			case <-t.C():
-				line := progressLine(stats.Snapshot(), env.clock.Since(start))
+				line := line(env.clock.Since(start))
 				if terminal {
 					pad := max(0, width-len(line))
 					width = len(line)

@@ -102,13 +102,13 @@ func New(opts Options) (*Chain, error) {
 			Jitter:            func() float64 { return 0.5 },
 		},
 		Logger: testutil.DiscardLogger(),
-		WrapServed: func(_ httpwatch.Resource, s httpwatch.Storage) httpwatch.Storage {
-			c.served = &countingStorage{Storage: s}
+		WrapServed: func(_ httpwatch.Resource, s storage.Interface) storage.Interface {
+			c.served = &countingStorage{Interface: s}
 			return c.served
 		},
 	}
 	if !opts.Uncached {
-		cfg.WrapStorage = func(_ httpwatch.Resource, s *etcd3.Store) cache.Storage {
+		cfg.WrapStorage = func(_ httpwatch.Resource, s *etcd3.Store) storage.Interface {
 			c.reflector = newReflectorGate(s)
 			return c.reflector
 		}
@@ -199,14 +199,14 @@ func (c *Chain) Close() error {
 
 // countingStorage counts the storage watches the HTTP handlers hold.
 type countingStorage struct {
-	httpwatch.Storage
+	storage.Interface
 	mu          sync.Mutex
 	openCount   int
 	openedCount int
 }
 
 func (s *countingStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
-	w, err := s.Storage.Watch(ctx, key, opts)
+	w, err := s.Interface.Watch(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}

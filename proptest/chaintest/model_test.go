@@ -2,6 +2,7 @@ package chaintest
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/listwatch/listwatch/httpwatch/watchclient"
+	"github.com/listwatch/listwatch/proptest/kubemodel"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -26,7 +28,7 @@ type history struct {
 func newHistory(t *testing.T) *history {
 	st := store.New(store.Options{ManualTick: true})
 	t.Cleanup(func() { st.Close() })
-	return &history{t: t, st: st, m: &Model{Cached: true, Rev: st.Rev(), ListRV: st.Rev(), state: map[string]*Object{}}}
+	return &history{t: t, st: st, m: &Model{History: kubemodel.NewHistory(st.Rev()), Cached: true, ListRV: st.Rev()}}
 }
 
 func (h *history) put(p Pod) {
@@ -49,8 +51,8 @@ func (h *history) del(p Pod) {
 	}
 }
 
-func frame(typ string, o *Object, rev int64) watchclient.Frame {
-	return watchclient.Frame{Type: watch.EventType(typ), Object: json.RawMessage(o.at(rev))}
+func frame(typ string, o *kubemodel.Object, rev int64) watchclient.Frame {
+	return watchclient.Frame{Type: watch.EventType(typ), Object: json.RawMessage(o.Render(rev))}
 }
 
 func bookmark(rev int64, end bool) watchclient.Frame {
@@ -68,11 +70,13 @@ func errorFrame(code int, reason, message string) watchclient.Frame {
 	return watchclient.Frame{Type: "ERROR", Object: data}
 }
 
-// TestCheckJudgesFrames builds one history and checks that Check accepts what a correct watch
-// delivers, prefixes included, and rejects every kind of wrong stream.
+// TestCheckJudgesFrames builds one history and checks that Check reads frames as kubemodel judges
+// them: exact objects (payload filler included), the end bookmark of a defaulted watch-list, and
+// what only the HTTP API adds (a bookmark is an empty v1 Pod, an ERROR a v1 Status); the model's
+// refusals come through. kubemodel's own tests cover the rest of the rules.
 func TestCheckJudgesFrames(t *testing.T) {
 	h := newHistory(t)
-	ax := Pod{Namespace: "a", Name: "x", Labels: map[string]string{"l": "1"}}
+	ax := Pod{Namespace: "a", Name: "x", Labels: map[string]string{"l": "1"}, Payload: 300}
 	ay := Pod{Namespace: "a", Name: "y", Labels: map[string]string{"l": "1"}}
 	h.put(ax) // 2
 	h.put(ay) // 3
@@ -86,14 +90,12 @@ func TestCheckJudgesFrames(t *testing.T) {
 	h.del(ay2) // 6
 	objAX := h.m.Writes[0].Cur
 	objAY := h.m.Writes[1].Cur
-	objAX2 := h.m.Writes[2].Cur
 	objAY2 := h.m.Writes[3].Cur
 
-	tr := true
-	list := WatchSpec{Label: "l=1", ResourceVersion: strconv.FormatInt(snapshot, 10), SendInitialEvents: &tr, Bookmarks: true}
+	// Unset with bookmarks: the API defaults it to a watch-list, which ends its replay with the
+	// annotated bookmark.
+	list := WatchSpec{Label: "l=1", Unset: true, Bookmarks: true}
 	fromRV := WatchSpec{Label: "l=1", ResourceVersion: strconv.FormatInt(snapshot, 10), Bookmarks: true}
-	noBookmarks := fromRV
-	noBookmarks.Bookmarks = false
 
 	// The expectations are taken after the writes: a watch-list opened at 6 snapshots at 6, so
 	// pin the snapshot for these cases by setting the bounds by hand.
@@ -115,44 +117,49 @@ func TestCheckJudgesFrames(t *testing.T) {
 	if err != nil || !v.Complete || v.ResumeRV != 6 || v.Events != 5 || v.Bookmarks != 3 {
 		t.Fatalf("a correct watch-list: %+v %v", v, err)
 	}
-	for n := range good {
-		// Only the last bookmark is not owed.
-		v, err := h.m.Check(expect(list), good[:n])
-		if err != nil || v.Complete != (n == len(good)-1) {
-			t.Errorf("prefix of %d frames: complete=%t %v", n, v.Complete, err)
-		}
+	// Any encoding of the same object is the same object.
+	var obj map[string]any
+	if err := json.Unmarshal(good[0].Object, &obj); err != nil {
+		t.Fatal(err)
+	}
+	indented, err := json.MarshalIndent(obj, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reencoded := append([]watchclient.Frame{{Type: "ADDED", Object: indented}}, good[1:]...)
+	if _, err := h.m.Check(expect(list), reencoded); err != nil {
+		t.Fatalf("a re-encoded object: %v", err)
 	}
 	live := []watchclient.Frame{frame("DELETED", objAX, 4), frame("MODIFIED", objAY2, 5), frame("DELETED", objAY2, 6)}
 	if v, err := h.m.Check(expect(fromRV), live); err != nil || !v.Complete || v.ResumeRV != 6 {
 		t.Fatalf("a correct watch from %d: %+v %v", snapshot, v, err)
 	}
-	if v, err := h.m.Check(expect(fromRV), nil); err != nil || v.Complete || !v.HasResumeRV || v.ResumeRV != snapshot {
-		t.Fatalf("nothing yet: %+v %v", v, err)
+	otherPayload := ax
+	otherPayload.Payload = 301
+	withMeta := func(meta map[string]any) watchclient.Frame {
+		data, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta})
+		return watchclient.Frame{Type: "BOOKMARK", Object: data}
 	}
-
+	status := func(apiVersion string) watchclient.Frame {
+		data, _ := json.Marshal(map[string]any{"kind": "Status", "apiVersion": apiVersion, "metadata": map[string]any{},
+			"status": "Failure", "message": "too old resource version: 3 (3)", "reason": "Expired", "code": 410})
+		return watchclient.Frame{Type: "ERROR", Object: data}
+	}
 	bad := []struct {
 		name   string
 		spec   WatchSpec
 		frames []watchclient.Frame
 		want   string
 	}{
-		{"a gap", fromRV, []watchclient.Frame{live[0], live[2]}, "want MODIFIED at 5"},
-		{"a duplicate", fromRV, []watchclient.Frame{live[0], live[0]}, "want MODIFIED at 5"},
-		{"an extra event", fromRV, append(append([]watchclient.Frame{}, live...), live[2]), "no further event is due"},
-		{"the wrong type", fromRV, []watchclient.Frame{frame("MODIFIED", objAX, 4)}, "want DELETED at 4"},
-		{"the new object on leaving", fromRV, []watchclient.Frame{frame("DELETED", objAX2, 4)}, "want DELETED at 4"},
-		{"the previous object at its own revision", fromRV, []watchclient.Frame{frame("DELETED", objAX, objAX.Rev)}, "want DELETED at 4"},
-		{"a bookmark passing an event", fromRV, []watchclient.Frame{bookmark(4, false)}, "passes the undelivered DELETED at 4"},
-		{"a decreasing bookmark", fromRV, []watchclient.Frame{live[0], live[1], bookmark(5, false), live[2], bookmark(6, false), bookmark(5, false)}, "bookmark at 5 after one at 6"},
-		{"a bookmark without allowWatchBookmarks", noBookmarks, []watchclient.Frame{live[0], bookmark(4, false)}, "without allowWatchBookmarks"},
-		{"a bookmark at the start", fromRV, []watchclient.Frame{bookmark(snapshot, false)}, "not after the start"},
-		{"an annotated bookmark later", fromRV, []watchclient.Frame{live[0], bookmark(4, true)}, "initial-events-end bookmark at 4 after"},
-		{"initial events out of key order", list, []watchclient.Frame{frame("ADDED", objAY, objAY.Rev), frame("ADDED", objAX, objAX.Rev)}, "want initial ADDED a/x"},
-		{"an initial event at the snapshot revision", list, []watchclient.Frame{frame("ADDED", objAX, snapshot)}, "want initial ADDED a/x"},
-		{"no end bookmark", list, []watchclient.Frame{good[0], good[1], good[3]}, "want the initial-events-end bookmark"},
-		{"an end bookmark not annotated", list, []watchclient.Frame{good[0], good[1], bookmark(snapshot, false)}, "annotated=false"},
-		{"an end bookmark at another revision", list, []watchclient.Frame{good[0], good[1], bookmark(snapshot+1, true)}, "want the initial-events-end bookmark at 3"},
-		{"an unexpected ERROR", fromRV, []watchclient.Frame{errorFrame(410, "Expired", "too old resource version: 3 (3)")}, "unexpected ERROR"},
+		{"a gap", fromRV, []watchclient.Frame{live[0], live[2]}, "want MODIFIED /registry/pods/a/y at 5"},
+		{"another payload", list, []watchclient.Frame{{Type: "ADDED", Object: otherPayload.JSON("2")}}, "with other content"},
+		{"a bookmark passing an event", fromRV, []watchclient.Frame{bookmark(4, false)}, "passes the pending DELETED /registry/pods/a/x at 4"},
+		{"a bookmark of another kind", fromRV, []watchclient.Frame{{Type: "BOOKMARK", Object: []byte(`{"apiVersion":"v1","kind":"Node","metadata":{"resourceVersion":"4"}}`)}}, `bookmark of kind "Node"`},
+		{"a bookmark with object metadata", fromRV, []watchclient.Frame{withMeta(map[string]any{"name": "x", "resourceVersion": "4"})}, "a BOOKMARK of the object"},
+		{"a bookmark with another annotation", fromRV, []watchclient.Frame{withMeta(map[string]any{"resourceVersion": "4", "annotations": map[string]any{"a": "b"}})}, `a BOOKMARK annotated a="b"`},
+		{"no end bookmark", list, []watchclient.Frame{good[0], good[1], good[3]}, "want the initial-events-end BOOKMARK at 3"},
+		{"an ERROR Status of another apiVersion", fromRV, []watchclient.Frame{status("v2")}, `ERROR Status of apiVersion "v2"`},
+		{"an unexpected ERROR", fromRV, []watchclient.Frame{status("v1")}, "unexpected ERROR 410"},
 	}
 	for _, c := range bad {
 		_, err := h.m.Check(expect(c.spec), c.frames)
@@ -160,18 +167,10 @@ func TestCheckJudgesFrames(t *testing.T) {
 			t.Errorf("%s: got %v, want an error containing %q", c.name, err, c.want)
 		}
 	}
-
-	// Label filtering on the previous state: a watch for l=2 sees x enter as ADDED.
-	l2 := WatchSpec{Label: "l=2", ResourceVersion: strconv.FormatInt(snapshot, 10)}
-	if v, err := h.m.Check(expect(l2), []watchclient.Frame{frame("ADDED", objAX2, 4)}); err != nil || !v.Complete {
-		t.Errorf("entering the selection: %+v %v", v, err)
-	}
-	if _, err := h.m.Check(expect(l2), []watchclient.Frame{frame("MODIFIED", objAX2, 4)}); err == nil {
-		t.Error("entering the selection as MODIFIED was accepted")
-	}
 }
 
-// TestCheckErrors checks the 410 and 504 answers the model predicts.
+// TestCheckErrors checks the 410 and 504 answers the model predicts for a cached chain, and the
+// 410 and 500 of an uncached one after a compaction.
 func TestCheckErrors(t *testing.T) {
 	h := newHistory(t)
 	for i := range 4 {
@@ -182,7 +181,7 @@ func TestCheckErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if old.ErrorCode != 410 || old.ErrorMessage != "too old resource version: 3 (4)" {
+	if old.ErrorCode() != 410 || old.Refusal.Message != "too old resource version: 3 (4)" {
 		t.Fatalf("watch from before the relist: %s", old)
 	}
 	if v, err := h.m.Check(old, []watchclient.Frame{errorFrame(410, "Expired", "too old resource version: 3 (4)")}); err != nil || !v.Complete || !v.Error {
@@ -199,12 +198,12 @@ func TestCheckErrors(t *testing.T) {
 		}
 	}
 	atList, err := h.m.Expect(WatchSpec{ResourceVersion: "4"})
-	if err != nil || atList.ErrorCode != 0 {
+	if err != nil || atList.ErrorCode() != 0 {
 		t.Fatalf("watch from the relist revision: %s %v", atList, err)
 	}
 	tr := true
 	future, err := h.m.Expect(WatchSpec{ResourceVersion: "9", SendInitialEvents: &tr})
-	if err != nil || future.ErrorCode != 504 {
+	if err != nil || future.ErrorCode() != 504 {
 		t.Fatalf("watch-list from the future: %s %v", future, err)
 	}
 	if _, err := h.m.Check(future, []watchclient.Frame{errorFrame(504, "Timeout", "Timeout: Too large resource version: 9, current: 5")}); err != nil {
@@ -212,5 +211,26 @@ func TestCheckErrors(t *testing.T) {
 	}
 	if _, err := h.m.Check(future, []watchclient.Frame{errorFrame(504, "Timeout", "Timeout: Too large resource version: 8, current: 5")}); err == nil {
 		t.Error("a 504 for another resourceVersion was accepted")
+	}
+
+	// Without a cache, after a compaction at 5: from 3, 410; from 4, the update at 5 lost its
+	// previous value.
+	h.m.Cached, h.m.CompactRev = false, 5
+	for rv, want := range map[string]string{
+		"3": "410 The resourceVersion for the provided watch is too old.",
+		"4": `500 Internal error occurred: etcd event received with PrevKv=nil (key="/registry/pods/a/x", modRevision=5, type=PUT)`,
+		"5": "0 ",
+	} {
+		e, err := h.m.Expect(WatchSpec{ResourceVersion: rv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := ""
+		if e.Refusal != nil {
+			msg = e.Refusal.Message
+		}
+		if got := fmt.Sprintf("%d %s", e.ErrorCode(), msg); got != want {
+			t.Errorf("uncached watch from %s: %s, want %s", rv, got, want)
+		}
 	}
 }

@@ -1,14 +1,44 @@
-// Package storemodel is a deliberately naive model of store.Store — a full copy of the key space for
-// every revision, the events of every revision, and leases as a plain map — and a rapid state machine
-// that drives the store and the model with the same random operations: puts, deletes, txns (nested,
-// with compares and invalid shapes), ranges at any revision with every option, compactions, lease
-// grant/revoke/keepalive/expiry on a fake clock, watch streams with random start revisions, filters,
-// prev_kv and progress requests, cancels, bursts that overflow stream channels, and full drains.
+// Package storemodel is a deliberately naive model of store.Store — a full copy of the key space
+// for every revision, the events of every revision, and leases as a plain map — and a rapid state
+// machine that drives the store and the model with the same random operations: puts, deletes, txns
+// (nested, with compares and invalid shapes), ranges at any revision with every option,
+// compactions, lease grant/revoke/keepalive/expiry on a fake clock, watch streams with random start
+// revisions, filters, prev_kv and progress requests, cancels, bursts that overflow stream channels,
+// and full drains. The model shares no code with the store: it uses the store's request and
+// response types and its error values, nothing of its logic.
 //
-// It checks that every response equals the model's, and that every watcher's delivered events are
-// exactly the model's events for its range from its start revision: in order, without duplicates or
-// gaps, whole revisions per response (at most 1000), prev_kv equal to the value at the previous
-// revision (or missing only once that revision is compacted), progress notifications never ahead of
-// an undelivered event, and a compaction answer only for a watcher whose position was compacted,
-// after which nothing but a cancel answer follows. The model shares no code with the store.
+// Run is the property; package proptest's TestStoreMatchesModel runs it with rapid.Check, and
+// package fuzz's FuzzStoreOps lets a fuzzer's bytes choose the operations (its corpus is replayed
+// by `go test ./fuzz/`). Both hold the store to the invariants below; every one of them is checked
+// on every step of both.
+//
+// # Invariants
+//
+//   - Answers. Every response of a put, delete, txn, range, compaction and lease call equals the
+//     model's, or both fail with the same error (agree); a range sorted by a target other than the
+//     key may order ties any way, as etcd's unstable sort.Sort does (normalizeSort). After every
+//     step the store's revision and compact revision are the model's (Check).
+//   - Watch creation. A watch from a negative revision fails with ErrCompacted, one whose range end
+//     is not above its key with ErrEmptyWatcherRange; the created answer carries the current
+//     revision; a watch ID is not reused while its watch lives (Watch).
+//   - Delivery. Every watcher receives exactly the model's events for its range and filters from
+//     its start revision: in order, without duplicates or gaps, and all of them once drained
+//     (checkPrefix, checkComplete); each equal to the model's (type, key, value, create and mod
+//     revision, version, lease; a DELETE only key and mod revision) (checkEvent).
+//   - Responses hold whole revisions: one never starts at or below the previous one's last event,
+//     holds at most 1000 revisions (server/storage/mvcc/watcher_group.go watchBatchMaxRevs), and
+//     its header revision is at or above its last event (handle).
+//   - prev_kv, when asked for, is the key's value at the event's revision - 1, none for an event
+//     that creates its key, and missing only once that revision is compacted: etcd reads it when
+//     it sends the response and leaves it out on error (server/etcdserver/api/v3rpc/watch.go
+//     sendLoop) (checkEvent).
+//   - Progress notifications never come ahead of an event still owed up to their revision, never
+//     above the current revision, and only to watchers that asked for them or on request, stream-
+//     wide (server/storage/mvcc/watchable_store.go progressIfSync) (checkBookmark, handle).
+//   - Compaction answers go only to a watcher whose next revision was compacted, at a compaction
+//     that happened (watcher_group.go chooseAll); afterwards only the answer to an explicit Cancel
+//     may follow (handle); a Cancel is answered (Cancel).
+//
+// No test shows this machine failing on a store that breaks one of these invariants: its checks
+// are exercised only by a store that keeps them.
 package storemodel

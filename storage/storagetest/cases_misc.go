@@ -22,6 +22,7 @@ func Cases() []Case {
 	var cs []Case
 	cs = append(cs, watchCases()...)
 	cs = append(cs, watchFromZeroCase(), deleteTriggerWatchCase(), watchFromNonZeroCase(),
+		delayedWatchDeliveryCase(), watcherTimeoutCase(), dispatchBookmarkEventsCase(), bookmarksWithCorrectResourceVersionCase(),
 		watchErrorCase(), watchWithUnsafeDeleteCase(), watchContextCancelCase(),
 		deleteEventObjectHaveLatestRVCase(), progressNotifyCase(), progressBroadcastCase())
 	cs = append(cs, clusterScopedCases()...)
@@ -29,10 +30,10 @@ func Cases() []Case {
 	cs = append(cs, sendInitialEventsBackwardCompatibilityCase())
 	cs = append(cs, watchSemanticsCases()...)
 	cs = append(cs, initialEventsExtendedCase(), watchListMatchSingleCase(), errorIsBlockingFurtherEventsCase())
-	cs = append(cs, watchArgumentErrorsCase(), watchListTooLargeRVCase(), watchFutureRVCase(),
+	cs = append(cs, watchArgumentErrorsCase(), watchErrorIncorrectConfigurationCase(), watchListTooLargeRVCase(), watchFutureRVCase(),
 		watchListGateOffCase(), watchCompactedCase(), backPressureCase())
 	cs = append(cs, ttlCase(), keySchemaCase(), consistentListCase(), hugeRVCase(), exactCompactedCase(),
-		listPagingCase(), inconsistentContinueCase(), writeErrorsCase(), getCase())
+		listPagingCase(), inconsistentContinueCase(), writeErrorsCase(), updateCase(), getCase())
 	return cs
 }
 
@@ -40,15 +41,15 @@ func Cases() []Case {
 func trueP() *bool  { b := true; return &b }
 func falseP() *bool { b := false; return &b }
 
-// watchFromZeroCase ports RunTestWatchFromZero (spec 5.2): RV=0 lists first, also after compaction; a
+// watchFromZeroCase ports RunTestWatchFromZero: RV=0 lists first, also after compaction; a
 // watch from a compacted revision fails. The watch from exactly the compact revision fails with the
 // PrevKv=nil InternalError (the update's previous value is gone), one from below it with 410 Expired:
 // upstream's test accepts either.
 func watchFromZeroCase() Case {
 	return Case{
-		Name:  "WatchFromZero",
-		Spec:  "5.2",
-		Fresh: true,
+		Name:     "WatchFromZero",
+		Upstream: "RunTestWatchFromZero",
+		Fresh:    true,
 		Run: func(h *H) {
 			h.Create(Pod("test-ns", "foo"))
 			w := h.Watch("w1", Key("test-ns", "foo"), storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything})
@@ -95,11 +96,11 @@ func watchFromZeroCase() Case {
 	}
 }
 
-// deleteTriggerWatchCase ports RunTestDeleteTriggerWatch (spec 5.3).
+// deleteTriggerWatchCase ports RunTestDeleteTriggerWatch.
 func deleteTriggerWatchCase() Case {
 	return Case{
-		Name: "DeleteTriggerWatch",
-		Spec: "5.3",
+		Name:     "DeleteTriggerWatch",
+		Upstream: "RunTestDeleteTriggerWatch",
 		Run: func(h *H) {
 			out := h.Create(Pod("test-ns", "foo"))
 			w := h.Watch("w", Key("test-ns", "foo"), storage.ListOptions{ResourceVersion: out.GetResourceVersion(), Predicate: storage.Everything})
@@ -118,11 +119,11 @@ func deleteTriggerWatchCase() Case {
 	}
 }
 
-// watchFromNonZeroCase ports RunTestWatchFromNonZero (spec 5.4): a watch from an RV is exclusive.
+// watchFromNonZeroCase ports RunTestWatchFromNonZero: a watch from an RV is exclusive.
 func watchFromNonZeroCase() Case {
 	return Case{
-		Name: "WatchFromNonZero",
-		Spec: "5.4",
+		Name:     "WatchFromNonZero",
+		Upstream: "RunTestWatchFromNonZero",
 		Run: func(h *H) {
 			out := h.Create(Pod("test-ns", "foo"))
 			w := h.Watch("w", Key("test-ns", "foo"), storage.ListOptions{ResourceVersion: out.GetResourceVersion(), Predicate: storage.Everything})
@@ -172,11 +173,11 @@ func (t PrefixTransformer) TransformToStorage(_ context.Context, data []byte, _ 
 	return append([]byte(t.Prefix), data...), nil
 }
 
-// watchErrorCase ports RunTestWatchError (spec 5.6): an event that cannot be read is an ERROR.
+// watchErrorCase ports RunTestWatchError: an event that cannot be read is an ERROR.
 func watchErrorCase() Case {
 	return Case{
-		Name: "WatchError",
-		Spec: "5.6",
+		Name:     "WatchError",
+		Upstream: "RunTestWatchError",
 		Run: func(h *H) {
 			l := h.List("l", "/pods/", storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything, Recursive: true})
 			h.Put(Pod("test-ns", "foo"))
@@ -193,13 +194,13 @@ func watchErrorCase() Case {
 	}
 }
 
-// watchWithUnsafeDeleteCase ports RunTestWatchWithUnsafeDelete (spec 5.7): deleting a value that no
+// watchWithUnsafeDeleteCase ports RunTestWatchWithUnsafeDelete: deleting a value that no
 // longer transforms is refused normally, allowed as an unsafe delete, and its DELETED event is an
 // ERROR 500 StoreReadError.
 func watchWithUnsafeDeleteCase() Case {
 	return Case{
-		Name: "WatchWithUnsafeDelete",
-		Spec: "5.7",
+		Name:     "WatchWithUnsafeDelete",
+		Upstream: "RunTestWatchWithUnsafeDelete",
 		Run: func(h *H) {
 			h.Create(Pod("test-ns", "foo"))
 			l := h.List("l", "/pods/", storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything, Recursive: true})
@@ -225,12 +226,12 @@ func watchWithUnsafeDeleteCase() Case {
 	}
 }
 
-// watchContextCancelCase ports RunTestWatchContextCancel (spec 5.8): a cancelled context closes the
+// watchContextCancelCase ports RunTestWatchContextCancel: a cancelled context closes the
 // channel without an event.
 func watchContextCancelCase() Case {
 	return Case{
-		Name: "WatchContextCancel",
-		Spec: "5.8",
+		Name:     "WatchContextCancel",
+		Upstream: "RunTestWatchContextCancel",
 		Run: func(h *H) {
 			ctx, cancel := context.WithCancel(h.Ctx())
 			cancel()
@@ -247,11 +248,11 @@ func watchContextCancelCase() Case {
 	}
 }
 
-// deleteEventObjectHaveLatestRVCase ports RunTestWatchDeleteEventObjectHaveLatestRV (spec 5.10).
+// deleteEventObjectHaveLatestRVCase ports RunTestWatchDeleteEventObjectHaveLatestRV.
 func deleteEventObjectHaveLatestRVCase() Case {
 	return Case{
-		Name: "DeleteEventObjectHaveLatestRV",
-		Spec: "5.10",
+		Name:     "DeleteEventObjectHaveLatestRV",
+		Upstream: "RunTestWatchDeleteEventObjectHaveLatestRV",
 		Run: func(h *H) {
 			out := h.Create(Pod("test-ns", "foo", Node("n1")))
 			w := h.Watch("w", Key("test-ns", "foo"), storage.ListOptions{ResourceVersion: out.GetResourceVersion(), Predicate: storage.Everything})
@@ -273,12 +274,12 @@ func deleteEventObjectHaveLatestRVCase() Case {
 	}
 }
 
-// progressNotifyCase ports RunOptionalTestProgressNotify (spec 5.12): a ProgressNotify watch turns a
+// progressNotifyCase ports RunOptionalTestProgressNotify: a ProgressNotify watch turns a
 // progress notification into a BOOKMARK carrying an empty object with the revision.
 func progressNotifyCase() Case {
 	return Case{
-		Name: "ProgressNotify",
-		Spec: "5.12",
+		Name:     "ProgressNotify",
+		Upstream: "RunOptionalTestProgressNotify",
 		Run: func(h *H) {
 			out := h.Create(Pod("test-ns", "name"))
 			h.Create(Pod("other-ns", "increase-rv"))
@@ -299,8 +300,8 @@ func progressNotifyCase() Case {
 // RequestProgress on the whole stream, so such a watch gets a BOOKMARK too.
 func progressBroadcastCase() Case {
 	return Case{
-		Name: "ProgressBroadcast",
-		Spec: "1.15",
+		Name:     "ProgressBroadcast",
+		Upstream: "etcd3/store.go RequestWatchProgress (no upstream test)",
 		Run: func(h *H) {
 			h.Create(Pod("test-ns", "a"))
 			w := h.Watch("w", "/pods/test-ns", storage.ListOptions{ResourceVersion: h.Abs(1), Predicate: storage.Everything, Recursive: true})
@@ -319,11 +320,11 @@ func progressBroadcastCase() Case {
 	}
 }
 
-// sendInitialEventsBackwardCompatibilityCase ports RunSendInitialEventsBackwardCompatibility (5.17).
+// sendInitialEventsBackwardCompatibilityCase ports RunSendInitialEventsBackwardCompatibility.
 func sendInitialEventsBackwardCompatibilityCase() Case {
 	return Case{
-		Name: "SendInitialEventsBackwardCompatibility",
-		Spec: "5.17",
+		Name:     "SendInitialEventsBackwardCompatibility",
+		Upstream: "RunSendInitialEventsBackwardCompatibility",
 		Run: func(h *H) {
 			h.Create(Pod("", "a"))
 			w := h.Watch("w", Key("", "a"), storage.ListOptions{Predicate: storage.Everything, SendInitialEvents: trueP()})
@@ -335,7 +336,7 @@ func sendInitialEventsBackwardCompatibilityCase() Case {
 	}
 }
 
-// watchSemanticsCases ports RunWatchSemantics (spec 5.18): RV unset/0/1/current × bookmarks × SIE.
+// watchSemanticsCases ports RunWatchSemantics: RV unset/0/1/current × bookmarks × SIE.
 func watchSemanticsCases() []Case {
 	type sc struct {
 		name      string
@@ -380,9 +381,9 @@ func watchSemanticsCases() []Case {
 		want = append(want, "create ns/pod-4 rv=+4", "create ns/pod-5 rv=+5",
 			"w ADDED ns/pod-4 rv=+4", "w ADDED ns/pod-5 rv=+5", "sync +6", "w closed")
 		cases = append(cases, Case{
-			Name:  "WatchSemantics/" + s.name,
-			Spec:  "5.18",
-			Fresh: s.rv == "1",
+			Name:     "WatchSemantics/" + s.name,
+			Upstream: "RunWatchSemantics",
+			Fresh:    s.rv == "1",
 			Run: func(h *H) {
 				for _, n := range []string{"pod-1", "pod-2", "pod-3"} {
 					h.Create(Pod("ns", n))
@@ -418,12 +419,12 @@ func watchSemanticsCases() []Case {
 	return cases
 }
 
-// initialEventsExtendedCase ports RunWatchSemanticInitialEventsExtended (spec 5.19): the end bookmark
+// initialEventsExtendedCase ports RunWatchSemanticInitialEventsExtended: the end bookmark
 // carries the global revision, raised by a write elsewhere.
 func initialEventsExtendedCase() Case {
 	return Case{
-		Name: "InitialEventsExtended",
-		Spec: "5.19",
+		Name:     "InitialEventsExtended",
+		Upstream: "RunWatchSemanticInitialEventsExtended",
 		Run: func(h *H) {
 			for i := 1; i <= 5; i++ {
 				h.Create(Pod("ns-foo", fmt.Sprintf("pod-%d", i)))
@@ -448,11 +449,11 @@ func initialEventsExtendedCase() Case {
 	}
 }
 
-// watchListMatchSingleCase ports RunWatchListMatchSingle (spec 5.20).
+// watchListMatchSingleCase ports RunWatchListMatchSingle.
 func watchListMatchSingleCase() Case {
 	return Case{
-		Name: "WatchListMatchSingle",
-		Spec: "5.20",
+		Name:     "WatchListMatchSingle",
+		Upstream: "RunWatchListMatchSingle",
 		Run: func(h *H) {
 			for i := 1; i <= 5; i++ {
 				h.Create(Pod("ns-foo", fmt.Sprintf("pod-%d", i)))
@@ -475,13 +476,13 @@ func watchListMatchSingleCase() Case {
 	}
 }
 
-// errorIsBlockingFurtherEventsCase ports RunWatchErrorIsBlockingFurtherEvents (spec 5.21): after the
+// errorIsBlockingFurtherEventsCase ports RunWatchErrorIsBlockingFurtherEvents: after the
 // ERROR for an unreadable value nothing follows, not even a later readable one. Several watches run to
 // widen the window for a race.
 func errorIsBlockingFurtherEventsCase() Case {
 	return Case{
-		Name: "ErrorIsBlockingFurtherEvents",
-		Spec: "5.21",
+		Name:     "ErrorIsBlockingFurtherEvents",
+		Upstream: "RunWatchErrorIsBlockingFurtherEvents",
 		Run: func(h *H) {
 			oldPrefix := h.NewStorage(etcd3.Config{Transformer: PrefixTransformer{"old:"}})
 			newPrefix := h.NewStorage(etcd3.Config{Transformer: PrefixTransformer{"new:"}})
@@ -509,15 +510,33 @@ func errorIsBlockingFurtherEventsCase() Case {
 	}
 }
 
-// watchArgumentErrorsCase covers spec 1.1-1.2: errors Watch returns itself.
+// watchArgumentErrorsCase covers the errors Watch returns itself for a bad resourceVersion or key
+// (etcd3/watcher.go watcher.Watch, cacher.go Cacher.Watch).
 func watchArgumentErrorsCase() Case {
 	return Case{
-		Name: "WatchArgumentErrors",
-		Spec: "1.1",
+		Name:     "WatchArgumentErrors",
+		Upstream: "etcd3/watcher.go watcher.Watch, cacher/cacher.go Cacher.Watch (no upstream test)",
 		Run: func(h *H) {
 			h.Watch("bad-rv", "/pods/ns", storage.ListOptions{ResourceVersion: "abc", Predicate: storage.Everything, Recursive: true})
 			h.Watch("negative-rv", "/pods/ns", storage.ListOptions{ResourceVersion: "-1", Predicate: storage.Everything, Recursive: true})
 			h.Watch("empty-key", "", storage.ListOptions{Predicate: storage.Everything, Recursive: true})
+		},
+		Want: []string{
+			`bad-rv watch error: resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": invalid syntax`,
+			`negative-rv watch error: resourceVersion: Invalid value: "-1": strconv.ParseUint: parsing "-1": invalid syntax`,
+			`empty-key watch error: empty key: ""`,
+		},
+	}
+}
+
+// watchErrorIncorrectConfigurationCase ports etcd3/watcher_test.go TestWatchErrorIncorrectConfiguration:
+// an etcd3 storage without NewFunc refuses the watches that need an empty object (progress
+// notifications, the initial-events-end bookmark).
+func watchErrorIncorrectConfigurationCase() Case {
+	return Case{
+		Name:     "WatchErrorIncorrectConfiguration",
+		Upstream: "etcd3/watcher_test.go TestWatchErrorIncorrectConfiguration",
+		Run: func(h *H) {
 			noNewFunc := h.NewStorage(etcd3.Config{Codec: storage.UnstructuredJSON})
 			h.WatchIn(noNewFunc, "progress-without-newfunc", "/pods/ns", storage.ListOptions{Predicate: storage.Everything, Recursive: true, ProgressNotify: true})
 			opts := storage.ListOptions{Predicate: storage.Everything, Recursive: true, SendInitialEvents: trueP()}
@@ -525,20 +544,18 @@ func watchArgumentErrorsCase() Case {
 			h.WatchIn(noNewFunc, "end-bookmark-without-newfunc", "/pods/ns", opts)
 		},
 		Want: []string{
-			`bad-rv watch error: resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": invalid syntax`,
-			`negative-rv watch error: resourceVersion: Invalid value: "-1": strconv.ParseUint: parsing "-1": invalid syntax`,
-			`empty-key watch error: empty key: ""`,
 			"progress-without-newfunc watch error: 500 InternalError: Internal error occurred: progressNotify for watch is unsupported by the etcd storage because no newFunc was provided",
 			"end-bookmark-without-newfunc watch error: 500 InternalError: Internal error occurred: the initial-events-end bookmark is unsupported by the etcd storage because no newFunc was provided",
 		},
 	}
 }
 
-// watchListTooLargeRVCase covers spec 1.8: a watch-list from a future RV is one ERROR 504.
+// watchListTooLargeRVCase ports etcd3/watcher_test.go TestTooLargeResourceVersionErrorForWatchList: a
+// watch-list from a future RV is one ERROR 504.
 func watchListTooLargeRVCase() Case {
 	return Case{
-		Name: "WatchListTooLargeRV",
-		Spec: "1.8",
+		Name:     "WatchListTooLargeRV",
+		Upstream: "etcd3/watcher_test.go TestTooLargeResourceVersionErrorForWatchList",
 		Run: func(h *H) {
 			h.Create(Pod("ns", "a"))
 			w := h.Watch("w", "/pods/ns", storage.ListOptions{ResourceVersion: h.Abs(11), Predicate: storage.Everything, Recursive: true, SendInitialEvents: trueP()})
@@ -555,8 +572,8 @@ func watchListTooLargeRVCase() Case {
 // watchFutureRVCase: an ordinary watch from a future RV stays open and delivers only what comes after it.
 func watchFutureRVCase() Case {
 	return Case{
-		Name: "WatchFutureRV",
-		Spec: "6.1",
+		Name:     "WatchFutureRV",
+		Upstream: "etcd3/watcher.go startWatching (no upstream test)",
 		Run: func(h *H) {
 			w := h.Watch("w", "/pods/ns", storage.ListOptions{ResourceVersion: h.Abs(2), Predicate: storage.Everything, Recursive: true})
 			for _, n := range []string{"a", "b", "c"} {
@@ -579,9 +596,9 @@ func watchFutureRVCase() Case {
 // RV=0 watches from revision 1 (upstream's getStartWatchResourceVersion returns 0 and no list runs).
 func watchListGateOffCase() Case {
 	return Case{
-		Name:  "WatchListGateOff",
-		Spec:  "1.3",
-		Fresh: true,
+		Name:     "WatchListGateOff",
+		Upstream: "etcd3/watcher.go getStartWatchResourceVersion (no upstream test)",
+		Fresh:    true,
 		Run: func(h *H) {
 			h.Create(Pod("ns", "a"))
 			h.Put(Pod("ns", "a", Node("n")))
@@ -612,13 +629,13 @@ func watchListGateOffCase() Case {
 	}
 }
 
-// watchCompactedCase covers spec 1.16: a watch from below the compact revision fails 410 and nothing
+// watchCompactedCase covers etcd3/errors.go interpretWatchError for compaction: a watch from below the compact revision fails 410 and nothing
 // follows; one from the compact revision itself still sees the creation made there.
 func watchCompactedCase() Case {
 	return Case{
-		Name:  "WatchCompacted",
-		Spec:  "1.16",
-		Fresh: true,
+		Name:     "WatchCompacted",
+		Upstream: "etcd3/errors.go interpretWatchError (no upstream test)",
+		Fresh:    true,
 		Run: func(h *H) {
 			h.Create(Pod("ns", "a"))
 			h.Put(Pod("ns", "a", Node("n")))
@@ -642,7 +659,7 @@ func watchCompactedCase() Case {
 	}
 }
 
-// backPressureCase covers spec 1.6: a watch nobody reads while 300 events arrive (more than both
+// backPressureCase covers the buffers of etcd3/watcher.go watchChan: a watch nobody reads while 300 events arrive (more than both
 // buffers hold) loses none of them.
 func backPressureCase() Case {
 	const n = 300
@@ -655,8 +672,8 @@ func backPressureCase() Case {
 	}
 	want = append(want, fmt.Sprintf("sync +%d", n+1), "w closed")
 	return Case{
-		Name: "BackPressure",
-		Spec: "1.6",
+		Name:     "BackPressure",
+		Upstream: "etcd3/watcher.go watchChan buffers (no upstream test)",
 		Run: func(h *H) {
 			w := h.Watch("w", "/pods/ns", storage.ListOptions{ResourceVersion: h.Abs(0), Predicate: storage.Everything, Recursive: true})
 			for i := range n {
@@ -674,9 +691,9 @@ func backPressureCase() Case {
 // time (etcd raises a 1 s lease to its 2 s minimum).
 func ttlCase() Case {
 	return Case{
-		Name: "CreateWithTTL",
-		Spec: "5.store",
-		Slow: true,
+		Name:     "CreateWithTTL",
+		Upstream: "RunTestCreateWithTTL",
+		Slow:     true,
 		Run: func(h *H) {
 			out := h.CreateIn(h.S(), Pod("test-ns", "foo"), 1)
 			w := h.Watch("w", Key("test-ns", "foo"), storage.ListOptions{ResourceVersion: out.GetResourceVersion(), Predicate: storage.Everything})
@@ -695,8 +712,8 @@ func ttlCase() Case {
 func keySchemaCase() Case {
 	obj := func() runtime.Object { return Pod("", "") }
 	return Case{
-		Name: "KeySchema",
-		Spec: "5.store",
+		Name:     "KeySchema",
+		Upstream: "RunTestKeySchema",
 		Run: func(h *H) {
 			s := h.S()
 			ctx := h.Ctx()
@@ -808,14 +825,16 @@ func keySchemaCase() Case {
 	}
 }
 
-// consistentListCase ports RunTestConsistentList for etcd (no cache): every list reads the current
-// revision, whatever RV (""/"0") or a continue token with RV -1 asks.
+// consistentListCase ports RunTestConsistentList: a list with RV "" or a continue token with RV -1
+// reads the current revision. etcd reads it for RV "0" too; a watch cache may answer RV "0" from any
+// state, which upstream only bounds by the last write to the resource (so such an RV renders as
+// "<=" that write), and after a consistent read answers it at that read's revision.
 func consistentListCase() Case {
 	return Case{
-		Name: "ConsistentList",
-		Spec: "5.store",
+		Name:     "ConsistentList",
+		Upstream: "RunTestConsistentList",
 		Run: func(h *H) {
-			h.Create(Pod("default", "foo"))
+			lastWrite := objectRV(h.Create(Pod("default", "foo")))
 			increase := func() {
 				_, err := h.Client().Put(h.Ctx(), "listwatch-increase-rv", "x")
 				h.check(err, "increase rv")
@@ -826,17 +845,30 @@ func consistentListCase() Case {
 			for _, tc := range []struct{ name, rv, cont string }{
 				{"rv=0", "0", ""}, {"rv=unset", "", ""}, {"continue rv=-1", "", token}, {"rv=0 again", "0", ""},
 			} {
-				h.List(tc.name, "/pods/empty", storage.ListOptions{Recursive: true, ResourceVersion: tc.rv,
-					Predicate: storage.Predicate{Continue: tc.cont}})
+				list := &unstructured.UnstructuredList{}
+				err := h.S().GetList(h.Ctx(), "/pods/empty", storage.ListOptions{Recursive: true, ResourceVersion: tc.rv,
+					Predicate: storage.Predicate{Continue: tc.cont}}, list)
+				if err != nil {
+					h.ErrorLine(tc.name, err)
+				} else {
+					rv := "bad:" + list.GetResourceVersion()
+					if n, err := strconv.ParseInt(list.GetResourceVersion(), 10, 64); err == nil {
+						rv = h.Rel(n)
+						if n <= lastWrite {
+							rv = "<=" + h.Rel(lastWrite)
+						}
+					}
+					h.Logf("%s list rv=%s items=%d", tc.name, rv, len(list.Items))
+				}
 				increase()
 			}
 		},
 		Want: []string{
 			"create default/foo rv=+1",
-			"rv=0 list rv=+2 items=[]",
-			"rv=unset list rv=+3 items=[]",
-			"continue rv=-1 list rv=+4 items=[]",
-			"rv=0 again list rv=+5 items=[]",
+			"rv=0 list rv=+2 items=0",
+			"rv=unset list rv=+3 items=0",
+			"continue rv=-1 list rv=+4 items=0",
+			"rv=0 again list rv=+5 items=0",
 		},
 	}
 }
@@ -845,8 +877,8 @@ func consistentListCase() Case {
 func hugeRVCase() Case {
 	huge := strconv.FormatInt(math.MaxInt64, 10)
 	return Case{
-		Name: "HugeResourceVersion",
-		Spec: "5.store",
+		Name:     "HugeResourceVersion",
+		Upstream: "RunTestGet, RunTestList",
 		Run: func(h *H) {
 			h.Create(Pod("ns", "a"))
 			h.ErrorLine("get", h.S().Get(h.Ctx(), Key("ns", "a"), storage.GetOptions{ResourceVersion: huge}, &unstructured.Unstructured{}))
@@ -871,9 +903,9 @@ func hugeRVCase() Case {
 // exactCompactedCase ports RunTestCompactRevision: an Exact list at a compacted revision is 410.
 func exactCompactedCase() Case {
 	return Case{
-		Name:  "ExactAtCompactedRV",
-		Spec:  "5.store",
-		Fresh: true,
+		Name:     "ExactAtCompactedRV",
+		Upstream: "RunTestCompactRevision",
+		Fresh:    true,
 		Run: func(h *H) {
 			h.Create(Pod("ns", "a"))
 			l := h.List("current", "/pods/", storage.ListOptions{Recursive: true, Predicate: storage.Everything})
@@ -901,8 +933,8 @@ func exactCompactedCase() Case {
 // listPagingCase covers GetList's limit and continue semantics.
 func listPagingCase() Case {
 	return Case{
-		Name: "ListPaging",
-		Spec: "5.store",
+		Name:     "ListPaging",
+		Upstream: "RunTestListPaging, RunTestListContinuation, RunTestListContinuationWithFilter",
 		Run: func(h *H) {
 			for _, n := range []string{"a", "b", "c", "d", "e"} {
 				mods := []func(*unstructured.Unstructured){}
@@ -959,9 +991,9 @@ func listPagingCase() Case {
 // was compacted gets 410 with a new token that continues at the latest revision.
 func inconsistentContinueCase() Case {
 	return Case{
-		Name:  "InconsistentContinue",
-		Spec:  "5.store",
-		Fresh: true,
+		Name:     "InconsistentContinue",
+		Upstream: "RunTestListInconsistentContinuation",
+		Fresh:    true,
 		Run: func(h *H) {
 			for _, n := range []string{"a", "b", "c"} {
 				h.Create(Pod("ns", n))
@@ -994,14 +1026,14 @@ func inconsistentContinueCase() Case {
 }
 
 // writeErrorsCase covers the write errors httpwatch maps to HTTP: KeyExists, resourceVersion on
-// create, KeyNotFound, failed preconditions and Update's resourceVersion conflict.
+// create, KeyNotFound, failed preconditions, a refused validation, and a no-op GuaranteedUpdate.
 func writeErrorsCase() Case {
 	return Case{
-		Name: "WriteErrors",
-		Spec: "5.store",
+		Name:     "WriteErrors",
+		Upstream: "RunTestCreate, RunTestCreateWithKeyExist, RunTestConditionalDelete, RunTestGuaranteedUpdate",
 		Run: func(h *H) {
 			s, ctx := h.S(), h.Ctx()
-			a := h.Create(Pod("ns", "a"))
+			h.Create(Pod("ns", "a"))
 			h.ErrorLine("create existing", s.Create(ctx, Key("ns", "a"), Pod("ns", "a"), nil, 0))
 			h.ErrorLine("create with rv", s.Create(ctx, Key("ns", "b"), Pod("ns", "b", func(u *unstructured.Unstructured) { u.SetResourceVersion("5") }), nil, 0))
 			h.ErrorLine("delete missing", s.Delete(ctx, Key("ns", "zz"), &unstructured.Unstructured{}, nil, nil, nil, storage.DeleteOptions{}))
@@ -1013,20 +1045,7 @@ func writeErrorsCase() Case {
 				func(context.Context, runtime.Object) error { return errors.New("refused by validation") }, nil, storage.DeleteOptions{}))
 			h.ErrorLine("update missing", s.GuaranteedUpdate(ctx, Key("ns", "zz"), &unstructured.Unstructured{}, false, nil,
 				storage.SimpleUpdate(func(o runtime.Object) (runtime.Object, error) { return o, nil }), nil))
-			upd, ok := s.(*etcd3.Store)
-			if !ok {
-				return
-			}
-			stale := Pod("ns", "a", Node("n1"))
-			stale.SetResourceVersion(h.Abs(100))
-			h.ErrorLine("update with stale rv", upd.Update(ctx, Key("ns", "a"), stale, &unstructured.Unstructured{}))
-			fresh := Pod("ns", "a", Node("n2"))
-			fresh.SetResourceVersion(a.GetResourceVersion())
 			out := &unstructured.Unstructured{}
-			h.ErrorLine("update with current rv", upd.Update(ctx, Key("ns", "a"), fresh, out))
-			h.Logf("updated %s", h.describe(out))
-			h.ErrorLine("update of missing", upd.Update(ctx, Key("ns", "zz"), Pod("ns", "zz"), &unstructured.Unstructured{}))
-			out = &unstructured.Unstructured{}
 			h.ErrorLine("no-op update", s.GuaranteedUpdate(ctx, Key("ns", "a"), out, false, nil,
 				storage.SimpleUpdate(func(o runtime.Object) (runtime.Object, error) { return o, nil }), nil))
 			h.Logf("unchanged %s", h.describe(out))
@@ -1040,37 +1059,76 @@ func writeErrorsCase() Case {
 			"delete rv precondition error: StorageError: invalid object, Code: 4, Key: /registry/pods/ns/a, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: ResourceVersion in precondition: 1, ResourceVersion in object meta: +1",
 			"delete refused error: refused by validation",
 			"update missing error: StorageError: key not found, Code: 1, Key: /registry/pods/ns/zz, ResourceVersion: 0, AdditionalErrorMsg: <nil>",
-			"update with stale rv error: StorageError: resource version conflicts, Code: 3, Key: /registry/pods/ns/a, ResourceVersion: +100, AdditionalErrorMsg: <nil>",
-			"update with current rv ok",
-			"updated ns/a rv=+2 node=n2",
-			"update of missing error: StorageError: key not found, Code: 1, Key: /registry/pods/ns/zz, ResourceVersion: 0, AdditionalErrorMsg: <nil>",
 			"no-op update ok",
-			"unchanged ns/a rv=+2 node=n2",
+			"unchanged ns/a rv=+1",
 		},
 	}
 }
 
-// getCase covers Get: not found, IgnoreNotFound, RV bounds.
+// updater is the etcd3 storage's Update, listwatch's addition to storage.Interface.
+type updater interface {
+	Update(ctx context.Context, key string, obj, out runtime.Object) error
+}
+
+// updateCase covers etcd3.Store.Update: a replace with the object's resourceVersion as its
+// optimistic-concurrency precondition. Only a storage with Update plays it.
+func updateCase() Case {
+	return Case{
+		Name:     "Update",
+		Upstream: "etcd3.Store.Update, listwatch's addition (no upstream test)",
+		Run: func(h *H) {
+			ctx := h.Ctx()
+			upd, ok := h.S().(updater)
+			if !ok {
+				h.Fail("the storage under test has no Update: %T", h.S())
+			}
+			a := h.Create(Pod("ns", "a"))
+			stale := Pod("ns", "a", Node("n1"))
+			stale.SetResourceVersion(h.Abs(100))
+			h.ErrorLine("update with stale rv", upd.Update(ctx, Key("ns", "a"), stale, &unstructured.Unstructured{}))
+			fresh := Pod("ns", "a", Node("n2"))
+			fresh.SetResourceVersion(a.GetResourceVersion())
+			out := &unstructured.Unstructured{}
+			h.ErrorLine("update with current rv", upd.Update(ctx, Key("ns", "a"), fresh, out))
+			h.Logf("updated %s", h.describe(out))
+			h.ErrorLine("update of missing", upd.Update(ctx, Key("ns", "zz"), Pod("ns", "zz"), &unstructured.Unstructured{}))
+		},
+		Want: []string{
+			"create ns/a rv=+1",
+			"update with stale rv error: StorageError: resource version conflicts, Code: 3, Key: /registry/pods/ns/a, ResourceVersion: +100, AdditionalErrorMsg: <nil>",
+			"update with current rv ok",
+			"updated ns/a rv=+2 node=n2",
+			"update of missing error: StorageError: key not found, Code: 1, Key: /registry/pods/ns/zz, ResourceVersion: 0, AdditionalErrorMsg: <nil>",
+		},
+	}
+}
+
+// getCase ports RunTestGet: not found, IgnoreNotFound, RV bounds. As upstream, an RV other than the
+// latest is "not older than": RV 0 may return any state, the object's creation RV the creation or
+// anything later, so those rows only check that the state read is one of the allowed ones.
 func getCase() Case {
 	return Case{
-		Name: "Get",
-		Spec: "5.store",
+		Name:     "Get",
+		Upstream: "RunTestGet",
 		Run: func(h *H) {
 			s, ctx := h.S(), h.Ctx()
-			h.Create(Pod("ns", "a"))
-			h.Put(Pod("ns", "a", Annotations("test-annotation=1")))
+			created := h.Create(Pod("ns", "a"))
+			updated := h.Put(Pod("ns", "a", Annotations("test-annotation=1")))
 			h.Create(Pod("ns", "b"))
+			none := &unstructured.Unstructured{}
 			for _, tc := range []struct {
 				name, key, rv string
 				ignore        bool
+				allowed       []*unstructured.Unstructured
 			}{
-				{"existing", Key("ns", "a"), "", false},
-				{"rv 0", Key("ns", "a"), "0", false},
-				{"created rv", Key("ns", "a"), h.Abs(1), false},
-				{"latest rv", Key("ns", "a"), h.Abs(3), false},
-				{"bad rv", Key("ns", "a"), "x", false},
-				{"missing", Key("ns", "zz"), "", false},
-				{"missing ignored", Key("ns", "zz"), "", true},
+				{name: "existing", key: Key("ns", "a")},
+				{name: "rv 0", key: Key("ns", "a"), rv: "0", ignore: true, allowed: []*unstructured.Unstructured{none, created, updated}},
+				{name: "created rv", key: Key("ns", "a"), rv: h.Abs(1), allowed: []*unstructured.Unstructured{created, updated}},
+				{name: "current object rv", key: Key("ns", "a"), rv: h.Abs(2)},
+				{name: "latest rv", key: Key("ns", "a"), rv: h.Abs(3)},
+				{name: "bad rv", key: Key("ns", "a"), rv: "x"},
+				{name: "missing", key: Key("ns", "zz")},
+				{name: "missing ignored", key: Key("ns", "zz"), ignore: true},
 			} {
 				out := Pod("ns", "junk")
 				err := s.Get(ctx, tc.key, storage.GetOptions{ResourceVersion: tc.rv, IgnoreNotFound: tc.ignore}, out)
@@ -1078,7 +1136,23 @@ func getCase() Case {
 					h.ErrorLine(tc.name, err)
 					continue
 				}
-				h.Logf("%s got %s (%d fields)", tc.name, h.describe(out), len(out.Object))
+				got := fmt.Sprintf("%s (%d fields)", h.describe(out), len(out.Object))
+				if tc.allowed == nil {
+					h.Logf("%s got %s", tc.name, got)
+					continue
+				}
+				var alternatives []string
+				ok := false
+				for _, a := range tc.allowed {
+					alt := fmt.Sprintf("%s (%d fields)", h.describe(a), len(a.Object))
+					alternatives = append(alternatives, alt)
+					ok = ok || alt == got
+				}
+				if ok {
+					h.Logf("%s got one of [%s]", tc.name, strings.Join(alternatives, " | "))
+				} else {
+					h.Logf("%s got %s, none of [%s]", tc.name, got, strings.Join(alternatives, " | "))
+				}
 			}
 		},
 		Want: []string{
@@ -1086,8 +1160,9 @@ func getCase() Case {
 			"put ns/a rv=+2 annotations=test-annotation=1",
 			"create ns/b rv=+3",
 			"existing got ns/a rv=+2 annotations=test-annotation=1 (3 fields)",
-			"rv 0 got ns/a rv=+2 annotations=test-annotation=1 (3 fields)",
-			"created rv got ns/a rv=+2 annotations=test-annotation=1 (3 fields)",
+			"rv 0 got one of [rv= (0 fields) | ns/a rv=+1 (3 fields) | ns/a rv=+2 annotations=test-annotation=1 (3 fields)]",
+			"created rv got one of [ns/a rv=+1 (3 fields) | ns/a rv=+2 annotations=test-annotation=1 (3 fields)]",
+			"current object rv got ns/a rv=+2 annotations=test-annotation=1 (3 fields)",
 			"latest rv got ns/a rv=+2 annotations=test-annotation=1 (3 fields)",
 			`bad rv error: 400 BadRequest: invalid resource version: resourceVersion: Invalid value: "x": strconv.ParseUint: parsing "x": invalid syntax`,
 			"missing error: StorageError: key not found, Code: 1, Key: /registry/pods/ns/zz, ResourceVersion: 0, AdditionalErrorMsg: <nil>",

@@ -29,7 +29,7 @@ func del(ns, name string, want watch.EventType) step {
 // arrive). before are writes (not watched) made after the watch opened. Want is derived from the steps
 // by a model that knows nothing of the implementation: every write is one revision, ADDED and MODIFIED
 // carry the written object, DELETED the previous one at the new revision.
-func transitionCase(name, spec, listKey, watchKey string, opts storage.ListOptions, before []*unstructured.Unstructured, steps []step) Case {
+func transitionCase(name, upstream, listKey, watchKey string, opts storage.ListOptions, before []*unstructured.Unstructured, steps []step) Case {
 	want := []string{"l list rv=+0 items=[]"}
 	rel := 0
 	for _, b := range before {
@@ -66,8 +66,8 @@ func transitionCase(name, spec, listKey, watchKey string, opts storage.ListOptio
 	}
 	want = append(want, fmt.Sprintf("sync +%d", rel+1), "w closed")
 	return Case{
-		Name: name,
-		Spec: spec,
+		Name:     name,
+		Upstream: upstream,
 		Run: func(h *H) {
 			lo := opts
 			lo.ResourceVersion = ""
@@ -115,7 +115,7 @@ func splitName(nsName string) (string, string) {
 	return "", nsName
 }
 
-// watchCases ports RunTestWatch (spec 5.1): predicate transitions on a single key, recursive or not,
+// watchCases ports RunTestWatch: predicate transitions on a single key, recursive or not,
 // with a write in another namespace that must not be seen.
 func watchCases() []Case {
 	base := Pod("ns", "foo")
@@ -147,7 +147,7 @@ func watchCases() []Case {
 				key = "/pods/ns"
 			}
 			cases = append(cases, transitionCase(
-				fmt.Sprintf("Watch/%s/recursive=%t", sub.name, recursive), "5.1", key, key,
+				fmt.Sprintf("Watch/%s/recursive=%t", sub.name, recursive), "RunTestWatch", key, key,
 				storage.ListOptions{Predicate: sub.pred, Recursive: recursive},
 				[]*unstructured.Unstructured{Pod("ns-bad", "foo")}, sub.steps))
 		}
@@ -159,7 +159,7 @@ func clusterPod(name string, mods ...func(*unstructured.Unstructured)) *unstruct
 	return Pod("", name, mods...)
 }
 
-// clusterScopedCases ports RunTestClusterScopedWatch (spec 5.13).
+// clusterScopedCases ports RunTestClusterScopedWatch.
 func clusterScopedCases() []Case {
 	type tc struct {
 		name, requestedName string
@@ -209,13 +209,13 @@ func clusterScopedCases() []Case {
 	var cases []Case
 	for _, t := range tcs {
 		key := "/pods/" + t.requestedName
-		cases = append(cases, transitionCase("ClusterScopedWatch/"+t.name, "5.13", "/pods/", key,
+		cases = append(cases, transitionCase("ClusterScopedWatch/"+t.name, "RunTestClusterScopedWatch", "/pods/", key,
 			storage.ListOptions{Predicate: PodPredicate("", t.field), Recursive: t.recursive}, nil, t.steps))
 	}
 	return cases
 }
 
-// namespaceScopedCases ports RunTestNamespaceScopedWatch (spec 5.14).
+// namespaceScopedCases ports RunTestNamespaceScopedWatch.
 func namespaceScopedCases() []Case {
 	type tc struct {
 		name, requestedName, requestedNamespace string
@@ -343,7 +343,7 @@ func namespaceScopedCases() []Case {
 				key += t.requestedName
 			}
 		}
-		cases = append(cases, transitionCase("NamespaceScopedWatch/"+t.name, "5.14", "/pods/", key,
+		cases = append(cases, transitionCase("NamespaceScopedWatch/"+t.name, "RunTestNamespaceScopedWatch", "/pods/", key,
 			storage.ListOptions{Predicate: PodPredicate("", t.field), Recursive: t.recursive}, nil, t.steps))
 	}
 	return cases

@@ -1,12 +1,20 @@
-package store
+package etcdrules
 
 import "math/bits"
 
-// etcd rejects a write whose marshaled InternalRaftRequest exceeds MaxRequestBytes
+// etcd refuses a write whose marshaled InternalRaftRequest exceeds MaxRequestBytes
 // (etcdserver/v3_server.go processInternalRaftRequestOnce). These functions compute that protobuf
-// size for the store's request types, with the field numbers of etcdserverpb/rpc.proto and
-// raft_internal.proto; the request header is counted as a 9-byte request ID, the width of the IDs
-// etcd's generator produces.
+// size, with the field numbers of api/etcdserverpb/rpc.proto and
+// server/etcdserver/api/etcdserverpb/raft_internal.proto; the request header is counted as a
+// 9-byte request ID, the width of the IDs etcd's generator (pkg/idutil) produces.
+
+// Field numbers of InternalRaftRequest.
+const (
+	fieldRaftPut         = 4
+	fieldRaftDeleteRange = 5
+	fieldRaftTxn         = 6
+	fieldRaftCompaction  = 7
+)
 
 const raftHeaderSize = 2 + 1 + 1 + 9 // tag of field 100, length, tag of ID, ID
 
@@ -14,7 +22,7 @@ func varintSize(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
 
 func tagSize(field int) int { return varintSize(uint64(field) << 3) }
 
-func bytesField(field int, b []byte) int {
+func bytesField[B Bytes](field int, b B) int {
 	if len(b) == 0 {
 		return 0
 	}
@@ -39,31 +47,23 @@ func msgField(field, n int) int { return tagSize(field) + varintSize(uint64(n)) 
 
 func raftRequest(field, n int) int { return raftHeaderSize + msgField(field, n) }
 
-func putSize(r *PutRequest) int { return raftRequest(4, putBody(r)) }
-
-func deleteRangeSize(r *DeleteRangeRequest) int { return raftRequest(5, deleteRangeBody(r)) }
-
-func txnSize(r *TxnRequest) int { return raftRequest(6, txnBody(r)) }
-
-func compactSize(rev int64) int { return raftRequest(7, intField(1, rev)) }
-
-func putBody(r *PutRequest) int {
+func (r *Put[B]) body() int {
 	return bytesField(1, r.Key) + bytesField(2, r.Value) + intField(3, r.Lease) +
-		boolField(4, r.PrevKv) + boolField(5, r.IgnoreValue) + boolField(6, r.IgnoreLease)
+		boolField(4, r.PrevKV) + boolField(5, r.IgnoreValue) + boolField(6, r.IgnoreLease)
 }
 
-func deleteRangeBody(r *DeleteRangeRequest) int {
-	return bytesField(1, r.Key) + bytesField(2, r.RangeEnd) + boolField(3, r.PrevKv)
+func (r *DeleteRange[B]) body() int {
+	return bytesField(1, r.Key) + bytesField(2, r.RangeEnd) + boolField(3, r.PrevKV)
 }
 
-func rangeBody(r *RangeRequest) int {
+func (r *Range[B]) body() int {
 	return bytesField(1, r.Key) + bytesField(2, r.RangeEnd) + intField(3, r.Limit) + intField(4, r.Revision) +
 		intField(5, int64(r.SortOrder)) + intField(6, int64(r.SortTarget)) + boolField(7, r.Serializable) +
 		boolField(8, r.KeysOnly) + boolField(9, r.CountOnly) + intField(10, r.MinModRevision) +
 		intField(11, r.MaxModRevision) + intField(12, r.MinCreateRevision) + intField(13, r.MaxCreateRevision)
 }
 
-func compareBody(c *Compare) int {
+func (c *Compare[B]) body() int {
 	n := intField(1, int64(c.Result)) + intField(2, int64(c.Target)) + bytesField(3, c.Key) + bytesField(64, c.RangeEnd)
 	// the target union is a oneof: it is encoded even when its value is zero
 	switch c.Target {
@@ -81,30 +81,30 @@ func compareBody(c *Compare) int {
 	return n
 }
 
-func requestOpBody(op *RequestOp) int {
+func (op *Op[B]) body() int {
 	switch {
 	case op.Range != nil:
-		return msgField(1, rangeBody(op.Range))
+		return msgField(1, op.Range.body())
 	case op.Put != nil:
-		return msgField(2, putBody(op.Put))
+		return msgField(2, op.Put.body())
 	case op.DeleteRange != nil:
-		return msgField(3, deleteRangeBody(op.DeleteRange))
+		return msgField(3, op.DeleteRange.body())
 	case op.Txn != nil:
-		return msgField(4, txnBody(op.Txn))
+		return msgField(4, op.Txn.body())
 	}
 	return 0
 }
 
-func txnBody(r *TxnRequest) int {
+func (r *Txn[B]) body() int {
 	n := 0
 	for i := range r.Compare {
-		n += msgField(1, compareBody(&r.Compare[i]))
+		n += msgField(1, r.Compare[i].body())
 	}
 	for i := range r.Success {
-		n += msgField(2, requestOpBody(&r.Success[i]))
+		n += msgField(2, r.Success[i].body())
 	}
 	for i := range r.Failure {
-		n += msgField(3, requestOpBody(&r.Failure[i]))
+		n += msgField(3, r.Failure[i].body())
 	}
 	return n
 }

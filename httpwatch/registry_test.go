@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -338,9 +339,15 @@ func TestGet(t *testing.T) {
 	if r := e.do("GET", cmPath+"/a", "", "User-Agent", "curl/8.0"); !strings.Contains(string(r.body), "\n  \"apiVersion\": \"v1\"") {
 		t.Errorf("no pretty print for curl: %s", r.body)
 	}
-	if r := e.do("GET", cmPath+"/a?resourceVersion=0", ""); r.code != 200 {
-		t.Errorf("get at resourceVersion 0: %d", r.code)
-	}
+	// resourceVersion 0 is served from the watch cache without waiting for it to catch up
+	// (cacher.go Get), so the new object may be missing at first: 404 until the cache has it.
+	testutil.WaitFor(t, "get at resourceVersion 0 to find the object", func() bool {
+		r := e.do("GET", cmPath+"/a?resourceVersion=0", "")
+		if r.code != 200 && r.code != 404 {
+			t.Fatalf("get at resourceVersion 0: %d %s", r.code, r.body)
+		}
+		return r.code == 200
+	})
 	rev := e.st.Rev()
 	for _, c := range []struct {
 		name, path string

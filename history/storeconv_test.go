@@ -2,17 +2,12 @@ package history
 
 import (
 	"errors"
-	"time"
 
 	"github.com/listwatch/listwatch/store"
 )
 
-func bs(b Bytes) []byte {
-	if b == "" {
-		return nil
-	}
-	return []byte(b)
-}
+// The conversions between the history's types and the store's, for storeBackend: tests record
+// histories of workloads run against the in-process store directly, without gRPC.
 
 func toStoreRange(r *RangeRequest) *store.RangeRequest {
 	return &store.RangeRequest{
@@ -148,8 +143,7 @@ func toStoreWatchRequest(r *WatchRequest) *store.WatchRequest {
 }
 
 // applyToStore executes req on st, as a server backed by st would, and converts the answer. A lease
-// grant with ID 0 lets st choose. It is what the replay of a linearization runs, and what tests use to
-// record histories against a store directly.
+// grant with ID 0 lets st choose.
 func applyToStore(st *store.Store, req *Request) (*Response, error) {
 	switch {
 	case req.Range != nil:
@@ -202,44 +196,4 @@ func applyToStore(st *store.Store, req *Request) (*Response, error) {
 		return &Response{Revision: r.Header.Revision, LeaseKeepAlive: &LeaseKeepAliveResponse{ID: r.ID, TTL: r.TTL}}, nil
 	}
 	return nil, errors.New("history: empty request")
-}
-
-// definiteErrors are the store's client-facing errors: a request answered with one of them changed
-// nothing. Any other failure leaves the outcome unknown.
-var definiteErrors = map[string]error{}
-
-// shapeErrors do not depend on the store's state: the request alone decides them.
-var shapeErrors = map[error]bool{
-	store.ErrEmptyKey: true, store.ErrInvalidSortOption: true, store.ErrTooManyOps: true,
-	store.ErrDuplicateKey: true, store.ErrValueProvided: true, store.ErrLeaseProvided: true,
-	store.ErrRequestTooLarge: true, store.ErrInvalidRequestOp: true, store.ErrLeaseTTLTooLarge: true,
-}
-
-func init() {
-	for _, e := range []error{
-		store.ErrEmptyKey, store.ErrKeyNotFound, store.ErrValueProvided, store.ErrLeaseProvided,
-		store.ErrTooManyOps, store.ErrDuplicateKey, store.ErrInvalidSortOption, store.ErrCompacted,
-		store.ErrFutureRev, store.ErrRequestTooLarge, store.ErrLeaseNotFound, store.ErrLeaseExists,
-		store.ErrLeaseTTLTooLarge,
-	} {
-		definiteErrors[e.Error()] = e
-	}
-}
-
-// IsDefiniteError reports whether msg is one of etcd's errors that mean the request changed nothing
-// (for example "etcdserver: mvcc: required revision has been compacted"). A recorder marks every
-// other failure as Unknown.
-func IsDefiniteError(msg string) bool {
-	_, ok := definiteErrors[msg]
-	return ok
-}
-
-// frozenClock is the reference stores' clock: leases never expire on their own in a replay.
-type frozenClock struct{}
-
-func (frozenClock) Now() time.Time                       { return time.Unix(0, 0) }
-func (frozenClock) After(time.Duration) <-chan time.Time { return nil }
-
-func newReferenceStore() *store.Store {
-	return store.New(store.Options{ManualTick: true, Clock: frozenClock{}, Seed: 1})
 }

@@ -1,0 +1,315 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+
+	"github.com/listwatch/listwatch/kubecheck"
+	"github.com/listwatch/listwatch/workload"
+)
+
+// defaultKubeResource is what `check --kube` runs on unless --resource names another.
+const defaultKubeResource = "configmaps"
+
+// etcdFlags apply to an etcd target only, not to --kube.
+var etcdFlags = []string{"endpoints", "compact-every", "workload"}
+
+// checkKubeURL accepts http(s)://host[:port][/path], what a rest.Config's Host may be.
+func checkKubeURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("want http://host:port or https://host:port")
+	}
+	return nil
+}
+
+// parseResource reads resource, version/resource or group/version/resource; a lone resource is
+// core v1.
+func parseResource(s string) (schema.GroupVersionResource, error) {
+	parts := strings.Split(s, "/")
+	for _, p := range parts {
+		if p == "" {
+			return schema.GroupVersionResource{}, errors.New("want resource, version/resource or group/version/resource")
+		}
+	}
+	switch len(parts) {
+	case 1:
+		return schema.GroupVersionResource{Version: "v1", Resource: parts[0]}, nil
+	case 2:
+		return schema.GroupVersionResource{Version: parts[0], Resource: parts[1]}, nil
+	case 3:
+		return schema.GroupVersionResource{Group: parts[0], Version: parts[1], Resource: parts[2]}, nil
+	}
+	return schema.GroupVersionResource{}, errors.New("want resource, version/resource or group/version/resource")
+}
+
+// isKubeHistory tells a Kubernetes API history (kubecheck's JSON, which names its resource at
+// the top level) from an etcd one; it leaves f at its start.
+func isKubeHistory(f *os.File) bool {
+	defer f.Seek(0, io.SeekStart)
+	var top map[string]json.RawMessage
+	if err := json.NewDecoder(bufio.NewReader(f)).Decode(&top); err != nil {
+		return false // the etcd reader reports what is wrong
+	}
+	_, ok := top["resource"]
+	return ok
+}
+
+// runKube is `listwatch check --kube URL`.
+func (env checkEnv) runKube(ctx context.Context, f *checkFlags, stdout, stderr io.Writer) error {
+	rc := &rest.Config{Host: f.kube}
+	dctx, cancel := context.WithTimeout(ctx, f.dialTimeout)
+	res, err := kubecheck.Discover(dctx, rc, f.resource)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.kube, err)
+	}
+	res.Namespace = f.namespace
+	if res.Namespace == "" {
+		res.Namespace = "listwatch-check-" + strconv.FormatUint(f.cfg.Seed, 36)
+	}
+	rec, err := kubecheck.NewRecorder(rc, res, env.clock)
+	if err != nil {
+		return err
+	}
+	defer rec.Close()
+	nctx, cancel := context.WithTimeout(ctx, f.dialTimeout)
+	created, err := rec.Namespace(nctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.kube, err)
+	}
+
+	cfg := kubecheck.Config{Seed: f.cfg.Seed, Clients: f.cfg.Clients, Watchers: f.cfg.Watchers, Ops: f.cfg.Ops,
+		Duration: f.cfg.Duration, RequestTimeout: f.cfg.RequestTimeout, Clock: env.clock, Stats: &kubecheck.Stats{}}
+	bound := fmt.Sprintf("for %v", cfg.Duration)
+	if cfg.Ops > 0 {
+		bound = fmt.Sprintf("for %d requests", cfg.Ops)
+	}
+	fmt.Fprintf(stdout, "listwatch check: kube workload, seed %d, %d clients, %d watchers, %s\n", cfg.Seed, cfg.Clients, cfg.Watchers, bound)
+	fmt.Fprintf(stdout, "target: %s, %s (kind %s) in namespace %s\n", f.kube, res.APIVersion()+"/"+res.Resource, res.Kind, res.Namespace)
+
+	start := env.clock.Now()
+	stop := env.progressLines(stderr, start, func(elapsed time.Duration) string {
+		s := cfg.Stats.Snapshot()
+		return fmt.Sprintf("%6.1fs  requests %d (%.0f/s)  errors %d failed, %d unknown  watches %d  frames %d",
+			elapsed.Seconds(), s.Requests, float64(s.Requests)/max(elapsed.Seconds(), 1e-9), s.Failed, s.Unknown, s.Watches, s.Frames)
+	})
+	snap, err := kubecheck.Run(ctx, rec, cfg)
+	stop()
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.kube, err)
+	}
+	elapsed := env.clock.Since(start)
+	if created {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.dialTimeout)
+		if err := rec.DeleteNamespace(dctx); err != nil {
+			fmt.Fprintf(stdout, "note: %v\n", err)
+		}
+		cancel()
+	}
+	h := rec.History()
+	if ctx.Err() != nil {
+		fmt.Fprintf(stdout, "interrupted after %v: checking what was recorded\n", elapsed.Round(time.Millisecond))
+	}
+	fmt.Fprintf(stdout, "recorded %d requests and %d watches in %v (%.0f requests/s), %d watch frames\n",
+		len(h.Operations), len(h.Watches), elapsed.Round(time.Millisecond), float64(snap.Requests)/max(elapsed.Seconds(), 1e-9), snap.Frames)
+	if f.historyOut != "" {
+		if err := writeFile(f.historyOut, h.WriteJSON); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "history: %s\n", f.historyOut)
+	}
+	return env.checkKubeHistory(h, f, true, stdout, stderr)
+}
+
+// checkKubeFile is `listwatch check --check-history FILE` for a Kubernetes API history.
+func (env checkEnv) checkKubeFile(f *checkFlags, file io.Reader, stdout, stderr io.Writer) error {
+	h, err := kubecheck.ReadJSON(file)
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.checkHistory, err)
+	}
+	fmt.Fprintf(stdout, "listwatch check: the Kubernetes API history in %s (%s): %d requests, %d watches\n",
+		f.checkHistory, h.Resource, len(h.Operations), len(h.Watches))
+	return env.checkKubeHistory(h, f, false, stdout, stderr)
+}
+
+// kubeCounts counts a history's requests by verb and outcome.
+func kubeCounts(h *kubecheck.History) []workload.NameCount {
+	order := []kubecheck.Verb{kubecheck.Create, kubecheck.Update, kubecheck.Delete, kubecheck.Get, kubecheck.List}
+	counts := make([]workload.NameCount, len(order))
+	for i, v := range order {
+		counts[i].Name = string(v)
+	}
+	for _, op := range h.Operations {
+		i := 0
+		for j, v := range order {
+			if op.Verb == v {
+				i = j
+			}
+		}
+		o := workload.OK
+		switch {
+		case op.Unknown || op.Status == 0 || op.Status >= 500:
+			o = workload.Unknown
+		case op.Status == 409:
+			o = workload.Conflict
+		case op.Status >= 300:
+			o = workload.Failed
+		}
+		counts[i].Outcomes[o]++
+	}
+	var out []workload.NameCount
+	for _, c := range counts {
+		if c.Total() > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// kubeGuarantees: what each guarantee is checked over, in doc.go's order.
+var kubeGuarantees = []struct {
+	g    kubecheck.Guarantee
+	over func(h *kubecheck.History, c kubecheck.Coverage) string
+}{
+	{kubecheck.Linearizable, func(h *kubecheck.History, c kubecheck.Coverage) string {
+		return fmt.Sprintf("%d writes (%d took effect), consistent reads", c.Writes+c.Conflicts+c.NotFound+c.Unknown, c.Writes)
+	}},
+	{kubecheck.ReadRV, func(_ *kubecheck.History, c kubecheck.Coverage) string {
+		return fmt.Sprintf("%d lists, %d gets", sum(c.Lists), c.Gets)
+	}},
+	{kubecheck.ReadContent, func(_ *kubecheck.History, c kubecheck.Coverage) string {
+		return fmt.Sprintf("%d lists, %d gets", sum(c.Lists), c.Gets)
+	}},
+	{kubecheck.WatchStart, func(_ *kubecheck.History, c kubecheck.Coverage) string {
+		return fmt.Sprintf("%d watches", sum(c.Watches))
+	}},
+	{kubecheck.WatchReplay, func(_ *kubecheck.History, c kubecheck.Coverage) string {
+		return fmt.Sprintf("%d events (%d replayed)", c.Events, c.EventsChecked)
+	}},
+	{kubecheck.BookmarkOrder, func(_ *kubecheck.History, c kubecheck.Coverage) string {
+		return fmt.Sprintf("%d bookmarks", c.Bookmarks)
+	}},
+	{kubecheck.InitialEventsEnd, func(_ *kubecheck.History, c kubecheck.Coverage) string {
+		return fmt.Sprintf("%d initial-events-end bookmarks, %d watches with initial events", c.InitialEventsEnd, c.Watches["initial"])
+	}},
+	{kubecheck.Expired, func(_ *kubecheck.History, c kubecheck.Coverage) string {
+		return fmt.Sprintf("%d 410 answers", c.Expired)
+	}},
+	{kubecheck.Validation, func(_ *kubecheck.History, c kubecheck.Coverage) string {
+		return fmt.Sprintf("%d refused lists", c.Lists[kubecheck.Invalid])
+	}},
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// checkKubeHistory checks h and reports as check does; recorded says h comes from a run.
+func (env checkEnv) checkKubeHistory(h *kubecheck.History, f *checkFlags, recorded bool, stdout, stderr io.Writer) error {
+	writeOperations(stdout, kubeCounts(h))
+	bound := "unbounded"
+	if f.checkTimeout > 0 {
+		bound = fmt.Sprintf("bounded by --check-timeout %v", f.checkTimeout)
+	}
+	fmt.Fprintf(stderr, "checking %d requests and %d watches (search %s)...\n", len(h.Operations), len(h.Watches), bound)
+	start := env.clock.Now()
+	res, err := env.checkKube(h, kubecheck.Options{Timeout: f.checkTimeout})
+	if err != nil {
+		return err
+	}
+	took := env.clock.Since(start).Round(time.Millisecond)
+	c := res.Coverage
+	fmt.Fprintf(stdout, "lists by resourceVersion: %d most recent, %d any (\"0\"), %d not older than, %d exact, %d continued pages, %d refused combinations\n",
+		c.Lists[kubecheck.MostRecent], c.Lists[kubecheck.Any], c.Lists[kubecheck.NotOlderThan], c.Lists[kubecheck.Exact], c.Lists[kubecheck.Continuation], c.Lists[kubecheck.Invalid])
+	fmt.Fprintf(stdout, "watches: %d (%d from a resourceVersion, %d with initial events, %d from now), %d resumed, %d with selectors\n",
+		sum(c.Watches), c.Watches["exact"], c.Watches["initial"], c.Watches["now"], c.Resumed, c.SelectorWatches)
+	fmt.Fprintf(stdout, "watch frames: %d events, %d bookmarks, %d initial-events-end bookmarks, %d 410 Expired, %d other errors\n",
+		c.Events, c.Bookmarks, c.InitialEventsEnd, c.Expired, c.Errors)
+	violations := map[kubecheck.Guarantee]int{}
+	for _, v := range res.Violations {
+		violations[v.Guarantee]++
+	}
+	fmt.Fprintln(stdout)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "guarantee\tchecked over\tviolations")
+	for _, g := range kubeGuarantees {
+		over := g.over(h, c)
+		if res.Verdict != kubecheck.VerdictLinearizable && g.g != kubecheck.Linearizable && g.g != kubecheck.Expired && g.g != kubecheck.Validation {
+			over = "partly skipped: no linearization"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\n", g.g, over, violations[g.g])
+	}
+	tw.Flush()
+	fmt.Fprintln(stdout)
+	for _, n := range res.Notes {
+		fmt.Fprintf(stdout, "note: %s\n", n)
+	}
+	var verdict error
+	switch {
+	case res.OK():
+		fmt.Fprintf(stdout, "checked in %v: PASS\n", took)
+	case len(res.Violations) > 0:
+		names := make([]string, 0)
+		for _, g := range res.Guarantees() {
+			names = append(names, string(g))
+		}
+		verdict = fmt.Errorf("%w: %d violation(s) of %s", errFail, len(res.Violations), strings.Join(names, ", "))
+		fmt.Fprintf(stdout, "checked in %v: %v\n", took, verdict)
+		for i, v := range res.Violations {
+			if i == maxViolationsShown {
+				fmt.Fprintf(stdout, "... and %d more, in the report\n", len(res.Violations)-i)
+				break
+			}
+			fmt.Fprintln(stdout, v.String())
+		}
+	default:
+		fmt.Fprintf(stdout, "checked in %v: INCONCLUSIVE: the linearizability search did not finish within --check-timeout %v; no violation was found in what could be checked\n",
+			took, f.checkTimeout)
+		verdict = fmt.Errorf("%w: the linearizability search timed out after %v (raise --check-timeout)", errInconclusive, f.checkTimeout)
+	}
+	report := f.report
+	if verdict != nil && report == "" {
+		if report, err = tempFile("listwatch-check-report-*.html"); err != nil {
+			return errors.Join(verdict, err)
+		}
+	}
+	if report != "" {
+		if err := writeFile(report, func(w io.Writer) error { return kubecheck.WriteReport(w, h, res) }); err != nil {
+			return errors.Join(verdict, err)
+		}
+		fmt.Fprintf(stdout, "report: %s\n", report)
+		if verdict != nil {
+			verdict = fmt.Errorf("%w; report: %s", verdict, report)
+		}
+	}
+	if verdict != nil && recorded && f.historyOut == "" {
+		path, err := tempFile("listwatch-check-history-*.json")
+		if err == nil {
+			err = writeFile(path, h.WriteJSON)
+		}
+		if err != nil {
+			return errors.Join(verdict, err)
+		}
+		fmt.Fprintf(stdout, "history: %s (check it again with --check-history %s)\n", path, path)
+	}
+	return verdict
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/listwatch/listwatch/chain"
+)
+
+// startAPI starts listwatch's whole chain (what `listwatch serve` serves) and returns its URL.
+func startAPI(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := chain.New(ctx, chain.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return c.URL()
+}
+
+// TestCheckKubePasses: `check --kube` against listwatch's API passes with its summary, and the
+// history it wrote checks again; the same history with a watch event dropped fails, naming the
+// guarantee, with a report.
+func TestCheckKubePasses(t *testing.T) {
+	url := startAPI(t)
+	dir := t.TempDir()
+	hist, report := filepath.Join(dir, "kube.json"), filepath.Join(dir, "kube.html")
+	code, out, errOut := runCheckCmd(t, "--kube", url, "--ops", "800", "--seed", "1", "--history", hist, "--report", report)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	mustContain(t, "stdout", out, "listwatch check: kube workload, seed 1", "v1/configmaps (kind ConfigMap) in namespace listwatch-check-1",
+		"requests/s", "lists by resourceVersion:", "watches:", "resumed", "initial-events-end bookmarks", "410 Expired",
+		"linearizable", "watch_replay", "bookmark", "checked in", "PASS")
+	if _, err := os.Stat(report); err != nil {
+		t.Errorf("report: %v", err)
+	}
+	code, out, errOut = runCheckCmd(t, "--check-history", hist)
+	if code != 0 || !strings.Contains(out, "the Kubernetes API history in") || !strings.Contains(out, "PASS") {
+		t.Fatalf("--check-history: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+
+	// drop the second event of the first watch with two events or more
+	b, err := os.ReadFile(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h map[string]any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&h); err != nil {
+		t.Fatal(err)
+	}
+	dropped := false
+	for _, w := range h["watches"].([]any) {
+		frames, _ := w.(map[string]any)["frames"].([]any)
+		var events []int
+		for i, f := range frames {
+			if ty := f.(map[string]any)["type"]; ty == "ADDED" || ty == "MODIFIED" || ty == "DELETED" {
+				events = append(events, i)
+			}
+		}
+		if len(events) >= 3 {
+			w.(map[string]any)["frames"] = append(frames[:events[1]:events[1]], frames[events[1]+1:]...)
+			dropped = true
+			break
+		}
+	}
+	if !dropped {
+		t.Fatal("no watch with three events in the history")
+	}
+	bad := filepath.Join(dir, "bad.json")
+	b, _ = json.Marshal(h)
+	if err := os.WriteFile(bad, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runCheckCmd(t, "--check-history", bad, "--report", report)
+	if code != 1 {
+		t.Fatalf("exit %d for a history with a dropped event, want 1:\n%s\n%s", code, out, errOut)
+	}
+	mustContain(t, "stdout", out+errOut, "FAIL", "watch_replay", "report: "+report)
+}
+
+// TestCheckKubeBadFlags: --kube's flags are checked before anything runs (exit 2), and a
+// resource the server does not serve fails (exit 1) naming it.
+func TestCheckKubeBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--kube", "http://127.0.0.1:1", "--endpoints", "127.0.0.1:2379"}, "--endpoints does not apply to --kube"},
+		{[]string{"--kube", "http://127.0.0.1:1", "--compact-every", "5"}, "--compact-every does not apply to --kube"},
+		{[]string{"--kube", "127.0.0.1:1"}, "want http://host:port"},
+		{[]string{"--resource", "pods"}, "--resource applies to --kube only"},
+		{[]string{"--kube", "http://127.0.0.1:1", "--resource", "a/b/c/d"}, "want resource"},
+		{[]string{"--kube", "http://127.0.0.1:1", "--namespace", "Not_A_Label"}, "--namespace"},
+		{[]string{"--kube", "http://127.0.0.1:1", "--check-history", "h.json"}, "--kube does not apply to --check-history"},
+	} {
+		code, _, errOut := runCheckCmd(t, c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errOut, c.want)
+		}
+	}
+	url := startAPI(t)
+	code, _, errOut := runCheckCmd(t, "--kube", url, "--resource", "example.com/v1/gadgets", "--ops", "10")
+	if code != 1 || !strings.Contains(errOut, "does not serve example.com/v1, Resource=gadgets") {
+		t.Errorf("unknown resource: exit %d, stderr %q", code, errOut)
+	}
+}

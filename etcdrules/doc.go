@@ -1,0 +1,46 @@
+// Package etcdrules holds what etcd v3.7 decides about a request before it reads any state: its
+// client-facing error values and the request-shape rules of its v3 API. It is a stateless leaf (it
+// keeps nothing, reads no store and never modifies a request it checks) that both listwatch's store
+// (which enforces the rules) and the history checker (which predicts the errors a recorded request
+// must have got) use, so that the checker's model never imports what it judges. It imports none of
+// listwatch's packages.
+//
+// # API
+//
+//   - The errors: ErrEmptyKey, ErrKeyNotFound, ErrValueProvided, ErrLeaseProvided, ErrTooManyOps,
+//     ErrDuplicateKey, ErrInvalidSortOption, ErrCompacted, ErrFutureRev, ErrRequestTooLarge,
+//     ErrLeaseNotFound, ErrLeaseExists, ErrLeaseTTLTooLarge, the watch errors ErrEmptyWatcherRange,
+//     ErrWatcherDuplicateID and ErrWatcherNotExist, and ErrInvalidRequestOp.
+//   - The request shapes Range, Put, DeleteRange, Txn (with Compare and Op), generic over the
+//     caller's byte-string type (Bytes: []byte or a string type), and their Check methods;
+//     CheckCompact and CheckLeaseGrant. Limits (zero value: etcd's defaults, DefaultMaxTxnOps and
+//     DefaultMaxRequestBytes) bound txns and proposals; MaxLeaseTTL bounds lease TTLs.
+//
+// # Invariants
+//
+//   - Wording. Every error carries the message etcd's gRPC API sends for the same condition
+//     (api/v3rpc/rpctypes/error.go; storage/mvcc/watcher.go for the watch errors), so that a
+//     message recorded from a real etcd is matched by value (TestErrorsAreEtcds).
+//   - Ranges. A range with an empty key fails with ErrEmptyKey; one with a sort order or target
+//     that etcdserverpb does not define fails with ErrInvalidSortOption
+//     (v3rpc/key.go checkRangeRequest; TestRangeRules).
+//   - Puts and deletes. An empty key fails with ErrEmptyKey; a put with ignore_value and a value,
+//     ErrValueProvided; with ignore_lease and a lease, ErrLeaseProvided (v3rpc/key.go
+//     checkPutRequest, checkDeleteRequest; TestPutRules, TestDeleteRules).
+//   - Txns. The compares and each branch count against MaxTxnOps, a nested txn against what its
+//     parent leaves (ErrTooManyOps); an empty compare key or op key is ErrEmptyKey, an empty op
+//     ErrKeyNotFound, an op with two requests ErrInvalidRequestOp; a branch that puts one key twice,
+//     or puts a key a delete of the same branch covers, nested txns included, fails with
+//     ErrDuplicateKey, except that the then and else branches of a nested txn may put the same key
+//     and that a delete whose range end is "\x00" is the empty interval (etcd's quirk: such a txn
+//     may put and delete one key in one revision) (v3rpc/key.go checkTxnRequest, checkIntervals;
+//     TestTxnRules).
+//   - Size. A write whose InternalRaftRequest would exceed MaxRequestBytes fails with
+//     ErrRequestTooLarge (etcdserver/v3_server.go processInternalRaftRequestOnce); the size is the
+//     protobuf size etcd marshals, with a 9-byte request ID (TestSizeIsTheProposalSize,
+//     TestSizeLimit).
+//   - Leases. A grant with a TTL above MaxLeaseTTL fails with ErrLeaseTTLTooLarge
+//     (lease/lessor.go Grant; TestLeaseGrantRules).
+//   - Order. The first rule a request breaks, in etcd's order, gives its error: shape, then
+//     intervals, then size (TestTxnRules).
+package etcdrules
