@@ -9,8 +9,8 @@
 // # Invariants
 //
 //   - Every row of the table is printed, in order, whatever the input: a figure the input lacks is
-//     "-" and its status "no data"; a row whose benchmark failed says FAILED
-//     (TestTableMissingAndFailed).
+//     "-" and its status "no data"; a row whose benchmark failed says FAILED, with the figures the
+//     failed run logged ("figures (not valid): ...") if any (TestTableMissingAndFailed, TestParse).
 //   - A goal is met only when the figures it names are present and satisfy it; a missed goal says by
 //     how much (TestGoals).
 //   - Lines of the input that are not benchmark results are ignored, except uptime's, which are

@@ -20,46 +20,54 @@ type results struct {
 
 var (
 	benchLine = regexp.MustCompile(`^(Benchmark\S+?)(-\d+)?\s+\d+\s+(.*)$`)
-	failLine  = regexp.MustCompile(`^\s*--- FAIL: (Benchmark\S+)`)
+	failLine  = regexp.MustCompile(`--- FAIL: (Benchmark\S+?)(-\d+)?$`)
 	loadLine  = regexp.MustCompile(`load averages?:`)
+	// figuresLine is how a benchmark that failed after measuring logs its figures.
+	figuresLine = regexp.MustCompile(`figures \(not valid\): (.*)$`)
 )
 
 func parse(r io.Reader) (results, error) {
 	res := results{metrics: map[string]map[string]float64{}, failed: map[string]bool{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	lastFailed := ""
 	for sc.Scan() {
 		line := sc.Text()
 		if m := failLine.FindStringSubmatch(line); m != nil {
 			res.failed[m[1]] = true
+			lastFailed = m[1]
 			continue
 		}
 		if loadLine.MatchString(line) {
 			res.load = append(res.load, strings.TrimSpace(line))
 			continue
 		}
-		m := benchLine.FindStringSubmatch(line)
-		if m == nil {
+		if m := figuresLine.FindStringSubmatch(line); m != nil && lastFailed != "" {
+			res.add(lastFailed, strings.Fields(m[1]))
 			continue
 		}
-		fields := strings.Fields(m[3])
-		if len(fields)%2 != 0 {
-			continue
-		}
-		ms := res.metrics[m[1]]
-		if ms == nil {
-			ms = map[string]float64{}
-			res.metrics[m[1]] = ms
-		}
-		for i := 0; i < len(fields); i += 2 {
-			v, err := strconv.ParseFloat(fields[i], 64)
-			if err != nil {
-				continue
-			}
-			ms[fields[i+1]] = v
+		if m := benchLine.FindStringSubmatch(line); m != nil {
+			res.add(m[1], strings.Fields(m[3]))
 		}
 	}
 	return res, sc.Err()
+}
+
+// add records the value-unit pairs of fields for bench.
+func (res results) add(bench string, fields []string) {
+	if len(fields)%2 != 0 {
+		return
+	}
+	ms := res.metrics[bench]
+	if ms == nil {
+		ms = map[string]float64{}
+		res.metrics[bench] = ms
+	}
+	for i := 0; i < len(fields); i += 2 {
+		if v, err := strconv.ParseFloat(fields[i], 64); err == nil {
+			ms[fields[i+1]] = v
+		}
+	}
 }
 
 // figure is one benchmark metric.

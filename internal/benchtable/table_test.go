@@ -19,8 +19,10 @@ BenchmarkStoreFanout/watchers=1-2         	   20000	     13434 ns/op	     90094 
 BenchmarkStoreWatcherMemory-2   	       3	 222080831 ns/op	       476.2 etcd-B/watcher	       256.1 listwatch-B/watcher	         0.5379 ratio
 BenchmarkCacheDispatch/watchers=1000/filter=none-2        	    2000	   1187936 ns/op	   2967963 listwatch-deliveries/s	       336.9 listwatch-ns/delivery	         1.941 ratio	   1528941 upstream-deliveries/s	       654.0 upstream-ns/delivery
 BenchmarkCacheDispatch/watchers=10000/filter=none-2       	    2000	  28647079 ns/op	   2568555 listwatch-deliveries/s	       389.3 listwatch-ns/delivery	         6.187 ratio	    415155 upstream-deliveries/s	      2409 upstream-ns/delivery
---- FAIL: BenchmarkHTTPFanout/rate=300
-    http_test.go:1: listwatch: watcher 3: after 10 of 20 events: EOF
+BenchmarkHTTPFanout/rate=300-2         	--- FAIL: BenchmarkHTTPFanout/rate=300-2
+    http_test.go:246: figures (not valid): 1.382e+05 listwatch-events/s  1143 listwatch-p50-ms  1540 listwatch-p99-ms  959 listwatch-failed-watchers
+    http_test.go:248: listwatch: watcher 0: after 250 of 3000 events: EOF
+--- FAIL: BenchmarkHTTPFanout
 PASS
 `
 
@@ -35,8 +37,11 @@ func TestParse(t *testing.T) {
 	if got := r.metrics["BenchmarkCacheDispatch/watchers=10000/filter=none"]["upstream-ns/delivery"]; got != 2409 {
 		t.Errorf("upstream-ns/delivery %v", got)
 	}
-	if !r.failed["BenchmarkHTTPFanout/rate=300"] || len(r.failed) != 1 {
+	if !r.failed["BenchmarkHTTPFanout/rate=300"] || !r.failed["BenchmarkHTTPFanout"] || len(r.failed) != 2 {
 		t.Errorf("failed %v", r.failed)
+	}
+	if got := r.metrics["BenchmarkHTTPFanout/rate=300"]["listwatch-failed-watchers"]; got != 959 {
+		t.Errorf("the failed run's logged figures: failed watchers %v, want 959", got)
 	}
 	if len(r.load) != 1 || !strings.Contains(r.load[0], "load average: 4.86") {
 		t.Errorf("load %q", r.load)
