@@ -22,7 +22,9 @@
 //     in process (internal/kubeapiserver), both serving widgets.example.com/v1 over their own
 //     listwatch store, 1000 watchers on loopback and one writer at 100 and 300 writes/s
 //     (benchwatch.Fanout), with the loopback floor (benchwatch.Floor) for scale
-//     (BenchmarkHTTPFanout).
+//     (BenchmarkHTTPFanout). The writes go straight to each server's store, so that both see the
+//     same etcd events at the same rate whatever their write path costs. SIDEBYSIDE_HTTP_SIDES
+//     (listwatch, upstream or both, comma-separated) runs one server alone, to profile it.
 //   - start_test.go: chain.New to the first list of widgets, against embedded etcd plus the
 //     apiserver started in process (BenchmarkStart).
 //
