@@ -91,6 +91,8 @@ const (
 	below
 	// atMost: listwatch's figure at most the bound.
 	atMost
+	// atLeast: listwatch's figure at least the bound.
+	atLeast
 )
 
 type goal struct {
@@ -107,6 +109,8 @@ func (g goal) String() string {
 		return fmt.Sprintf("< %g%s", g.bound, g.unit)
 	case atMost:
 		return fmt.Sprintf("<= %g%s", g.bound, g.unit)
+	case atLeast:
+		return fmt.Sprintf(">= %g%s", g.bound, g.unit)
 	}
 	return "-"
 }
@@ -170,6 +174,14 @@ func (rw row) eval(r results) (lw, up, ahead float64, lwOK, upOK bool, verdict s
 			return lw, up, ahead, lwOK, upOK, "met"
 		}
 		return lw, up, ahead, lwOK, upOK, fmt.Sprintf("missed (%s over)", human(lw-rw.goal.bound))
+	case atLeast:
+		if !lwOK {
+			return lw, up, ahead, lwOK, upOK, "no data"
+		}
+		if lw >= rw.goal.bound {
+			return lw, up, ahead, lwOK, upOK, "met"
+		}
+		return lw, up, ahead, lwOK, upOK, fmt.Sprintf("missed (%s under)", human(rw.goal.bound-lw))
 	}
 	return lw, up, ahead, lwOK, upOK, "-"
 }
@@ -208,7 +220,7 @@ func digits(a float64) int {
 
 // write prints the table of rows over r.
 func write(w io.Writer, rows []row, r results) {
-	const format = "%-50s %10s %10s %9s %9s  %s\n"
+	const format = "%-52s %10s %10s %9s %9s  %s\n"
 	fmt.Fprintln(w, "upstream: etcd v3.7.3 mvcc over bbolt (store rows), k8s.io/apiserver v0.37.2 Cacher over its etcd3 storage (cache rows),")
 	fmt.Fprintln(w, "apiextensions-apiserver v0.37.2 over listwatch's etcd API (http rows), embedded etcd + that apiserver (start).")
 	fmt.Fprintln(w, "ahead by: listwatch over upstream, or upstream over listwatch where lower is better.")

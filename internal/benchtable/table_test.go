@@ -66,7 +66,7 @@ func TestGoals(t *testing.T) {
 		"store: heap per idle watcher, B":              "met",
 		"cache: 1000 watchers, none, deliveries/s":     "met",
 		"cache: ns/delivery, 10000 over 1000 watchers": "met",
-		"http, 1000 watchers, 300 writes/s: p99 ms":    "FAILED (see the log)",
+		"http, 1000 watchers at 300 writes/s: p99 ms":  "FAILED (see the log)",
 		"cache: memory per cached event, B":            "no data",
 		"store: lagging watcher catch-up, events/s":    "no data",
 	} {
