@@ -37,25 +37,30 @@ func tableRows() []row {
 		}
 	}
 	at := func(n int) string { return fmt.Sprintf("BenchmarkCacheDispatch/watchers=%d/filter=none", n) }
-	rows = append(rows, row{
-		label:   "cache: ns/delivery, 10000 over 1000 watchers",
-		higher:  false,
-		goal:    goal{kind: atMost, bound: 2, unit: "x"},
-		benches: []string{at(1000), at(10000)},
-		computed: func(r results) (float64, float64, bool, bool) {
-			ratio := func(side string) (float64, bool) {
-				big, ok1 := figure{at(10000), side + "-ns/delivery"}.get(r)
-				small, ok2 := figure{at(1000), side + "-ns/delivery"}.get(r)
-				if !ok1 || !ok2 || small == 0 {
-					return 0, false
+	for _, c := range []struct{ label, unit string }{
+		{"cache: ns/delivery, 10000 over 1000 watchers", "ns/delivery"},
+		{"cache: CPU ns/delivery, 10000 over 1000 watchers", "cpu-ns/delivery"},
+	} {
+		rows = append(rows, row{
+			label:   c.label,
+			higher:  false,
+			goal:    goal{kind: atMost, bound: 2, unit: "x"},
+			benches: []string{at(1000), at(10000)},
+			computed: func(r results) (float64, float64, bool, bool) {
+				ratio := func(side string) (float64, bool) {
+					big, ok1 := figure{at(10000), side + "-" + c.unit}.get(r)
+					small, ok2 := figure{at(1000), side + "-" + c.unit}.get(r)
+					if !ok1 || !ok2 || small == 0 {
+						return 0, false
+					}
+					return big / small, true
 				}
-				return big / small, true
-			}
-			l, lok := ratio("listwatch")
-			u, uok := ratio("upstream")
-			return l, u, lok, uok
-		},
-	})
+				l, lok := ratio("listwatch")
+				u, uok := ratio("upstream")
+				return l, u, lok, uok
+			},
+		})
+	}
 	lw, up = vsUpstream("BenchmarkCacheWatcherMemory", "B/watcher")
 	add("cache: memory per watcher (heap+stack), B", lw, up, false, goal{kind: aheadBy, bound: 1})
 	lw, up = vsUpstream("BenchmarkCachedEventMemory", "B/event")

@@ -6,9 +6,27 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
+
+// processCPU is the user and system time the process has used. A run's share of it, per delivery,
+// is a figure other work on the machine hardly changes, where the run's wall time grows with it.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// lowest keeps, per name, the lowest value it was given.
+type lowest map[string]float64
+
+func (l lowest) add(name string, v float64) {
+	if old, ok := l[name]; !ok || v < old {
+		l[name] = v
+	}
+}
 
 // settle collects garbage so that one side's leftovers do not run the other side's GC.
 func settle() {

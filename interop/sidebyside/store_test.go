@@ -182,20 +182,30 @@ func BenchmarkStorePut(b *testing.B) {
 // listwatch's store BenchmarkFanout. The writer runs at most two windows of 60 revisions ahead of the
 // slowest reader, fewer than a stream holds (128), so no watcher falls behind on either side: this is
 // live fan-out. Every reader checks that it gets every revision exactly once, in order, and the
-// benchmark fails otherwise. Reports deliveries/s of each side and the ratio.
+// benchmark fails otherwise. Reports deliveries/s of each side and the ratio, and each side's
+// process CPU time per delivery.
 //
 //	go test -run '^$' -bench StoreFanout/watchers=1000 -benchtime 2000x ./sidebyside/
 func BenchmarkStoreFanout(b *testing.B) {
 	for _, n := range []int{1, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) {
-			figures := best(kvNames, true, func(name string) float64 { return fanout(b, kvSides[name](b), n) })
+			cpu := lowest{}
+			figures := best(kvNames, true, func(name string) float64 {
+				perSec, cpuPerDelivery := fanout(b, kvSides[name](b), n)
+				cpu.add(name, cpuPerDelivery)
+				return perSec
+			})
+			for _, name := range kvNames {
+				b.ReportMetric(cpu[name], name+"-cpu-ns/delivery")
+			}
 			report(b, figures, "deliveries/s")
 		})
 	}
 }
 
-// fanout runs the fan-out workload on one side and returns deliveries per second.
-func fanout(b *testing.B, s kv, watchers int) float64 {
+// fanout runs the fan-out workload on one side and returns deliveries per second and the process's
+// CPU time per delivery, in ns.
+func fanout(b *testing.B, s kv, watchers int) (float64, float64) {
 	const window = 60
 	total := b.N
 	streams := make([]kvStream, watchers)
@@ -207,7 +217,7 @@ func fanout(b *testing.B, s kv, watchers int) float64 {
 	var readers sync.WaitGroup
 	// The first put is revision 2 on both sides: both stores start at revision 1.
 	const firstRev = 2
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	for _, st := range streams {
 		readers.Go(func() {
 			got := 0
@@ -242,7 +252,7 @@ func fanout(b *testing.B, s kv, watchers int) float64 {
 	if !p.waitTimeout(len(p.acks)-1, 5*time.Minute) {
 		p.fail(fmt.Sprintf("%s: the readers did not get every event within 5m", s.name))
 	}
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), processCPU()-cpu0
 	for _, st := range streams {
 		st.close()
 	}
@@ -250,7 +260,8 @@ func fanout(b *testing.B, s kv, watchers int) float64 {
 	if msg := p.failure(); msg != "" {
 		b.Fatal(msg)
 	}
-	return float64(total) * float64(watchers) / elapsed.Seconds()
+	deliveries := float64(total) * float64(watchers)
+	return deliveries / elapsed.Seconds(), float64(cpu.Nanoseconds()) / deliveries
 }
 
 // BenchmarkStoreCatchUp: a watcher that starts at the first of 20000 revisions already written (over
