@@ -92,6 +92,7 @@ func tableRows() []row {
 		add(prefix+"p99 ms", lw, up, false, g)
 		lw, up = vsUpstream(b, "cpu-ns/event")
 		add(prefix+"CPU ns/event", lw, up, false, goal{kind: aheadBy, bound: 1})
+		lwCPU, upCPU := lw, up
 		rows = append(rows, row{
 			label:   prefix + "CPU/floor",
 			goal:    goal{kind: atMost, bound: 2, unit: "x"},
@@ -105,8 +106,8 @@ func tableRows() []row {
 					}
 					return v / floor, true
 				}
-				l, lok := over(lw)
-				u, uok := over(up)
+				l, lok := over(lwCPU)
+				u, uok := over(upCPU)
 				return l, u, lok, uok
 			},
 		})

@@ -19,6 +19,7 @@ BenchmarkStoreFanout/watchers=1-2         	   20000	     13434 ns/op	     90094 
 BenchmarkStoreWatcherMemory-2   	       3	 222080831 ns/op	       476.2 etcd-B/watcher	       256.1 listwatch-B/watcher	         0.5379 ratio
 BenchmarkCacheDispatch/watchers=1000/filter=none-2        	    2000	   1187936 ns/op	   2967963 listwatch-deliveries/s	       336.9 listwatch-ns/delivery	         1.941 ratio	   1528941 upstream-deliveries/s	       654.0 upstream-ns/delivery
 BenchmarkCacheDispatch/watchers=10000/filter=none-2       	    2000	  28647079 ns/op	   2568555 listwatch-deliveries/s	       389.3 listwatch-ns/delivery	         6.187 ratio	    415155 upstream-deliveries/s	      2409 upstream-ns/delivery
+BenchmarkHTTPFanout/rate=100-2         	     100	 1000 ns/op	 3000 listwatch-cpu-ns/event	 6000 upstream-cpu-ns/event	 2000 floor-cpu-ns/event	 0 listwatch-failed-watchers
 BenchmarkHTTPFanout/rate=300-2         	--- FAIL: BenchmarkHTTPFanout/rate=300-2
     http_test.go:246: figures (not valid): 1.382e+05 listwatch-events/s  1143 listwatch-p50-ms  1540 listwatch-p99-ms  959 listwatch-failed-watchers
     http_test.go:248: listwatch: watcher 0: after 250 of 3000 events: EOF
