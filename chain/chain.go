@@ -12,6 +12,11 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 
 	"github.com/listwatch/listwatch/cache"
@@ -57,6 +62,12 @@ type Config struct {
 	// Listener is where the HTTP API is served. The chain takes it over: it closes it in Close, and in
 	// New when New fails, as http.Server.Serve does. Default a new listener on a free loopback port.
 	Listener net.Listener
+
+	// SystemNamespaces creates, when core namespaces are served, the namespaces kube-apiserver's
+	// system namespaces controller creates: default, kube-system, kube-public and kube-node-lease
+	// (those a given store already has are kept). Off, nothing is written before the first
+	// request: objects may name any namespace, as there is no namespace admission.
+	SystemNamespaces bool
 
 	// WrapStorage, if set, returns what stands in for a resource's etcd3 storage: what its watch cache
 	// lists and watches, or what the HTTP handlers use when it has none. A test gates or counts the
@@ -204,12 +215,41 @@ func (c *Chain) assemble(ctx context.Context, cfg Config) error {
 	if c.api, err = httpwatch.New(apiCfg); err != nil {
 		return fmt.Errorf("chain: the HTTP API: %w", err)
 	}
+	if cfg.SystemNamespaces {
+		if err := c.createSystemNamespaces(ctx, cfg.Resources); err != nil {
+			return err
+		}
+	}
 	var h http.Handler = c.api
 	if cfg.WrapHandler != nil {
 		h = cfg.WrapHandler(h)
 	}
 	c.srv = &http.Server{Handler: h, ReadHeaderTimeout: readHeaderTimeout, ConnState: c.trackConn}
 	c.url = "http://" + c.lis.Addr().String()
+	return nil
+}
+
+// systemNamespaces are the namespaces kube-apiserver creates at start (pkg/controlplane's system
+// namespaces controller).
+var systemNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
+
+// createSystemNamespaces creates the system namespaces when core namespaces are served; those a
+// given store already has are kept.
+func (c *Chain) createSystemNamespaces(ctx context.Context, resources []httpwatch.Resource) error {
+	if !slices.ContainsFunc(resources, func(r httpwatch.Resource) bool {
+		return r.BuiltIn && r.Group == "" && r.Resource == "namespaces" && !r.Namespaced
+	}) {
+		return nil
+	}
+	for _, name := range systemNamespaces {
+		ns := &unstructured.Unstructured{}
+		ns.SetAPIVersion("v1")
+		ns.SetKind("Namespace")
+		ns.SetName(name)
+		if _, err := c.api.Create(ctx, schema.GroupResource{Resource: "namespaces"}, ns, "kube-apiserver"); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("chain: creating the namespace %s: %w", name, err)
+		}
+	}
 	return nil
 }
 

@@ -213,6 +213,36 @@ func TestChainServes(t *testing.T) {
 	expectServes(t, c)
 }
 
+// TestChainSystemNamespaces: with SystemNamespaces the chain creates the namespaces kube-apiserver
+// creates, and keeps those a given store already has; without namespaces served, or without the
+// option, it writes nothing.
+func TestChainSystemNamespaces(t *testing.T) {
+	st := store.New(store.Options{})
+	t.Cleanup(func() { st.Close() })
+	c := newChain(t, chain.Config{Store: st, SystemNamespaces: true})
+	for _, name := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
+		resp, err := st.Range(&store.RangeRequest{Key: []byte("/registry/namespaces/" + name)})
+		if err != nil || len(resp.Kvs) != 1 || !strings.Contains(string(resp.Kvs[0].Value), `"phase":"Active"`) {
+			t.Errorf("namespace %s: %v %v", name, resp, err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rev := st.Rev()
+	newChain(t, chain.Config{Store: st, SystemNamespaces: true}) // a second chain over the same store
+	if st.Rev() != rev {
+		t.Errorf("existing namespaces rewritten: revision %d -> %d", rev, st.Rev())
+	}
+	other := newChain(t, chain.Config{Resources: []httpwatch.Resource{httpwatch.ConfigMaps()}, SystemNamespaces: true})
+	if other.Store().Rev() != 1 {
+		t.Errorf("namespaces not served, yet the store was written: revision %d", other.Store().Rev())
+	}
+	if plain := newChain(t, chain.Config{}); plain.Store().Rev() != 1 {
+		t.Errorf("without SystemNamespaces the store was written: revision %d", plain.Store().Rev())
+	}
+}
+
 func TestChainUncached(t *testing.T) {
 	t.Run("one", func(t *testing.T) {
 		c := newChain(t, chain.Config{Uncached: []string{"configmaps"}})
@@ -279,8 +309,8 @@ func TestChainHooks(t *testing.T) {
 			})
 		},
 	})
-	if len(under) != 3 || len(served) != 3 {
-		t.Fatalf("hooks called for %d and %d resources, want 3", len(under), len(served))
+	if n := len(httpwatch.DefaultResources()); len(under) != n || len(served) != n {
+		t.Fatalf("hooks called for %d and %d resources, want %d", len(under), len(served), n)
 	}
 	// Each cache's reflector lists and watches through WrapStorage.
 	for _, name := range []string{"configmaps", "widgets.example.com"} {

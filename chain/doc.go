@@ -6,8 +6,11 @@
 //
 // # API
 //
-//   - New(ctx, Config) builds and starts a Chain. The zero Config serves httpwatch.DefaultResources,
-//     each behind a watch cache, over a new store, on a free loopback port. Config takes an existing
+//   - New(ctx, Config) builds and starts a Chain. The zero Config serves httpwatch.DefaultResources
+//     (the built-in ConfigMaps, Secrets, Pods, Services, Namespaces and Deployments, and Widgets),
+//     each behind a watch cache, over a new store, on a free loopback port; Config.Resources may add
+//     custom resources (httpwatch.CRDResources) or replace the set, and SystemNamespaces creates the
+//     namespaces kube-apiserver creates at start. Config takes an existing
 //     store or options for a new one, the resources and which of them are uncached, the clocks of
 //     the store (StoreOptions.Clock), the caches (CacheClock) and the HTTP API (API.Clock), the
 //     progress-notify interval (StoreOptions.ProgressNotifyInterval), a logger, and three hooks:
@@ -33,6 +36,9 @@
 //     HTTP server stops, and leaves the storage running until Close (TestChainShutdown).
 //   - A failure while assembling releases everything already started, the given listener
 //     included, and never the given store (TestChainNewFailureReleases).
+//   - With SystemNamespaces, default, kube-system, kube-public and kube-node-lease exist when New
+//     returns (kept as they are in a given store); without it, or without namespaces served, New
+//     writes nothing (TestChainSystemNamespaces).
 //   - Err is nil after Shutdown or Close and is the listener's failure when serving failed
 //     (TestChainServeFailure).
 package chain

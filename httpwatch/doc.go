@@ -1,44 +1,57 @@
 // Package httpwatch serves resources over HTTP the way k8s.io/apiserver v0.37 does: the REST paths of
 // pkg/endpoints (installer.go, request/requestinfo.go), the list/watch choice of handlers/get.go, the
-// watch stream of handlers/watch.go, the writes of handlers/create.go, update.go and delete.go over
-// the generic registry (registry/generic/registry/store.go), and Status errors as
-// handlers/responsewriters writes them. Objects are unstructured JSON; wire types come from
-// k8s.io/apimachinery (metav1.WatchEvent framing, metav1.Status via apierrors, metav1.ListOptions
-// through the meta.k8s.io parameter codec, label and field selectors).
+// watch stream of handlers/watch.go, the writes of handlers/create.go, update.go, patch.go and
+// delete.go over the generic registry (registry/generic/registry/store.go), content negotiation
+// (handlers/negotiation), Status errors as handlers/responsewriters writes them, the field manager of
+// k8s.io/apimachinery util/managedfields, discovery (legacy and aggregated) and the OpenAPI v2 and
+// v3 documents. Objects are unstructured JSON in storage; a built-in kind (package builtin) goes
+// through its k8s.io/api Go type on the way in and, for protobuf, on the way out.
 //
 // The files follow upstream's: handlers.go holds the request handlers (pkg/endpoints/handlers
-// get.go, create.go, update.go, delete.go), registry.go the registry they call
-// (pkg/registry/generic/registry/store.go with the rest package's Before* checks), dryrun.go the
-// dry-run storage (registry/generic/registry/dryrun.go), watch.go the watch stream
-// (handlers/watch.go), server.go the paths and discovery.
+// get.go, create.go, update.go, delete.go), patch.go PATCH, fieldmanager.go managedFields and
+// server-side apply, registry.go the registry they call (pkg/registry/generic/registry/store.go with
+// the rest package's Before* checks), dryrun.go the dry-run storage (registry/generic/registry/dryrun.go),
+// watch.go the watch stream (handlers/watch.go), negotiate.go, codec.go and responses.go content
+// negotiation and encodings, transform.go Table and PartialObjectMetadata (handlers/response.go),
+// builtins.go the built-in resources and their strategies, crd.go resources from
+// CustomResourceDefinitions, discovery.go aggregated discovery, openapi.go the OpenAPI documents,
+// server.go the paths and legacy discovery.
 //
 // # API
 //
-//   - Resource describes a served resource (group, version, plural, kind, scope, and the registry
-//     behaviours that differ between built-in types and custom resources); ConfigMaps, Pods, Widgets
-//     and DefaultResources are the ones `listwatch serve` uses. Resource.StorageConfig configures its
-//     etcd3 storage (etcd3.New) and Resource.CacheConfig a watch cache over it (cache.New): key
-//     prefix /registry/<resource>, GetAttrs for field selectors, typed bookmarks, trigger index.
+//   - Resource describes a served resource: group, version, plural, kind, scope, short names,
+//     categories, the status subresource, Table columns, a custom resource's OpenAPI schema, and the
+//     registry behaviours that differ between built-in types and custom resources. ConfigMaps,
+//     Secrets, Pods, Services, Namespaces and Deployments (BuiltInResources) are the built-in kinds
+//     with their real scopes, names and strategies; Widgets is an example custom resource;
+//     DefaultResources is what `listwatch serve` serves. CRDResource and CRDResources make the
+//     resource of a CustomResourceDefinition given as YAML, JSON or a Go value (ErrInvalidCRD for
+//     anything else). Resource.StorageConfig configures its etcd3 storage (etcd3.New) and
+//     Resource.CacheConfig a watch cache over it (cache.New).
 //   - Each ServedResource names its storage, a storage.Interface: the etcd3 storage (*etcd3.Store) or
 //     the watch cache over it (*cache.Cacher). The handlers use Get, GetList, Watch, Create,
 //     GuaranteedUpdate, Delete and Versioner, and map the storage errors to API errors as
 //     pkg/storage/errors does.
-//   - New(Config) returns a Server, an http.Handler. Server.Shutdown ends every watch (the apiserver's
-//     ShuttingDown signal); Server.Wait waits until no handler runs, websocket watches included.
+//   - New(Config) returns a Server, an http.Handler. Server.Create creates an object as a POST
+//     would, without HTTP (seeding). Server.Shutdown ends every watch (the apiserver's ShuttingDown
+//     signal); Server.Wait waits until no handler runs, websocket watches included.
 //   - ParseListOptions is the list/watch query parsing on its own. Package watchclient reads a watch
 //     stream as client-go does.
 //
 // # Paths
 //
-// /api and /apis/<group>/<version> hold the resources: /namespaces/<ns>/<resource>[/<name>] for
-// namespaced ones (plus the cluster-wide /<resource> collection, list and watch only),
-// /<resource>[/<name>] for cluster-scoped ones, and the deprecated /watch/ forms. GET on a collection
-// lists, or watches with watch=true; GET, PUT and DELETE on an item get, update and delete; POST on a
-// collection creates. /api, /api/v1, /apis, /apis/<group> and /apis/<group>/<version> are discovery
-// documents; /version, /healthz, /livez and /readyz answer too. An unknown path below a served group
-// version is a 404 Status, a known path with another method a 405 Status, any other path a plain
-// "404 page not found", as the apiserver's go-restful container and NotFoundHandler answer
-// (TestRouting, TestDiscovery, TestNegotiation).
+// /api and /apis/<group>/<version> hold the resources: /namespaces/<ns>/<resource>[/<name>[/status]]
+// for namespaced ones (plus the cluster-wide /<resource> collection, list and watch only),
+// /<resource>[/<name>[/status]] for cluster-scoped ones (namespaces: also /namespaces/<name>/finalize),
+// and the deprecated /watch/ forms. GET on a collection lists, or watches with watch=true; POST
+// creates and DELETE deletes the collection; GET, PUT, PATCH and DELETE on an item get, update,
+// patch and delete it; GET, PUT and PATCH on /status do so for the status. /api, /api/v1, /apis,
+// /apis/<group> and /apis/<group>/<version> are discovery documents (/api and /apis also the
+// aggregated apidiscovery.k8s.io/v2 and v2beta1 documents); /openapi/v2, /openapi/v3 and
+// /openapi/v3/<api/v1 or apis/group/version> the OpenAPI documents; /version, /healthz, /livez and
+// /readyz answer too. An unknown path below a served group version is a 404 Status, a known path
+// with another method a 405 Status, any other path a plain "404 page not found", as the apiserver's
+// go-restful container and NotFoundHandler answer (TestRouting, TestDiscovery, TestNegotiation).
 //
 // # Invariants
 //
@@ -49,6 +62,16 @@
 //     the resource's field labels (400), and a path name as a metadata.name selector (400 if the
 //     explicit selector disagrees). A namespace or name the field selector pins narrows the storage key.
 //     TestWatchListDefaulting, TestListOptionsValidation, TestWatchRouting and TestList check it.
+//   - Content negotiation is the apiserver's: a built-in kind speaks JSON, YAML and protobuf
+//     (application/vnd.kubernetes.protobuf, watches as length-prefixed WatchEvents with
+//     ;stream=watch), a custom resource JSON and YAML; the Accept header's first acceptable clause
+//     (by q-value) wins, as=Table and as=PartialObjectMetadata(List) convert, anything else is a 406
+//     listing the endpoint's media types; a body in another format is a 415 listing them. Errors
+//     are Statuses in the negotiated format (raw JSON when none is acceptable). TestNegotiation,
+//     TestProtobuf, TestYAML, TestTable, TestPartialObjectMetadata and TestWatchStreamStart check it.
+//   - A built-in kind's body passes through its Go type: fields it lacks are dropped, and with
+//     fieldValidation Strict they (and duplicate fields) are a 400 naming them, with Warn (the
+//     default) a 299 Warning header each (TestFieldValidation).
 //   - Errors before a watch stream starts are ordinary responses with a Status body and its code
 //     (Retry-After when the Status asks for a retry); errors that are not API errors become 500 with an
 //     empty reason, as responsewriters.ErrorToAPIStatus. After the headers, errors are ERROR frames
@@ -84,15 +107,49 @@
 //     finalizers is only marked with a deletionTimestamp until an update removes them. dryRun=All
 //     checks without writing. TestCreate, TestUpdate, TestDelete, TestGet and TestWatchEventsFromWrites
 //     check it; TestOverWatchCache and TestCachedServer play them again over the watch cache.
+//   - PATCH applies a JSON patch, a JSON merge patch, a strategic merge patch (built-in kinds only;
+//     415 for custom resources, as upstream) or an apply configuration to the stored object in each
+//     try of a storage update; a patched object that changes its name or namespace, a failed test
+//     operation or a malformed patch is refused with the apiserver's status and stores nothing
+//     (TestPatch, FuzzPatch).
+//   - Every create, update and patch records its manager (fieldManager, else the user agent's
+//     first word) in managedFields. Server-side apply creates a missing object (201), merges the
+//     configuration by the kind's structured-merge-diff schema (builtin's, a CRD's schema, or deduced
+//     for a schemaless custom resource), removes the fields its manager stops applying, and refuses
+//     a field another manager owns with 409 Conflict, one FieldManagerConflict cause per field, unless
+//     force=true; fieldManager is required (TestApply, TestCRDResources).
+//   - With a status subresource, an update of the resource keeps the stored status and an update of
+//     the status keeps everything else (a custom resource's metadata too); a new object's status is
+//     the strategy's (a pod Pending, a namespace Active, others none); metadata.generation counts
+//     the spec changes of custom resources and deployments (TestStatusSubresource).
+//   - A pod bound to a node is deleted gracefully: marked with deletionTimestamp and
+//     deletionGracePeriodSeconds (the request's, else spec.terminationGracePeriodSeconds, else 30 s),
+//     shortened by a shorter period, deleted by a zero one; an unbound or finished pod is deleted at
+//     once (TestGracefulDeletion). A namespace gets the kubernetes finalizer; deleting it marks it
+//     Terminating until its finalize subresource clears spec.finalizers (TestNamespaces).
+//     deletecollection deletes the selected objects one by one as DELETE would and answers with the
+//     list of them (TestDeleteCollection).
+//   - Table conversion uses the built-in printers' columns (ConfigMap: Data, Age; Pod: Ready, Status,
+//     Restarts, Age...), a custom resource's columns (Age by default, dates as ages), rows whose
+//     object is its metadata, the object or nothing as includeObject says; in a watch only the first
+//     event carries the columns (TestTable).
+//   - /openapi/v3 lists one document per served group version and /openapi/v2 is one document (JSON,
+//     or gnostic protobuf); every operation names its kind and action, PATCH its patch types, writes
+//     take fieldValidation; schemas carry the patch strategies and list types kubectl apply reads
+//     (TestOpenAPI, and the real kubectl in interop/clientgo TestKubectl).
 //   - No goroutine outlives its request: a websocket watch's reader and shutdown watcher are stopped
 //     and waited for before the handler returns (TestWatchWebsocket, TestWatchEnds; TestMain's goleak).
 //
 // # Deviations
 //
-// JSON only (no protobuf, CBOR, YAML, Table or PartialObjectMetadata: such Accept clauses are
-// skipped, 406 if nothing else is acceptable); no PATCH, deletecollection, subresources,
-// managedFields, admission, authentication or authorization; no graceful deletion and no garbage
-// collector (propagationPolicy adds no finalizers); type-specific validation is limited to ObjectMeta
-// (and TypeMeta for custom resources); a built-in kind mismatch is reported as "no kind … is
-// registered" rather than as a conversion failure.
+// No admission (no namespace lifecycle: objects may name a namespace that does not exist), no
+// authentication or authorization, no garbage collector (propagationPolicy adds no finalizers), no
+// namespace controller (a deleted namespace keeps its objects and stays Terminating until
+// finalized), no defaulting of built-in kinds (k8s.io/api ships no defaulting functions) and no
+// type-specific validation beyond ObjectMeta (and TypeMeta for custom resources); no pruning of a
+// custom resource's unknown fields and no schema validation of its bodies; no cluster IP allocation
+// for services; no scale subresource; one version per group (a CRD's storage version); no CBOR; the
+// OpenAPI schemas of built-in kinds have their types, descriptions, patch strategies and list types
+// but no defaults or required fields. A built-in kind mismatch in a JSON body is reported as "no
+// kind … is registered" rather than as a conversion failure.
 package httpwatch

@@ -30,6 +30,12 @@ func Gizmos() Resource {
 	return Resource{Group: "example.com", Version: "v1", Resource: "gizmos", Kind: "Gizmo"}
 }
 
+// Gadgets is a namespaced custom resource with a status subresource and a printer column.
+func Gadgets() Resource {
+	return Resource{Group: "example.com", Version: "v1", Resource: "gadgets", Kind: "Gadget", Namespaced: true,
+		StatusSubresource: true, Columns: []Column{{Name: "Size", Type: "integer", JSONPath: ".spec.size"}, {Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"}}}
+}
+
 // TestChainConfig is what the tests of this package ask of package chain: Resources over a fresh
 // in-memory store, each behind a watch cache if Cached, each served through Wrap (if set), with the
 // HTTP API configured by API but for its Resources.
@@ -70,7 +76,7 @@ type envOption func(*Config)
 // reruns tests (which run one at a time) against the cache.
 var overWatchCache = false
 
-// newEnv serves ConfigMaps, Pods, Widgets and Gizmos, each over its own *etcd3.Store wrapped in a
+// newEnv serves DefaultResources, Gizmos and Gadgets, each over its own *etcd3.Store wrapped in a
 // spyStorage, with a fake clock and a jitter of 0.5.
 func newEnv(t *testing.T, opts ...envOption) *env { return newEnvWith(t, overWatchCache, opts...) }
 
@@ -86,7 +92,7 @@ func newEnvWith(t *testing.T, cached bool, opts ...envOption) *env {
 		o(&cfg)
 	}
 	c, err := StartChain(TestChainConfig{
-		Resources: append(DefaultResources(), Gizmos()),
+		Resources: append(DefaultResources(), Gizmos(), Gadgets()),
 		Cached:    cached,
 		API:       cfg,
 		Wrap: func(r Resource, s storage.Interface) storage.Interface {

@@ -8,6 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -20,13 +23,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	serializerjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
 
+	"github.com/listwatch/listwatch/builtin"
 	"github.com/listwatch/listwatch/storage"
 )
 
 // The request handlers of a resource, as k8s.io/apiserver pkg/endpoints/handlers (get.go, create.go,
-// update.go, delete.go, rest.go): they parse and validate the request, call the registry
+// update.go, delete.go, patch.go, rest.go): they parse and validate the request, call the registry
 // (registry.go) and write its answer or its error.
 
 // resourceHandler serves the requests of one resource: the REST handlers of pkg/endpoints/handlers
@@ -36,23 +42,50 @@ type resourceHandler struct {
 	server  *Server
 	res     Resource
 	storage dryRunnableStorage
+	// ep is what the resource's endpoints answer in.
+	ep endpoint
+
+	// The field managers of the resource and its subresources, made on first use.
+	managersOnce sync.Once
+	managers     map[string]*managedfields.FieldManager
+	managersErr  error
 }
 
-func (h *resourceHandler) serve(w http.ResponseWriter, req *http.Request, v verb, namespace, name string) {
-	switch v {
+// request is what the router found in a resource request's path.
+type request struct {
+	verb        verb
+	namespace   string
+	name        string
+	subresource string
+}
+
+func (h *resourceHandler) serve(w http.ResponseWriter, req *http.Request, r request) {
+	switch r.verb {
 	case verbList:
-		h.serveList(w, req, namespace, "", false)
+		h.serveList(w, req, r.namespace, "", false)
 	case verbWatch:
-		h.serveList(w, req, namespace, name, true)
+		h.serveList(w, req, r.namespace, r.name, true)
 	case verbGet:
-		h.serveGet(w, req, namespace, name)
+		h.serveGet(w, req, r)
 	case verbCreate:
-		h.serveCreate(w, req, namespace)
+		h.serveCreate(w, req, r.namespace)
 	case verbUpdate:
-		h.serveUpdate(w, req, namespace, name)
+		h.serveUpdate(w, req, r)
+	case verbPatch:
+		h.servePatch(w, req, r)
 	case verbDelete:
-		h.serveDelete(w, req, namespace, name)
+		h.serveDelete(w, req, r.namespace, r.name)
+	case verbDeleteCollection:
+		h.serveDeleteCollection(w, req, r.namespace)
 	}
+}
+
+func (h *resourceHandler) writeError(w http.ResponseWriter, req *http.Request, err error) {
+	h.server.writeErrorFor(w, req, h.ep, err)
+}
+
+func (h *resourceHandler) writeObject(w http.ResponseWriter, req *http.Request, code int, obj runtime.Object) {
+	h.server.writeObjectFor(w, req, h.ep, code, obj, h.transform)
 }
 
 // expectedNamespace mirrors rest.ExpectedNamespaceForScope.
@@ -84,25 +117,25 @@ func ensureNamespace(requestNamespace string, obj metav1.Object) error {
 //
 // Mirrors handlers.ListResource.
 func (h *resourceHandler) serveList(w http.ResponseWriter, req *http.Request, namespace, name string, forceWatch bool) {
-	if !negotiateOutput(req.Header.Get("Accept")) {
-		h.server.writeError(w, req, notAcceptable(false))
-		return
-	}
 	opts, err := h.listOptions(req.URL.Query(), name)
 	if err != nil {
-		h.server.writeError(w, req, err)
+		h.writeError(w, req, err)
 		return
 	}
 	if opts.Watch || forceWatch {
 		h.serveWatch(w, req, namespace, &opts)
 		return
 	}
-	list, err := h.list(req.Context(), namespace, &opts)
-	if err != nil {
-		h.server.writeError(w, req, err)
+	if _, err := h.ep.negotiateOutput(req, false); err != nil {
+		h.writeError(w, req, err)
 		return
 	}
-	h.server.writeObject(w, req, http.StatusOK, list)
+	list, err := h.list(req.Context(), namespace, &opts)
+	if err != nil {
+		h.writeError(w, req, err)
+		return
+	}
+	h.writeObject(w, req, http.StatusOK, list)
 }
 
 // ParseListOptions parses the query of a list or watch request for a resource as the apiserver does:
@@ -147,10 +180,11 @@ func (h *resourceHandler) listOptions(query map[string][]string, name string) (m
 	return opts, nil
 }
 
-// serveGet mirrors handlers.GetResource and registry.Store.Get.
-func (h *resourceHandler) serveGet(w http.ResponseWriter, req *http.Request, namespace, name string) {
-	if !negotiateOutput(req.Header.Get("Accept")) {
-		h.server.writeError(w, req, notAcceptable(false))
+// serveGet mirrors handlers.GetResource and registry.Store.Get (the status subresource gets the
+// whole object, as upstream's StatusREST).
+func (h *resourceHandler) serveGet(w http.ResponseWriter, req *http.Request, r request) {
+	if _, err := h.ep.negotiateOutput(req, false); err != nil {
+		h.writeError(w, req, err)
 		return
 	}
 	options := metav1.GetOptions{}
@@ -158,30 +192,30 @@ func (h *resourceHandler) serveGet(w http.ResponseWriter, req *http.Request, nam
 		if exports := values["export"]; len(exports) > 0 {
 			export := true
 			if err := runtime.Convert_Slice_string_To_bool(&exports, &export, nil); err != nil {
-				h.server.writeError(w, req, apierrors.NewBadRequest(fmt.Sprintf("the export parameter cannot be parsed: %v", err)))
+				h.writeError(w, req, apierrors.NewBadRequest(fmt.Sprintf("the export parameter cannot be parsed: %v", err)))
 				return
 			}
 			if export {
-				h.server.writeError(w, req, apierrors.NewBadRequest("the export parameter, deprecated since v1.14, is no longer supported"))
+				h.writeError(w, req, apierrors.NewBadRequest("the export parameter, deprecated since v1.14, is no longer supported"))
 				return
 			}
 		}
 		if err := metainternalversionscheme.ParameterCodec.DecodeParameters(values, metav1.SchemeGroupVersion, &options); err != nil {
-			h.server.writeError(w, req, apierrors.NewBadRequest(err.Error()))
+			h.writeError(w, req, apierrors.NewBadRequest(err.Error()))
 			return
 		}
 	}
-	key, err := h.key(namespace, name)
+	key, err := h.key(r.namespace, r.name)
 	if err != nil {
-		h.server.writeError(w, req, err)
+		h.writeError(w, req, err)
 		return
 	}
 	obj := &unstructured.Unstructured{}
 	if err := h.storage.Get(req.Context(), key, storage.GetOptions{ResourceVersion: options.ResourceVersion}, obj); err != nil {
-		h.server.writeError(w, req, storage.InterpretGetError(err, h.gr(), name))
+		h.writeError(w, req, storage.InterpretGetError(err, h.gr(), r.name))
 		return
 	}
-	h.server.writeObject(w, req, http.StatusOK, obj)
+	h.writeObject(w, req, http.StatusOK, obj)
 }
 
 // readBody mirrors handlers.limitedReadBody.
@@ -198,12 +232,109 @@ func (h *resourceHandler) readBody(req *http.Request) ([]byte, error) {
 	return data, nil
 }
 
-// decodeObject decodes a create or update body into an object of the resource, answering bad input
-// as the apiserver does: a body that is not a JSON object, has no kind (custom resources) or the
-// wrong kind (built-ins), or malformed metadata is a 400 from transformDecodeError; another group
-// version is a 400 naming it.
+// fieldValidation mirrors handlers.fieldValidation: Warn unless the request says otherwise.
+func fieldValidation(directive string) string {
+	if directive == "" {
+		return metav1.FieldValidationWarn
+	}
+	return directive
+}
+
+// decodeBody decodes a create or update body, in the format its Content-Type names, into an object
+// of the resource. A built-in kind goes through its Go type: a protobuf body is decoded, fields the
+// type does not have are dropped, and with fieldValidation Strict they are a 400 (Warn: a warning
+// header each), as the strict serializers of the apiserver report them.
 //
 // Mirrors the decode steps of handlers.createHandler and UpdateResource.
+func (h *resourceHandler) decodeBody(w http.ResponseWriter, body []byte, f *format, validation string) (*unstructured.Unstructured, error) {
+	if f == formatProtobuf {
+		return h.decodeProtobuf(body)
+	}
+	if f == formatYAML {
+		j, err := yaml.YAMLToJSON(body)
+		if err != nil {
+			return nil, h.transformDecodeError(err, nil, body)
+		}
+		body = j
+	}
+	obj, err := h.decodeObject(body)
+	if err != nil || !h.res.typed() {
+		return obj, err
+	}
+	strict := validation == metav1.FieldValidationStrict || validation == metav1.FieldValidationWarn
+	var strictErrs []error
+	if strict {
+		// Duplicate fields are what strict JSON decoding adds to the unknown ones.
+		var content map[string]any
+		if errs, err := kjson.UnmarshalStrict(body, &content); err == nil {
+			strictErrs = append(strictErrs, errs...)
+		}
+	}
+	typed, err := builtin.New(h.res.GroupVersionKind())
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, typed, strict); err != nil {
+		se, ok := runtime.AsStrictDecodingError(err)
+		if !ok {
+			gvk := obj.GroupVersionKind()
+			return nil, h.transformDecodeError(err, &gvk, body)
+		}
+		strictErrs = append(strictErrs, se.Errors()...)
+	}
+	if len(strictErrs) > 0 {
+		if validation == metav1.FieldValidationStrict {
+			gvk := obj.GroupVersionKind()
+			return nil, h.transformDecodeError(runtime.NewStrictDecodingError(strictErrs), &gvk, body)
+		}
+		for _, e := range strictErrs {
+			addWarning(w, e.Error())
+		}
+	}
+	return typedToUnstructured(typed, h.res.GroupVersionKind())
+}
+
+// typedToUnstructured is the JSON-like content of a typed object, with its kind.
+func typedToUnstructured(obj runtime.Object, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	u := &unstructured.Unstructured{Object: content}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}
+
+// decodeProtobuf decodes a protobuf body of a built-in kind.
+func (h *resourceHandler) decodeProtobuf(body []byte) (*unstructured.Unstructured, error) {
+	expected := h.res.GroupVersionKind()
+	into, err := builtin.New(expected)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	obj, gvk, err := protobufCodec().Decode(body, &expected, into)
+	if err != nil {
+		return nil, h.transformDecodeError(err, gvk, body)
+	}
+	if gvk.GroupVersion() != expected.GroupVersion() {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", gvk.GroupVersion(), expected.GroupVersion()))
+	}
+	if gvk.Kind != expected.Kind {
+		return nil, h.transformDecodeError(fmt.Errorf("no kind %q is registered for version %q", gvk.Kind, gvk.GroupVersion().String()), gvk, body)
+	}
+	return typedToUnstructured(obj, expected)
+}
+
+// addWarning adds a warning header as the apiserver's warning recorder writes it: code 299, agent
+// "-".
+func addWarning(w http.ResponseWriter, msg string) {
+	w.Header().Add("Warning", "299 - "+strconv.Quote(msg))
+}
+
+// decodeObject decodes a JSON create or update body into an object of the resource, answering bad
+// input as the apiserver does: a body that is not a JSON object, has no kind (custom resources) or
+// the wrong kind (built-ins), or malformed metadata is a 400 from transformDecodeError; another group
+// version is a 400 naming it.
 func (h *resourceHandler) decodeObject(body []byte) (*unstructured.Unstructured, error) {
 	expected := h.res.GroupVersionKind()
 	actual, err := serializerjson.DefaultMetaFactory.Interpret(body)
@@ -273,95 +404,138 @@ func summarizeData(data []byte, maxLength int) string {
 // isDryRun reports whether options ask for a dry run; validation has limited the values to "All".
 func isDryRun(dryRun []string) bool { return len(dryRun) > 0 }
 
+// managerOrUserAgent mirrors handlers.managerOrUserAgent: the field manager, or the user agent up to
+// its first "/", printable characters only, at most 128 bytes.
+func managerOrUserAgent(manager, userAgent string) string {
+	if manager != "" {
+		return manager
+	}
+	m, _, _ := strings.Cut(userAgent, "/")
+	var b strings.Builder
+	for _, r := range m {
+		if !strconv.IsPrint(r) {
+			continue
+		}
+		if b.Len()+len(string(r)) > metav1validation.FieldManagerMaxLength {
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 // serveCreate mirrors handlers.createHandler (CreateResource).
 func (h *resourceHandler) serveCreate(w http.ResponseWriter, req *http.Request, namespace string) {
 	ctx, cancel := context.WithTimeout(req.Context(), requestTimeoutUpperBound)
 	defer cancel()
-	if !negotiateOutput(req.Header.Get("Accept")) {
-		h.server.writeError(w, req, notAcceptable(false))
+	if _, err := h.ep.negotiateOutput(req, false); err != nil {
+		h.writeError(w, req, err)
 		return
 	}
-	if err := checkInputContentType(req.Header.Get("Content-Type")); err != nil {
-		h.server.writeError(w, req, err)
+	f, err := h.ep.inputFormat(req.Header.Get("Content-Type"))
+	if err != nil {
+		h.writeError(w, req, err)
 		return
 	}
 	body, err := h.readBody(req)
 	if err != nil {
-		h.server.writeError(w, req, err)
+		h.writeError(w, req, err)
 		return
 	}
 	options := &metav1.CreateOptions{}
 	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, options); err != nil {
-		h.server.writeError(w, req, apierrors.NewBadRequest(err.Error()))
+		h.writeError(w, req, apierrors.NewBadRequest(err.Error()))
 		return
 	}
 	if errs := metav1validation.ValidateCreateOptions(options); len(errs) > 0 {
-		h.server.writeError(w, req, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
+		h.writeError(w, req, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
 		return
 	}
-	obj, err := h.decodeObject(body)
+	obj, err := h.decodeBody(w, body, f, fieldValidation(options.FieldValidation))
 	if err != nil {
-		h.server.writeError(w, req, err)
+		h.writeError(w, req, err)
 		return
 	}
 	wipeObjectMetaSystemFields(obj)
 	if err := ensureNamespace(namespace, obj); err != nil {
-		h.server.writeError(w, req, err)
+		h.writeError(w, req, err)
+		return
+	}
+	if obj, err = h.trackCreate(obj, managerOrUserAgent(options.FieldManager, req.UserAgent())); err != nil {
+		h.writeError(w, req, err)
 		return
 	}
 	result, err := h.create(ctx, namespace, obj, isDryRun(options.DryRun))
 	if err != nil {
-		h.server.writeError(w, req, err)
+		h.writeError(w, req, err)
 		return
 	}
-	h.server.writeObject(w, req, http.StatusCreated, result)
+	h.writeObject(w, req, http.StatusCreated, result)
 }
 
-// serveUpdate mirrors handlers.UpdateResource.
-func (h *resourceHandler) serveUpdate(w http.ResponseWriter, req *http.Request, namespace, name string) {
+// serveUpdate mirrors handlers.UpdateResource, for the resource and its status and finalize
+// subresources.
+func (h *resourceHandler) serveUpdate(w http.ResponseWriter, req *http.Request, r request) {
 	ctx, cancel := context.WithTimeout(req.Context(), requestTimeoutUpperBound)
 	defer cancel()
-	if !negotiateOutput(req.Header.Get("Accept")) {
-		h.server.writeError(w, req, notAcceptable(false))
+	if _, err := h.ep.negotiateOutput(req, false); err != nil {
+		h.writeError(w, req, err)
 		return
 	}
 	body, err := h.readBody(req)
 	if err != nil {
-		h.server.writeError(w, req, err)
+		h.writeError(w, req, err)
 		return
 	}
 	options := &metav1.UpdateOptions{}
 	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, options); err != nil {
-		h.server.writeError(w, req, apierrors.NewBadRequest(err.Error()))
+		h.writeError(w, req, apierrors.NewBadRequest(err.Error()))
 		return
 	}
 	if errs := metav1validation.ValidateUpdateOptions(options); len(errs) > 0 {
-		h.server.writeError(w, req, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
+		h.writeError(w, req, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
 		return
 	}
-	if err := checkInputContentType(req.Header.Get("Content-Type")); err != nil {
-		h.server.writeError(w, req, err)
-		return
-	}
-	obj, err := h.decodeObject(body)
+	f, err := h.ep.inputFormat(req.Header.Get("Content-Type"))
 	if err != nil {
-		h.server.writeError(w, req, err)
+		h.writeError(w, req, err)
 		return
 	}
-	if err := ensureNamespace(namespace, obj); err != nil {
-		h.server.writeError(w, req, err)
-		return
-	}
-	if err := checkName(obj, name); err != nil {
-		h.server.writeError(w, req, err)
-		return
-	}
-	result, err := h.update(ctx, namespace, name, obj, isDryRun(options.DryRun))
+	obj, err := h.decodeBody(w, body, f, fieldValidation(options.FieldValidation))
 	if err != nil {
-		h.server.writeError(w, req, err)
+		h.writeError(w, req, err)
 		return
 	}
-	h.server.writeObject(w, req, http.StatusOK, result)
+	if err := ensureNamespace(r.namespace, obj); err != nil {
+		h.writeError(w, req, err)
+		return
+	}
+	if err := checkName(obj, r.name); err != nil {
+		h.writeError(w, req, err)
+		return
+	}
+	manager := managerOrUserAgent(options.FieldManager, req.UserAgent())
+	result, created, err := h.update(ctx, updateRequest{
+		namespace: r.namespace, name: r.name, subresource: r.subresource,
+		preconditionUID: obj.GetUID(),
+		dryRun:          isDryRun(options.DryRun),
+		objInfo: func(existing *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+			newObj := obj.DeepCopy()
+			if existing == nil {
+				return h.trackCreate(newObj, manager)
+			}
+			return h.trackUpdate(r.subresource, existing, newObj, manager)
+		},
+	})
+	if err != nil {
+		h.writeError(w, req, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	h.writeObject(w, req, status, result)
 }
 
 // checkName mirrors handlers.checkName.
@@ -376,52 +550,72 @@ func checkName(obj *unstructured.Unstructured, name string) error {
 	return nil
 }
 
+// deleteOptions reads the DeleteOptions of a DELETE: from the body when there is one, else from
+// the query.
+//
+// Mirrors the option parsing of handlers.DeleteResource and DeleteCollection.
+func (h *resourceHandler) deleteOptions(req *http.Request, body []byte) (*metav1.DeleteOptions, error) {
+	options := &metav1.DeleteOptions{}
+	if len(body) > 0 {
+		if _, err := metaEndpoint.inputFormat(req.Header.Get("Content-Type")); err != nil {
+			return nil, err
+		}
+		if ct := req.Header.Get("Content-Type"); strings.HasPrefix(ct, contentTypeYAML) {
+			j, err := yaml.YAMLToJSON(body)
+			if err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
+			body = j
+		}
+		// Per-group DeleteOptions are accepted as well as meta.k8s.io/v1 ones.
+		defaultGVK := metav1.SchemeGroupVersion.WithKind("DeleteOptions")
+		var obj runtime.Object
+		var err error
+		if ct := req.Header.Get("Content-Type"); strings.HasPrefix(ct, contentTypeProtobuf) {
+			obj, _, err = protobufCodec().Decode(body, &defaultGVK, options)
+		} else {
+			obj, _, err = deleteOptionsDecoder.Decode(body, &defaultGVK, options)
+		}
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		if obj != options {
+			return nil, apierrors.NewBadRequest("decoded object cannot be converted to DeleteOptions")
+		}
+	} else if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, options); err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if errs := metav1validation.ValidateDeleteOptions(options); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
+	}
+	if options.IgnoreStoreReadErrorWithClusterBreakingPotential != nil && *options.IgnoreStoreReadErrorWithClusterBreakingPotential {
+		// The apiserver authorizes an unsafe delete first; a server without an authorizer refuses it.
+		return nil, apierrors.NewInternalError(errors.New("no authorizer provided, unable to authorize unsafe delete"))
+	}
+	return options, nil
+}
+
 // serveDelete mirrors handlers.DeleteResource.
 func (h *resourceHandler) serveDelete(w http.ResponseWriter, req *http.Request, namespace, name string) {
 	ctx, cancel := context.WithTimeout(req.Context(), requestTimeoutUpperBound)
 	defer cancel()
-	if !negotiateOutput(req.Header.Get("Accept")) {
-		h.server.writeError(w, req, notAcceptable(false))
+	if _, err := h.ep.negotiateOutput(req, false); err != nil {
+		h.writeError(w, req, err)
 		return
 	}
-	options := &metav1.DeleteOptions{}
 	body, err := h.readBody(req)
 	if err != nil {
-		h.server.writeError(w, req, err)
+		h.writeError(w, req, err)
 		return
 	}
-	if len(body) > 0 {
-		if err := checkInputContentType(req.Header.Get("Content-Type")); err != nil {
-			h.server.writeError(w, req, err)
-			return
-		}
-		// Per-group DeleteOptions are accepted as well as meta.k8s.io/v1 ones.
-		defaultGVK := metav1.SchemeGroupVersion.WithKind("DeleteOptions")
-		obj, _, err := deleteOptionsDecoder.Decode(body, &defaultGVK, options)
-		if err != nil {
-			h.server.writeError(w, req, apierrors.NewBadRequest(err.Error()))
-			return
-		}
-		if obj != options {
-			h.server.writeError(w, req, apierrors.NewBadRequest("decoded object cannot be converted to DeleteOptions"))
-			return
-		}
-	} else if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, options); err != nil {
-		h.server.writeError(w, req, apierrors.NewBadRequest(err.Error()))
-		return
-	}
-	if errs := metav1validation.ValidateDeleteOptions(options); len(errs) > 0 {
-		h.server.writeError(w, req, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs))
-		return
-	}
-	if options.IgnoreStoreReadErrorWithClusterBreakingPotential != nil && *options.IgnoreStoreReadErrorWithClusterBreakingPotential {
-		// The apiserver authorizes an unsafe delete first; a server without an authorizer refuses it.
-		h.server.writeError(w, req, apierrors.NewInternalError(errors.New("no authorizer provided, unable to authorize unsafe delete")))
+	options, err := h.deleteOptions(req, body)
+	if err != nil {
+		h.writeError(w, req, err)
 		return
 	}
 	result, deleted, err := h.delete(ctx, namespace, name, options)
 	if err != nil {
-		h.server.writeError(w, req, err)
+		h.writeError(w, req, err)
 		return
 	}
 	status := http.StatusOK
@@ -429,7 +623,39 @@ func (h *resourceHandler) serveDelete(w http.ResponseWriter, req *http.Request, 
 	if !deleted && options.OrphanDependents != nil && !*options.OrphanDependents {
 		status = http.StatusAccepted
 	}
-	h.server.writeObject(w, req, status, result)
+	h.writeObject(w, req, status, result)
+}
+
+// serveDeleteCollection mirrors handlers.DeleteCollection: the list options come from the query,
+// the DeleteOptions from the body (or the query), and the answer is the list of what was deleted.
+func (h *resourceHandler) serveDeleteCollection(w http.ResponseWriter, req *http.Request, namespace string) {
+	ctx, cancel := context.WithTimeout(req.Context(), requestTimeoutUpperBound)
+	defer cancel()
+	if _, err := h.ep.negotiateOutput(req, false); err != nil {
+		h.writeError(w, req, err)
+		return
+	}
+	listOptions, err := h.listOptions(req.URL.Query(), "")
+	if err != nil {
+		h.writeError(w, req, err)
+		return
+	}
+	body, err := h.readBody(req)
+	if err != nil {
+		h.writeError(w, req, err)
+		return
+	}
+	options, err := h.deleteOptions(req, body)
+	if err != nil {
+		h.writeError(w, req, err)
+		return
+	}
+	result, err := h.deleteCollection(ctx, namespace, options, &listOptions)
+	if err != nil {
+		h.writeError(w, req, err)
+		return
+	}
+	h.writeObject(w, req, http.StatusOK, result)
 }
 
 var deleteOptionsDecoder = func() runtime.Decoder {
@@ -437,3 +663,55 @@ var deleteOptionsDecoder = func() runtime.Decoder {
 	info, _ := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
 	return codecs.DecoderToVersion(info.Serializer, metav1.SchemeGroupVersion)
 }()
+
+// hasSubresource reports whether the resource serves the subresource.
+func (h *resourceHandler) hasSubresource(sub string) bool {
+	switch sub {
+	case "status":
+		return h.res.StatusSubresource
+	case "finalize":
+		return h.res.isCoreNamespaces()
+	}
+	return false
+}
+
+// Create creates an object of a served resource, named by its GroupResource ("configmaps",
+// "deployments.apps"), as a POST of it would, without HTTP: the object goes through its kind's Go
+// type (a built-in kind), the strategy, validation and managedFields (recorded for manager); the
+// namespace is the object's. It returns the object as stored, or the API error a POST would get.
+func (s *Server) Create(ctx context.Context, gr schema.GroupResource, obj *unstructured.Unstructured, manager string) (*unstructured.Unstructured, error) {
+	var h *resourceHandler
+	for _, handlers := range s.resources {
+		for _, candidate := range handlers {
+			if candidate.res.GroupResource() == gr {
+				h = candidate
+			}
+		}
+	}
+	if h == nil {
+		return nil, apierrors.NewNotFound(gr, obj.GetName())
+	}
+	obj = obj.DeepCopy()
+	if obj.GetKind() == "" {
+		obj.SetGroupVersionKind(h.res.GroupVersionKind())
+	}
+	if h.res.typed() {
+		typed, err := builtin.ToTyped(h.res.GroupVersionKind(), obj.Object)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		if obj, err = typedToUnstructured(typed, h.res.GroupVersionKind()); err != nil {
+			return nil, err
+		}
+	}
+	wipeObjectMetaSystemFields(obj)
+	obj, err := h.trackCreate(obj, manager)
+	if err != nil {
+		return nil, err
+	}
+	out, err := h.create(ctx, obj.GetNamespace(), obj, false)
+	if err != nil {
+		return nil, err
+	}
+	return asUnstructured(out)
+}

@@ -127,8 +127,12 @@ func TestList(t *testing.T) {
 	e.unchanged(rv, "refused lists")
 
 	// Pods select on their own fields.
-	e.mustCreate("/api/v1/namespaces/default/pods", `{"metadata":{"name":"p1"},"spec":{"nodeName":"n1","hostNetwork":true},"status":{"phase":"Running"}}`)
-	e.mustCreate("/api/v1/namespaces/default/pods", `{"metadata":{"name":"p2"},"spec":{"nodeName":"n2"},"status":{"phase":"Pending"}}`)
+	e.mustCreate("/api/v1/namespaces/default/pods", `{"metadata":{"name":"p1"},"spec":{"nodeName":"n1","hostNetwork":true}}`)
+	e.mustCreate("/api/v1/namespaces/default/pods", `{"metadata":{"name":"p2"},"spec":{"nodeName":"n2"}}`)
+	// A new pod is Pending; its status is set through the status subresource.
+	if r := e.do("PATCH", "/api/v1/namespaces/default/pods/p1/status", `{"status":{"phase":"Running"}}`, "Content-Type", "application/merge-patch+json"); r.code != 200 {
+		t.Fatalf("patching p1's status: %d %s", r.code, r.body)
+	}
 	if got := itemNames(t, e.do("GET", "/api/v1/namespaces/default/pods?fieldSelector=spec.nodeName%3Dn2", "").list(t)); got != "p2" {
 		t.Errorf("pods on n2: %s", got)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -166,10 +167,6 @@ func (h *resourceHandler) create(ctx context.Context, namespace string, obj *uns
 }
 
 func (h *resourceHandler) createOnce(ctx context.Context, namespace string, obj *unstructured.Unstructured, dryRun bool) (runtime.Object, error) {
-	h.fillObjectMetaSystemFields(obj)
-	if obj.GetGenerateName() != "" && obj.GetName() == "" {
-		obj.SetName(generateName(obj.GetGenerateName()))
-	}
 	if err := h.beforeCreate(namespace, obj); err != nil {
 		return nil, err
 	}
@@ -200,19 +197,47 @@ func (h *resourceHandler) createOnce(ctx context.Context, namespace string, obj 
 	return out, nil
 }
 
-// beforeCreate mirrors rest.BeforeCreate with the strategy of the resource.
+// beforeCreate mirrors rest.BeforeCreate with the strategy of the resource: system fields, a
+// generated name, the strategy's PrepareForCreate, and validation.
 func (h *resourceHandler) beforeCreate(namespace string, obj *unstructured.Unstructured) error {
 	if err := ensureNamespace(h.expectedNamespace(namespace), obj); err != nil {
 		return err
 	}
-	if !h.res.BuiltIn {
-		// customResourceStrategy.PrepareForCreate
-		obj.SetGeneration(1)
+	obj.SetDeletionTimestamp(nil)
+	obj.SetDeletionGracePeriodSeconds(nil)
+	h.prepareForCreate(obj)
+	h.fillObjectMetaSystemFields(obj)
+	if obj.GetGenerateName() != "" && obj.GetName() == "" {
+		obj.SetName(generateName(obj.GetGenerateName()))
 	}
 	if errs := h.validate(obj); len(errs) > 0 {
 		return apierrors.NewInvalid(obj.GroupVersionKind().GroupKind(), obj.GetName(), errs)
 	}
 	return nil
+}
+
+// prepareForCreate is the strategy's PrepareForCreate: customResourceStrategy's (generation 1, no
+// status with a status subresource) or the built-in kind's.
+func (h *resourceHandler) prepareForCreate(obj *unstructured.Unstructured) {
+	if !h.res.BuiltIn {
+		if h.res.StatusSubresource {
+			delete(obj.Object, "status")
+		}
+		obj.SetGeneration(1)
+		return
+	}
+	if st := h.res.strategy; st != nil {
+		if st.prepareForCreate != nil {
+			st.prepareForCreate(obj.Object)
+		}
+		if st.generation {
+			obj.SetGeneration(1)
+		}
+		return
+	}
+	if h.res.StatusSubresource {
+		delete(obj.Object, "status")
+	}
 }
 
 // validate is the strategy's Validate followed by rest.ValidateCreate's ObjectMeta checks: a custom
@@ -231,7 +256,11 @@ func (h *resourceHandler) validate(obj *unstructured.Unstructured) field.ErrorLi
 			return errs
 		}
 	}
-	return apivalidation.ValidateObjectMetaAccessor(obj, h.res.Namespaced, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	nameFn := apivalidation.NameIsDNSSubdomain
+	if h.res.isCoreNamespaces() {
+		nameFn = apivalidation.ValidateNamespaceName
+	}
+	return apivalidation.ValidateObjectMetaAccessor(obj, h.res.Namespaced, nameFn, field.NewPath("metadata"))
 }
 
 // checkGeneratedNameError mirrors rest.CheckGeneratedNameError.
@@ -283,32 +312,74 @@ func generateName(base string) string {
 // errEmptiedFinalizers signals that an update removed the last finalizer of an object being deleted.
 var errEmptiedFinalizers = errors.New("emptied finalizers")
 
-// update mirrors registry.Store.Update for a strategy that never creates on update.
-func (h *resourceHandler) update(ctx context.Context, namespace, name string, obj *unstructured.Unstructured, dryRun bool) (runtime.Object, error) {
-	key, err := h.key(namespace, name)
+// updatedObjectFunc returns the object an update stores, given the stored one; existing is nil when
+// nothing is stored (a create on update).
+//
+// Mirrors rest.UpdatedObjectInfo.UpdatedObject.
+type updatedObjectFunc func(existing *unstructured.Unstructured) (*unstructured.Unstructured, error)
+
+// updateRequest is one update of an object or of its subresource.
+type updateRequest struct {
+	namespace, name string
+	subresource     string
+	// objInfo computes the new object from the stored one, in each try of the update.
+	objInfo updatedObjectFunc
+	// preconditionUID, if set, must be the stored object's UID.
+	preconditionUID types.UID
+	// forceAllowCreate creates a missing object, as server-side apply does.
+	forceAllowCreate bool
+	dryRun           bool
+}
+
+// update mirrors registry.Store.Update: the new object is computed from the stored one in each try;
+// a missing object is created when the strategy or the request allows it (and then created is
+// true).
+func (h *resourceHandler) update(ctx context.Context, u updateRequest) (result runtime.Object, created bool, err error) {
+	key, err := h.key(u.namespace, u.name)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	preconditions := &storage.Preconditions{}
-	if uid := obj.GetUID(); uid != "" {
-		preconditions.UID = &uid
+	if u.preconditionUID != "" {
+		preconditions.UID = &u.preconditionUID
 	}
+	allowCreate := u.forceAllowCreate || (u.subresource == "" && h.res.strategy != nil && h.res.strategy.allowCreateOnUpdate)
 	versioner := storage.APIObjectVersioner{}
 	out := &unstructured.Unstructured{}
 	var deleteObj *unstructured.Unstructured
-	err = h.storage.guaranteedUpdate(ctx, key, out, false, preconditions, func(existing runtime.Object, res storage.ResponseMeta) (runtime.Object, *uint64, error) {
+	// Only a resource that may be created by an update reads a missing object as empty; for the
+	// others a missing object is a 404 before preconditions are checked.
+	err = h.storage.guaranteedUpdate(ctx, key, out, allowCreate, preconditions, func(existing runtime.Object, res storage.ResponseMeta) (runtime.Object, *uint64, error) {
 		existingResourceVersion, err := versioner.ObjectResourceVersion(existing)
 		if err != nil {
 			return nil, nil, err
 		}
-		if existingResourceVersion == 0 {
-			return nil, nil, apierrors.NewNotFound(h.gr(), name)
+		old, err := asUnstructured(existing)
+		if err != nil {
+			return nil, nil, err
 		}
-		newObj := obj.DeepCopy()
+		if existingResourceVersion == 0 {
+			if !allowCreate {
+				return nil, nil, apierrors.NewNotFound(h.gr(), u.name)
+			}
+			old = nil
+		}
+		newObj, err := u.objInfo(old)
+		if err != nil {
+			return nil, nil, err
+		}
 		newResourceVersion, err := versioner.ObjectResourceVersion(newObj)
 		if err != nil {
 			return nil, nil, err
 		}
+		if existingResourceVersion == 0 {
+			created = true
+			if err := h.beforeCreate(u.namespace, newObj); err != nil {
+				return nil, nil, err
+			}
+			return newObj, nil, nil
+		}
+		created = false
 		if newResourceVersion == 0 && h.res.AllowUnconditionalUpdate {
 			if err := versioner.UpdateObject(newObj, res.ResourceVersion); err != nil {
 				return nil, nil, err
@@ -317,44 +388,40 @@ func (h *resourceHandler) update(ctx context.Context, namespace, name string, ob
 			if newResourceVersion == 0 {
 				qualifiedKind := schema.GroupKind{Group: h.res.Group, Kind: h.res.Resource}
 				errs := field.ErrorList{field.Invalid(field.NewPath("metadata").Child("resourceVersion"), newResourceVersion, "must be specified for an update")}
-				return nil, nil, apierrors.NewInvalid(qualifiedKind, name, errs)
+				return nil, nil, apierrors.NewInvalid(qualifiedKind, u.name, errs)
 			}
 			if newResourceVersion != existingResourceVersion {
-				return nil, nil, apierrors.NewConflict(h.gr(), name, errors.New(optimisticLockErrorMsg))
+				return nil, nil, apierrors.NewConflict(h.gr(), u.name, errors.New(optimisticLockErrorMsg))
 			}
 		}
-		old, err := asUnstructured(existing)
-		if err != nil {
+		if err := h.beforeUpdate(u.namespace, u.subresource, newObj, old); err != nil {
 			return nil, nil, err
 		}
-		if err := h.beforeUpdate(namespace, newObj, old); err != nil {
-			return nil, nil, err
-		}
-		if shouldDeleteDuringUpdate(newObj, old) {
+		if h.shouldDeleteDuringUpdate(newObj, old) {
 			deleteObj = newObj
 			return nil, nil, errEmptiedFinalizers
 		}
 		return newObj, nil, nil
-	}, dryRun)
+	}, u.dryRun)
 	if err != nil {
 		if err == errEmptiedFinalizers {
-			return h.deleteWithoutFinalizers(ctx, name, key, deleteObj, preconditions, dryRun)
+			result, err := h.deleteWithoutFinalizers(ctx, u.name, key, deleteObj, preconditions, u.dryRun)
+			return result, false, err
 		}
-		return nil, storage.InterpretUpdateError(err, h.gr(), name)
+		if created {
+			return nil, false, storage.InterpretCreateError(err, h.gr(), u.name)
+		}
+		return nil, false, storage.InterpretUpdateError(err, h.gr(), u.name)
 	}
-	return out, nil
+	return out, created, nil
 }
 
-// beforeUpdate mirrors rest.BeforeUpdate with the strategy of the resource.
-func (h *resourceHandler) beforeUpdate(namespace string, obj, old *unstructured.Unstructured) error {
+// beforeUpdate mirrors rest.BeforeUpdate with the strategy of the resource or subresource.
+func (h *resourceHandler) beforeUpdate(namespace, subresource string, obj, old *unstructured.Unstructured) error {
 	if err := ensureNamespace(h.expectedNamespace(namespace), obj); err != nil {
 		return err
 	}
-	obj.SetGeneration(old.GetGeneration())
-	if !h.res.BuiltIn && !equalIgnoringMetadata(obj, old) {
-		// customResourceStrategy.PrepareForUpdate: any change outside metadata is a new generation.
-		obj.SetGeneration(old.GetGeneration() + 1)
-	}
+	h.prepareForUpdate(subresource, obj, old)
 	if obj.GetUID() == "" {
 		obj.SetUID(old.GetUID())
 	}
@@ -363,6 +430,8 @@ func (h *resourceHandler) beforeUpdate(namespace string, obj, old *unstructured.
 	}
 	if dt := old.GetDeletionTimestamp(); dt != nil && !dt.IsZero() {
 		obj.SetDeletionTimestamp(dt)
+	} else {
+		obj.SetDeletionTimestamp(nil)
 	}
 	if old.GetDeletionGracePeriodSeconds() != nil && obj.GetDeletionGracePeriodSeconds() == nil {
 		obj.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
@@ -373,6 +442,84 @@ func (h *resourceHandler) beforeUpdate(namespace string, obj, old *unstructured.
 		return apierrors.NewInvalid(obj.GroupVersionKind().GroupKind(), obj.GetName(), errs)
 	}
 	return nil
+}
+
+// prepareForUpdate is the PrepareForUpdate of the strategy of the resource or subresource:
+//   - an update of the resource keeps the stored status when there is a status subresource, and
+//     (custom resources, and built-in kinds that count generations) starts a new generation when
+//     anything but metadata and status changed; a namespace keeps its spec.finalizers;
+//   - an update of the status keeps everything but the status (custom resources: every other field
+//     of the stored object but managedFields; built-in kinds: every field but metadata);
+//   - a namespace's finalize keeps its status.
+//
+// Mirrors customResourceStrategy and statusStrategy PrepareForUpdate (apiextensions-apiserver) and
+// the built-in strategies (podStrategy, podStatusStrategy, deploymentStrategy, namespaceStrategy,
+// namespaceFinalizeStrategy...).
+func (h *resourceHandler) prepareForUpdate(subresource string, obj, old *unstructured.Unstructured) {
+	switch subresource {
+	case "status":
+		if !h.res.BuiltIn {
+			status, hasStatus := obj.Object["status"]
+			managedFields := obj.GetManagedFields()
+			rv := obj.GetResourceVersion()
+			obj.Object = old.DeepCopy().Object
+			obj.SetManagedFields(managedFields)
+			obj.SetResourceVersion(rv)
+			if hasStatus {
+				obj.Object["status"] = status
+			} else {
+				delete(obj.Object, "status")
+			}
+			return
+		}
+		for k := range obj.Object {
+			if k != "metadata" && k != "status" && k != "apiVersion" && k != "kind" {
+				delete(obj.Object, k)
+			}
+		}
+		for k, v := range old.Object {
+			if k != "metadata" && k != "status" && k != "apiVersion" && k != "kind" {
+				obj.Object[k] = runtime.DeepCopyJSONValue(v)
+			}
+		}
+		obj.SetGeneration(old.GetGeneration())
+		return
+	case "finalize":
+		copyField(obj, old, "status")
+		obj.SetGeneration(old.GetGeneration())
+		return
+	}
+	if h.res.StatusSubresource {
+		copyField(obj, old, "status")
+	}
+	if h.res.isCoreNamespaces() {
+		finalizers, found, _ := unstructured.NestedFieldCopy(old.Object, "spec", "finalizers")
+		if found {
+			unstructured.SetNestedField(obj.Object, finalizers, "spec", "finalizers")
+		} else {
+			unstructured.RemoveNestedField(obj.Object, "spec", "finalizers")
+		}
+	}
+	obj.SetGeneration(old.GetGeneration())
+	switch {
+	case !h.res.BuiltIn:
+		if !equalIgnoring(obj, old, h.res.StatusSubresource) {
+			obj.SetGeneration(old.GetGeneration() + 1)
+		}
+	case h.res.strategy != nil && h.res.strategy.generation:
+		if !apiequality.Semantic.DeepEqual(obj.Object["spec"], old.Object["spec"]) {
+			obj.SetGeneration(old.GetGeneration() + 1)
+		}
+	}
+}
+
+// copyField sets obj's top-level field to old's, or removes it when old has none.
+func copyField(obj, old *unstructured.Unstructured, name string) {
+	if v, ok := old.Object[name]; ok {
+		obj.Object[name] = runtime.DeepCopyJSONValue(v)
+	} else {
+		delete(obj.Object, name)
+	}
 }
 
 // asUnstructured returns the object the storage handed to an update function as unstructured: a
@@ -391,11 +538,12 @@ func asUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
 	return &unstructured.Unstructured{Object: content}, nil
 }
 
-func equalIgnoringMetadata(a, b *unstructured.Unstructured) bool {
+// equalIgnoring compares two objects but for metadata and, with a status subresource, status.
+func equalIgnoring(a, b *unstructured.Unstructured, status bool) bool {
 	strip := func(u *unstructured.Unstructured) map[string]any {
 		m := make(map[string]any, len(u.Object))
 		for k, v := range u.Object {
-			if k != "metadata" {
+			if k != "metadata" && (!status || k != "status") {
 				m[k] = v
 			}
 		}
@@ -404,10 +552,16 @@ func equalIgnoringMetadata(a, b *unstructured.Unstructured) bool {
 	return apiequality.Semantic.DeepEqual(strip(a), strip(b))
 }
 
-// shouldDeleteDuringUpdate mirrors registry.ShouldDeleteDuringUpdate.
-func shouldDeleteDuringUpdate(obj, existing *unstructured.Unstructured) bool {
+// shouldDeleteDuringUpdate mirrors registry.ShouldDeleteDuringUpdate, and for namespaces
+// ShouldDeleteNamespaceDuringUpdate, which waits for spec.finalizers too.
+func (h *resourceHandler) shouldDeleteDuringUpdate(obj, existing *unstructured.Unstructured) bool {
 	if len(obj.GetFinalizers()) > 0 || existing.GetDeletionTimestamp() == nil {
 		return false
+	}
+	if h.res.isCoreNamespaces() {
+		if finalizers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "finalizers"); len(finalizers) > 0 {
+			return false
+		}
 	}
 	grace := existing.GetDeletionGracePeriodSeconds()
 	return grace == nil || *grace == 0
@@ -427,11 +581,14 @@ func (h *resourceHandler) deleteWithoutFinalizers(ctx context.Context, name, key
 	return obj, nil
 }
 
-// errDeleteNow signals that an object without finalizers can be deleted at once.
-var errDeleteNow = errors.New("delete now")
+// errAlreadyDeleting signals that a graceful deletion is already pending.
+var errAlreadyDeleting = errors.New("abort delete: already deleting")
 
-// delete mirrors registry.Store.Delete for a strategy without graceful deletion and a server without a
-// garbage collector: an object with finalizers is marked as being deleted, any other is deleted.
+// delete mirrors registry.Store.Delete for a server without a garbage collector: an object with
+// finalizers is marked as being deleted; a kind that deletes gracefully (pods) is marked with a
+// deletionTimestamp its grace period ahead, unless the period is 0; any other object is deleted.
+// A namespace is marked Terminating and deleted only once its spec.finalizers are empty (the
+// namespace REST's Delete).
 func (h *resourceHandler) delete(ctx context.Context, namespace, name string, options *metav1.DeleteOptions) (runtime.Object, bool, error) {
 	key, err := h.key(namespace, name)
 	if err != nil {
@@ -446,18 +603,28 @@ func (h *resourceHandler) delete(ctx context.Context, namespace, name string, op
 		preconditions.UID = options.Preconditions.UID
 		preconditions.ResourceVersion = options.Preconditions.ResourceVersion
 	}
-	if err := beforeDelete(obj, options); err != nil {
+	dryRun := isDryRun(options.DryRun)
+	if h.res.isCoreNamespaces() {
+		return h.deleteNamespace(ctx, name, key, obj, options, &preconditions, dryRun)
+	}
+	graceful, pendingGraceful, err := h.beforeDelete(obj, options)
+	if err != nil {
 		return nil, false, err
 	}
-	dryRun := isDryRun(options.DryRun)
-	if len(obj.GetFinalizers()) != 0 {
-		out, err := h.updateForFinalizers(ctx, name, key, options, &preconditions, dryRun)
-		switch {
-		case err == errDeleteNow:
-		case err != nil:
-			return nil, false, err
-		default:
-			return out, false, nil
+	if pendingGraceful {
+		return h.finalizeDelete(obj), false, nil
+	}
+	if graceful || len(obj.GetFinalizers()) != 0 {
+		out, deleteNow, err := h.updateForGracefulDeletionAndFinalizers(ctx, name, key, options, &preconditions, dryRun)
+		if err != nil || !deleteNow {
+			return out, false, err
+		}
+		if preconditions.ResourceVersion != nil {
+			rv := out.(*unstructured.Unstructured).GetResourceVersion()
+			preconditions.ResourceVersion = &rv
+		}
+		if dryRun {
+			return out, true, nil
 		}
 	}
 	out := &unstructured.Unstructured{}
@@ -467,50 +634,158 @@ func (h *resourceHandler) delete(ctx context.Context, namespace, name string, op
 	return h.finalizeDelete(out), true, nil
 }
 
-// beforeDelete mirrors rest.BeforeDelete for a strategy without graceful deletion: the preconditions
-// are checked early against the object read.
-func beforeDelete(obj *unstructured.Unstructured, options *metav1.DeleteOptions) error {
-	if options.Preconditions == nil {
-		return nil
+// beforeDelete mirrors rest.BeforeDelete: the preconditions are checked early against the object
+// read; a kind with a grace period gets its deletionTimestamp and deletionGracePeriodSeconds set
+// (graceful), or, already being deleted, may only have its grace period shortened (else the
+// deletion is pending).
+func (h *resourceHandler) beforeDelete(obj *unstructured.Unstructured, options *metav1.DeleteOptions) (graceful, gracefulPending bool, err error) {
+	if options.Preconditions != nil {
+		gvk := obj.GroupVersionKind()
+		gr := schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}
+		if uid := options.Preconditions.UID; uid != nil && *uid != obj.GetUID() {
+			return false, false, apierrors.NewConflict(gr, obj.GetName(), fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated", *uid, obj.GetUID()))
+		}
+		if rv := options.Preconditions.ResourceVersion; rv != nil && *rv != obj.GetResourceVersion() {
+			return false, false, apierrors.NewConflict(gr, obj.GetName(), fmt.Errorf("the ResourceVersion in the precondition (%s) does not match the ResourceVersion in record (%s). The object might have been modified", *rv, obj.GetResourceVersion()))
+		}
 	}
-	gvk := obj.GroupVersionKind()
-	gr := schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}
-	if uid := options.Preconditions.UID; uid != nil && *uid != obj.GetUID() {
-		return apierrors.NewConflict(gr, obj.GetName(), fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated", *uid, obj.GetUID()))
+	if p := options.GracePeriodSeconds; p != nil && *p < 0 {
+		one := int64(1)
+		options.GracePeriodSeconds = &one
 	}
-	if rv := options.Preconditions.ResourceVersion; rv != nil && *rv != obj.GetResourceVersion() {
-		return apierrors.NewConflict(gr, obj.GetName(), fmt.Errorf("the ResourceVersion in the precondition (%s) does not match the ResourceVersion in record (%s). The object might have been modified", *rv, obj.GetResourceVersion()))
+	if p := obj.GetDeletionGracePeriodSeconds(); p != nil && *p < 0 {
+		one := int64(1)
+		obj.SetDeletionGracePeriodSeconds(&one)
 	}
-	return nil
+	st := h.res.strategy
+	if st == nil || st.gracePeriod == nil {
+		return false, false, nil
+	}
+	now := h.server.clock.Now()
+	if dt := obj.GetDeletionTimestamp(); dt != nil {
+		current := obj.GetDeletionGracePeriodSeconds()
+		if current == nil || *current == 0 {
+			return false, false, nil
+		}
+		if options.GracePeriodSeconds != nil {
+			period := *options.GracePeriodSeconds
+			if period >= *current {
+				return false, true, nil
+			}
+			newTimestamp := dt.Add(-time.Duration(*current) * time.Second).Add(time.Duration(period) * time.Second)
+			if newTimestamp.Before(now) {
+				newTimestamp = now
+				if period != 0 {
+					period = 1
+				}
+			}
+			t := metav1.NewTime(newTimestamp)
+			obj.SetDeletionTimestamp(&t)
+			obj.SetDeletionGracePeriodSeconds(&period)
+			return true, false, nil
+		}
+		options.GracePeriodSeconds = current
+		return false, true, nil
+	}
+	period, ok := st.gracePeriod(obj.Object, options)
+	if !ok {
+		return false, false, nil
+	}
+	options.GracePeriodSeconds = &period
+	t := metav1.NewTime(now.Add(time.Duration(period) * time.Second))
+	obj.SetDeletionTimestamp(&t)
+	obj.SetDeletionGracePeriodSeconds(&period)
+	if obj.GetGeneration() > 0 {
+		obj.SetGeneration(obj.GetGeneration() + 1)
+	}
+	return true, false, nil
 }
 
-// updateForFinalizers mirrors registry.Store.updateForGracefulDeletionAndFinalizers without graceful
-// deletion: an object that still has finalizers gets its deletionTimestamp and a zero grace period.
-func (h *resourceHandler) updateForFinalizers(ctx context.Context, name, key string, options *metav1.DeleteOptions,
-	preconditions *storage.Preconditions, dryRun bool) (runtime.Object, error) {
-	out := &unstructured.Unstructured{}
-	err := h.storage.guaranteedUpdate(ctx, key, out, false, preconditions, storage.SimpleUpdate(func(existing runtime.Object) (runtime.Object, error) {
+// updateForGracefulDeletionAndFinalizers mirrors registry.Store.updateForGracefulDeletionAndFinalizers:
+// the stored object is marked as being deleted; deleteNow says it may be deleted at once (no
+// finalizers and no grace period left).
+func (h *resourceHandler) updateForGracefulDeletionAndFinalizers(ctx context.Context, name, key string, options *metav1.DeleteOptions,
+	preconditions *storage.Preconditions, dryRun bool) (out runtime.Object, deleteNow bool, err error) {
+	var lastGraceful int64
+	pendingFinalizers := false
+	updated := &unstructured.Unstructured{}
+	err = h.storage.guaranteedUpdate(ctx, key, updated, false, preconditions, storage.SimpleUpdate(func(existing runtime.Object) (runtime.Object, error) {
 		u, err := asUnstructured(existing)
 		if err != nil {
 			return nil, err
 		}
-		if err := beforeDelete(u, options); err != nil {
+		graceful, pendingGraceful, err := h.beforeDelete(u, options)
+		if err != nil {
 			return nil, err
 		}
-		if len(u.GetFinalizers()) == 0 {
-			return nil, errDeleteNow
+		if pendingGraceful {
+			return nil, errAlreadyDeleting
 		}
-		h.markAsDeleting(u)
+		pendingFinalizers = len(u.GetFinalizers()) != 0
+		lastGraceful = 0
+		if !graceful {
+			if pendingFinalizers {
+				h.markAsDeleting(u)
+			}
+			return u, nil
+		}
+		lastGraceful = *options.GracePeriodSeconds
 		return u, nil
 	}), dryRun)
 	switch {
 	case err == nil:
-		return out, nil
-	case err == errDeleteNow:
-		return nil, err
+		// Marked and kept: the answer is the object as marked.
+		if pendingFinalizers || lastGraceful > 0 {
+			return updated, false, nil
+		}
+		return updated, true, nil
+	case err == errAlreadyDeleting:
+		current := &unstructured.Unstructured{}
+		if err := h.storage.Get(ctx, key, storage.GetOptions{}, current); err != nil {
+			return nil, false, storage.InterpretGetError(err, h.gr(), name)
+		}
+		return h.finalizeDelete(current), false, nil
 	default:
-		return nil, storage.InterpretUpdateError(err, h.gr(), name)
+		return nil, false, storage.InterpretUpdateError(err, h.gr(), name)
 	}
+}
+
+// deleteNamespace mirrors the namespace REST's Delete: the first delete marks the namespace with a
+// deletionTimestamp and phase Terminating; it is deleted only once spec.finalizers is empty.
+func (h *resourceHandler) deleteNamespace(ctx context.Context, name, key string, obj *unstructured.Unstructured, options *metav1.DeleteOptions,
+	preconditions *storage.Preconditions, dryRun bool) (runtime.Object, bool, error) {
+	if _, _, err := h.beforeDelete(obj, options); err != nil {
+		return nil, false, err
+	}
+	if obj.GetDeletionTimestamp() == nil {
+		updated := &unstructured.Unstructured{}
+		err := h.storage.guaranteedUpdate(ctx, key, updated, false, preconditions, storage.SimpleUpdate(func(existing runtime.Object) (runtime.Object, error) {
+			u, err := asUnstructured(existing)
+			if err != nil {
+				return nil, err
+			}
+			if u.GetDeletionTimestamp() == nil {
+				t := metav1.NewTime(h.server.clock.Now())
+				u.SetDeletionTimestamp(&t)
+			}
+			if err := unstructured.SetNestedField(u.Object, "Terminating", "status", "phase"); err != nil {
+				return nil, err
+			}
+			return u, nil
+		}), dryRun)
+		if err != nil {
+			return nil, false, storage.InterpretUpdateError(err, h.gr(), name)
+		}
+		obj = updated
+	}
+	if finalizers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "finalizers"); len(finalizers) > 0 || len(obj.GetFinalizers()) > 0 {
+		return obj, false, nil
+	}
+	out := &unstructured.Unstructured{}
+	if err := h.storage.delete(ctx, key, out, preconditions, storage.ValidateAllObjectFunc, dryRun); err != nil {
+		return nil, false, storage.InterpretDeleteError(err, h.gr(), name)
+	}
+	return h.finalizeDelete(out), true, nil
 }
 
 // markAsDeleting mirrors registry.markAsDeleting.
@@ -542,4 +817,49 @@ func (h *resourceHandler) finalizeDelete(obj *unstructured.Unstructured) runtime
 			UID:   obj.GetUID(),
 		},
 	}
+}
+
+// deleteCollection mirrors registry.Store.DeleteCollection with one worker (the apiserver's
+// --delete-collection-workers default): the objects the options select are listed page by page and
+// each is deleted as by delete; objects already gone are skipped. It answers with the list of the
+// objects it found.
+func (h *resourceHandler) deleteCollection(ctx context.Context, namespace string, options *metav1.DeleteOptions, listOptions *metainternalversion.ListOptions) (runtime.Object, error) {
+	const deleteCollectionPageSize = 10000
+	opts := listOptions.DeepCopy()
+	hasLimit := opts.Limit > 0
+	if opts.Limit == 0 {
+		opts.Limit = deleteCollectionPageSize
+	}
+	var all *unstructured.UnstructuredList
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		page, err := h.list(ctx, namespace, opts)
+		if err != nil {
+			return nil, err
+		}
+		if all == nil {
+			all = page
+		} else {
+			all.Items = append(all.Items, page.Items...)
+		}
+		for i := range page.Items {
+			item := &page.Items[i]
+			if _, _, err := h.delete(ctx, item.GetNamespace(), item.GetName(), options.DeepCopy()); err != nil && !apierrors.IsNotFound(err) {
+				return nil, err
+			}
+		}
+		if hasLimit || page.GetContinue() == "" {
+			break
+		}
+		opts.Continue = page.GetContinue()
+		opts.ResourceVersion = ""
+		opts.ResourceVersionMatch = ""
+	}
+	all.SetContinue("")
+	if h.res.BuiltIn {
+		unstructured.RemoveNestedField(all.Object, "metadata", "continue")
+	}
+	return all, nil
 }

@@ -113,7 +113,7 @@ func TestCreate(t *testing.T) {
 		{"resourceVersion set", cmPath, cmJSON("", "x", `"resourceVersion":"5"`), "", 500, "",
 			"resourceVersion should not be set on objects to be created"},
 		{"not JSON", cmPath, cmJSON("", "x", ""), "text/plain", 415, metav1.StatusReasonUnsupportedMediaType,
-			"the body of the request was in an unknown format - accepted media types include: application/json"},
+			"the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"},
 		{"bad dryRun", cmPath + "?dryRun=Some", cmJSON("", "x", ""), "", 422, metav1.StatusReasonInvalid,
 			`CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: ["Some"]: supported values: "All"`},
 		{"cluster-wide path", "/api/v1/configmaps", cmJSON("", "x", ""), "", 405, metav1.StatusReasonMethodNotAllowed,
@@ -265,7 +265,7 @@ func TestDelete(t *testing.T) {
 			`DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "Sometimes": supported values: "Foreground", "Background", "Orphan", "nil"`},
 		{"unsafe delete", cmPath + "/a?ignoreStoreReadErrorWithClusterBreakingPotential=true", "", 500, metav1.StatusReasonInternalError,
 			"Internal error occurred: no authorizer provided, unable to authorize unsafe delete"},
-		{"collection", cmPath, "", 405, metav1.StatusReasonMethodNotAllowed, ""},
+		{"cluster-wide collection", "/api/v1/configmaps", "", 405, metav1.StatusReasonMethodNotAllowed, ""},
 	}
 	for _, c := range cases {
 		r := e.do("DELETE", c.path, c.body)

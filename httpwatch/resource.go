@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,7 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 
+	"github.com/listwatch/listwatch/builtin"
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/storage"
@@ -44,7 +47,9 @@ type Resource struct {
 	// refused with runtime.DefaultMetaV1FieldSelectorConversion's message, and metadata.generation is
 	// left alone. Custom resources (BuiltIn false) follow apiextensions-apiserver: kind is required,
 	// a kind or apiVersion other than the resource's is a 422, generation starts at 1 and grows with
-	// every change outside metadata.
+	// every change outside metadata. A built-in resource whose kind package builtin has (ConfigMap,
+	// Secret, Pod, Service, Namespace, Deployment) is typed: its bodies pass through the Go type
+	// (protobuf, fieldValidation, strategic merge patch, the structured-merge-diff schema for apply).
 	BuiltIn bool
 	// AllowUnconditionalUpdate lets a PUT without metadata.resourceVersion overwrite the stored object,
 	// as most built-in strategies do; custom resources refuse it with a 422.
@@ -60,6 +65,41 @@ type Resource struct {
 	// TriggerField is a selectable field the watch cache indexes watchers by, as pods are indexed by
 	// spec.nodeName; "" for none.
 	TriggerField string
+	// Categories are shown in discovery; `kubectl get all` gets the resources in "all".
+	Categories []string
+	// StatusSubresource serves <resource>/status (get, update, patch), which changes the status
+	// alone, while updates of the resource itself keep the stored status.
+	StatusSubresource bool
+	// Columns are the columns of the Table `kubectl get` shows after Name. Nil: a custom resource
+	// shows Age, as a CRD without additionalPrinterColumns; a built-in kind its printer's columns,
+	// or Created At (the default table convertor) if it has none.
+	Columns []Column
+	// Schema is the OpenAPI v3 schema of a custom resource's objects (a CRD version's
+	// openAPIV3Schema), published in /openapi/v3 and /openapi/v2. Nil: any object, its fields
+	// preserved.
+	Schema *spec.Schema
+
+	// strategy holds what a built-in kind's registry strategy does beyond the generic one.
+	strategy *strategy
+}
+
+// Column is a column of the Table a `kubectl get` shows.
+//
+// Mirrors apiextensions v1 CustomResourceColumnDefinition.
+type Column struct {
+	// Name, Type ("string", "integer", "number", "boolean", "date"), Format, Description and
+	// Priority (0: shown by default; more: only with -o wide) are the column's definition.
+	Name        string
+	Type        string
+	Format      string
+	Description string
+	Priority    int32
+	// JSONPath is where the value is in the object, a simple path such as .spec.size or
+	// .status.conditions[0].type.
+	JSONPath string
+
+	// value computes a built-in printer's cell; nil for a JSONPath column.
+	value func(obj map[string]any, now time.Time) any
 }
 
 // SelectableField is a field label a field selector may use, and where its value is in an object.
@@ -74,40 +114,6 @@ type SelectableField struct {
 // ErrInvalidConfig is wrapped by every error New returns for a bad Config.
 var ErrInvalidConfig = errors.New("httpwatch: invalid config")
 
-// ConfigMaps is core/v1 configmaps, as the apiserver serves them.
-func ConfigMaps() Resource {
-	return Resource{
-		Version: "v1", Resource: "configmaps", Kind: "ConfigMap", ShortNames: []string{"cm"},
-		Namespaced: true, BuiltIn: true, AllowUnconditionalUpdate: true,
-	}
-}
-
-// Pods is core/v1 pods with the pod field labels (k8s.io/kubernetes pkg/registry/core/pod
-// ToSelectableFields). The pod spec is not validated and deletion is never graceful: there is no
-// kubelet to finish it.
-func Pods() Resource {
-	field := func(label string) SelectableField {
-		return SelectableField{Label: label, Path: strings.Split(label, ".")}
-	}
-	return Resource{
-		Version: "v1", Resource: "pods", Kind: "Pod", ShortNames: []string{"po"},
-		Namespaced: true, BuiltIn: true, AllowUnconditionalUpdate: true, ReturnDeletedObject: true,
-		SelectableFields: []SelectableField{
-			field("spec.nodeName"), field("spec.restartPolicy"), field("spec.schedulerName"),
-			field("spec.serviceAccountName"), field("spec.hostNetwork"), field("status.phase"),
-			field("status.podIP"), field("status.nominatedNodeName"),
-		},
-	}
-}
-
-// Widgets is widgets.example.com/v1, a namespaced custom resource with no schema.
-func Widgets() Resource {
-	return Resource{Group: "example.com", Version: "v1", Resource: "widgets", Kind: "Widget", Namespaced: true}
-}
-
-// DefaultResources returns the resources `listwatch serve` serves: ConfigMaps, Pods and Widgets.
-func DefaultResources() []Resource { return []Resource{ConfigMaps(), Pods(), Widgets()} }
-
 // withDefaults fills in the derived fields and checks the rest.
 func (r Resource) withDefaults() (Resource, error) {
 	bad := func(format string, args ...any) (Resource, error) {
@@ -116,7 +122,9 @@ func (r Resource) withDefaults() (Resource, error) {
 	if r.Resource == "" || strings.ContainsAny(r.Resource, "/ ") || r.Resource != strings.ToLower(r.Resource) {
 		return bad("the resource name must be a non-empty lower-case path segment")
 	}
-	if r.Resource == "namespaces" || r.Resource == "watch" || r.Resource == "proxy" {
+	if (r.Resource == "namespaces" && r.Namespaced) || r.Resource == "watch" || r.Resource == "proxy" {
+		// A cluster-scoped "namespaces" is the namespaces resource: its items are the namespaces
+		// of the other resources' paths.
 		return bad("the name is reserved in paths")
 	}
 	if r.Version == "" || strings.Contains(r.Version, "/") {
@@ -308,14 +316,39 @@ func (r Resource) convertFieldLabel(label, value string) (string, string, error)
 	return "", "", fmt.Errorf("field label not supported: %s", label)
 }
 
-// apiResource is the resource's entry in an APIResourceList.
-func (r Resource) apiResource() metav1.APIResource {
-	return metav1.APIResource{
+// typed reports whether the resource's objects have a Go type in package builtin: bodies and
+// responses may be protobuf, unknown fields are found, and strategic merge patch applies.
+func (r Resource) typed() bool { return r.BuiltIn && builtin.IsBuiltIn(r.GroupVersionKind()) }
+
+// verbs are the verbs of the resource, as the apiserver's installer lists them.
+var resourceVerbs = metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
+
+// statusVerbs are the verbs of a status subresource.
+var statusVerbs = metav1.Verbs{"get", "patch", "update"}
+
+// apiResources are the resource's entries in an APIResourceList: itself and its status
+// subresource.
+func (r Resource) apiResources() []metav1.APIResource {
+	out := []metav1.APIResource{{
 		Name:         r.Resource,
 		SingularName: r.SingularName,
 		Namespaced:   r.Namespaced,
 		Kind:         r.Kind,
-		Verbs:        metav1.Verbs{"create", "delete", "get", "list", "update", "watch"},
+		Verbs:        resourceVerbs,
 		ShortNames:   r.ShortNames,
+		Categories:   r.Categories,
+	}}
+	if r.isCoreNamespaces() {
+		out = append(out, metav1.APIResource{Name: r.Resource + "/finalize", Namespaced: r.Namespaced, Kind: r.Kind, Verbs: metav1.Verbs{"update"}})
 	}
+	if r.StatusSubresource {
+		out = append(out, metav1.APIResource{Name: r.Resource + "/status", Namespaced: r.Namespaced, Kind: r.Kind, Verbs: statusVerbs})
+	}
+	return out
+}
+
+// isCoreNamespaces reports whether the resource is core/v1 namespaces, whose items have the
+// finalize subresource.
+func (r Resource) isCoreNamespaces() bool {
+	return r.BuiltIn && r.Group == "" && r.Resource == "namespaces" && !r.Namespaced
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,9 +16,6 @@ import (
 
 	"github.com/listwatch/listwatch/storage"
 )
-
-// contentTypeJSON is the one media type served, as for custom resources without YAML.
-const contentTypeJSON = "application/json"
 
 // errorToAPIStatus turns an error into the Status the apiserver answers with: an API error keeps its
 // Status, anything else is a 500 (409 for a storage conflict) with reason "" and the error's text.
@@ -59,101 +55,14 @@ func errorToAPIStatus(err error) *metav1.Status {
 	}
 }
 
-// mediaTypeError is a failed content negotiation: 406 for Accept, 415 for Content-Type.
-//
-// Mirrors negotiation.errNotAcceptable and errUnsupportedMediaType.
-type mediaTypeError struct {
-	code   int
-	reason metav1.StatusReason
-	msg    string
-}
-
-func (e mediaTypeError) Error() string { return e.msg }
-
-func (e mediaTypeError) Status() metav1.Status {
-	return metav1.Status{Status: metav1.StatusFailure, Code: int32(e.code), Reason: e.reason, Message: e.msg}
-}
-
-func notAcceptable(stream bool) error {
-	accepted := contentTypeJSON
-	if stream {
-		accepted += ";stream=watch"
-	}
-	return mediaTypeError{http.StatusNotAcceptable, metav1.StatusReasonNotAcceptable,
-		"only the following media types are accepted: " + accepted}
-}
-
-func unsupportedMediaType() error {
-	return mediaTypeError{http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
-		"the body of the request was in an unknown format - accepted media types include: " + contentTypeJSON}
-}
-
-// negotiateOutput reports whether the Accept header admits plain JSON. Clauses asking for a
-// conversion (as=Table, as=PartialObjectMetadata, aggregated discovery...) or a server version are
-// skipped, as for an endpoint that cannot produce them; a stream parameter other than watch skips the
-// clause too.
-//
-// Mirrors negotiation.NegotiateMediaTypeOptions with the JSON serializer only.
-func negotiateOutput(accept string) bool {
-	if accept == "" {
-		return true
-	}
-	for _, clause := range strings.Split(accept, ",") {
-		mediaType, params, err := mime.ParseMediaType(strings.TrimSpace(clause))
-		if err != nil {
-			continue
-		}
-		typ, sub, _ := strings.Cut(mediaType, "/")
-		if !(typ == "application" && (sub == "json" || sub == "*")) && !(typ == "*" && sub == "*") {
-			continue
-		}
-		ok := true
-		for k, v := range params {
-			switch k {
-			case "as", "g", "v":
-				ok = false // a transformation this endpoint cannot make
-			case "stream":
-				ok = ok && (v == "" || v == "watch")
-			case "sv":
-				ok = ok && v == ""
-			}
-		}
-		if ok {
-			return true
-		}
-	}
-	return false
-}
-
-// checkInputContentType refuses a body that is not JSON.
-//
-// Mirrors negotiation.NegotiateInputSerializerForMediaType.
-func checkInputContentType(contentType string) error {
-	if contentType == "" {
-		return nil
-	}
-	if mediaType, _, err := mime.ParseMediaType(contentType); err == nil && mediaType == contentTypeJSON {
-		return nil
-	}
-	return unsupportedMediaType()
-}
-
-// isPrettyPrint mirrors negotiation.isPrettyPrint: ?pretty=true, or a browser or command-line client.
-func isPrettyPrint(req *http.Request) bool {
-	if strings.Contains(req.URL.RawQuery, "pretty") {
-		if pp := req.URL.Query().Get("pretty"); len(pp) > 0 {
-			pretty, _ := strconv.ParseBool(pp)
-			return pretty
-		}
-	}
-	ua := req.UserAgent()
-	return strings.HasPrefix(ua, "curl") || strings.HasPrefix(ua, "Wget") || strings.HasPrefix(ua, "Mozilla/5.0")
-}
-
 // writeError answers with the error's Status, setting Retry-After when the Status asks for a retry.
 //
 // Mirrors responsewriters.ErrorNegotiated.
 func (s *Server) writeError(w http.ResponseWriter, req *http.Request, err error) {
+	s.writeErrorFor(w, req, metaEndpoint, err)
+}
+
+func (s *Server) writeErrorFor(w http.ResponseWriter, req *http.Request, ep endpoint, err error) {
 	status := errorToAPIStatus(err)
 	code := int(status.Code)
 	if status.Details != nil && status.Details.RetryAfterSeconds > 0 {
@@ -163,40 +72,70 @@ func (s *Server) writeError(w http.ResponseWriter, req *http.Request, err error)
 		w.WriteHeader(code)
 		return
 	}
-	s.writeObject(w, req, code, status)
+	// A Status is never converted: negotiate its format alone.
+	n, ok := ep.negotiate(req.Header.Get("Accept"), false)
+	if !ok || n.format == nil {
+		writeRawJSON(w, code, status)
+		return
+	}
+	s.writeEncoded(w, req, code, negotiated{format: n.format, pretty: n.pretty || isPrettyPrint(req)}, status)
 }
 
-// writeObject encodes obj as JSON (indented for pretty-print clients), gzip-compressed when the client
-// accepts it and the body is over 128 KiB. When the Accept header admits no JSON, a success becomes
-// 406 and an error is written anyway, as raw indented JSON.
-//
-// Mirrors responsewriters.WriteObjectNegotiated and SerializeObject.
+// writeObject answers with obj in the format the Accept header asks for among the meta endpoint's
+// (JSON, YAML, protobuf).
 func (s *Server) writeObject(w http.ResponseWriter, req *http.Request, code int, obj runtime.Object) {
-	if !negotiateOutput(req.Header.Get("Accept")) {
+	s.writeObjectFor(w, req, metaEndpoint, code, obj, nil)
+}
+
+// writeObjectFor answers with obj in the format the endpoint negotiates, converted (Table,
+// PartialObjectMetadata) when the client asks for that and convert is given. When nothing is
+// acceptable, a success becomes a 406 and an error is written anyway, as raw indented JSON.
+//
+// Mirrors handlers.transformResponseObject and responsewriters.WriteObjectNegotiated.
+func (s *Server) writeObjectFor(w http.ResponseWriter, req *http.Request, ep endpoint, code int, obj runtime.Object,
+	convert func(runtime.Object, negotiated) (runtime.Object, error)) {
+	n, err := ep.negotiateOutput(req, false)
+	if err != nil {
 		if code < http.StatusOK || code >= http.StatusBadRequest {
 			writeRawJSON(w, code, obj)
 			return
 		}
-		status := errorToAPIStatus(notAcceptable(false))
+		status := errorToAPIStatus(err)
 		writeRawJSON(w, int(status.Code), status)
 		return
 	}
-	data, err := encodeObject(obj)
-	if err == nil && isPrettyPrint(req) {
-		var buf bytes.Buffer
-		if err = json.Indent(&buf, bytes.TrimSuffix(data, []byte("\n")), "", "  "); err == nil {
-			data = buf.Bytes()
+	if _, isStatus := obj.(*metav1.Status); n.convert != nil && !isStatus {
+		if convert == nil {
+			s.writeErrorFor(w, req, ep, ep.notAcceptable(false))
+			return
+		}
+		if obj, err = convert(obj, n); err != nil {
+			s.writeErrorFor(w, req, ep, err)
+			return
 		}
 	}
+	s.writeEncoded(w, req, code, n, obj)
+}
+
+// writeEncoded encodes obj in the negotiated format (JSON indented for pretty-print clients),
+// gzip-compressed when the client accepts it and the body is over 128 KiB.
+//
+// Mirrors responsewriters.SerializeObject.
+func (s *Server) writeEncoded(w http.ResponseWriter, req *http.Request, code int, n negotiated, obj runtime.Object) {
+	var buf bytes.Buffer
+	err := encodeAs(n.format, obj, n.pretty, &buf)
+	data := buf.Bytes()
+	mediaType := n.format.mediaType
 	if err != nil {
 		status := errorToAPIStatus(err)
 		if code >= http.StatusOK && code < http.StatusBadRequest {
 			code = int(status.Code)
 		}
 		data, _ = json.Marshal(status)
+		mediaType = contentTypeJSON
 	}
 	h := w.Header()
-	h.Set("Content-Type", contentTypeJSON)
+	h.Set("Content-Type", mediaType)
 	if !s.features.DisableAPIResponseCompression && len(data) > gzipThresholdBytes && acceptsGzip(req) {
 		h.Set("Content-Encoding", "gzip")
 		h.Add("Vary", "Accept-Encoding")

@@ -80,6 +80,8 @@ type Server struct {
 	logger            *slog.Logger
 	features          Features
 
+	openapi *openAPI
+
 	shutdownOnce sync.Once
 	shuttingDown chan struct{}
 	inflight     inflight
@@ -144,8 +146,13 @@ func New(cfg Config) (*Server, error) {
 		if _, dup := s.resources[gv][r.Resource]; dup {
 			return nil, fmt.Errorf("%w: resource %q of %q configured twice", ErrInvalidConfig, r.Resource, r.GroupVersion())
 		}
-		s.resources[gv][r.Resource] = &resourceHandler{server: s, res: r, storage: dryRunnableStorage{sr.Storage}}
+		ep := customEndpoint
+		if r.typed() {
+			ep = typedEndpoint
+		}
+		s.resources[gv][r.Resource] = &resourceHandler{server: s, res: r, storage: dryRunnableStorage{sr.Storage}, ep: ep}
 	}
+	s.openapi = newOpenAPI(s)
 	return s, nil
 }
 
@@ -182,6 +189,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	case len(parts) == 1 && parts[0] == "version":
 		s.serveVersion(w, req)
 		return
+	case len(parts) >= 2 && parts[0] == "openapi":
+		s.openapi.serve(w, req, parts)
+		return
 	case len(parts) == 0 || (parts[0] != "api" && parts[0] != "apis"):
 		http.NotFound(w, req)
 		return
@@ -192,14 +202,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if parts[0] == "api" {
 		switch len(parts) {
 		case 1:
-			s.serveDiscovery(w, req, s.apiVersions(req))
+			s.serveRootDiscovery(w, req, s.apiVersions(req), true)
 			return
 		}
 		gv, rest = groupVersion{"", parts[1]}, parts[2:]
 	} else {
 		switch len(parts) {
 		case 1:
-			s.serveDiscovery(w, req, s.apiGroupList())
+			s.serveRootDiscovery(w, req, s.apiGroupList(), false)
 			return
 		case 2:
 			if g, ok := s.apiGroup(parts[1]); ok {
@@ -232,8 +242,16 @@ const (
 	verbGet
 	verbCreate
 	verbUpdate
+	verbPatch
 	verbDelete
+	verbDeleteCollection
 )
+
+// namespaceSubresources are the subresources of a namespace, which a path below
+// /namespaces/<name>/ names instead of a resource.
+//
+// Mirrors request.namespaceSubresources.
+var namespaceSubresources = map[string]bool{"status": true, "finalize": true}
 
 // serveResource routes the path below a group version, as the routes pkg/endpoints/installer.go
 // registers: an unknown path is a 404 Status, a known path with another method a 405 Status.
@@ -244,12 +262,13 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request, handler
 		watchPrefix = true
 		parts = parts[1:]
 	}
-	namespace, inNamespace := "", false
-	if len(parts) >= 3 && parts[0] == "namespaces" {
-		namespace, inNamespace = parts[1], true
+	var r request
+	inNamespace := false
+	if len(parts) >= 3 && parts[0] == "namespaces" && !namespaceSubresources[parts[2]] {
+		r.namespace, inNamespace = parts[1], true
 		parts = parts[2:]
 	}
-	if len(parts) == 0 || len(parts) > 2 {
+	if len(parts) == 0 || len(parts) > 3 {
 		s.writeError(w, req, notFoundRoute())
 		return
 	}
@@ -258,45 +277,60 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request, handler
 		s.writeError(w, req, notFoundRoute())
 		return
 	}
-	named := len(parts) == 2
+	named := len(parts) >= 2
 	if named && !inNamespace && h.res.Namespaced {
 		// Namespaced objects have no cluster-wide item path.
 		s.writeError(w, req, notFoundRoute())
 		return
 	}
-	name := ""
 	if named {
-		name = parts[1]
+		r.name = parts[1]
 	}
-	if name == "" && named {
+	if r.name == "" && named {
 		s.writeError(w, req, notFoundRoute())
 		return
 	}
+	if len(parts) == 3 {
+		r.subresource = parts[2]
+		if !h.hasSubresource(r.subresource) || watchPrefix {
+			s.writeError(w, req, notFoundRoute())
+			return
+		}
+	}
 	// The cluster-wide collection of a namespaced resource only lists and watches.
 	allNamespaces := h.res.Namespaced && !inNamespace
-	var v verb
 	switch {
 	case watchPrefix:
 		if req.Method != http.MethodGet {
 			s.writeError(w, req, methodNotAllowed())
 			return
 		}
-		v = verbWatch
+		r.verb = verbWatch
 	case !named && req.Method == http.MethodGet:
-		v = verbList
+		r.verb = verbList
 	case !named && req.Method == http.MethodPost && !allNamespaces:
-		v = verbCreate
+		r.verb = verbCreate
+	case !named && req.Method == http.MethodDelete && !allNamespaces:
+		r.verb = verbDeleteCollection
+	case named && r.subresource == "finalize":
+		if req.Method != http.MethodPut {
+			s.writeError(w, req, methodNotAllowed())
+			return
+		}
+		r.verb = verbUpdate
 	case named && req.Method == http.MethodGet:
-		v = verbGet
+		r.verb = verbGet
 	case named && req.Method == http.MethodPut:
-		v = verbUpdate
-	case named && req.Method == http.MethodDelete:
-		v = verbDelete
+		r.verb = verbUpdate
+	case named && req.Method == http.MethodPatch:
+		r.verb = verbPatch
+	case named && r.subresource == "" && req.Method == http.MethodDelete:
+		r.verb = verbDelete
 	default:
 		s.writeError(w, req, methodNotAllowed())
 		return
 	}
-	h.serve(w, req, v, namespace, name)
+	h.serve(w, req, r)
 }
 
 // notFoundRoute and methodNotAllowed are what go-restful's ServiceError becomes in the apiserver's
@@ -380,7 +414,7 @@ func (s *Server) apiResourceList(gv groupVersion) *metav1.APIResourceList {
 		APIResources: []metav1.APIResource{},
 	}
 	for _, h := range s.resources[gv] {
-		l.APIResources = append(l.APIResources, h.res.apiResource())
+		l.APIResources = append(l.APIResources, h.res.apiResources()...)
 	}
 	sort.Slice(l.APIResources, func(i, j int) bool { return l.APIResources[i].Name < l.APIResources[j].Name })
 	return l

@@ -3,6 +3,7 @@ package httpwatch
 import (
 	"encoding/json"
 	"errors"
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -24,16 +25,32 @@ func TestDiscovery(t *testing.T) {
 	var names []string
 	for _, r := range core.APIResources {
 		names = append(names, r.Name)
-		if r.Name == "configmaps" && (!r.Namespaced || r.Kind != "ConfigMap" || strings.Join(r.Verbs, ",") != "create,delete,get,list,update,watch") {
-			t.Errorf("configmaps resource %+v", r)
+		switch r.Name {
+		case "configmaps":
+			if !r.Namespaced || r.Kind != "ConfigMap" || strings.Join(r.Verbs, ",") != "create,delete,deletecollection,get,list,patch,update,watch" ||
+				strings.Join(r.ShortNames, ",") != "cm" {
+				t.Errorf("configmaps resource %+v", r)
+			}
+		case "pods":
+			if strings.Join(r.Categories, ",") != "all" || strings.Join(r.ShortNames, ",") != "po" {
+				t.Errorf("pods resource %+v", r)
+			}
+		case "pods/status":
+			if r.Kind != "Pod" || strings.Join(r.Verbs, ",") != "get,patch,update" {
+				t.Errorf("pods/status %+v", r)
+			}
+		case "namespaces":
+			if r.Namespaced || strings.Join(r.ShortNames, ",") != "ns" {
+				t.Errorf("namespaces resource %+v", r)
+			}
 		}
 	}
-	if strings.Join(names, ",") != "configmaps,pods" {
+	if strings.Join(names, ",") != "configmaps,namespaces,namespaces/finalize,namespaces/status,pods,pods/status,secrets,services,services/status" {
 		t.Errorf("core resources %v", names)
 	}
 	var groups metav1.APIGroupList
-	if r := e.do("GET", "/apis", ""); r.code != 200 || json.Unmarshal(r.body, &groups) != nil || len(groups.Groups) != 1 ||
-		groups.Groups[0].Name != "example.com" || groups.Groups[0].PreferredVersion.GroupVersion != "example.com/v1" {
+	if r := e.do("GET", "/apis", ""); r.code != 200 || json.Unmarshal(r.body, &groups) != nil || len(groups.Groups) != 2 ||
+		groups.Groups[0].Name != "apps" || groups.Groups[1].Name != "example.com" || groups.Groups[1].PreferredVersion.GroupVersion != "example.com/v1" {
 		t.Errorf("/apis: %d %s", r.code, r.body)
 	}
 	var group metav1.APIGroup
@@ -41,7 +58,7 @@ func TestDiscovery(t *testing.T) {
 		t.Errorf("/apis/example.com: %d %s", r.code, r.body)
 	}
 	var custom metav1.APIResourceList
-	if r := e.do("GET", "/apis/example.com/v1/", ""); r.code != 200 || json.Unmarshal(r.body, &custom) != nil || len(custom.APIResources) != 2 {
+	if r := e.do("GET", "/apis/example.com/v1/", ""); r.code != 200 || json.Unmarshal(r.body, &custom) != nil || len(custom.APIResources) != 4 { // gadgets, gadgets/status, gizmos, widgets
 		t.Errorf("/apis/example.com/v1: %d %s", r.code, r.body)
 	}
 	for _, r := range custom.APIResources {
@@ -49,11 +66,49 @@ func TestDiscovery(t *testing.T) {
 			t.Errorf("gizmos shown as namespaced")
 		}
 	}
-	// Aggregated discovery is not served: a client asking for it first gets the plain documents.
-	r := e.do("GET", "/apis", "", "Accept", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json")
-	if r.code != 200 || !strings.Contains(string(r.body), `"kind":"APIGroupList"`) {
-		t.Errorf("/apis with aggregated Accept: %d %s", r.code, r.body)
+	var apps metav1.APIResourceList
+	if r := e.do("GET", "/apis/apps/v1", ""); r.code != 200 || json.Unmarshal(r.body, &apps) != nil || len(apps.APIResources) != 2 ||
+		apps.APIResources[0].Name != "deployments" || apps.APIResources[0].Kind != "Deployment" || apps.APIResources[1].Name != "deployments/status" {
+		t.Errorf("/apis/apps/v1: %d %s", r.code, r.body)
 	}
+
+	// Aggregated discovery, as client-go v0.37 asks for it first: one document per root, its
+	// Content-Type naming it.
+	for _, version := range []string{"v2", "v2beta1"} {
+		accept := "application/json;g=apidiscovery.k8s.io;v=" + version + ";as=APIGroupDiscoveryList,application/json"
+		r := e.do("GET", "/apis", "", "Accept", accept)
+		var agg apidiscoveryv2.APIGroupDiscoveryList
+		if r.code != 200 || json.Unmarshal(r.body, &agg) != nil || agg.Kind != "APIGroupDiscoveryList" || agg.APIVersion != "apidiscovery.k8s.io/"+version {
+			t.Fatalf("/apis aggregated %s: %d %s", version, r.code, r.body)
+		}
+		if ct := r.header.Get("Content-Type"); ct != "application/json;g=apidiscovery.k8s.io;v="+version+";as=APIGroupDiscoveryList" {
+			t.Errorf("aggregated Content-Type %q", ct)
+		}
+		if len(agg.Items) != 2 || agg.Items[0].Name != "apps" || agg.Items[1].Name != "example.com" {
+			t.Fatalf("aggregated groups %+v", agg.Items)
+		}
+		d := agg.Items[0].Versions[0].Resources[0]
+		if d.Resource != "deployments" || d.Scope != apidiscoveryv2.ScopeNamespace || d.ResponseKind.Kind != "Deployment" ||
+			d.SingularResource != "deployment" || strings.Join(d.Categories, ",") != "all" || len(d.Subresources) != 1 ||
+			d.Subresources[0].Subresource != "status" || agg.Items[0].Versions[0].Freshness != apidiscoveryv2.DiscoveryFreshnessCurrent {
+			t.Errorf("aggregated deployments %+v", d)
+		}
+	}
+	r := e.do("GET", "/api", "", "Accept", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+	var coreAgg apidiscoveryv2.APIGroupDiscoveryList
+	if r.code != 200 || json.Unmarshal(r.body, &coreAgg) != nil || len(coreAgg.Items) != 1 || coreAgg.Items[0].Name != "" ||
+		len(coreAgg.Items[0].Versions[0].Resources) != 5 {
+		t.Errorf("/api aggregated: %d %s", r.code, r.body)
+	}
+	// Failure modes: a version of the document that does not exist, or YAML, gets the legacy
+	// document; a method other than GET is a 405.
+	for _, accept := range []string{"application/json;g=apidiscovery.k8s.io;v=v9;as=APIGroupDiscoveryList,application/json",
+		"application/yaml;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"} {
+		if r := e.do("GET", "/apis", "", "Accept", accept); r.code != 200 || !strings.Contains(string(r.body), `"kind":"APIGroupList"`) {
+			t.Errorf("/apis with %q: %d %s", accept, r.code, r.body)
+		}
+	}
+	wantStatus(t, e.do("POST", "/apis", "{}"), 405, metav1.StatusReasonMethodNotAllowed, "the server does not allow this method on the requested resource")
 	if r := e.do("GET", "/version", ""); r.code != 200 || !strings.Contains(string(r.body), `"gitVersion"`) {
 		t.Errorf("/version: %d %s", r.code, r.body)
 	}
@@ -75,12 +130,17 @@ func TestRouting(t *testing.T) {
 		{"GET", "/apis/other.io/v1/things", 404, false},
 		{"GET", "/apis/other.io", 404, false},
 		{"GET", "/api/v2/configmaps", 404, false},
-		{"GET", "/api/v1/secrets", 404, true},
-		{"GET", "/api/v1/namespaces/default", 404, true},
-		{"GET", "/api/v1/namespaces/default/configmaps/a/status", 404, true},
+		{"GET", "/api/v1/endpoints", 404, true},
+		{"GET", "/api/v1/namespaces/default/configmaps/a/status", 404, true}, // configmaps have no status
+		{"GET", "/api/v1/namespaces/default/pods/a/scale", 404, true},
+		{"GET", "/api/v1/namespaces/default/pods/a/status/x", 404, true},
+		{"GET", "/api/v1/watch/namespaces/default/pods/a/status", 404, true},
+		{"DELETE", "/api/v1/namespaces/default/pods/a/status", 405, true},
+		{"GET", "/api/v1/namespaces/default/finalize", 405, true},
+		{"DELETE", "/api/v1/pods", 405, true},                                // deletecollection is per namespace
 		{"GET", "/api/v1/configmaps/a", 404, true},                           // namespaced: no cluster-wide item
 		{"GET", "/apis/example.com/v1/namespaces/default/gizmos", 404, true}, // cluster-scoped: no namespace
-		{"PATCH", cmPath + "/a", 405, true},
+		{"PATCH", cmPath, 405, true},
 		{"PUT", cmPath, 405, true},
 		{"POST", "/api/v1/watch/configmaps", 405, true},
 		{"POST", "/api", 405, true},
@@ -103,23 +163,41 @@ func TestRouting(t *testing.T) {
 	}
 }
 
-// TestNegotiation: JSON is served to every Accept header that admits it; others get 406.
+// TestNegotiation: each Accept header gets the first format it admits among the endpoint's: JSON,
+// YAML and protobuf for built-in kinds, JSON and YAML for custom resources; others get 406.
 func TestNegotiation(t *testing.T) {
 	e := newEnv(t)
 	e.mustCreate(cmPath, cmJSON("", "a", ""))
-	for _, accept := range []string{"", "*/*", "application/*", "application/json", "application/json;stream=watch",
-		"application/vnd.kubernetes.protobuf, application/json",
-		"application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"} {
-		if r := e.do("GET", cmPath+"/a", "", "Accept", accept); r.code != 200 {
-			t.Errorf("Accept %q: %d %s", accept, r.code, r.body)
+	e.mustCreate(widgetPath, widgetJSON("w", ""))
+	for _, c := range []struct{ path, accept, contentType string }{
+		{cmPath + "/a", "", "application/json"},
+		{cmPath + "/a", "*/*", "application/json"},
+		{cmPath + "/a", "application/*", "application/json"},
+		{cmPath + "/a", "application/json;stream=watch", "application/json"},
+		{cmPath + "/a", "application/yaml", "application/yaml"},
+		{cmPath + "/a", "application/vnd.kubernetes.protobuf, application/json", "application/vnd.kubernetes.protobuf"},
+		{cmPath + "/a", "application/json;q=0.5, application/yaml", "application/yaml"},
+		{cmPath + "/a", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json", "application/json"},
+		{widgetPath + "/w", "application/vnd.kubernetes.protobuf, application/json", "application/json"},
+		{widgetPath + "/w", "application/yaml", "application/yaml"},
+	} {
+		r := e.do("GET", c.path, "", "Accept", c.accept)
+		if r.code != 200 || r.header.Get("Content-Type") != c.contentType {
+			t.Errorf("GET %s Accept %q: %d %s, want 200 %s: %s", c.path, c.accept, r.code, r.header.Get("Content-Type"), c.contentType, r.body)
 		}
 	}
-	for _, accept := range []string{"application/yaml", "application/json;as=Table;v=v1;g=meta.k8s.io", "text/html", "application/json;stream=other"} {
-		r := e.do("GET", cmPath+"/a", "", "Accept", accept)
-		wantStatus(t, r, 406, metav1.StatusReasonNotAcceptable, "only the following media types are accepted: application/json")
+	for _, c := range []struct{ path, accept, want string }{
+		{cmPath + "/a", "text/html", "application/json, application/yaml, application/vnd.kubernetes.protobuf"},
+		{cmPath + "/a", "application/json;stream=other", "application/json, application/yaml, application/vnd.kubernetes.protobuf"},
+		{cmPath + "/a", "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io", "application/json, application/yaml, application/vnd.kubernetes.protobuf"},
+		{cmPath + "/a", "application/json;as=Thing;v=v1;g=meta.k8s.io", "application/json, application/yaml, application/vnd.kubernetes.protobuf"},
+		{widgetPath + "/w", "application/vnd.kubernetes.protobuf", "application/json, application/yaml"},
+	} {
+		r := e.do("GET", c.path, "", "Accept", c.accept)
+		wantStatus(t, r, 406, metav1.StatusReasonNotAcceptable, "only the following media types are accepted: "+c.want)
 	}
-	// An error is still written, as raw JSON, when the client accepts no JSON.
-	r := e.do("GET", "/api/v1/secrets", "", "Accept", "application/yaml")
+	// An error is still written, as raw JSON, when the client accepts nothing the endpoint has.
+	r := e.do("GET", "/api/v1/endpoints", "", "Accept", "text/html")
 	if r.code != 404 || !strings.Contains(string(r.body), `"reason": "NotFound"`) {
 		t.Errorf("error to a non-JSON client: %d %s", r.code, r.body)
 	}
@@ -136,7 +214,7 @@ func TestNewConfig(t *testing.T) {
 		{"duplicate", Config{Resources: []ServedResource{{ConfigMaps(), st}, {ConfigMaps(), st}}}},
 		{"two versions", Config{Resources: []ServedResource{{Widgets(), st}, {Resource{Group: "example.com", Version: "v2", Resource: "x", Kind: "X"}, st}}}},
 		{"no kind", Config{Resources: []ServedResource{{Resource{Version: "v1", Resource: "things"}, st}}}},
-		{"reserved name", Config{Resources: []ServedResource{{Resource{Version: "v1", Resource: "namespaces", Kind: "Namespace"}, st}}}},
+		{"reserved name", Config{Resources: []ServedResource{{Resource{Version: "v1", Resource: "namespaces", Kind: "Namespace", Namespaced: true}, st}}}},
 		{"upper case", Config{Resources: []ServedResource{{Resource{Version: "v1", Resource: "Things", Kind: "Thing"}, st}}}},
 		{"negative timeout", Config{Resources: []ServedResource{{ConfigMaps(), st}}, MinRequestTimeout: -1}},
 	} {

@@ -50,13 +50,25 @@ func isListWatchRequest(opts *metainternalversion.ListOptions) bool {
 //
 // Mirrors handlers.handleWatch and serveWatchHandler.
 func (h *resourceHandler) serveWatch(w http.ResponseWriter, req *http.Request, namespace string, opts *metainternalversion.ListOptions) {
+	n, err := h.ep.negotiateOutput(req, true)
+	if err != nil {
+		h.writeError(w, req, err)
+		return
+	}
+	var tableOptions *metav1.TableOptions
+	if n.convert != nil && n.convert.Kind == asTable {
+		if tableOptions, err = h.tableOptions(n); err != nil {
+			h.writeError(w, req, err)
+			return
+		}
+	}
 	timeout := watchTimeout(opts.TimeoutSeconds, h.server.minRequestTimeout, h.server.jitter)
 	// The deadline travels down to the storage: the watch cache times its last bookmark by it.
 	ctx, cancel := context.WithTimeout(req.Context(), timeout)
 	defer cancel()
 	watcher, err := h.watch(ctx, namespace, opts)
 	if err != nil {
-		h.server.writeError(w, req, err)
+		h.writeError(w, req, err)
 		return
 	}
 	defer watcher.Stop()
@@ -66,9 +78,24 @@ func (h *resourceHandler) serveWatch(w http.ResponseWriter, req *http.Request, n
 		watcher:     watcher,
 		timeout:     timeout,
 		isWatchList: isListWatchRequest(opts),
+		format:      n.format,
+	}
+	if n.convert != nil {
+		s.transform = func(obj runtime.Object) (runtime.Object, error) {
+			if _, ok := obj.(*metav1.Status); ok {
+				return obj, nil
+			}
+			if tableOptions != nil {
+				out, err := h.asTable(obj, tableOptions, n.convert.GroupVersion())
+				// Only the first event carries the column definitions.
+				tableOptions.NoHeaders = true
+				return out, err
+			}
+			return h.transform(obj, n)
+		}
 	}
 	if isWebSocketRequest(req) {
-		w.Header().Set("Content-Type", contentTypeJSON)
+		w.Header().Set("Content-Type", s.mediaType())
 		s.handleWS(ctx, w, req)
 		return
 	}
@@ -84,6 +111,24 @@ type watchServer struct {
 	watcher     watch.Interface
 	timeout     time.Duration
 	isWatchList bool
+	// format is JSON or protobuf.
+	format *format
+	// transform converts each event's object (Table, PartialObjectMetadata); nil for none.
+	transform func(runtime.Object) (runtime.Object, error)
+}
+
+// mediaType is the Content-Type of the stream.
+//
+// Mirrors serveWatchHandler's choice: JSON as it is, any other format with ;stream=watch.
+func (s *watchServer) mediaType() string {
+	if s.format == formatJSON {
+		return contentTypeJSON
+	}
+	return s.format.mediaType + ";stream=watch"
+}
+
+func (s *watchServer) newEncoder(websocket bool) *frameEncoder {
+	return &frameEncoder{res: s.res, format: s.format, transform: s.transform, websocket: websocket, json: newFrameEncoder(s.res)}
 }
 
 // handleHTTP writes the watch as a chunked JSON stream, one frame per event: 200 and the headers are
@@ -111,9 +156,9 @@ func (s *watchServer) handleHTTP(w http.ResponseWriter, req *http.Request) {
 	timer := s.server.clock.NewTimer(s.timeout)
 	defer timer.Stop()
 
-	rw.beginStream(contentTypeJSON)
+	rw.beginStream(s.mediaType())
 
-	enc := newFrameEncoder(s.res)
+	enc := s.newEncoder(false)
 	ch := s.watcher.ResultChan()
 	done := req.Context().Done()
 	for {
@@ -230,8 +275,8 @@ func (s *watchServer) handleWS(ctx context.Context, w http.ResponseWriter, req *
 	timer := s.server.clock.NewTimer(s.timeout)
 	defer timer.Stop()
 
-	framer := websocketFramer{ctx: writeCtx, conn: conn}
-	enc := newFrameEncoder(s.res)
+	framer := websocketFramer{ctx: writeCtx, conn: conn, binary: s.format != formatJSON}
+	enc := s.newEncoder(true)
 	ch := s.watcher.ResultChan()
 	for {
 		select {
@@ -253,14 +298,19 @@ func (s *watchServer) handleWS(ctx context.Context, w http.ResponseWriter, req *
 	}
 }
 
-// websocketFramer sends each write as one text message.
+// websocketFramer sends each write as one message: text for JSON, binary for protobuf.
 type websocketFramer struct {
-	ctx  context.Context
-	conn *websocket.Conn
+	ctx    context.Context
+	conn   *websocket.Conn
+	binary bool
 }
 
 func (f websocketFramer) Write(p []byte) (int, error) {
-	if err := f.conn.Write(f.ctx, websocket.MessageText, p); err != nil {
+	typ := websocket.MessageText
+	if f.binary {
+		typ = websocket.MessageBinary
+	}
+	if err := f.conn.Write(f.ctx, typ, p); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -356,12 +406,12 @@ func (w *watchResponseWriter) Close() error {
 	return err
 }
 
-// frameEncoder writes watch events as the apiserver's JSON stream frames:
+// jsonFrameEncoder writes watch events as the apiserver's JSON stream frames:
 // {"type":"ADDED","object":{...}} and a newline, byte for byte what json.Encoder makes of a
 // metav1.WatchEvent whose object is the JSON of the event object.
 //
 // Mirrors handlers.watchEncoder and watchEmbeddedEncoder without transformations.
-type frameEncoder struct {
+type jsonFrameEncoder struct {
 	res Resource
 	buf bytes.Buffer
 	// framers hold, per event type, the function CacheEncode calls to frame a shared object, made once
@@ -369,8 +419,8 @@ type frameEncoder struct {
 	framers [len(frameEventTypes)]func(runtime.Object, io.Writer) error
 }
 
-func newFrameEncoder(res Resource) *frameEncoder {
-	e := &frameEncoder{res: res}
+func newFrameEncoder(res Resource) *jsonFrameEncoder {
+	e := &jsonFrameEncoder{res: res}
 	for i, t := range frameEventTypes {
 		e.framers[i] = func(obj runtime.Object, w io.Writer) error { return e.writeFrame(t, obj, w) }
 	}
@@ -408,7 +458,7 @@ func init() {
 }
 
 // encode writes one frame for event to w.
-func (e *frameEncoder) encode(event watch.Event, w io.Writer) error {
+func (e *jsonFrameEncoder) encode(event watch.Event, w io.Writer) error {
 	if co, ok := event.Object.(runtime.CacheableObject); ok {
 		if i := frameEventIndex(event.Type); i >= 0 {
 			return co.CacheEncode(frameIdentifiers[i], e.framers[i], w)
@@ -417,7 +467,7 @@ func (e *frameEncoder) encode(event watch.Event, w io.Writer) error {
 	return e.writeFrame(event.Type, event.Object, w)
 }
 
-func (e *frameEncoder) writeFrame(typ watch.EventType, obj runtime.Object, w io.Writer) error {
+func (e *jsonFrameEncoder) writeFrame(typ watch.EventType, obj runtime.Object, w io.Writer) error {
 	e.buf.Reset()
 	e.buf.WriteString(`{"type":`)
 	switch typ {
@@ -447,7 +497,7 @@ func (e *frameEncoder) writeFrame(typ watch.EventType, obj runtime.Object, w io.
 
 // encodeEmbedded appends the JSON of obj. Like the apiserver's versioning encoder, it names the kind of
 // an object that has none (a bookmark from a storage without NewFunc, a Status).
-func (e *frameEncoder) encodeEmbedded(obj runtime.Object) error {
+func (e *jsonFrameEncoder) encodeEmbedded(obj runtime.Object) error {
 	switch t := obj.(type) {
 	case nil:
 		return fmt.Errorf("nil object")
@@ -475,4 +525,57 @@ func (e *frameEncoder) encodeEmbedded(obj runtime.Object) error {
 	default:
 		return json.NewEncoder(&e.buf).Encode(obj)
 	}
+}
+
+// frameEncoder writes each event in the stream's format: JSON frames (jsonFrameEncoder) or
+// length-prefixed protobuf WatchEvents (bare over a websocket), after the negotiated conversion of
+// the event's object.
+//
+// Mirrors handlers.watchEncoder with watchEmbeddedEncoder.
+type frameEncoder struct {
+	res       Resource
+	format    *format
+	transform func(runtime.Object) (runtime.Object, error)
+	websocket bool
+	json      *jsonFrameEncoder
+	scratch   bytes.Buffer
+}
+
+// protobufIdentifiers name the protobuf framing of an object shared by the watch cache, per event
+// type (indexed as frameEventTypes) and for a length prefix or none.
+var protobufIdentifiers [2][len(frameEventTypes)]runtime.Identifier
+
+func init() {
+	for i, t := range frameEventTypes {
+		protobufIdentifiers[0][i] = runtime.Identifier(`{"name":"watch","embeddedEncoder":"protobuf","encoder":"raw-protobuf","framer":"length-delimited","eventType":"` + string(t) + `"}`)
+		protobufIdentifiers[1][i] = runtime.Identifier(`{"name":"watch","embeddedEncoder":"protobuf","encoder":"raw-protobuf","eventType":"` + string(t) + `"}`)
+	}
+}
+
+func (e *frameEncoder) encode(event watch.Event, w io.Writer) error {
+	if e.transform != nil {
+		obj, err := e.transform(event.Object)
+		if err != nil {
+			return err
+		}
+		event.Object = obj
+		if e.format == formatJSON {
+			return e.json.writeFrame(event.Type, obj, w)
+		}
+	} else if e.format == formatJSON {
+		return e.json.encode(event, w)
+	}
+	write := func(obj runtime.Object, w io.Writer) error {
+		return writeProtobufWatchFrame(string(event.Type), obj, &e.scratch, !e.websocket, w)
+	}
+	if co, ok := event.Object.(runtime.CacheableObject); ok && e.transform == nil {
+		if i := frameEventIndex(event.Type); i >= 0 {
+			ws := 0
+			if e.websocket {
+				ws = 1
+			}
+			return co.CacheEncode(protobufIdentifiers[ws][i], write, w)
+		}
+	}
+	return write(event.Object, w)
 }

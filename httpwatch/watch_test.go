@@ -373,9 +373,9 @@ func TestWatchStreamStart(t *testing.T) {
 	}
 	e.spies["configmaps"].nthWatch(t, 2).waitStopped(t)
 
-	// Failure mode: an Accept header without JSON is a 406 before the storage is asked.
-	r := e.do("GET", cmPath+"?watch=true", "", "Accept", "application/vnd.kubernetes.protobuf")
-	wantStatus(t, r, 406, metav1.StatusReasonNotAcceptable, "only the following media types are accepted: application/json")
+	// Failure mode: an Accept header without a streaming format is a 406 before the storage is asked.
+	r := e.do("GET", cmPath+"?watch=true", "", "Accept", "text/html")
+	wantStatus(t, r, 406, metav1.StatusReasonNotAcceptable, "only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch")
 }
 
 // TestWatchFrameBytes covers the frames of handlers/watch.go WatchServer.HandleHTTP: each frame is

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/listwatch/listwatch/chain"
 	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/httpwatch"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -48,11 +50,26 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"period of progress notifications for watches that ask for them (etcd's flag of the same name; minimum 100ms)")
 	shutdownTimeout := fs.Duration("shutdown-timeout", defaultShutdownTimeout,
 		"on SIGINT or SIGTERM, how long to let open RPCs finish before cutting them (watch streams never finish by themselves)")
+	var crdFiles stringList
+	fs.Var(&crdFiles, "crd", "`file` of CustomResourceDefinitions (YAML or JSON) whose resources to serve besides the built-in ones; may repeat")
+	systemNamespaces := fs.Bool("system-namespaces", false, "create the namespaces kube-apiserver creates at start (default, kube-system, kube-public, kube-node-lease)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err: err, reported: true}
 	}
 	if fs.NArg() > 0 {
 		return usageError{err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	resources := httpwatch.DefaultResources()
+	for _, file := range crdFiles {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return usageError{err: fmt.Errorf("--crd: %w", err)}
+		}
+		crds, err := httpwatch.CRDResources(data)
+		if err != nil {
+			return usageError{err: fmt.Errorf("--crd %s: %w", file, err)}
+		}
+		resources = append(resources, crds...)
 	}
 	if err := checkListenAddr("etcd-listen", *etcdListen, *allowRemote); err != nil {
 		return usageError{err: err}
@@ -73,7 +90,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	opts := etcdgrpc.Options{Name: *name, ClientURLs: []string{"http://" + lis.Addr().String()}}.WithDefaults()
 	st := store.New(store.Options{MemberID: opts.MemberID, ProgressNotifyInterval: *progress})
 	// The chain waits until every cache has its first list, or ctx ends; it takes httpLis over.
-	api, err := chain.New(ctx, chain.Config{Store: st, Etcd: opts, Listener: httpLis})
+	api, err := chain.New(ctx, chain.Config{Store: st, Etcd: opts, Listener: httpLis, Resources: resources, SystemNamespaces: *systemNamespaces})
 	if err != nil {
 		lis.Close()
 		st.Close()
@@ -89,6 +106,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintln(stdout, "listwatch: stopped")
 	return err
 }
+
+// stringList is a flag that may repeat.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 // checkListenAddr refuses a listen address beyond loopback unless allowRemote: an empty host (all
 // interfaces), a non-loopback IP, or any host name but localhost.

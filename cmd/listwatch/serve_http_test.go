@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +180,58 @@ func TestServeHTTPFlags(t *testing.T) {
 	code := run(context.Background(), []string{"serve", "--etcd-listen", "127.0.0.1:0", "--http-listen", taken.Addr().String()}, &stdout, &stderr)
 	if code != 1 || !strings.Contains(stderr.String(), "address already in use") || stdout.Len() != 0 {
 		t.Errorf("serve on a taken HTTP port: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}
+
+// TestServeCRD runs `serve --crd FILE --system-namespaces`: the file's custom resources are served
+// beside the built-in ones and the system namespaces exist; a missing or invalid file is a usage
+// error naming it.
+func TestServeCRD(t *testing.T) {
+	dir := t.TempDir()
+	crd := filepath.Join(dir, "things.yaml")
+	if err := os.WriteFile(crd, []byte(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: things.example.org
+spec:
+  group: example.org
+  names: {plural: things, kind: Thing}
+  scope: Namespaced
+  versions:
+  - {name: v1, served: true, storage: true}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, stderr := newLines(), newLines()
+	done := make(chan error, 1)
+	go func() {
+		done <- runServe(ctx, []string{"--etcd-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--crd", crd, "--system-namespaces"}, stdout, stderr)
+	}()
+	base := await(t, stdout.ch, "listwatch: serving the Kubernetes API on ")
+	await(t, stdout.ch, "listwatch: serving the etcd API on ")
+	if code, body := httpDo(t, "POST", base+"/apis/example.org/v1/namespaces/default/things", `{"apiVersion":"example.org/v1","kind":"Thing","metadata":{"name":"t"}}`); code != http.StatusCreated {
+		t.Errorf("create a thing: %d %s", code, body)
+	}
+	if code, body := httpDo(t, "GET", base+"/api/v1/namespaces/kube-system", ""); code != 200 {
+		t.Errorf("kube-system: %d %s", code, body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("apiVersion: v1\nkind: ConfigMap\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ file, want string }{
+		{filepath.Join(dir, "missing.yaml"), "--crd: open "},
+		{bad, "--crd " + bad + ": httpwatch: invalid CustomResourceDefinition"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), []string{"serve", "--etcd-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--crd", c.file}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("--crd %s: exit %d, stderr %q; want exit 2 with %q", c.file, code, stderr.String(), c.want)
+		}
 	}
 }

@@ -17,8 +17,7 @@
 //   - The dynamic client creates, gets, lists (label selector, client-go's pager), updates
 //     (optimistic concurrency; unconditional only for built-in types), deletes (preconditions) and
 //     watches ConfigMaps and Widgets, with the API errors client-go's apierrors helpers recognise
-//     (TestDynamicClient). The typed clientset does the same for ConfigMaps once told to send JSON
-//     (TestTypedClient).
+//     (TestDynamicClient). The typed clientset does the same for ConfigMaps in JSON (TestTypedClient).
 //   - Every informer's store converges to what a direct consistent list returns
 //     (TestDynamicInformer, and the typed shared informer of TestTypedClient); a label-selected
 //     informer sees objects leave and enter its selector, and its requests carry the selector
@@ -37,6 +36,18 @@
 //     watch that then ends resumes from the bookmark's resourceVersion (TestInformerBookmarks).
 //   - `kubectl get --raw` of a watch prints the frames the server wrote, byte for byte (skipped
 //     when no kubectl is on PATH) (TestKubectlRawWatch).
+//   - The generated clientset with its defaults (protobuf bodies and answers, protobuf watch
+//     streams) creates, reads, lists, watches, updates, patches (strategic merge), applies (apply
+//     configurations, with the 409 and its causes on a conflict), updates the status of and deletes
+//     (gracefully for a bound pod, and by collection) the built-in kinds; a typed informer over
+//     protobuf converges (TestProtobufClient).
+//   - The metadata client gets, lists and watches PartialObjectMetadata; discovery reads the
+//     aggregated document and a RESTMapper maps the built-in kinds and their short names
+//     (TestMetadataAndDiscovery).
+//   - The real kubectl creates, applies twice (OpenAPI-validated, a three-way strategic merge
+//     patch), labels, patches with each patch type, gets as YAML and as a Table, watches (get -w),
+//     server-side applies with a conflict, handles a custom resource and deletes (TestKubectl;
+//     skipped when no kubectl is on PATH).
 //   - Every client-go goroutine is stopped and waited for before a test ends (TestMain runs goleak
 //     after the tests, with no ignores).
 //

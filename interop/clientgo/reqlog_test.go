@@ -25,8 +25,11 @@ type request struct {
 	path      string
 	query     url.Values
 	userAgent string
+	// contentType is the Content-Type of the request body.
+	contentType string
 
 	mu              sync.Mutex
+	responseType    string // the Content-Type of the response
 	code            int
 	contentEncoding string
 	body            bytes.Buffer
@@ -85,6 +88,13 @@ func (r *request) String() string {
 }
 
 // status is the HTTP status code sent, 0 before the headers.
+// response is the response's Content-Type.
+func (r *request) response() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.responseType
+}
+
 func (r *request) status() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -173,7 +183,7 @@ type requestLog struct {
 func newRequestLog(next http.Handler) *requestLog { return &requestLog{next: next} }
 
 func (l *requestLog) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	r := &request{method: req.Method, path: req.URL.Path, query: req.URL.Query(), userAgent: req.UserAgent()}
+	r := &request{method: req.Method, path: req.URL.Path, query: req.URL.Query(), userAgent: req.UserAgent(), contentType: req.Header.Get("Content-Type")}
 	l.mu.Lock()
 	l.reqs = append(l.reqs, r)
 	l.mu.Unlock()
@@ -241,6 +251,7 @@ func (rw *recordingWriter) WriteHeader(code int) {
 	if rw.r.code == 0 {
 		rw.r.code = code
 		rw.r.contentEncoding = rw.w.Header().Get("Content-Encoding")
+		rw.r.responseType = rw.w.Header().Get("Content-Type")
 	}
 	rw.r.mu.Unlock()
 	rw.w.WriteHeader(code)
@@ -251,6 +262,7 @@ func (rw *recordingWriter) Write(p []byte) (int, error) {
 	if rw.r.code == 0 {
 		rw.r.code = http.StatusOK
 		rw.r.contentEncoding = rw.w.Header().Get("Content-Encoding")
+		rw.r.responseType = rw.w.Header().Get("Content-Type")
 	}
 	rw.r.body.Write(p)
 	rw.r.mu.Unlock()

@@ -74,11 +74,17 @@ type Chain struct {
 }
 
 // Pods is the resource a Chain serves: core/v1 pods with the watch cache indexing watchers by
-// spec.nodeName, as the apiserver's pod registry does.
+// spec.nodeName, as the apiserver's pod registry does. It keeps the pods' names, field labels and
+// Go type but not their registry strategy (httpwatch.Pods: the status subresource, the status reset
+// on create, graceful deletion), so that each HTTP write is one store write of the object as sent,
+// which the model expects.
 func Pods() httpwatch.Resource {
-	r := httpwatch.Pods()
-	r.TriggerField = "spec.nodeName"
-	return r
+	p := httpwatch.Pods()
+	return httpwatch.Resource{
+		Version: p.Version, Resource: p.Resource, Kind: p.Kind, ShortNames: p.ShortNames, Namespaced: true,
+		BuiltIn: true, AllowUnconditionalUpdate: true, ReturnDeletedObject: true,
+		SelectableFields: p.SelectableFields, TriggerField: "spec.nodeName",
+	}
 }
 
 // New starts a chain; Close stops it and waits for every goroutine it started.

@@ -1,0 +1,372 @@
+package httpwatch
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/duration"
+)
+
+// The built-in resources, as kube-apiserver v1.37 serves them: scope, names, categories, field
+// labels, subresources, and the parts of their registry strategies (k8s.io/kubernetes
+// pkg/registry/<group>/<resource>/strategy.go) and printers (pkg/printers/internalversion) that
+// concern an apiserver without controllers. Defaulting and type-specific validation are not
+// mirrored: k8s.io/api ships neither.
+
+// strategy is what a built-in kind's registry strategy does beyond the generic one.
+type strategy struct {
+	// prepareForCreate adjusts a new object (its status, finalizers).
+	prepareForCreate func(obj map[string]any)
+	// generation makes metadata.generation start at 1 and grow with every change of spec.
+	generation bool
+	// allowCreateOnUpdate lets a PUT of a missing object create it.
+	allowCreateOnUpdate bool
+	// gracePeriod returns the grace period of a deletion and whether the kind deletes gracefully
+	// at all, as RESTGracefulDeleteStrategy.CheckGracefulDelete.
+	gracePeriod func(obj map[string]any, options *metav1.DeleteOptions) (int64, bool)
+	// columns are the printer's columns after Name.
+	columns []Column
+}
+
+func selectable(label string) SelectableField {
+	return SelectableField{Label: label, Path: strings.Split(label, ".")}
+}
+
+// ageColumn is the printers' Age: the time since creation, in kubectl's short form.
+var ageColumn = Column{Name: "Age", Type: "string", Description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
+	value: func(obj map[string]any, now time.Time) any { return age(obj, now) }}
+
+func age(obj map[string]any, now time.Time) string {
+	s, _, _ := unstructured.NestedString(obj, "metadata", "creationTimestamp")
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(t))
+}
+
+func lenOf(obj map[string]any, path ...string) int64 {
+	v, _, _ := unstructured.NestedFieldNoCopy(obj, path...)
+	switch t := v.(type) {
+	case map[string]any:
+		return int64(len(t))
+	case []any:
+		return int64(len(t))
+	}
+	return 0
+}
+
+func str(obj map[string]any, path ...string) string {
+	s, _, _ := unstructured.NestedString(obj, path...)
+	return s
+}
+
+func integer(obj map[string]any, path ...string) int64 {
+	v, _, _ := unstructured.NestedFieldNoCopy(obj, path...)
+	switch t := v.(type) {
+	case int64:
+		return t
+	case float64:
+		return int64(t)
+	}
+	return 0
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+// ConfigMaps is core/v1 configmaps.
+func ConfigMaps() Resource {
+	return Resource{
+		Version: "v1", Resource: "configmaps", Kind: "ConfigMap", ShortNames: []string{"cm"},
+		Namespaced: true, BuiltIn: true, AllowUnconditionalUpdate: true,
+		strategy: &strategy{columns: []Column{
+			{Name: "Data", Type: "string", Description: "Data contains the configuration data.",
+				value: func(obj map[string]any, _ time.Time) any { return lenOf(obj, "data") + lenOf(obj, "binaryData") }},
+			ageColumn,
+		}},
+	}
+}
+
+// Secrets is core/v1 secrets, with the type field label.
+func Secrets() Resource {
+	return Resource{
+		Version: "v1", Resource: "secrets", Kind: "Secret",
+		Namespaced: true, BuiltIn: true, AllowUnconditionalUpdate: true,
+		SelectableFields: []SelectableField{selectable("type")},
+		strategy: &strategy{columns: []Column{
+			{Name: "Type", Type: "string", Description: "Used to facilitate programmatic handling of secret data.",
+				value: func(obj map[string]any, _ time.Time) any { return str(obj, "type") }},
+			{Name: "Data", Type: "string", Description: "Data contains the secret data.",
+				value: func(obj map[string]any, _ time.Time) any { return lenOf(obj, "data") }},
+			ageColumn,
+		}},
+	}
+}
+
+// Pods is core/v1 pods with the pod field labels (pkg/registry/core/pod ToSelectableFields) and
+// the status subresource. Deletion is graceful as upstream: a pod bound to a node
+// (spec.nodeName) that has not finished is only marked, with the grace period of the request or
+// of spec.terminationGracePeriodSeconds (30 s when unset), until a delete with gracePeriodSeconds=0
+// removes it, as a kubelet would; an unbound or finished pod is deleted at once.
+func Pods() Resource {
+	return Resource{
+		Version: "v1", Resource: "pods", Kind: "Pod", ShortNames: []string{"po"}, Categories: []string{"all"},
+		Namespaced: true, BuiltIn: true, AllowUnconditionalUpdate: true, ReturnDeletedObject: true,
+		StatusSubresource: true,
+		SelectableFields: []SelectableField{
+			selectable("spec.nodeName"), selectable("spec.restartPolicy"), selectable("spec.schedulerName"),
+			selectable("spec.serviceAccountName"), selectable("spec.hostNetwork"), selectable("status.phase"),
+			selectable("status.podIP"), selectable("status.nominatedNodeName"),
+		},
+		strategy: &strategy{
+			prepareForCreate: func(obj map[string]any) {
+				obj["status"] = map[string]any{"phase": "Pending"}
+			},
+			gracePeriod: podGracePeriod,
+			columns:     podColumns,
+		},
+	}
+}
+
+// podGracePeriod mirrors podStrategy.CheckGracefulDelete with the defaulted termination grace
+// period of 30 s.
+func podGracePeriod(obj map[string]any, options *metav1.DeleteOptions) (int64, bool) {
+	period := int64(30)
+	if options.GracePeriodSeconds != nil {
+		period = *options.GracePeriodSeconds
+	} else if v, found, _ := unstructured.NestedFieldNoCopy(obj, "spec", "terminationGracePeriodSeconds"); found {
+		switch t := v.(type) {
+		case int64:
+			period = t
+		case float64:
+			period = int64(t)
+		}
+	}
+	// An unscheduled pod, or one that has finished, has nothing to wait for.
+	if str(obj, "spec", "nodeName") == "" {
+		period = 0
+	}
+	if phase := str(obj, "status", "phase"); phase == "Failed" || phase == "Succeeded" {
+		period = 0
+	}
+	if period < 0 {
+		period = 1
+	}
+	return period, true
+}
+
+var podColumns = []Column{
+	{Name: "Ready", Type: "string", Description: "The aggregate readiness state of this pod for accepting traffic.",
+		value: func(obj map[string]any, _ time.Time) any {
+			statuses, _, _ := unstructured.NestedSlice(obj, "status", "containerStatuses")
+			ready := 0
+			for _, s := range statuses {
+				if m, ok := s.(map[string]any); ok && m["ready"] == true {
+					ready++
+				}
+			}
+			return fmt.Sprintf("%d/%d", ready, lenOf(obj, "spec", "containers"))
+		}},
+	{Name: "Status", Type: "string", Description: "The aggregate status of the containers in this pod.",
+		value: func(obj map[string]any, _ time.Time) any {
+			if _, found, _ := unstructured.NestedFieldNoCopy(obj, "metadata", "deletionTimestamp"); found {
+				return "Terminating"
+			}
+			if reason := str(obj, "status", "reason"); reason != "" {
+				return reason
+			}
+			return str(obj, "status", "phase")
+		}},
+	{Name: "Restarts", Type: "string", Description: "The number of times the containers in this pod have been restarted.",
+		value: func(obj map[string]any, _ time.Time) any {
+			statuses, _, _ := unstructured.NestedSlice(obj, "status", "containerStatuses")
+			var restarts int64
+			for _, s := range statuses {
+				if m, ok := s.(map[string]any); ok {
+					restarts += integer(m, "restartCount")
+				}
+			}
+			return restarts
+		}},
+	ageColumn,
+	{Name: "IP", Type: "string", Priority: 1, Description: "IP address allocated to the pod.",
+		value: func(obj map[string]any, _ time.Time) any { return orNone(str(obj, "status", "podIP")) }},
+	{Name: "Node", Type: "string", Priority: 1, Description: "Name of the Node the Pod is bound to.",
+		value: func(obj map[string]any, _ time.Time) any { return orNone(str(obj, "spec", "nodeName")) }},
+	{Name: "Nominated Node", Type: "string", Priority: 1, Description: "Name of the node the pod may be scheduled to.",
+		value: func(obj map[string]any, _ time.Time) any { return orNone(str(obj, "status", "nominatedNodeName")) }},
+	{Name: "Readiness Gates", Type: "string", Priority: 1, Description: "Readiness gates of the pod.",
+		value: func(obj map[string]any, _ time.Time) any {
+			if n := lenOf(obj, "spec", "readinessGates"); n > 0 {
+				return fmt.Sprintf("0/%d", n)
+			}
+			return "<none>"
+		}},
+}
+
+// Services is core/v1 services with the status subresource. No cluster IP is allocated: there is
+// no IP allocator.
+func Services() Resource {
+	return Resource{
+		Version: "v1", Resource: "services", Kind: "Service", ShortNames: []string{"svc"}, Categories: []string{"all"},
+		Namespaced: true, BuiltIn: true, AllowUnconditionalUpdate: true, StatusSubresource: true,
+		strategy: &strategy{
+			prepareForCreate: func(obj map[string]any) {
+				obj["status"] = map[string]any{"loadBalancer": map[string]any{}}
+			},
+			allowCreateOnUpdate: true,
+			columns: []Column{
+				{Name: "Type", Type: "string", Description: "How the service is exposed.",
+					value: func(obj map[string]any, _ time.Time) any {
+						if t := str(obj, "spec", "type"); t != "" {
+							return t
+						}
+						return "ClusterIP"
+					}},
+				{Name: "Cluster-IP", Type: "string", Description: "The IP address of the service.",
+					value: func(obj map[string]any, _ time.Time) any { return orNone(str(obj, "spec", "clusterIP")) }},
+				{Name: "External-IP", Type: "string", Description: "External IP addresses of the service.",
+					value: func(obj map[string]any, _ time.Time) any {
+						ips, _, _ := unstructured.NestedStringSlice(obj, "spec", "externalIPs")
+						return orNone(strings.Join(ips, ","))
+					}},
+				{Name: "Port(s)", Type: "string", Description: "The ports exposed by the service.",
+					value: func(obj map[string]any, _ time.Time) any {
+						ports, _, _ := unstructured.NestedSlice(obj, "spec", "ports")
+						var out []string
+						for _, p := range ports {
+							m, ok := p.(map[string]any)
+							if !ok {
+								continue
+							}
+							proto := str(m, "protocol")
+							if proto == "" {
+								proto = "TCP"
+							}
+							if np := integer(m, "nodePort"); np > 0 {
+								out = append(out, fmt.Sprintf("%d:%d/%s", integer(m, "port"), np, proto))
+							} else {
+								out = append(out, fmt.Sprintf("%d/%s", integer(m, "port"), proto))
+							}
+						}
+						return orNone(strings.Join(out, ","))
+					}},
+				ageColumn,
+				{Name: "Selector", Type: "string", Priority: 1, Description: "The label selector of the service.",
+					value: func(obj map[string]any, _ time.Time) any {
+						sel, _, _ := unstructured.NestedStringMap(obj, "spec", "selector")
+						return orNone(selectorString(sel))
+					}},
+			},
+		},
+	}
+}
+
+// Namespaces is core/v1 namespaces, cluster-scoped, with the status subresource and the
+// status.phase field label. A new namespace is Active with the "kubernetes" finalizer in
+// spec.finalizers; deleting it marks it Terminating, and, with no namespace controller to empty
+// and finalize it, it stays so until a PUT to its finalize subresource clears spec.finalizers,
+// as on an apiserver without a controller manager.
+func Namespaces() Resource {
+	return Resource{
+		Version: "v1", Resource: "namespaces", Kind: "Namespace", ShortNames: []string{"ns"},
+		BuiltIn: true, AllowUnconditionalUpdate: true, StatusSubresource: true,
+		SelectableFields: []SelectableField{selectable("status.phase")},
+		strategy: &strategy{
+			prepareForCreate: func(obj map[string]any) {
+				obj["status"] = map[string]any{"phase": "Active"}
+				spec, _ := obj["spec"].(map[string]any)
+				if spec == nil {
+					spec = map[string]any{}
+					obj["spec"] = spec
+				}
+				finalizers, _ := spec["finalizers"].([]any)
+				for _, f := range finalizers {
+					if f == namespaceFinalizer {
+						return
+					}
+				}
+				spec["finalizers"] = append(finalizers, namespaceFinalizer)
+			},
+			columns: []Column{
+				{Name: "Status", Type: "string", Description: "The status of the namespace",
+					value: func(obj map[string]any, _ time.Time) any { return str(obj, "status", "phase") }},
+				ageColumn,
+			},
+		},
+	}
+}
+
+// namespaceFinalizer is core/v1 FinalizerKubernetes, the namespace controller's.
+const namespaceFinalizer = "kubernetes"
+
+// Deployments is apps/v1 deployments with the status subresource; metadata.generation counts spec
+// changes, as the deployment strategy does.
+func Deployments() Resource {
+	return Resource{
+		Group: "apps", Version: "v1", Resource: "deployments", Kind: "Deployment", ShortNames: []string{"deploy"},
+		Categories: []string{"all"}, Namespaced: true, BuiltIn: true, AllowUnconditionalUpdate: true,
+		StatusSubresource: true,
+		strategy: &strategy{
+			prepareForCreate: func(obj map[string]any) { delete(obj, "status") },
+			generation:       true,
+			columns: []Column{
+				{Name: "Ready", Type: "string", Description: "Number of the pod with ready state",
+					value: func(obj map[string]any, _ time.Time) any {
+						return fmt.Sprintf("%d/%d", integer(obj, "status", "readyReplicas"), integer(obj, "spec", "replicas"))
+					}},
+				{Name: "Up-to-date", Type: "string", Description: "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+					value: func(obj map[string]any, _ time.Time) any { return integer(obj, "status", "updatedReplicas") }},
+				{Name: "Available", Type: "string", Description: "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
+					value: func(obj map[string]any, _ time.Time) any { return integer(obj, "status", "availableReplicas") }},
+				ageColumn,
+				{Name: "Containers", Type: "string", Priority: 1, Description: "Names of each container in the template.",
+					value: func(obj map[string]any, _ time.Time) any { return templateContainers(obj, "name") }},
+				{Name: "Images", Type: "string", Priority: 1, Description: "Images referenced by each container in the template.",
+					value: func(obj map[string]any, _ time.Time) any { return templateContainers(obj, "image") }},
+				{Name: "Selector", Type: "string", Priority: 1, Description: "Label selector for pods.",
+					value: func(obj map[string]any, _ time.Time) any {
+						sel, _, _ := unstructured.NestedStringMap(obj, "spec", "selector", "matchLabels")
+						return orNone(selectorString(sel))
+					}},
+			},
+		},
+	}
+}
+
+func templateContainers(obj map[string]any, key string) string {
+	containers, _, _ := unstructured.NestedSlice(obj, "spec", "template", "spec", "containers")
+	var out []string
+	for _, c := range containers {
+		if m, ok := c.(map[string]any); ok {
+			out = append(out, str(m, key))
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+func selectorString(sel map[string]string) string {
+	return metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: sel})
+}
+
+// Widgets is widgets.example.com/v1, a namespaced custom resource with no schema.
+func Widgets() Resource {
+	return Resource{Group: "example.com", Version: "v1", Resource: "widgets", Kind: "Widget", Namespaced: true}
+}
+
+// BuiltInResources returns the built-in resources: ConfigMaps, Secrets, Pods, Services,
+// Namespaces and Deployments.
+func BuiltInResources() []Resource {
+	return []Resource{ConfigMaps(), Secrets(), Pods(), Services(), Namespaces(), Deployments()}
+}
+
+// DefaultResources returns the resources `listwatch serve` serves: BuiltInResources and Widgets.
+func DefaultResources() []Resource { return append(BuiltInResources(), Widgets()) }

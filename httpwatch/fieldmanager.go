@@ -1,0 +1,193 @@
+package httpwatch
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/listwatch/listwatch/builtin"
+)
+
+// managedFields tracking and server-side apply, as the apiserver's handlers use
+// k8s.io/apimachinery pkg/util/managedfields: every create, update and patch records which manager
+// set which fields; an apply merges the applied configuration and refuses, with a 409 naming the
+// fields and their managers, to take a field another manager owns unless forced.
+
+// fieldManager returns the field manager of the resource ("") or of a subresource ("status").
+// A built-in kind's is typed by the structured-merge-diff schema of package builtin; a custom
+// resource's is deduced from the objects, as apiextensions-apiserver does for a CRD without a
+// schema. Both are made on first use.
+//
+// Mirrors handlers.RequestScope.FieldManager as the installer and the CRD handler build it.
+func (h *resourceHandler) fieldManager(subresource string) (*managedfields.FieldManager, error) {
+	h.managersOnce.Do(func() {
+		h.managers = map[string]*managedfields.FieldManager{}
+		gvk := h.res.GroupVersionKind()
+		var tc managedfields.TypeConverter
+		if h.res.typed() {
+			var err error
+			if tc, err = builtin.TypeConverter(); err != nil {
+				h.managersErr = err
+				return
+			}
+		} else if h.res.Schema != nil {
+			var err error
+			if tc, err = customTypeConverter(h.res); err != nil {
+				h.managersErr = err
+				return
+			}
+		} else {
+			tc = managedfields.NewDeducedTypeConverter()
+		}
+		subresources := []string{""}
+		if h.res.StatusSubresource {
+			subresources = append(subresources, "status")
+		}
+		for _, sub := range subresources {
+			resetFields := h.resetFields(sub)
+			conv := unstructuredConvertor{gv: gvk.GroupVersion()}
+			var fm *managedfields.FieldManager
+			var err error
+			if h.res.typed() {
+				fm, err = managedfields.NewDefaultFieldManager(tc, conv, conv, conv, gvk, gvk.GroupVersion(), sub, resetFields)
+			} else {
+				fm, err = managedfields.NewDefaultCRDFieldManager(tc, conv, conv, conv, gvk, gvk.GroupVersion(), sub, resetFields)
+			}
+			if err != nil {
+				h.managersErr = err
+				return
+			}
+			h.managers[sub] = fm
+		}
+	})
+	if h.managersErr != nil {
+		return nil, h.managersErr
+	}
+	return h.managers[subresource], nil
+}
+
+// resetFields are the fields a write to the resource or subresource leaves alone, as the strategies'
+// GetResetFields: the resource's status when it has a status subresource; for the status, every
+// other top-level field (spec), and for a custom resource the metadata too.
+func (h *resourceHandler) resetFields(subresource string) map[fieldpath.APIVersion]fieldpath.Filter {
+	if !h.res.StatusSubresource {
+		return nil
+	}
+	gv := fieldpath.APIVersion(h.res.GroupVersion().String())
+	switch subresource {
+	case "":
+		return map[fieldpath.APIVersion]fieldpath.Filter{gv: fieldpath.NewExcludeSetFilter(fieldpath.NewSet(fieldpath.MakePathOrDie("status")))}
+	case "status":
+		set := fieldpath.NewSet(fieldpath.MakePathOrDie("spec"))
+		if !h.res.BuiltIn {
+			set.Insert(fieldpath.MakePathOrDie("metadata"))
+		}
+		return map[fieldpath.APIVersion]fieldpath.Filter{gv: fieldpath.NewExcludeSetFilter(set)}
+	}
+	return nil
+}
+
+// trackCreate records the creating manager's fields in obj's managedFields.
+func (h *resourceHandler) trackCreate(obj *unstructured.Unstructured, manager string) (*unstructured.Unstructured, error) {
+	fm, err := h.fieldManager("")
+	if err != nil {
+		return nil, err
+	}
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(h.res.GroupVersionKind())
+	return asUnstructuredObject(fm.UpdateNoErrors(live, obj, manager))
+}
+
+// trackUpdate records the updating manager's fields in the new object's managedFields.
+func (h *resourceHandler) trackUpdate(subresource string, live, obj *unstructured.Unstructured, manager string) (*unstructured.Unstructured, error) {
+	fm, err := h.fieldManager(subresource)
+	if err != nil {
+		return nil, err
+	}
+	if fm == nil {
+		// A subresource without its own managers (finalize) is tracked as the resource.
+		if fm, err = h.fieldManager(""); err != nil {
+			return nil, err
+		}
+	}
+	return asUnstructuredObject(fm.UpdateNoErrors(live, obj, manager))
+}
+
+// apply merges an applied configuration into the live object (an empty one when creating).
+func (h *resourceHandler) apply(subresource string, live, patch *unstructured.Unstructured, manager string, force bool) (*unstructured.Unstructured, error) {
+	fm, err := h.fieldManager(subresource)
+	if err != nil {
+		return nil, err
+	}
+	if fm == nil {
+		return nil, fmt.Errorf("no field manager for subresource %q", subresource)
+	}
+	out, err := fm.Apply(live, patch, manager, force)
+	if err != nil {
+		return nil, err
+	}
+	return asUnstructuredObject(out)
+}
+
+func asUnstructuredObject(obj runtime.Object) (*unstructured.Unstructured, error) {
+	u, err := asUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// unstructuredConvertor is the converter, defaulter and creater of a single-version resource whose
+// objects are unstructured: conversion to its own version is the identity, there are no defaults.
+//
+// Mirrors what apiextensions-apiserver gives the field manager of a CRD with one version.
+type unstructuredConvertor struct{ gv schema.GroupVersion }
+
+func (c unstructuredConvertor) Convert(in, out, context any) error {
+	return fmt.Errorf("unstructuredConvertor: Convert is not supported")
+}
+
+func (c unstructuredConvertor) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
+	gvk := in.GetObjectKind().GroupVersionKind()
+	if _, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{gvk}); !ok && gvk.GroupVersion() != c.gv {
+		return nil, fmt.Errorf("%v cannot be converted to %v: one version is served", gvk, target)
+	}
+	return in, nil
+}
+
+func (c unstructuredConvertor) ConvertFieldLabel(gvk schema.GroupVersionKind, label, value string) (string, string, error) {
+	return label, value, nil
+}
+
+func (c unstructuredConvertor) Default(runtime.Object) {}
+
+func (c unstructuredConvertor) New(kind schema.GroupVersionKind) (runtime.Object, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(kind)
+	return u, nil
+}
+
+// customTypeConverter is the type converter of a custom resource with a schema: its schema, with
+// metadata as ObjectMeta, next to the definitions it refers to, as apiextensions-apiserver builds
+// it from the CRD's OpenAPI models.
+func customTypeConverter(r Resource) (managedfields.TypeConverter, error) {
+	const prefix = "#/components/schemas/"
+	base, err := builtin.Definitions(true)
+	if err != nil {
+		return nil, err
+	}
+	models := make(map[string]*spec.Schema, len(base)+1)
+	for k := range base {
+		s := base[k]
+		models[k] = &s
+	}
+	name, _ := customDefinitionNames(r)
+	s := customSchema(r, prefix, true)
+	models[name] = &s
+	return managedfields.NewTypeConverter(models, false)
+}
