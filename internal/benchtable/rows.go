@@ -24,6 +24,8 @@ func tableRows() []row {
 	for _, n := range []int{1, 100, 1000, 10000} {
 		lw, up := vsEtcd(fmt.Sprintf("BenchmarkStoreFanout/watchers=%d", n), "deliveries/s")
 		add(fmt.Sprintf("store: put + fan-out to %d, deliveries/s", n), lw, up, true, goal{kind: aheadBy, bound: 5})
+		lw, up = vsEtcd(fmt.Sprintf("BenchmarkStoreFanout/watchers=%d", n), "cpu-ns/delivery")
+		add("  same, CPU ns/delivery (whole process)", lw, up, false, goal{})
 	}
 	lw, up = vsEtcd("BenchmarkStoreCatchUp", "events/s")
 	add("store: lagging watcher catch-up, events/s", lw, up, true, goal{})
@@ -34,6 +36,8 @@ func tableRows() []row {
 		for _, f := range []string{"none", "selector", "indexed"} {
 			lw, up := vsUpstream(fmt.Sprintf("BenchmarkCacheDispatch/watchers=%d/filter=%s", n, f), "deliveries/s")
 			add(fmt.Sprintf("cache: %d watchers, %s, deliveries/s", n, f), lw, up, true, goal{kind: aheadBy, bound: 1})
+			lw, up = vsUpstream(fmt.Sprintf("BenchmarkCacheDispatch/watchers=%d/filter=%s", n, f), "cpu-ns/delivery")
+			add("  same, CPU ns/delivery (whole process)", lw, up, false, goal{})
 		}
 	}
 	at := func(n int) string { return fmt.Sprintf("BenchmarkCacheDispatch/watchers=%d/filter=none", n) }

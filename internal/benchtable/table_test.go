@@ -87,7 +87,7 @@ func TestTableMissingAndFailed(t *testing.T) {
 	var buf bytes.Buffer
 	r, _ := parse(strings.NewReader(""))
 	write(&buf, tableRows(), r)
-	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")[3:]
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")[4:]
 	if len(lines) != len(tableRows())+1 {
 		t.Fatalf("%d lines for %d rows", len(lines), len(tableRows()))
 	}
