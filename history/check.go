@@ -1,6 +1,7 @@
 package history
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -15,6 +16,9 @@ type Options struct {
 	// Timeout bounds the linearizability search; 0 means no bound. When it runs out the verdict is
 	// VerdictTimeout and the watch checks that need a reference are skipped.
 	Timeout time.Duration
+	// IgnoreVersions compares keys in answers and events without their Version, for a store that
+	// keeps none (kine answers version 0): the rest of each answer is still judged.
+	IgnoreVersions bool
 }
 
 // Check verifies a history: the KV operations must be linearizable against the reference semantics,
@@ -26,22 +30,36 @@ func Check(h *History, opts Options) (*Result, error) {
 	if err := h.Validate(); err != nil {
 		return nil, err
 	}
+	if opts.IgnoreVersions {
+		h = withoutVersions(h)
+	}
 	c := newChecker(h)
+	c.noVersions = opts.IgnoreVersions
 	res := &Result{}
 	c.linearize(res, opts.Timeout)
 	if res.Verdict != VerdictLinearizable {
 		res.Notes = append(res.Notes, "watch checks against the reference event log skipped: the KV history has no linearization")
 		c.checkWatches(res, nil)
+		c.finish(res)
 		return res, nil
 	}
-	ref, final, err := c.replay(res.lin)
+	ref, final, gaps, err := c.replay(res.lin)
 	if err != nil {
 		return nil, err
 	}
-	res.Events = ref.events
+	res.Events, res.Gaps = ref.events, gaps
 	c.checkSerializable(res, final)
 	c.checkWatches(res, ref)
+	c.finish(res)
 	return res, nil
+}
+
+// finish adds what every verdict reports: the notes about what was left unjudged, and the coverage.
+func (c *checker) finish(res *Result) {
+	if c.below > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%d reads at revisions below the start revision %d not judged: the history does not show the store there", c.below, c.start))
+	}
+	res.Coverage = c.coverage(res)
 }
 
 // revCheck says which header revisions a successful response may carry from a state at revision r.
@@ -178,10 +196,18 @@ type checker struct {
 	guides  []*watchGuide
 	// guided is set during the watch-guided search
 	guided bool
+	// open: the history began at start, and others may write outside its prefix
+	open  bool
+	start int64
+	// noVersions: Options.IgnoreVersions
+	noVersions bool
+	// below counts the reads left out of an open history's search: at revisions below its start,
+	// which it cannot judge
+	below int
 }
 
 func newChecker(h *History) *checker {
-	c := &checker{h: h, claimed: map[int64]*kvOp{}}
+	c := &checker{h: h, claimed: map[int64]*kvOp{}, open: h.Open(), start: h.StartRevision}
 	onlyDeletes := map[int64]bool{} // revisions watches saw, and whether they saw only deletes there
 	for i := range h.Watches {
 		c.guides = append(c.guides, newWatchGuide(&h.Watches[i], i))
@@ -194,7 +220,7 @@ func newChecker(h *History) *checker {
 		}
 	}
 	maxClient := 0
-	granted := map[int64]int64{} // lease ID -> earliest call of a grant that may have created it
+	granted := map[int64]int64{} // lease ID -> the earliest time it may expire: its grant's call + its TTL
 	leaseMissing := map[int64]bool{}
 	for i := range h.Operations {
 		o := &h.Operations[i]
@@ -211,6 +237,10 @@ func newChecker(h *History) *checker {
 		if isSerializableRead(req) && op.resp == nil {
 			continue // a stale read may fail where a linearizable one would not
 		}
+		if c.open && req.Range != nil && req.Range.Revision > 0 && req.Range.Revision < c.start {
+			c.below++
+			continue // a read of what the history does not show
+		}
 		if g := req.LeaseGrant; g != nil {
 			// a grant that names its ID must get it; one that does not gets the ID its answer says
 			op.grantID = g.ID
@@ -220,8 +250,14 @@ func newChecker(h *History) *checker {
 			if op.grantID == 0 {
 				continue // nobody can know the lease it may have created
 			}
-			if t, ok := granted[op.grantID]; !ok || o.Call < t {
-				granted[op.grantID] = o.Call
+			// a lease lives at least its TTL (the larger of the one asked for and the one granted)
+			ttl := g.TTL
+			if op.resp != nil && op.resp.LeaseGrant != nil {
+				ttl = max(ttl, op.resp.LeaseGrant.TTL)
+			}
+			earliest := o.Call + ttl*int64(time.Second)
+			if t, ok := granted[op.grantID]; !ok || earliest < t {
+				granted[op.grantID] = earliest
 			}
 		}
 		if o.Error == etcdrules.ErrLeaseNotFound.Error() {
@@ -257,9 +293,18 @@ func newChecker(h *History) *checker {
 			expireAll = true
 		}
 	}
+	end := int64(math.MinInt64) // the last time the history shows
+	for _, o := range h.Operations {
+		end = max(end, o.Return)
+	}
+	for _, w := range h.Watches {
+		for _, r := range w.Responses {
+			end = max(end, r.Time)
+		}
+	}
 	ids := make([]int64, 0, len(granted))
-	for id := range granted {
-		if expireAll || leaseMissing[id] {
+	for id, earliest := range granted {
+		if (expireAll || leaseMissing[id]) && earliest <= end {
 			ids = append(ids, id)
 		}
 	}
@@ -382,13 +427,34 @@ func txnChanged(t *TxnResponse) bool {
 	return false
 }
 
-// step is the porcupine model's step: whether op can take effect on s with its recorded outcome.
+// step is the porcupine model's step: whether op can take effect on s with its recorded outcome, and
+// the state after it.
 func (c *checker) step(s *mstate, op *kvOp) (bool, *mstate) {
-	if op.reach > 0 {
-		return s.rev >= op.reach, s
-	}
-	if op.resp != nil && !op.revisionFits(s.rev) {
+	ok, _, o := c.apply(s, op)
+	if !ok {
 		return false, nil
+	}
+	return true, o.state
+}
+
+// apply evaluates op on s with its recorded outcome: whether it can take effect there, the state it
+// runs on and its outcome. In an open history the state it runs on is s advanced past the writes of
+// others to where the revision of its response says it ran.
+func (c *checker) apply(s *mstate, op *kvOp) (bool, *mstate, outcome) {
+	if op.reach > 0 {
+		if c.open {
+			// a revision a watch saw was reached, by the history's writes or by others'
+			n := s.advance(op.reach)
+			return true, n, outcome{state: n}
+		}
+		return s.rev >= op.reach, s, outcome{state: s}
+	}
+	if op.resp != nil {
+		base, ok := c.fit(s, op)
+		if !ok {
+			return false, nil, outcome{}
+		}
+		s = base
 	}
 	o := eval(s, op)
 	switch {
@@ -396,30 +462,82 @@ func (c *checker) step(s *mstate, op *kvOp) (bool, *mstate) {
 		if o.state.rev != s.rev {
 			// a revision that a successful request shows it created cannot be another's
 			if c.claimed[o.state.rev] != nil {
-				return false, nil
+				return false, nil, outcome{}
 			}
 			if c.guided {
 				for _, g := range c.guides {
 					if !g.agrees(o.state.rev, o.changes) {
-						return false, nil
+						return false, nil, outcome{}
 					}
 				}
 			}
 		}
-		return true, o.state
+		return true, s, o
 	case op.resp != nil:
-		if o.err != nil || !responseMatches(op.req, o.resp, o.ties, op.resp) {
-			return false, nil
+		if c.noVersions && o.err == nil {
+			zeroResponseVersions(o.resp, o.ties)
 		}
-		return true, o.state
+		if o.err != nil || !responseMatches(op.req, o.resp, o.ties, op.resp) {
+			return false, nil, outcome{}
+		}
+		return true, s, o
 	default:
-		return o.err != nil && o.err.Error() == op.errMsg, s
+		ok := o.err != nil && o.err.Error() == op.errMsg
+		if !ok && c.compactBelowStart(s, op) && op.errMsg == etcdrules.ErrCompacted.Error() {
+			// the store may have been compacted there before the history began
+			ok = true
+		}
+		return ok, s, outcome{state: s}
 	}
+}
+
+// compactBelowStart reports whether op compacts at or below an open history's start revision and
+// above what the history compacted: whether it succeeds depends on compactions made before the
+// history began, which it does not show.
+func (c *checker) compactBelowStart(s *mstate, op *kvOp) bool {
+	r := op.req.Compact
+	return c.open && r != nil && r.Revision <= c.start && r.Revision > s.compactRev
+}
+
+// fit returns the state op's response says it ran on, and whether s can get there. In a closed
+// history that is s itself, if the response's revision is the one op gives there. In an open one
+// the store may have moved on by others' writes: a write that changed something ran on the
+// revision before its response's, anything else on its response's.
+func (c *checker) fit(s *mstate, op *kvOp) (*mstate, bool) {
+	if !c.open {
+		return s, op.revisionFits(s.rev)
+	}
+	got := op.resp.Revision
+	switch op.rev {
+	case revNext:
+		return s.advance(got - 1), got > s.rev
+	case revSame:
+		return s.advance(got), got >= s.rev
+	case revSameOrNext:
+		if got < s.rev {
+			return nil, false
+		}
+		if revokes(s, op.req.LeaseRevoke.ID) {
+			return s.advance(got - 1), got > s.rev
+		}
+		return s.advance(got), true
+	}
+	return s, true
+}
+
+// revokes reports whether revoking lease id on s deletes a key.
+func revokes(s *mstate, id int64) bool {
+	found := false
+	s.kv().ascend(keyRange{key: "", isRange: true}, func(_ Bytes, rc *krec) bool {
+		found = rc.lease == id
+		return !found
+	})
+	return found
 }
 
 func (c *checker) model() porcupine.Model {
 	return porcupine.Model{
-		Init: func() any { return initialState() },
+		Init: func() any { return initialState(c.h) },
 		Step: func(st, in, _ any) (bool, any) {
 			ok, n := c.step(st.(*mstate), in.(*kvOp))
 			if !ok {
@@ -526,7 +644,7 @@ func (c *checker) linearize(res *Result, timeout time.Duration) {
 // explainIllegal picks, after the longest partial linearization, the operation that could not follow
 // it (the one that returned first among those left out) and says what the model expected of it there.
 func (c *checker) explainIllegal(info porcupine.LinearizationInfo) Violation {
-	v := Violation{Guarantee: Linearizable, Operation: -1, Watch: -1, Response: -1}
+	v := Violation{Guarantee: Linearizable, Operation: -1, Watch: -1, Response: -1, Signature: SigNotLinearizable}
 	var longest []int
 	for _, part := range info.PartialLinearizations() {
 		for _, l := range part {
@@ -535,7 +653,7 @@ func (c *checker) explainIllegal(info porcupine.LinearizationInfo) Violation {
 			}
 		}
 	}
-	s := initialState()
+	s := initialState(c.h)
 	in := make([]bool, len(c.ops))
 	for _, i := range longest {
 		in[i] = true

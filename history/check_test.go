@@ -357,17 +357,25 @@ func TestLeaseExpiry(t *testing.T) {
 	var b builder
 	b.op(0, Request{LeaseGrant: &LeaseGrantRequest{ID: 5, TTL: 2}}, &Response{Revision: 1, LeaseGrant: &LeaseGrantResponse{ID: 5}})
 	b.op(0, Request{Put: &PutRequest{Key: "a", Value: "1", Lease: 5}}, rev(2))
+	b.t += 2e9 // the lease's TTL passes: it may expire from now on
 	b.op(0, get("a"), kvs(3))
 	b.op(0, put("b", "1"), rev(4))
 	b.h.Watches = []Watch{{Call: 1, Request: WatchRequest{Key: "a", RangeEnd: "c"}, Responses: []WatchResponse{
 		{Time: 2, Revision: 1, Created: true},
 		{Time: 21, Revision: 2, Events: []Event{{Type: Put, Kv: KeyValue{Key: "a", Value: "1", CreateRevision: 2, ModRevision: 2, Version: 1, Lease: 5}}}},
-		{Time: 22, Revision: 3, Events: []Event{{Type: Delete, Kv: KeyValue{Key: "a", ModRevision: 3}}}},
-		{Time: 41, Revision: 4, Events: []Event{{Type: Put, Kv: kv("b", "1", 4, 4, 1)}}},
+		{Time: b.t - 1, Revision: 3, Events: []Event{{Type: Delete, Kv: KeyValue{Key: "a", ModRevision: 3}}}},
+		{Time: b.t + 6, Revision: 4, Events: []Event{{Type: Put, Kv: kv("b", "1", 4, 4, 1)}}},
 	}}}
 	res := wantOK(t, &b.h)
-	if len(res.Events) != 3 || res.Events[1].Type != Delete {
-		t.Fatalf("reference log %v", res.Events)
+	if len(res.Events) != 3 || res.Events[1].Type != Delete || res.Coverage.LeaseExpiries != 1 {
+		t.Fatalf("reference log %v, %d lease expiries", res.Events, res.Coverage.LeaseExpiries)
+	}
+	// a lease cannot expire before its TTL: with one of an hour the delete is nobody's
+	long := b.h
+	long.Operations = slices.Clone(b.h.Operations)
+	long.Operations[0].Request = Request{LeaseGrant: &LeaseGrantRequest{ID: 5, TTL: 3600}}
+	if res := mustCheck(t, &long); res.OK() {
+		t.Fatal("a lease of an hour expired within two seconds")
 	}
 	b.h.Watches[0].Responses[2].Events = []Event{{Type: Put, Kv: kv("c", "1", 3, 3, 1)}}
 	b.h.Watches[0].Request.RangeEnd = "d"

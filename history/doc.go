@@ -22,7 +22,8 @@
 //     a timeline of operations and watch responses with the violating ones in red, the responses of
 //     each failing watch, the reference event log and porcupine's visualisation of the search, as
 //     well-formed XHTML (TestReportOfFailingHistory, TestReportOfPassingHistory).
-//   - Recorder records a History from any clientv3 endpoint: Do sends a request, Watch runs a
+//   - Recorder records a History from any clientv3 endpoint: Begin makes it an open history under a
+//     prefix (Recording, below; a second Begin is ErrBegun), Do sends a request, Watch runs a
 //     watch, RequestProgress asks the watches for progress notifications, History returns what was
 //     recorded. It is safe for concurrent use: each operation in flight has a client lane of its
 //     own (TestRecorderConcurrentUse); its times come from an injectable clock. Histories recorded
@@ -33,10 +34,25 @@
 //     (TestRecorderUnknownOutcome); DescribeRequest and DescribeOutcome describe an operation on
 //     one line (used in violations and the report; no test of their own).
 //   - ExampleCheck and ExampleCheck_violation show a history built in Go being checked.
+//   - Options.IgnoreVersions compares answers and events without key versions, for a store that
+//     keeps none (kine), judging the rest of each (TestIgnoreVersions).
+//   - Result.Coverage counts what the history exercised (progress notifications, compaction
+//     answers, reads below, at and above the revision window, compactions, lease expiries, gaps);
+//     Result.Gaps lists the revisions an open history's writes did not make
+//     (TestOpenHistoryWithForeignWrites).
+//   - Each Violation carries a Signature (the Sig constants) and the Events at fault. KnownBugs are
+//     public upstream bugs with the signature of their violations (Known bugs, below); Classify
+//     labels a result's violations for a Target (a product and its version), a version with the
+//     fix making the match a regression, and TallyLabels counts them (TestClassify,
+//     TestClassifyNeedsTheSignature).
 //
 // # Recording
 //
-// A history starts on an empty store (revision 1) and holds every write made to it. For each
+// A closed history starts on an empty store (revision 1) and holds every write made to it. An open
+// one (Recorder.Begin) names a key prefix, the revision it started at and the state of the prefix's
+// keys there (read by one range, not an operation of the history); every request and watch names
+// keys under the prefix only (Validate refuses others, and a txn reading below the start revision,
+// TestOpenHistoryValidate), and others may write outside it while it runs. For each
 // operation it gives the call and return times (int64 nanoseconds from an origin shared by the
 // whole history, from a monotonic clock), the request and either the response or the error. An
 // error is definite when it is one of etcd's errors that mean the request was refused (package
@@ -51,7 +67,8 @@
 // # JSON form
 //
 // encoding/json of History, with the field names of the struct tags: snake_case names after etcd's
-// protobuf fields. Enums are strings: event types "PUT" and "DELETE"; watch filters "NOPUT" and
+// protobuf fields. An open history has "prefix", "start_revision" and "initial" (the keys of the
+// prefix at the start revision, in key order, as KeyValues). Enums are strings: event types "PUT" and "DELETE"; watch filters "NOPUT" and
 // "NODELETE"; sort orders "NONE", "ASCEND", "DESCEND"; sort targets "KEY", "VERSION", "CREATE",
 // "MOD", "VALUE"; compare results "EQUAL", "GREATER", "LESS", "NOT_EQUAL"; compare targets
 // "VERSION", "CREATE", "MOD", "VALUE", "LEASE". Keys, range ends and values (Bytes) are JSON
@@ -124,6 +141,22 @@
 // lease anyone used (no test of its own). Options.Timeout bounds the search: a search that cannot
 // finish in time gives VerdictTimeout, not a verdict (TestTimeout).
 //
+// # Open histories
+//
+// Against a store others write to, revisions are opaque increasing numbers: between two operations
+// of the history the store may have moved on by any number of revisions made outside the prefix.
+// The model's state keeps the prefix's keys and the store's revision apart: an operation whose
+// answer shows a later revision moves the store there first (a write that changed something ran on
+// the revision before its answer's, anything else at its answer's), and nothing else may: a revision
+// never goes back, a write never takes a revision another write's answer shows, reads of the
+// prefix see exactly its writes (TestOpenHistoryViolations: a stale read, a revision going back, a
+// watch missing an event of the prefix all fail). The runs of revisions no write of the history
+// made are Result.Gaps. What the history cannot show is not judged: reads below the start
+// revision (a note counts them), watch events at or below it, whether a compaction at or below it
+// succeeds (the store may have been compacted before), a compaction answer naming a compaction no
+// request made (another client's: a note), and a progress notification above every revision the
+// history saw.
+//
 // # Reference model
 //
 // The model (model.go over state.go) is written from etcd v3.7: server/etcdserver/txn (range.go
@@ -167,8 +200,9 @@
 //     (ErrLeaseNotFound), and a put without a lease detaches it; a revoke deletes the lease's keys
 //     in key order in one revision (none if it has no keys) and then the lease; a keepalive of a
 //     missing lease fails with ErrLeaseNotFound. TTLs are not modelled: leases never expire but
-//     where the history shows they may have (Linearizability, above) (TestLinearizability/leases,
-//     TestLeaseGrantGetsItsID).
+//     where the history shows they may have (Linearizability, above), and then no sooner than
+//     their TTL (the larger of the one asked for and the one granted) after their grant was called
+//     (TestLinearizability/leases, TestLeaseGrantGetsItsID, TestLeaseExpiry).
 //   - Events. The reference log's prev_kv is what etcd's watch sends (v3rpc/watch.go sendLoop reads
 //     the key at the event's revision - 1): the key's version before the write, none if it had
 //     none, and none for a PUT that creates its key (TestPrevKVAndCompaction).
@@ -181,8 +215,9 @@
 // proptest's TestCheckerReferenceMatchesStore (seeded concurrent workloads over etcdgrpc, every
 // checked linearization replayed into a fresh store with shape probes slipped in, answers and event
 // log compared with the model's); etcdrules' tests (the shape rules and error wording against
-// etcd's); and the workloads run against a real etcd (workload's TestWorkloadsPassAgainstEtcd and
-// TestWorkloadsPassAgainstEtcdCluster, interop's TestCheckCommandAgainstEmbeddedEtcd). That the
+// etcd's); and the workloads run against a real etcd (workload's TestWorkloadsAgainstEtcd and
+// TestWorkloadsAgainstEtcdCluster, where only the known bugs of Debian's etcd 3.4.23 show, and
+// interop's TestCheckCommandAgainstEmbeddedEtcd, where nothing does). That the
 // checker catches what it must is TestMutatedHistoriesFail and
 // TestEachMutationBreaksExactlyItsGuarantee (mutate_test.go: one injected violation, exactly its
 // guarantee reported); that it accepts what it must, TestScenarioPasses, TestValidHistoriesPass,
@@ -215,8 +250,8 @@
 //     response's last event ("split a revision between responses").
 //   - bookmarkable: progress notifications never go backwards, are never below an event already
 //     received, never above a revision the history reached, and every event after one is above it
-//     ("progress notification behind an event"; workload's TestQuirksAreReal/ProgressAhead, on an
-//     etcd with that bug, one ahead of the events still to come).
+//     ("progress notification behind an event"; workload's TestKnownBugsAreReal/etcd-progress-ahead,
+//     on an etcd with that bug, one ahead of the events still to come).
 //   - first_revision: no event is below F ("event below the first revision").
 //   - genuine (nothing invented): every event is in the reference log ("invent an event").
 //   - resumable: the first event received is the first owed event ("drop the first event").
@@ -226,7 +261,8 @@
 //     TestExampleHistory).
 //   - is_create: an event's is-create (create revision == mod revision) is the reference's: true
 //     exactly when the key did not exist at the previous revision ("wrong is-create").
-//   - prev_kv: prev_kv is present if and only if the watch asked for it, except for an event that
+//   - prev_kv: prev_kv is present if and only if the watch asked for it (one not asked for is judged
+//     without the reference, like the structural guarantees), except for an event that
 //     creates its key (never one) and an event at revision r for which a compaction at or above r
 //     may have run before the response was received (etcd then omits it silently); when present it
 //     is the key's value at r-1 ("corrupt a prev_kv"; TestPrevKVAndCompaction: missing only after a
@@ -240,9 +276,23 @@
 //     concurrent with the watch's creation may or may not cancel it (no test of its own).
 //
 // Without a linearization (or when the search times out) only filter, unique, ordered, atomic,
-// bookmarkable and compaction are checked, since the others need the reference, and a note says so
+// bookmarkable, compaction and a prev_kv not asked for are checked, since the others need the
+// reference, and a note says so
 // (TestNoLinearizationChecksOnlyStructure). At most 20 violations of one guarantee are listed per
 // watch; Result.Notes counts the rest (TestViolationsCappedPerWatch).
+//
+// # Known bugs
+//
+// KnownBugs lists, for etcd and kine, the public bugs whose violations have a signature this
+// package can tell: etcd's requested progress notification ahead of pending events
+// (etcd-io/etcd#15220: an event after a progress notification at or above it, a notification
+// below an event, or, when the watch ended before the events came, events missing below a
+// notification it received, or a compaction answer for the revision after one), etcd's compaction
+// at a delete dropping the tombstone (etcd-io/etcd#18089, #19179: missing DELETEs at exactly a
+// compaction revision the watch started at or before), kine's progress notifications ahead of
+// events (k3s-io/kine#731) and its refusal of a watch from exactly the compaction revision
+// (k3s-io/kine#747); etcd-progress-unsynced (etcd-io/etcd#17507) has no signature: the scenarios
+// that wait for the answer name it. Each bug says the versions it affects and those that fixed it.
 //
 // # Complexity
 //
@@ -258,7 +308,8 @@
 //
 // # Assumptions
 //
-// The store was empty at revision 1 when the history began; no one else wrote to it; it enforces
-// etcd's default limits (1.5 MiB requests, 128 ops per txn); compactions are requested by the
-// history's clients (etcd's auto-compaction would not be in it).
+// A closed history began on an empty store at revision 1 and no one else wrote to it; an open one
+// began with the initial state it names, and no one else wrote under its prefix. The store enforces
+// etcd's default limits (1.5 MiB requests, 128 ops per txn); in a closed history compactions are
+// requested by the history's clients (etcd's auto-compaction would not be in it).
 package history

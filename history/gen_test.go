@@ -32,7 +32,7 @@ func (g *reqGen) rangeEnd(key Bytes, label string) Bytes {
 	case 2:
 		return "\x00"
 	case 3:
-		return Bytes(prefixEnd(string(key)))
+		return PrefixEnd(key)
 	default:
 		return Bytes(rapid.SampledFrom(genKeys).Draw(g.t, label+"End"))
 	}

@@ -81,16 +81,5 @@ func put(k, v string) Request { return Request{Put: &PutRequest{Key: Bytes(k), V
 func get(k string) Request    { return Request{Range: &RangeRequest{Key: Bytes(k)}} }
 func del(k string) Request    { return Request{DeleteRange: &DeleteRangeRequest{Key: Bytes(k)}} }
 func prefix(k string) Request {
-	return Request{Range: &RangeRequest{Key: Bytes(k), RangeEnd: Bytes(prefixEnd(k))}}
-}
-
-func prefixEnd(p string) string {
-	b := []byte(p)
-	for i := len(b) - 1; i >= 0; i-- {
-		if b[i] < 0xff {
-			b[i]++
-			return string(b[:i+1])
-		}
-	}
-	return "\x00"
+	return Request{Range: &RangeRequest{Key: Bytes(k), RangeEnd: PrefixEnd(Bytes(k))}}
 }

@@ -63,7 +63,10 @@ func (w *writer) kvAt(rev int64) *tnode {
 	if rev == w.rev() {
 		return w.kv
 	}
-	return w.base.snap.at(rev).kv
+	if sn := w.base.snap.at(rev); sn != nil {
+		return sn.kv
+	}
+	return nil
 }
 
 func (w *writer) setKey(k Bytes, old, rec *krec) {

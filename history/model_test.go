@@ -102,7 +102,7 @@ func TestStateEquality(t *testing.T) {
 		return s
 	}
 	grant := func(id int64) Request { return Request{LeaseGrant: &LeaseGrantRequest{ID: id, TTL: 60}} }
-	s0 := initialState()
+	s0 := initialState(&History{})
 	a := apply(s0, put("a", "1"), put("b", "1"), grant(1), grant(2))
 	b := apply(s0, put("a", "1"), put("b", "1"), grant(2), grant(1))
 	if !statesEqual(a, b) || a.hash != b.hash {

@@ -3,6 +3,7 @@ package history
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -52,6 +53,38 @@ func newRecorder(be backend, clk clock.PassiveClock) *Recorder {
 }
 
 func (r *Recorder) now() int64 { return r.clock.Since(r.start).Nanoseconds() }
+
+// Begin makes the history an open one under prefix: it reads the keys under prefix, and records
+// the answer's revision as the start revision and its keys as the initial state (the read itself is
+// not an operation of the history). Call it before anything else is recorded; from then on every
+// request and watch must name keys under prefix only (History.Validate says which does not), and
+// other clients may write outside it. ErrBegun if the recorder has recorded anything already.
+func (r *Recorder) Begin(ctx context.Context, prefix Bytes) error {
+	r.mu.Lock()
+	begun := r.h.Open() || len(r.h.Operations) > 0 || len(r.h.Watches) > 0
+	r.mu.Unlock()
+	if begun {
+		return ErrBegun
+	}
+	resp, err := r.be.do(ctx, &Request{Range: &RangeRequest{Key: prefix, RangeEnd: PrefixEnd(prefix)}})
+	if err != nil {
+		return fmt.Errorf("read the initial state of %s: %w", short(prefix), err)
+	}
+	if resp.Revision < 1 {
+		return fmt.Errorf("read the initial state of %s: header revision %d", short(prefix), resp.Revision)
+	}
+	var kvs []KeyValue
+	if resp.Range != nil {
+		kvs = resp.Range.Kvs
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h.Prefix, r.h.StartRevision, r.h.Initial = prefix, resp.Revision, kvs
+	return nil
+}
+
+// ErrBegun: Begin was called on a recorder that has recorded something already.
+var ErrBegun = errors.New("history: the recorder has begun recording already")
 
 // Do sends req and records it with its outcome. An error that is one of etcd's definite errors
 // (IsDefiniteError) is recorded as a failure; any other error (a timeout, a lost connection, a
@@ -115,7 +148,8 @@ func (r *Recorder) RequestProgress(ctx context.Context) error {
 func (r *Recorder) History() *History {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	h := &History{Operations: slices.Clone(r.h.Operations), Watches: slices.Clone(r.h.Watches)}
+	h := &History{Prefix: r.h.Prefix, StartRevision: r.h.StartRevision, Initial: slices.Clone(r.h.Initial),
+		Operations: slices.Clone(r.h.Operations), Watches: slices.Clone(r.h.Watches)}
 	for i := range h.Watches {
 		h.Watches[i].Responses = slices.Clone(h.Watches[i].Responses)
 	}

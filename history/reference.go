@@ -84,16 +84,19 @@ func buildReference(events []Event, maxRev int64) *reference {
 // ErrModelDivergence). Each event is one change the model made, with prev_kv as etcd's watch sends
 // it (v3rpc/watch.go sendLoop): the key's version at the previous revision, if it had one, and none
 // for an event that creates its key.
-func (c *checker) replay(lin []*kvOp) (*reference, *mstate, error) {
+func (c *checker) replay(lin []*kvOp) (*reference, *mstate, []Gap, error) {
 	var events []Event
-	s := initialState()
+	var gaps []Gap
+	s := initialState(c.h)
 	for _, op := range lin {
-		ok, next := c.step(s, op)
+		ok, base, o := c.apply(s, op)
 		if !ok {
-			return nil, nil, fmt.Errorf("%w: %s does not replay on the model", ErrModelDivergence, describeOp(op))
+			return nil, nil, nil, fmt.Errorf("%w: %s does not replay on the model", ErrModelDivergence, describeOp(op))
 		}
-		o := eval(s, op)
-		before := s.kv()
+		if base.rev > s.rev {
+			gaps = append(gaps, Gap{From: s.rev + 1, To: base.rev})
+		}
+		before := base.kv()
 		for _, ch := range o.changes {
 			ev := Event{Type: ch.typ, Kv: ch.kv}
 			if !ev.IsCreate() {
@@ -102,19 +105,29 @@ func (c *checker) replay(lin []*kvOp) (*reference, *mstate, error) {
 					ev.PrevKV = &prev
 				}
 			}
+			if c.noVersions {
+				ev.Kv.Version = 0
+				if ev.PrevKV != nil {
+					ev.PrevKV.Version = 0
+				}
+			}
 			events = append(events, ev)
 		}
-		s = next
+		s = o.state
 	}
-	return buildReference(events, s.rev), s, nil
+	return buildReference(events, s.rev), s, gaps, nil
 }
 
 // checkSerializable checks each serializable read against the linearization's state at its header
 // revision: it may be stale, but it must be a state the store was in.
 func (c *checker) checkSerializable(res *Result, final *mstate) {
 	for _, op := range c.serializable {
-		v := Violation{Guarantee: Serializable, Operation: op.index, Watch: -1, Response: -1, Revision: op.resp.Revision}
+		v := Violation{Guarantee: Serializable, Operation: op.index, Watch: -1, Response: -1, Revision: op.resp.Revision, Signature: SigStaleSerializable}
 		rev := op.resp.Revision
+		if c.open && rev < c.start {
+			c.below++
+			continue
+		}
 		if rev < 1 || rev > final.rev {
 			v.Message = fmt.Sprintf("%s: header revision %d was never the store's revision (the linearization ends at %d)", describeOp(op), rev, final.rev)
 			res.Violations = append(res.Violations, v)

@@ -40,6 +40,70 @@ type Violation struct {
 	Revision  int64     `json:"revision,omitempty"`
 	Message   string    `json:"message"`
 	Diff      string    `json:"diff,omitempty"`
+	// Signature names the way the guarantee broke (one of the Sig constants), what known upstream
+	// bugs are matched on (KnownBugs).
+	Signature string `json:"signature,omitempty"`
+	// Events are the events at fault: the ones missing for reliable and resumable, the one received
+	// otherwise (without prev_kv unless the prev_kv is at fault).
+	Events []Event `json:"events,omitempty"`
+}
+
+// The signatures of violations.
+const (
+	SigNotLinearizable      = "not-linearizable"
+	SigStaleSerializable    = "serializable-not-a-state"
+	SigOutOfRange           = "event-out-of-range"
+	SigFilteredType         = "event-type-filtered"
+	SigDuplicate            = "duplicate-event"
+	SigOutOfOrder           = "out-of-order"
+	SigSplitRevision        = "split-revision"
+	SigProgressBackwards    = "progress-backwards"
+	SigProgressBelowEvent   = "progress-below-event"
+	SigProgressBeyond       = "progress-beyond-history"
+	SigEventAfterProgress   = "event-after-progress"
+	SigBelowFirstRevision   = "event-below-first-revision"
+	SigInvented             = "invented-event"
+	SigWrongType            = "wrong-event-type"
+	SigMissing              = "events-missing"
+	SigOutOfOrderInRev      = "out-of-order-in-revision"
+	SigDiffers              = "event-differs"
+	SigIsCreate             = "wrong-is-create"
+	SigPrevKVUnasked        = "prev-kv-not-asked-for"
+	SigPrevKVWrong          = "prev-kv-wrong"
+	SigPrevKVMissing        = "prev-kv-missing"
+	SigAfterCompaction      = "response-after-compaction"
+	SigCompactedUnrequested = "compacted-without-compaction"
+	SigCompactedNotNeeded   = "compacted-revision-not-compacted"
+	SigNotCanceled          = "not-canceled-below-compaction"
+)
+
+// Gap is a run of revisions [From, To] of an open history that none of its writes made: writes of
+// other clients, outside its prefix, or of the store itself.
+type Gap struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+}
+
+// Coverage counts what a history exercised, so that a verdict says what it rests on.
+type Coverage struct {
+	// ProgressNotifications received by the watches; CompactionAnswers, watches canceled as
+	// compacted.
+	ProgressNotifications, CompactionAnswers int
+	// The revision window of reads (ranges at an explicit revision, and txns reading one): answered
+	// "compacted" (below the window), at their answer's header revision (its current edge), below it
+	// but served (the past), and answered "future revision" (above the window).
+	CompactedReads, CurrentReads, PastReads, FutureReads int
+	// Compactions that succeeded, and compactions refused (at a revision compacted already, or a
+	// future one).
+	Compactions, RefusedCompactions int
+	// WatchesFromHistory started at a revision the store had passed when they were created, and
+	// caught up from its history; WatchesFromCompactRevision started at exactly a revision compacted
+	// before.
+	WatchesFromHistory, WatchesFromCompactRevision int
+	// LeaseExpiries are the lease expiries the linearization found (0 without one).
+	LeaseExpiries int
+	// Gaps and GapRevisions count the runs of revisions others made in an open history.
+	Gaps, GapRevisions int
 }
 
 // String describes the violation on one line, followed by its diff if it has one.
@@ -99,6 +163,10 @@ type Result struct {
 	Events []Event
 	// Notes say what could not be checked and why.
 	Notes []string
+	// Gaps are the revisions of an open history its writes did not make, in the linearization found.
+	Gaps []Gap
+	// Coverage is what the history exercised.
+	Coverage Coverage
 
 	lin   []*kvOp
 	model porcupine.Model

@@ -235,7 +235,8 @@ func newSnapshot(parent *snapshot, rev int64, kv *tnode, kvHash uint64) *snapsho
 	return s
 }
 
-// at returns the snapshot of revision rev, which must be at most s.rev and at least the first one.
+// at returns the snapshot holding the keyspace of revision rev: the last one at or below rev (in an
+// open history revisions made by others have none), nil below the first.
 func (s *snapshot) at(rev int64) *snapshot {
 	for s != nil && s.rev > rev {
 		if s.jump != nil && s.jump.rev >= rev {
@@ -262,16 +263,35 @@ func snapshotsEqual(a, b *snapshot) bool {
 
 // mstate is one state of the model: the store as of its revision, with its whole history (the model
 // keeps every revision; compaction only moves compactRev, which is all a client can observe of it).
+// In an open history the revision may move past the last revision the history's own writes made
+// (writes of others, outside the prefix): snap is then the snapshot of that last revision, which
+// holds the prefix's keys at rev.
 type mstate struct {
 	rev        int64
 	compactRev int64
-	snap       *snapshot // snap.rev == rev; snap.kv is the live keyspace
+	snap       *snapshot // snap.rev <= rev; snap.kv is the live keyspace
 	leases     []int64   // sorted
 	hash       uint64
 }
 
-func initialState() *mstate {
-	s := &mstate{rev: 1, compactRev: -1, snap: newSnapshot(nil, 1, nil, 0)}
+// initialState is the store where h begins: empty at revision 1 for a closed history, the initial
+// keys at the start revision for an open one (whose compaction revision is unknown but at most the
+// start revision: 0 stands for it, and checker.step lets a compaction at or below the start
+// revision succeed or fail).
+func initialState(h *History) *mstate {
+	if !h.Open() {
+		s := &mstate{rev: 1, compactRev: -1, snap: newSnapshot(nil, 1, nil, 0)}
+		s.rehash()
+		return s
+	}
+	var kv *tnode
+	var kvHash uint64
+	for _, k := range h.Initial {
+		rec := &krec{value: k.Value, create: k.CreateRevision, mod: k.ModRevision, version: k.Version, lease: k.Lease}
+		kvHash ^= rec.hash(k.Key)
+		kv = kv.set(k.Key, rec)
+	}
+	s := &mstate{rev: h.StartRevision, snap: newSnapshot(nil, h.StartRevision, kv, kvHash)}
 	s.rehash()
 	return s
 }
@@ -280,10 +300,23 @@ func (s *mstate) kv() *tnode { return s.snap.kv }
 
 func (s *mstate) rehash() {
 	h := mix(s.snap.chainHash, uint64(s.compactRev))
+	h = mix(h, uint64(s.rev))
 	for _, l := range s.leases {
 		h = mix(h, uint64(l))
 	}
 	s.hash = h
+}
+
+// advance is s at revision rev, which others' writes reached without touching the prefix; s
+// itself if rev is not above s.rev.
+func (s *mstate) advance(rev int64) *mstate {
+	if rev <= s.rev {
+		return s
+	}
+	n := *s
+	n.rev = rev
+	n.rehash()
+	return &n
 }
 
 func (s *mstate) hasLease(id int64) bool {

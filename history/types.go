@@ -42,13 +42,40 @@ func (b *Bytes) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// History is what a set of clients did against one etcd-compatible store that was empty (revision 1)
-// when the history began: every KV and lease request with its outcome, and every watch with the
-// responses it received. Times are int64 nanoseconds from any origin shared by the whole history,
-// taken from a monotonic clock.
+// History is what a set of clients did against one etcd-compatible store: every KV and lease
+// request with its outcome, and every watch with the responses it received. Times are int64
+// nanoseconds from any origin shared by the whole history, taken from a monotonic clock.
+//
+// A closed history (StartRevision 0) began on an empty store at revision 1 that nobody else wrote
+// to. An open history (StartRevision > 0) began at StartRevision, with Initial the state of the
+// keys under Prefix at that revision: every key its requests and watches name lies under Prefix,
+// and other clients (or the store itself) may have written outside it meanwhile, so that
+// revisions advance by more than the history's own writes (gaps).
 type History struct {
+	// Prefix bounds the keys an open history names; empty: the whole keyspace.
+	Prefix Bytes `json:"prefix,omitempty"`
+	// StartRevision is the revision at which Initial was read; 0 for a closed history.
+	StartRevision int64 `json:"start_revision,omitempty"`
+	// Initial is the state of the keys under Prefix at StartRevision, in key order.
+	Initial    []KeyValue  `json:"initial,omitempty"`
 	Operations []Operation `json:"operations"`
 	Watches    []Watch     `json:"watches,omitempty"`
+}
+
+// Open reports whether the history began at a StartRevision on a store others may write to.
+func (h *History) Open() bool { return h.StartRevision > 0 }
+
+// PrefixEnd is the end of the range of keys under prefix (clientv3.GetPrefixRangeEnd): "\x00",
+// every key, when prefix is empty or all 0xff.
+func PrefixEnd(prefix Bytes) Bytes {
+	b := []byte(prefix)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return Bytes(b[:i+1])
+		}
+	}
+	return "\x00"
 }
 
 // Operation is one request and its outcome. Exactly one of Response and Error is set. An error is a

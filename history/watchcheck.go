@@ -16,7 +16,9 @@ func (c *checker) checkWatches(res *Result, ref *reference) {
 	comps := c.compactions()
 	for i := range c.h.Watches {
 		wc := newWatchChecker(&c.h.Watches[i], i, ref, comps)
+		wc.open, wc.start = c.open, c.start
 		wc.run()
+		res.Notes = append(res.Notes, wc.notes...)
 		res.Violations = append(res.Violations, wc.out...)
 		for g, n := range wc.dropped {
 			res.Notes = append(res.Notes, fmt.Sprintf("watch %d: %d more %s violations not listed", i, n, g))
@@ -57,6 +59,11 @@ type watchChecker struct {
 	compactedAt   int // index of the compacted response, or -1
 	createFailed  bool
 
+	// open: an open history starting at start, whose store others write to
+	open  bool
+	start int64
+	notes []string
+
 	out     []Violation
 	counts  map[Guarantee]int
 	dropped map[Guarantee]int
@@ -85,14 +92,14 @@ func (wc *watchChecker) event(p evPos) *Event {
 	return &wc.w.Responses[p.resp].Events[p.ev]
 }
 
-func (wc *watchChecker) report(g Guarantee, resp int, rev int64, diff string, format string, args ...any) {
+func (wc *watchChecker) report(g Guarantee, sig string, evs []Event, resp int, rev int64, diff string, format string, args ...any) {
 	if wc.counts[g] >= maxPerGuarantee {
 		wc.dropped[g]++
 		return
 	}
 	wc.counts[g]++
 	wc.out = append(wc.out, Violation{Guarantee: g, Operation: -1, Watch: wc.wi, Response: resp, Revision: rev,
-		Message: fmt.Sprintf(format, args...), Diff: diff})
+		Message: fmt.Sprintf(format, args...), Diff: diff, Signature: sig, Events: evs})
 }
 
 func (wc *watchChecker) wants(typ EventType, key Bytes) bool {
@@ -126,7 +133,7 @@ func (wc *watchChecker) structural() {
 		r := &w.Responses[ri]
 		if final >= 0 {
 			if wc.compactedAt >= 0 {
-				wc.report(Compaction, ri, r.Revision, "", "response after the compaction response %d that ended the watch", final)
+				wc.report(Compaction, SigAfterCompaction, nil, ri, r.Revision, "", "response after the compaction response %d that ended the watch", final)
 			}
 			continue
 		}
@@ -152,13 +159,13 @@ func (wc *watchChecker) structural() {
 			continue
 		case r.IsProgressNotify():
 			if r.Revision < wc.lastProgress {
-				wc.report(Bookmarkable, ri, r.Revision, "", "progress notification at %d after one at %d: progress went backwards", r.Revision, wc.lastProgress)
+				wc.report(Bookmarkable, SigProgressBackwards, nil, ri, r.Revision, "", "progress notification at %d after one at %d: progress went backwards", r.Revision, wc.lastProgress)
 			}
 			if r.Revision < wc.lastEventRev {
-				wc.report(Bookmarkable, ri, r.Revision, "", "progress notification at %d after an event at %d", r.Revision, wc.lastEventRev)
+				wc.report(Bookmarkable, SigProgressBelowEvent, nil, ri, r.Revision, "", "progress notification at %d after an event at %d", r.Revision, wc.lastEventRev)
 			}
-			if wc.ref != nil && r.Revision > wc.ref.maxRev {
-				wc.report(Bookmarkable, ri, r.Revision, "", "progress notification at %d: the history never reached that revision (last %d)", r.Revision, wc.ref.maxRev)
+			if wc.ref != nil && !wc.open && r.Revision > wc.ref.maxRev {
+				wc.report(Bookmarkable, SigProgressBeyond, nil, ri, r.Revision, "", "progress notification at %d: the history never reached that revision (last %d)", r.Revision, wc.ref.maxRev)
 			}
 			if !progressSeen && !created && w.Request.StartRevision == 0 && len(wc.accepted) == 0 {
 				wc.firstRev = r.Revision + 1
@@ -172,7 +179,7 @@ func (wc *watchChecker) structural() {
 			ev := &r.Events[ei]
 			rev, key := ev.Kv.ModRevision, ev.Kv.Key
 			if !wc.wants(ev.Type, key) {
-				wc.report(Filter, ri, rev, "", "%s event of %s at %d does not match the watch on %s with filters %v",
+				wc.report(Filter, sigFiltered(wc, key), []Event{stripPrev(*ev)}, ri, rev, "", "%s event of %s at %d does not match the watch on %s with filters %v",
 					ev.Type, short(key), rev, describeRange(wc.kr.key, w.Request.RangeEnd), w.Request.Filters)
 				continue
 			}
@@ -182,22 +189,26 @@ func (wc *watchChecker) structural() {
 				groupStart = len(wc.accepted)
 			case rev == wc.lastEventRev:
 				if n := wc.inGroup(groupStart, key, ev.Type); n > 0 && (wc.ref == nil || wc.ref.count(rev, key, ev.Type) <= n) {
-					wc.report(Unique, ri, rev, "", "%s event of %s at %d received twice", ev.Type, short(key), rev)
+					wc.report(Unique, SigDuplicate, []Event{stripPrev(*ev)}, ri, rev, "", "%s event of %s at %d received twice", ev.Type, short(key), rev)
 					continue
 				}
 			default:
 				wc.buildReceived()
 				if wc.received[revKey{rev, key, ev.Type}] {
-					wc.report(Unique, ri, rev, "", "%s event of %s at %d received twice", ev.Type, short(key), rev)
+					wc.report(Unique, SigDuplicate, []Event{stripPrev(*ev)}, ri, rev, "", "%s event of %s at %d received twice", ev.Type, short(key), rev)
 					continue
 				}
-				wc.report(Ordered, ri, rev, "", "event of %s at %d after an event at %d", short(key), rev, wc.lastEventRev)
+				wc.report(Ordered, SigOutOfOrder, []Event{stripPrev(*ev)}, ri, rev, "", "event of %s at %d after an event at %d", short(key), rev, wc.lastEventRev)
 				wc.misplaced = append(wc.misplaced, p)
 				wc.received[revKey{rev, key, ev.Type}] = true
 				continue
 			}
+			if ev.PrevKV != nil && !w.Request.PrevKV {
+				// needs no reference: judged with the structure
+				wc.report(PrevKV, SigPrevKVUnasked, []Event{*ev}, ri, rev, "", "event of %s at %d has a prev_kv the watch did not ask for", short(key), rev)
+			}
 			if rev <= wc.lastProgress {
-				wc.report(Bookmarkable, ri, rev, "", "event at %d after a progress notification at %d", rev, wc.lastProgress)
+				wc.report(Bookmarkable, SigEventAfterProgress, []Event{stripPrev(*ev)}, ri, rev, "", "event at %d after a progress notification at %d", rev, wc.lastProgress)
 			}
 			wc.accepted = append(wc.accepted, p)
 			if wc.received != nil {
@@ -210,7 +221,7 @@ func (wc *watchChecker) structural() {
 		}
 		if firstInResp >= 0 {
 			if first := wc.event(wc.accepted[firstInResp]).Kv.ModRevision; first == prevLast {
-				wc.report(Atomic, ri, first, "", "revision %d split between response %d and this one", first, wc.accepted[firstInResp-1].resp)
+				wc.report(Atomic, SigSplitRevision, nil, ri, first, "", "revision %d split between response %d and this one", first, wc.accepted[firstInResp-1].resp)
 			}
 			prevLast = wc.lastEventRev
 		}
@@ -263,8 +274,10 @@ func (wc *watchChecker) checkCompaction() {
 				found = true
 			}
 		}
-		if !found {
-			wc.report(Compaction, wc.compactedAt, c, "", "canceled as compacted at %d, but no compaction at %d was requested before", c, c)
+		if !found && wc.open {
+			wc.notes = append(wc.notes, fmt.Sprintf("watch %d: canceled as compacted at %d, a compaction no request of the history made (another client's, or the store's own)", wc.wi, c))
+		} else if !found {
+			wc.report(Compaction, SigCompactedUnrequested, nil, wc.compactedAt, c, "", "canceled as compacted at %d, but no compaction at %d was requested before", c, c)
 		}
 		next := int64(0)
 		if wc.firstRevKnown {
@@ -281,7 +294,7 @@ func (wc *watchChecker) checkCompaction() {
 			}
 		}
 		if next >= c && next > 0 {
-			wc.report(Compaction, wc.compactedAt, c, "", "canceled as compacted at %d, but the next revision it needed, %d, was not compacted", c, next)
+			wc.report(Compaction, SigCompactedNotNeeded, nil, wc.compactedAt, c, "", "canceled as compacted at %d, but the next revision it needed, %d, was not compacted", c, next)
 		}
 		return
 	}
@@ -301,7 +314,11 @@ func (wc *watchChecker) checkCompaction() {
 	for ri := range w.Responses {
 		r := &w.Responses[ri]
 		if len(r.Events) > 0 || r.IsProgressNotify() {
-			wc.report(Compaction, ri, done, "", "watch from %d was not canceled, though the compaction at %d completed before it was created", start, done)
+			what := "events"
+			if len(r.Events) == 0 {
+				what = "a progress notification"
+			}
+			wc.report(Compaction, SigNotCanceled, nil, ri, done, "", "watch from %d received %s, though the compaction at %d completed before it was created: etcd cancels it as compacted before anything", start, what, done)
 			return
 		}
 	}
@@ -353,6 +370,10 @@ func (wc *watchChecker) againstReference() {
 	if from == 0 {
 		return // nothing received, nothing owed
 	}
+	if wc.open && from <= wc.start {
+		// what happened up to the start revision is not in the history: owed from after it
+		from = wc.start + 1
+	}
 	it := wc.iter(from, lastRev)
 	cur := it.next()
 	first := true
@@ -367,20 +388,27 @@ func (wc *watchChecker) againstReference() {
 			g, what = Resumable, "events missing at the start of the watch"
 		}
 		a, b := ref.events[missing[0]].Kv.ModRevision, ref.events[missing[len(missing)-1]].Kv.ModRevision
-		wc.report(g, resp, a, wc.gapDiff(a, b), "%d %s, at revisions %d to %d", len(missing), what, a, b)
+		evs := make([]Event, len(missing))
+		for i, p := range missing {
+			evs[i] = stripPrev(ref.events[p])
+		}
+		wc.report(g, SigMissing, evs, resp, a, wc.gapDiff(a, b), "%d %s, at revisions %d to %d", len(missing), what, a, b)
 		missing = missing[:0]
 	}
 	for _, ap := range wc.accepted {
 		ev := wc.event(ap)
 		rev, key := ev.Kv.ModRevision, ev.Kv.Key
+		if rev < from && rev >= wc.firstRev {
+			continue // at or below an open history's start: not judged
+		}
 		if wc.firstRevKnown && rev < wc.firstRev {
-			wc.report(FirstRevision, int(ap.resp), rev, "", "event of %s at %d is below the watch's first revision %d", short(key), rev, wc.firstRev)
+			wc.report(FirstRevision, SigBelowFirstRevision, []Event{stripPrev(*ev)}, int(ap.resp), rev, "", "event of %s at %d is below the watch's first revision %d", short(key), rev, wc.firstRev)
 			continue
 		}
 		p := ref.find(rev, key, ev.Type, max(cur, 0))
 		if p < 0 {
 			if q := ref.find(rev, key, 1-ev.Type, 0); q >= 0 {
-				wc.report(Reliable, int(ap.resp), rev, cmp.Diff(stripPrev(ref.events[q]), stripPrev(*ev)), "event of %s at %d has the wrong type", short(key), rev)
+				wc.report(Reliable, SigWrongType, []Event{stripPrev(*ev)}, int(ap.resp), rev, cmp.Diff(stripPrev(ref.events[q]), stripPrev(*ev)), "event of %s at %d has the wrong type", short(key), rev)
 			} else {
 				var owed []Event
 				lo, hi := ref.span(rev, rev)
@@ -389,14 +417,14 @@ func (wc *watchChecker) againstReference() {
 						owed = append(owed, stripPrev(re))
 					}
 				}
-				wc.report(Genuine, int(ap.resp), rev, cmp.Diff(owed, []Event{stripPrev(*ev)}, diffOptions),
+				wc.report(Genuine, SigInvented, []Event{stripPrev(*ev)}, int(ap.resp), rev, cmp.Diff(owed, []Event{stripPrev(*ev)}, diffOptions),
 					"%s event of %s at %d is in no write of the history", ev.Type, short(key), rev)
 			}
 			continue
 		}
 		re := &ref.events[p]
 		if cur < 0 || p < cur {
-			wc.report(Reliable, int(ap.resp), rev, "", "event of %s at %d out of order within its revision", short(key), rev)
+			wc.report(Reliable, SigOutOfOrderInRev, []Event{stripPrev(*ev)}, int(ap.resp), rev, "", "event of %s at %d out of order within its revision", short(key), rev)
 			continue
 		}
 		for cur >= 0 && cur < p {
@@ -410,10 +438,10 @@ func (wc *watchChecker) againstReference() {
 		first = false
 		if ev.Type != re.Type || ev.Kv != re.Kv {
 			if ev.Type == re.Type && ev.IsCreate() != re.IsCreate() {
-				wc.report(IsCreate, int(ap.resp), rev, cmp.Diff(stripPrev(*re), stripPrev(*ev)), "event of %s at %d: is-create %v, the key %s at %d",
+				wc.report(IsCreate, SigIsCreate, []Event{stripPrev(*ev)}, int(ap.resp), rev, cmp.Diff(stripPrev(*re), stripPrev(*ev)), "event of %s at %d: is-create %v, the key %s at %d",
 					short(key), rev, ev.IsCreate(), map[bool]string{true: "did not exist", false: "existed"}[re.IsCreate()], rev-1)
 			} else {
-				wc.report(Reliable, int(ap.resp), rev, cmp.Diff(stripPrev(*re), stripPrev(*ev)), "event of %s at %d differs from the write", short(key), rev)
+				wc.report(Reliable, SigDiffers, []Event{stripPrev(*ev)}, int(ap.resp), rev, cmp.Diff(stripPrev(*re), stripPrev(*ev)), "event of %s at %d differs from the write", short(key), rev)
 			}
 		}
 		wc.checkPrevKV(ap, ev, re)
@@ -463,16 +491,13 @@ func (wc *watchChecker) checkPrevKV(ap evPos, ev, re *Event) {
 	rev := ev.Kv.ModRevision
 	resp := int(ap.resp)
 	if !wc.w.Request.PrevKV {
-		if ev.PrevKV != nil {
-			wc.report(PrevKV, resp, rev, "", "event of %s at %d has a prev_kv the watch did not ask for", short(ev.Kv.Key), rev)
-		}
-		return
+		return // a prev_kv not asked for is a structural violation
 	}
 	switch {
 	case ev.PrevKV != nil && re.PrevKV == nil:
-		wc.report(PrevKV, resp, rev, cmp.Diff(re.PrevKV, ev.PrevKV), "event of %s at %d has a prev_kv, but the key did not exist at %d", short(ev.Kv.Key), rev, rev-1)
+		wc.report(PrevKV, SigPrevKVWrong, []Event{*ev}, resp, rev, cmp.Diff(re.PrevKV, ev.PrevKV), "event of %s at %d has a prev_kv, but the key did not exist at %d", short(ev.Kv.Key), rev, rev-1)
 	case ev.PrevKV != nil && *ev.PrevKV != *re.PrevKV:
-		wc.report(PrevKV, resp, rev, cmp.Diff(re.PrevKV, ev.PrevKV), "event of %s at %d: prev_kv is not the value at %d", short(ev.Kv.Key), rev, rev-1)
+		wc.report(PrevKV, SigPrevKVWrong, []Event{*ev}, resp, rev, cmp.Diff(re.PrevKV, ev.PrevKV), "event of %s at %d: prev_kv is not the value at %d", short(ev.Kv.Key), rev, rev-1)
 	case ev.PrevKV == nil && re.PrevKV != nil:
 		t := wc.w.Responses[resp].Time
 		for _, c := range wc.comps {
@@ -480,6 +505,14 @@ func (wc *watchChecker) checkPrevKV(ap evPos, ev, re *Event) {
 				return
 			}
 		}
-		wc.report(PrevKV, resp, rev, cmp.Diff(re.PrevKV, ev.PrevKV), "event of %s at %d has no prev_kv, and no compaction could have removed revision %d", short(ev.Kv.Key), rev, rev-1)
+		wc.report(PrevKV, SigPrevKVMissing, []Event{*ev}, resp, rev, cmp.Diff(re.PrevKV, ev.PrevKV), "event of %s at %d has no prev_kv, and no compaction could have removed revision %d", short(ev.Kv.Key), rev, rev-1)
 	}
+}
+
+// sigFiltered tells apart an event outside the watched range from one whose type a filter drops.
+func sigFiltered(wc *watchChecker, key Bytes) string {
+	if wc.kr.contains(key) {
+		return SigFilteredType
+	}
+	return SigOutOfRange
 }

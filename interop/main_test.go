@@ -8,6 +8,7 @@ import (
 	"go.uber.org/goleak"
 	"k8s.io/klog/v2"
 
+	"github.com/listwatch/listwatch/interop/internal/kinetest"
 	"github.com/listwatch/listwatch/interop/internal/kubeapiserver"
 )
 
@@ -19,5 +20,5 @@ var (
 func TestMain(m *testing.M) {
 	// kubecheck_test.go runs the upstream apiserver, which logs its life through klog
 	klog.SetLogger(logr.Discard())
-	goleak.VerifyTestMain(m, kubeapiserver.GoleakOptions()...)
+	goleak.VerifyTestMain(m, append(kubeapiserver.GoleakOptions(), kinetest.GoleakOptions()...)...)
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // BenchmarkWorkload runs each workload (4 clients, 4 watchers, 5000 requests, compaction every
-// 500 revisions) against a fresh in-memory store and a fresh etcd process, and reports the
+// 500 revisions, under a prefix) against a fresh in-memory store and a fresh etcd process, and reports the
 // requests/s of the run and the time history.Check takes over what was recorded. Against etcd,
 // run it with -benchtime 1x: every iteration starts its own etcd, which lives until the end.
 func BenchmarkWorkload(b *testing.B) {
@@ -35,7 +35,7 @@ func BenchmarkWorkload(b *testing.B) {
 				for b.Loop() {
 					cli := target.open(b)
 					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-					_, quirks, err := Probe(ctx, cli)
+					eps, err := Status(ctx, cli)
 					cancel()
 					if err != nil {
 						b.Fatal(err)
@@ -43,17 +43,21 @@ func BenchmarkWorkload(b *testing.B) {
 					rec := history.NewRecorder(cli, nil)
 					start := time.Now()
 					snap, err := Run(context.Background(), rec, Config{Kind: kind, Seed: uint64(iterations + 1), Clients: 4,
-						Watchers: 4, Ops: ops, CompactEvery: 500, Quirks: quirks})
+						Watchers: 4, Ops: ops, CompactEvery: 500, Prefix: "/bench/"})
 					if err != nil {
 						b.Fatal(err)
 					}
 					runTime += time.Since(start)
 					requests += snap.Operations
 					start = time.Now()
-					res, err := history.Check(rec.History(), history.Options{Timeout: time.Minute})
+					h := rec.History()
+					res, err := history.Check(h, history.Options{Timeout: time.Minute})
 					checkTime += time.Since(start)
-					if err != nil || !res.OK() {
-						b.Fatalf("%v %v", err, res.Err())
+					if err != nil {
+						b.Fatal(err)
+					}
+					if tally := history.TallyLabels(history.Classify(h, res, history.Target{Product: "etcd", Version: eps[0].Version})); tally.Unexplained > 0 {
+						b.Fatalf("%d unexplained violations: %v", tally.Unexplained, res.Err())
 					}
 					iterations++
 				}

@@ -8,24 +8,42 @@
 //   - Run(ctx, rec, Config) runs one workload through rec and returns a Snapshot of what it did.
 //     Config names the Kind (K8s or Etcd), the Seed, the number of Clients and Watchers, the bound
 //     (Ops, Duration, or neither: until ctx ends), CompactEvery, the RequestTimeout of each
-//     request, the endpoint's Quirks and the Clock. Config.Validate's errors wrap ErrInvalidConfig
-//     and name the field; ParseKind's wrap ErrUnknownKind (TestConfigValidate). Duration is
-//     measured on the Clock (TestDurationBound).
+//     request, the Prefix its keys go under, the features to Avoid and the Clock. Config.Validate's
+//     errors wrap ErrInvalidConfig and name the field; ParseKind's wrap ErrUnknownKind
+//     (TestConfigValidate). Duration is measured on the Clock (TestDurationBound).
+//   - With a Prefix the history is an open one (history.Recorder.Begin): the store need not be
+//     fresh, may hold keys of the prefix already, and others may write outside it meanwhile; the
+//     workload reads and watches from the start revision on (TestWorkloadsUnderPrefix: both
+//     workloads pass with another client writing all along, its revisions reported as gaps;
+//     TestRunBeginsOnce: a recorder that recorded already is refused with history.ErrBegun).
 //   - Stats counts, safely for concurrent use, what a running workload did: operations by name and
 //     outcome (Outcome), watches, watch events, progress notifications. Pass one in Config.Stats to
 //     watch a run progress; Stats.Snapshot reads it. Its count of operations is the history's
 //     (TestWorkloadsPassInMemory).
-//   - Probe(ctx, c) asks every endpoint of c its version and revision, and returns the Quirks of
-//     those versions: bugs of etcd, fixed since, that break a guarantee the checker holds etcd to
-//     (QuirksOf gives them for one version). A workload told of a quirk does not provoke it, so
-//     that a run against that etcd fails only for a bug not known already: without RequestProgress
-//     for ProgressAhead (etcd before 3.4.31, 3.5 before 3.5.13, as the apiserver decides),
-//     compacting only at revisions of puts alone for CompactedTombstone (before 3.4.36, 3.5 before
-//     3.5.18). TestQuirksOf pins the versions; TestQuirksAreReal shows each bug failing the checker
-//     on an etcd that has it (skipped on one that has not); TestQuirkProgressAheadAvoided and
-//     TestQuirkCompactedTombstoneAvoided show the workloads keeping clear of them; Probe's answers
-//     are checked by TestWorkloadsPassAgainstEtcd (one member at revision 1, its version's Quirks)
-//     and TestWorkloadsPassAgainstEtcdCluster (three members).
+//   - Status(ctx, c) asks every endpoint of c its version, revision and member ID.
+//   - ProbeCapabilities(ctx, c, ProbeConfig) tries, under a prefix, each Feature of etcd's API a
+//     workload may use, and says of each whether the store answers as etcd, REFUSED it or DIFFERS;
+//     Capabilities.Avoid is what the workload then does without, and Capabilities.Product names a
+//     store that named itself (kine does, in its refusals). A refusal is a finding, never a reason
+//     to stop: the probe fails (ErrProbe) only where a plain put is refused
+//     (TestProbeInMemoryStore: all as etcd; TestProbeRefusals: refusals quoted, the features that
+//     need them not probed, and the workload then runs with what works and passes;
+//     TestProbeFailsWithoutPuts).
+//   - RunScenarios(ctx, c, ScenarioConfig) runs Scenarios, a suite of short deterministic sequences,
+//     one per guarantee and per known real-world watch bug (Scenario.Mirrors names it), each
+//     recorded under a prefix of its own, checked by history.Check and labelled by
+//     history.Classify; a scenario that waits for an answer that never comes (a progress
+//     notification, a lease expiry) reports a Finding. TestScenariosPassInMemory: every scenario
+//     passes against listwatch's store and together they cover every guarantee;
+//     TestScenariosFail: a store that sends prev_kv unasked and leaves RequestProgress unanswered
+//     (kine's ways) fails exactly the scenarios for those.
+//   - Known bugs are provoked, not avoided: the workloads use every feature the store does not
+//     refuse, whatever its version. What a version is known to get wrong is told apart afterwards
+//     (history.KnownBugs): TestWorkloadsAgainstEtcd and TestWorkloadsAgainstEtcdCluster run against
+//     etcd processes and accept only violations of its version's known bugs;
+//     TestKnownBugsAreReal reproduces each on a version that has it and sees it labelled.
+//     Avoiding RequestProgress (the apiserver's gating, for `check --apiserver-gating`) sends none
+//     (TestAvoidRequestProgress).
 //   - The tests run the workloads against real etcd processes too: package internal/etcdprocess
 //     starts one member (Start) or a cluster (StartCluster).
 //
@@ -47,7 +65,11 @@
 // compare-and-swap on the version of compact_rev_key, then a compaction at the revision seen in the
 // previous round.
 //
-// Etcd is raw etcd v3 traffic over 40 keys (key/00 ... key/39): ranges with limits, revisions
+// Under a Prefix the k8s workload's keys are <prefix>registry/... and its compactors coordinate
+// on <prefix>compact_rev_key (never an apiserver's own); where the store refuses txns but the
+// apiserver's shapes (kine), its compactors compact without the protocol's txn.
+//
+// Etcd is raw etcd v3 traffic over 40 keys (key/00 ... key/39, under the Prefix): ranges with limits, revisions
 // (current, past, compacted, future), every sort order and target, serializable, keys-only,
 // count-only and revision filters; puts with prev_kv, leases, ignore_value and ignore_lease;
 // deletes of a key, a range or a prefix; txns with up to three compares of every target and result
@@ -63,14 +85,18 @@
 // over them is sorted by value: etcd 3.7 answers other keys-only ranges from its index, without the
 // leases, where etcd 3.4 to 3.6 give them, and the workload is meant to pass on both. A lease once
 // revoked is never named again (a "lease not found" about a granted lease tells the checker the
-// lease may have expired, which widens its search); leases that never existed are.
+// lease may have expired, which widens its search); leases that never existed are. One grant in
+// four is of a lease of 2 s (etcd's minimum) with one key on it, left to expire, which the checker
+// finds in a revision no request made. Where the store refuses a feature the workload does
+// without it: deletes through the apiserver's conditional delete txn where the delete RPC is
+// refused, txns of the apiserver's shapes where others are, no leases, sorts, filters, and so on.
 //
 // Both workloads pass history.Check against listwatch's store and do what they are for: watch
 // events, resumed watches, compactions, compares lost to other clients (TestWorkloadsPassInMemory);
-// and against real etcd: one member (TestWorkloadsPassAgainstEtcd, internal/etcdprocess's binary),
-// a three-member cluster with requests spread over every member
-// (TestWorkloadsPassAgainstEtcdCluster), and etcd v3.7.3 embedded (interop's
-// TestCheckCommandAgainstEmbeddedEtcd). BenchmarkWorkload measures a run and its check.
+// against etcd v3.7.3 embedded (interop's TestCheckCommandAgainstEmbeddedEtcd); and against
+// Debian's etcd 3.4.23 they find its known bugs and nothing else (TestWorkloadsAgainstEtcd,
+// TestWorkloadsAgainstEtcdCluster, interop's TestCheckCommandAgainstEtcd34). BenchmarkWorkload
+// measures a run and its check.
 //
 // # Invariants
 //
@@ -89,11 +115,12 @@
 //     open watch is given time to reach it (by requested progress notifications, or without them
 //     until no watch has received an event for half a second) before the watches are closed, so the
 //     check can judge each watch up to its end (TestWatchersResume: the watch open at the end
-//     reached the final read's revision). The idle wait of the ProgressAhead quirk has no test of
-//     its own.
+//     reached the final read's revision). The idle wait without RequestProgress has no test of its
+//     own.
 //   - No leaks. Run starts every goroutine it needs and returns only once all of them have ended
 //     (the package's TestMain runs goleak after the tests, which call Run in every mode).
 //   - Only the Recorder's history is kept; a failing request is never an error of Run (it is in the
 //     history and the Stats: the etcd workload's refused requests in TestWorkloadsPassInMemory),
-//     and Run fails only for an invalid Config (TestConfigValidate).
+//     and Run fails only for an invalid Config (TestConfigValidate) or, under a Prefix, when the
+//     initial state cannot be read (TestRunBeginsOnce).
 package workload

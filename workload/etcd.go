@@ -12,7 +12,16 @@ import (
 // etcdKeys is the size of the etcd workload's keyspace: small, so that clients contend.
 const etcdKeys = 40
 
-func etcdKey(n int) history.Bytes { return history.Bytes(fmt.Sprintf("key/%02d", n)) }
+// etcdKey is the workload's key n, under its prefix.
+func (r *runner) etcdKey(n int) history.Bytes {
+	return history.Bytes(fmt.Sprintf("%skey/%02d", r.cfg.Prefix, n))
+}
+
+// p is s under the workload's prefix.
+func (r *runner) p(s string) history.Bytes { return history.Bytes(r.cfg.Prefix + s) }
+
+// uses reports whether the workload may use f.
+func (r *runner) uses(f Feature) bool { return !r.cfg.Avoid.Has(f) }
 
 // leasedFrom is the first key a lease may be attached to. etcd 3.7 answers a keys-only range from
 // its index, without the keys' leases (mvcc RangeOptions.FastKeysOnly, unless sorted by value),
@@ -21,18 +30,24 @@ func etcdKey(n int) history.Bytes { return history.Bytes(fmt.Sprintf("key/%02d",
 const leasedFrom = "key/30"
 
 // mayHoldLease reports whether [key, end) covers a key a lease may be attached to.
-func mayHoldLease(key, end history.Bytes) bool {
+func (r *runner) mayHoldLease(key, end history.Bytes) bool {
+	from := r.p(leasedFrom)
 	if end == "" {
-		return key >= leasedFrom
+		return key >= from
 	}
-	return end == "\x00" || end > leasedFrom
+	return end == "\x00" || end > from
 }
 
-// keysOnly makes r keys-only, sorted by value if it covers a key that may have a lease.
-func keysOnly(r *history.RangeRequest) {
-	r.KeysOnly = true
-	if mayHoldLease(r.Key, r.RangeEnd) {
-		r.SortTarget = history.SortByValue
+// keysOnly makes q keys-only, sorted by value if it covers a key that may have a lease; it leaves q
+// as it is when the store refuses keys-only ranges, or the sort that would need.
+func (r *runner) keysOnly(q *history.RangeRequest) {
+	leased := r.uses(FeatLeases) && r.mayHoldLease(q.Key, q.RangeEnd)
+	if !r.uses(FeatKeysOnly) || leased && !r.uses(FeatSort) {
+		return
+	}
+	q.KeysOnly = true
+	if leased {
+		q.SortTarget = history.SortByValue
 	}
 }
 
@@ -42,6 +57,10 @@ const (
 	etcdMaxLeases = 4
 	etcdMinTTL    = 900
 	etcdMaxTTL    = 3600
+	// etcdShortTTL is the TTL of the leases granted to expire within a run (etcd raises it to its
+	// minimum, 2 s with its default election timeout); one grant in etcdShortEvery is one.
+	etcdShortTTL   = 2
+	etcdShortEvery = 4
 )
 
 type etcdClient struct {
@@ -63,15 +82,27 @@ func (r *runner) etcdClient(i int, rng *rand.Rand, budget int64) func() {
 }
 
 func (c *etcdClient) step() {
+	r := c.r
 	switch p := c.rng.IntN(100); {
 	case p < 22:
 		_, _ = c.do("range", history.Request{Range: c.rangeRequest()})
 	case p < 47:
 		_, _ = c.do("put", history.Request{Put: c.putRequest()})
 	case p < 57:
-		_, _ = c.do("delete-range", history.Request{DeleteRange: c.deleteRequest()})
+		d := c.deleteRequest()
+		if !r.uses(FeatDeleteRPC) {
+			c.deleteTxn(d.Key)
+			return
+		}
+		_, _ = c.do("delete-range", history.Request{DeleteRange: d})
 	case p < 82:
+		if !r.uses(FeatTxn) {
+			c.apiserverTxn()
+			return
+		}
 		_, _ = c.do("txn", history.Request{Txn: c.txnRequest()})
+	case !r.uses(FeatLeases):
+		_, _ = c.do("range", history.Request{Range: c.rangeRequest()})
 	case p < 89:
 		c.grant()
 	case p < 94:
@@ -81,25 +112,63 @@ func (c *etcdClient) step() {
 	}
 }
 
-func (c *etcdClient) key() history.Bytes { return etcdKey(c.rng.IntN(etcdKeys)) }
+func (c *etcdClient) key() history.Bytes { return c.r.etcdKey(c.rng.IntN(etcdKeys)) }
 
 // keyRange draws what a range, delete or watch covers: a key, a range, a prefix, every key from a
-// key on, or the whole keyspace.
-func keyRange(rng *rand.Rand) (key, end history.Bytes) {
+// key on, or every key of the workload.
+func (r *runner) keyRange(rng *rand.Rand) (key, end history.Bytes) {
 	switch rng.IntN(6) {
 	case 0, 1:
-		return etcdKey(rng.IntN(etcdKeys)), ""
+		return r.etcdKey(rng.IntN(etcdKeys)), ""
 	case 2:
 		a, b := rng.IntN(etcdKeys), rng.IntN(etcdKeys)
-		return etcdKey(min(a, b)), etcdKey(max(a, b) + 1)
+		return r.etcdKey(min(a, b)), r.etcdKey(max(a, b) + 1)
 	case 3:
-		p := fmt.Sprintf("key/%d", rng.IntN(etcdKeys/10))
-		return history.Bytes(p), prefixEnd(p)
+		p := r.p(fmt.Sprintf("key/%d", rng.IntN(etcdKeys/10)))
+		return p, history.PrefixEnd(p)
 	case 4:
-		return etcdKey(rng.IntN(etcdKeys)), "\x00"
+		// to the end of the keyspace; under a prefix, to the end of the prefix
+		end := history.Bytes("\x00")
+		if r.cfg.Prefix != "" {
+			end = history.PrefixEnd(r.p(""))
+		}
+		return r.etcdKey(rng.IntN(etcdKeys)), end
 	default:
-		return "key/", prefixEnd("key/")
+		return r.p("key/"), history.PrefixEnd(r.p("key/"))
 	}
+}
+
+// deleteTxn deletes key the apiserver's way, for a store that refuses the delete RPC: read it, then
+// delete it if its mod revision is still the one read.
+func (c *etcdClient) deleteTxn(key history.Bytes) {
+	if !c.r.uses(FeatConditionalDelete) {
+		return // no delete the store answers as etcd does
+	}
+	resp, err := c.do("range", history.Request{Range: &history.RangeRequest{Key: key}})
+	if err != nil || resp.Range == nil || len(resp.Range.Kvs) == 0 {
+		return
+	}
+	_, _ = c.do("delete-range", history.Request{Txn: &history.TxnRequest{
+		Compare: []history.Compare{{Result: history.CompareEqual, Target: history.CompareMod, Key: key, ModRevision: resp.Range.Kvs[0].ModRevision}},
+		Success: []history.RequestOp{{DeleteRange: &history.DeleteRangeRequest{Key: key}}},
+		Failure: []history.RequestOp{{Range: &history.RangeRequest{Key: key}}},
+	}})
+}
+
+// apiserverTxn is a txn of the shapes the apiserver sends, for a store that refuses others: a
+// create (mod_revision == 0 ? put) or an update (mod_revision == X ? put : get) at a recent
+// revision, which mostly loses.
+func (c *etcdClient) apiserverTxn() {
+	key := c.key()
+	t := &history.TxnRequest{
+		Compare: []history.Compare{{Result: history.CompareEqual, Target: history.CompareMod, Key: key}},
+		Success: []history.RequestOp{{Put: &history.PutRequest{Key: key, Value: c.value()}}},
+	}
+	if c.rng.IntN(2) == 0 {
+		t.Compare[0].ModRevision = max(c.r.floor, c.r.rev.Load()-c.rng.Int64N(10))
+		t.Failure = []history.RequestOp{{Range: &history.RangeRequest{Key: key}}}
+	}
+	_, _ = c.do("txn", history.Request{Txn: t})
 }
 
 // revision draws a revision to read at: mostly the latest (0), else a recent one that may be
@@ -110,32 +179,35 @@ func (c *etcdClient) revision() int64 {
 	case p < 14:
 		return 0
 	case p < 19:
-		return max(1, cur-c.rng.Int64N(40))
+		past := max(c.r.floor, cur-c.rng.Int64N(40))
+		if !c.r.uses(FeatPastRevision) {
+			return 0
+		}
+		return past
 	default:
 		return cur + 1 + c.rng.Int64N(2)
 	}
 }
 
 func (c *etcdClient) rangeRequest() *history.RangeRequest {
-	key, end := keyRange(c.rng)
+	key, end := c.r.keyRange(c.rng)
 	r := &history.RangeRequest{Key: key, RangeEnd: end, Revision: c.revision(),
-		Serializable: c.rng.IntN(6) == 0}
-	if c.rng.IntN(3) == 0 {
+		Serializable: c.rng.IntN(6) == 0 && c.r.uses(FeatSerializable)}
+	if c.rng.IntN(3) == 0 && (end != "" || c.r.uses(FeatLimitOnKey)) {
 		r.Limit = 1 + c.rng.Int64N(5)
 	}
-	if c.rng.IntN(4) == 0 {
-		r.SortOrder = history.SortOrder(c.rng.IntN(3))
-		r.SortTarget = history.SortTarget(c.rng.IntN(5))
+	if order, target := history.SortOrder(c.rng.IntN(3)), history.SortTarget(c.rng.IntN(5)); c.rng.IntN(4) == 0 && c.r.uses(FeatSort) {
+		r.SortOrder, r.SortTarget = order, target
 	}
 	switch c.rng.IntN(10) {
 	case 0:
-		keysOnly(r)
+		c.r.keysOnly(r)
 	case 1:
-		r.CountOnly = true
+		r.CountOnly = c.r.uses(FeatCountOnly)
 	}
-	if c.rng.IntN(8) == 0 {
+	if c.rng.IntN(8) == 0 && c.r.uses(FeatRevisionFilters) {
 		cur := c.r.rev.Load()
-		pick := func() int64 { return max(1, cur-c.rng.Int64N(30)) }
+		pick := func() int64 { return max(c.r.floor, cur-c.rng.Int64N(30)) }
 		switch c.rng.IntN(4) {
 		case 0:
 			r.MinModRevision = pick()
@@ -166,7 +238,7 @@ func (c *etcdClient) value() history.Bytes {
 // lease draws a lease to attach to key: none mostly, one of the client's, or sometimes one that
 // never existed; none below leasedFrom.
 func (c *etcdClient) lease(key history.Bytes) int64 {
-	if key < leasedFrom {
+	if key < c.r.p(leasedFrom) || !c.r.uses(FeatLeases) {
 		return 0
 	}
 	switch p := c.rng.IntN(8); {
@@ -179,13 +251,17 @@ func (c *etcdClient) lease(key history.Bytes) int64 {
 }
 
 func (c *etcdClient) putRequest() *history.PutRequest {
-	p := &history.PutRequest{Key: c.key(), PrevKV: c.rng.IntN(3) == 0}
+	p := &history.PutRequest{Key: c.key(), PrevKV: c.rng.IntN(3) == 0 && c.r.uses(FeatPutPrevKV)}
 	switch c.rng.IntN(30) {
 	case 0:
-		p.IgnoreValue = true
-		p.Lease = c.lease(p.Key)
+		if c.r.uses(FeatIgnoreValue) {
+			p.IgnoreValue = true
+			p.Lease = c.lease(p.Key)
+			break
+		}
+		p.Value = c.value()
 	case 1:
-		p.IgnoreLease = true
+		p.IgnoreLease = c.r.uses(FeatIgnoreLease)
 		p.Value = c.value()
 	default:
 		p.Value = c.value()
@@ -201,10 +277,13 @@ func (c *etcdClient) deleteRequest() *history.DeleteRangeRequest {
 		d.Key = c.key()
 	case p < 9:
 		a, b := c.rng.IntN(etcdKeys), c.rng.IntN(etcdKeys)
-		d.Key, d.RangeEnd = etcdKey(min(a, b)), etcdKey(min(a, b)+1+c.rng.IntN(3))
+		d.Key, d.RangeEnd = c.r.etcdKey(min(a, b)), c.r.etcdKey(min(a, b)+1+c.rng.IntN(3))
 	default:
-		p := fmt.Sprintf("key/%d", c.rng.IntN(etcdKeys/10))
-		d.Key, d.RangeEnd = history.Bytes(p), prefixEnd(p)
+		p := c.r.p(fmt.Sprintf("key/%d", c.rng.IntN(etcdKeys/10)))
+		d.Key, d.RangeEnd = p, history.PrefixEnd(p)
+	}
+	if !c.r.uses(FeatDeleteRange) {
+		d.RangeEnd = ""
 	}
 	return d
 }
@@ -212,8 +291,11 @@ func (c *etcdClient) deleteRequest() *history.DeleteRangeRequest {
 func (c *etcdClient) compare() history.Compare {
 	cmp := history.Compare{Result: history.CompareResult(c.rng.IntN(4)), Target: history.CompareTarget(c.rng.IntN(5)),
 		Key: c.key()}
+	if !c.r.uses(compareFeature(cmp.Target)) {
+		cmp.Target = history.CompareMod // what the apiserver compares, tried first by every store
+	}
 	if c.rng.IntN(10) == 0 {
-		cmp.Key, cmp.RangeEnd = keyRange(c.rng)
+		cmp.Key, cmp.RangeEnd = c.r.keyRange(c.rng)
 	}
 	cur := c.r.rev.Load()
 	switch cmp.Target {
@@ -230,31 +312,52 @@ func (c *etcdClient) compare() history.Compare {
 			cmp.Value = history.Bytes(fmt.Sprintf("v%d.%d", c.rng.IntN(8), c.rng.IntN(50)))
 		}
 	case history.CompareLease:
-		cmp.Lease = c.lease(leasedFrom)
+		cmp.Lease = c.lease(c.r.p(leasedFrom))
 	}
 	return cmp
+}
+
+// compareFeature is the feature a compare on t needs.
+func compareFeature(t history.CompareTarget) Feature {
+	switch t {
+	case history.CompareVersion:
+		return FeatCompareVersion
+	case history.CompareCreate:
+		return FeatCompareCreate
+	case history.CompareValue:
+		return FeatCompareValue
+	case history.CompareLease:
+		return FeatCompareLease
+	}
+	return FeatCompareMod
 }
 
 // branch draws up to n operations; the keys written are distinct, as etcd requires of a branch.
 func (c *etcdClient) branch(n int) []history.RequestOp {
 	var ops []history.RequestOp
 	written := c.rng.Perm(etcdKeys)
+	if !c.r.uses(FeatMultiOpTxn) {
+		n = min(n, 1)
+	}
 	for range c.rng.IntN(n + 1) {
 		switch p := c.rng.IntN(20); {
 		case p < 6:
-			key, end := keyRange(c.rng)
+			key, end := c.r.keyRange(c.rng)
 			r := &history.RangeRequest{Key: key, RangeEnd: end, Limit: c.rng.Int64N(3)}
+			if end == "" && !c.r.uses(FeatLimitOnKey) {
+				r.Limit = 0
+			}
 			if c.rng.IntN(5) == 0 {
-				keysOnly(r)
+				c.r.keysOnly(r)
 			}
 			ops = append(ops, history.RequestOp{Range: r})
 		case p < 14:
-			k := etcdKey(written[0])
+			k := c.r.etcdKey(written[0])
 			written = written[1:]
 			ops = append(ops, history.RequestOp{Put: &history.PutRequest{Key: k, Value: c.value(),
 				Lease: c.lease(k), PrevKV: c.rng.IntN(3) == 0}})
-		case p < 19:
-			k := etcdKey(written[0])
+		case p < 19 || !c.r.uses(FeatNestedTxn):
+			k := c.r.etcdKey(written[0])
 			written = written[1:]
 			ops = append(ops, history.RequestOp{DeleteRange: &history.DeleteRangeRequest{Key: k, PrevKV: c.rng.IntN(2) == 0}})
 		default:
@@ -294,10 +397,21 @@ func (c *etcdClient) grant() {
 		c.nextID++
 		g.ID = int64(c.id+1)<<32 | c.nextID
 	}
-	resp, err := c.do("lease-grant", history.Request{LeaseGrant: g})
-	if err == nil && resp.LeaseGrant != nil {
-		c.leases = append(c.leases, resp.LeaseGrant.ID)
+	short := c.rng.IntN(etcdShortEvery) == 0
+	if short {
+		g.TTL = etcdShortTTL
 	}
+	resp, err := c.do("lease-grant", history.Request{LeaseGrant: g})
+	if err != nil || resp.LeaseGrant == nil {
+		return
+	}
+	if !short {
+		c.leases = append(c.leases, resp.LeaseGrant.ID)
+		return
+	}
+	// a lease left to expire: one key on it, and it is never named again
+	key := c.r.etcdKey(30 + c.rng.IntN(etcdKeys-30))
+	_, _ = c.do("put", history.Request{Put: &history.PutRequest{Key: key, Value: c.value(), Lease: resp.LeaseGrant.ID}})
 }
 
 // gone draws a lease ID nobody granted. Leases once granted are never named after their revoke:
@@ -362,19 +476,20 @@ func (r *runner) etcdWatcher(i int, rng *rand.Rand) func() {
 
 func (r *runner) drawWatch(rng *rand.Rand) history.WatchRequest {
 	// wide ranges mostly, so that the watches see much of the traffic
-	key, end := history.Bytes("key/"), prefixEnd("key/")
+	key, end := r.p("key/"), history.PrefixEnd(r.p("key/"))
 	if rng.IntN(2) == 0 {
-		key, end = keyRange(rng)
+		key, end = r.keyRange(rng)
 	}
 	w := history.WatchRequest{Key: key, RangeEnd: end, PrevKV: rng.IntN(2) == 0,
-		ProgressNotify: rng.IntN(2) == 0, Fragment: rng.IntN(10) == 0}
-	if rng.IntN(2) == 0 {
-		w.StartRevision = max(1, r.rev.Load()-rng.Int64N(30))
+		ProgressNotify: rng.IntN(2) == 0 && r.uses(FeatProgressNotify), Fragment: rng.IntN(10) == 0 && r.uses(FeatFragment)}
+	if past := max(r.floor, r.rev.Load()-rng.Int64N(30)); rng.IntN(2) == 0 && r.uses(FeatWatchFromPast) {
+		w.StartRevision = past
 	}
-	switch rng.IntN(10) {
-	case 0:
+	switch f := rng.IntN(10); {
+	case !r.uses(FeatWatchFilters):
+	case f == 0:
 		w.Filters = []history.WatchFilter{history.FilterNoPut}
-	case 1:
+	case f == 1:
 		w.Filters = []history.WatchFilter{history.FilterNoDelete}
 	}
 	return w
@@ -391,13 +506,10 @@ func (r *runner) etcdCompactor(rng *rand.Rand, wake <-chan struct{}) func() {
 			rev := max(compacted+1, cur-rng.Int64N(max(1, r.cfg.CompactEvery/2)))
 			switch rng.IntN(10) {
 			case 0:
-				rev = max(1, compacted)
+				rev = max(r.floor, compacted)
 			case 1:
-				if !r.cfg.Quirks.CompactedTombstone { // the store may reach it
-					rev = cur + 5
-				}
+				rev = cur + 5 // the store may reach it, or refuse it as a future revision
 			}
-			rev = max(1, r.compactionRevision(rev))
 			_, err := r.do("compact", history.Request{Compact: &history.CompactRequest{Revision: rev, Physical: rng.IntN(2) == 0}})
 			if err == nil {
 				compacted = max(compacted, rev)

@@ -12,8 +12,17 @@ import (
 	"github.com/listwatch/listwatch/history"
 )
 
-// compactRevKey is the key the apiserver's compactors coordinate on.
-const compactRevKey = "compact_rev_key"
+// compactRevKey is the key the apiserver's compactors coordinate on (under the prefix, so that a
+// run on a store an apiserver uses does not touch the apiserver's).
+func (r *runner) compactRevKey() history.Bytes { return r.p("compact_rev_key") }
+
+// registry is the apiserver's storage prefix, "/registry/", under the workload's prefix.
+func (r *runner) registry() string {
+	if r.cfg.Prefix == "" {
+		return "/registry/"
+	}
+	return r.cfg.Prefix + "registry/"
+}
 
 // k8sResource is a resource type the k8s workload stores; ttl > 0 gives its objects a lease, as
 // the apiserver does for events.
@@ -130,7 +139,7 @@ func (c *k8sClient) step() {
 	res := k8sResources[c.rng.IntN(len(k8sResources))]
 	ns := k8sNamespaces[c.rng.IntN(len(k8sNamespaces))]
 	name := fmt.Sprintf("%s-%d", res.name, c.rng.IntN(k8sNamesPerNamespace))
-	key := history.Bytes(fmt.Sprintf("/registry/%s/%s/%s", res.resource, ns, name))
+	key := history.Bytes(fmt.Sprintf("%s%s/%s/%s", c.r.registry(), res.resource, ns, name))
 	switch p := c.rng.IntN(100); {
 	case p < 20:
 		c.create(res, ns, name, key)
@@ -156,6 +165,9 @@ func (c *k8sClient) encode(obj *k8sObject) history.Bytes {
 // getLease follows k8s.io/apiserver pkg/storage/etcd3/lease_manager.go GetLease: reuse the last
 // lease while it may be, else grant one with a little extra TTL.
 func (c *k8sClient) getLease(ttl int64) (int64, error) {
+	if !c.r.uses(FeatLeases) {
+		return 0, nil // as on a store whose leases do not work: objects without one
+	}
 	if c.lease != 0 && c.uses < leaseReuse {
 		c.uses++
 		return c.lease, nil
@@ -268,6 +280,10 @@ func (c *k8sClient) update(res k8sResource, key history.Bytes) {
 // delete follows k8s.io/apiserver pkg/storage/etcd3/store.go conditionalDelete: an
 // OptimisticDelete at the revision of the state it started from, with GetOnFailure, retried.
 func (c *k8sClient) delete(key history.Bytes) {
+	if !c.r.uses(FeatConditionalDelete) {
+		_, _ = c.get(key) // a store whose delete answers differ: no deletes, a read instead
+		return
+	}
 	st, ok := c.current(key)
 	for attempt := 0; ok && attempt < maxAttempts; attempt++ {
 		resp, err := c.do("delete", history.Request{Txn: &history.TxnRequest{
@@ -289,7 +305,7 @@ func (c *k8sClient) delete(key history.Bytes) {
 // list is a client's paginated list of a resource, in all namespaces or one: mostly at the
 // latest revision, sometimes at an exact past one (resourceVersionMatch=Exact).
 func (c *k8sClient) list(res k8sResource) {
-	prefix := "/registry/" + res.resource + "/"
+	prefix := c.r.registry() + res.resource + "/"
 	if c.rng.IntN(2) == 0 {
 		prefix += k8sNamespaces[c.rng.IntN(len(k8sNamespaces))] + "/"
 	}
@@ -302,8 +318,8 @@ func (c *k8sClient) list(res k8sResource) {
 		limit = 1 + c.rng.Int64N(5)
 	}
 	var rev int64
-	if cur := c.r.rev.Load(); c.rng.IntN(5) == 0 && cur > 1 {
-		rev = max(1, cur-c.rng.Int64N(max(1, 2*c.r.cfg.CompactEvery, 20)))
+	if cur := c.r.rev.Load(); c.rng.IntN(5) == 0 && cur > c.r.floor && c.r.uses(FeatPastRevision) {
+		rev = max(c.r.floor, cur-c.rng.Int64N(max(1, 2*c.r.cfg.CompactEvery, 20)))
 	}
 	listPages(c.do, "list", prefix, limit, rev)
 }
@@ -315,7 +331,7 @@ func (c *k8sClient) list(res k8sResource) {
 // first fails because its revision was compacted, one full list follows. It returns the list's
 // revision, 0 if it failed.
 func listPages(do func(string, history.Request) (*history.Response, error), name, prefix string, limit, rev int64) int64 {
-	start, end := history.Bytes(prefix), prefixEnd(prefix)
+	start, end := history.Bytes(prefix), history.PrefixEnd(history.Bytes(prefix))
 	withRev := rev
 	for page := 0; ; page++ {
 		resp, err := do(name, history.Request{Range: &history.RangeRequest{Key: start, RangeEnd: end, Limit: limit, Revision: withRev}})
@@ -348,7 +364,7 @@ func listPages(do func(string, history.Request) (*history.Response, error), name
 func (r *runner) k8sWatcher(i int, rng *rand.Rand) func() {
 	return func() {
 		res := k8sResources[rng.IntN(len(k8sResources))]
-		prefix := "/registry/" + res.resource + "/"
+		prefix := r.registry() + res.resource + "/"
 		if rng.IntN(3) == 0 {
 			prefix += k8sNamespaces[rng.IntN(len(k8sNamespaces))] + "/"
 		}
@@ -360,8 +376,8 @@ func (r *runner) k8sWatcher(i int, rng *rand.Rand) func() {
 					continue
 				}
 			}
-			w := r.watch(history.WatchRequest{Key: history.Bytes(prefix), RangeEnd: prefixEnd(prefix),
-				StartRevision: rev + 1, PrevKV: true, ProgressNotify: true}, 5+rng.IntN(60))
+			w := r.watch(history.WatchRequest{Key: history.Bytes(prefix), RangeEnd: history.PrefixEnd(history.Bytes(prefix)),
+				StartRevision: rev + 1, PrevKV: true, ProgressNotify: r.uses(FeatProgressNotify)}, 5+rng.IntN(60))
 			switch {
 			case w.compacted != 0:
 				rev = 0
@@ -392,10 +408,19 @@ func (r *runner) k8sCompactor(_ *rand.Rand, wake <-chan struct{}) func() {
 // version of compact_rev_key from expectVersion compacts at rev, the revision the previous round
 // saw; it returns the version and revision the next round starts from.
 func (r *runner) k8sCompact(expectVersion, rev int64) (int64, int64) {
+	if !r.uses(FeatTxn) || !r.uses(FeatCompareVersion) {
+		// a store that refuses the protocol's txn (kine takes it on compact_rev_key only): one
+		// compactor that compacts at the revision the previous round saw
+		if rev > 0 {
+			_, _ = r.do("compact", history.Request{Compact: &history.CompactRequest{Revision: rev}})
+		}
+		return expectVersion, r.rev.Load()
+	}
+	key := r.compactRevKey()
 	resp, err := r.do("compact-txn", history.Request{Txn: &history.TxnRequest{
-		Compare: []history.Compare{{Result: history.CompareEqual, Target: history.CompareVersion, Key: compactRevKey, Version: expectVersion}},
-		Success: []history.RequestOp{{Put: &history.PutRequest{Key: compactRevKey, Value: history.Bytes(strconv.FormatInt(rev, 10))}}},
-		Failure: []history.RequestOp{{Range: &history.RangeRequest{Key: compactRevKey}}},
+		Compare: []history.Compare{{Result: history.CompareEqual, Target: history.CompareVersion, Key: key, Version: expectVersion}},
+		Success: []history.RequestOp{{Put: &history.PutRequest{Key: key, Value: history.Bytes(strconv.FormatInt(rev, 10))}}},
+		Failure: []history.RequestOp{{Range: &history.RangeRequest{Key: key}}},
 	}})
 	if err != nil {
 		return expectVersion, rev
@@ -407,8 +432,8 @@ func (r *runner) k8sCompact(expectVersion, rev int64) (int64, int64) {
 		}
 		return expectVersion, cur
 	}
-	if c := r.compactionRevision(rev); c != 0 {
-		_, _ = r.do("compact", history.Request{Compact: &history.CompactRequest{Revision: c}})
+	if rev != 0 {
+		_, _ = r.do("compact", history.Request{Compact: &history.CompactRequest{Revision: rev}})
 	}
 	return expectVersion + 1, cur
 }

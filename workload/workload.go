@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,10 +71,14 @@ type Config struct {
 	// RequestTimeout bounds each request; a request that runs out has an unknown outcome.
 	// Default DefaultRequestTimeout.
 	RequestTimeout time.Duration
-	// Quirks are what the endpoint is known to get wrong (Probe tells them): the workload does not
-	// provoke them. Without ProgressAhead, RequestProgress is sent while the watches run and at
-	// the end.
-	Quirks Quirks
+	// Prefix, if set, is where the workload's keys go: the history is an open one (history.Recorder
+	// Begin), the store may be one others use, and it need not be fresh. Without it the store must be
+	// fresh and nobody else's.
+	Prefix string
+	// Avoid are the features the workload does without: those the store refuses or answers
+	// differently (ProbeCapabilities), or that a run does not want (RequestProgress, under the
+	// apiserver's gating). Everything else it uses, known upstream bugs notwithstanding.
+	Avoid Features
 	// Clock times the run. Default: the real clock.
 	Clock clock.WithTicker
 	// Stats, if set, is updated while the run goes.
@@ -147,8 +150,9 @@ type runner struct {
 	rev   atomic.Int64 // the highest header revision seen
 	wakes []chan struct{}
 
-	putMu   sync.Mutex
-	putRevs []int64 // revisions made of puts alone, sorted
+	// floor is the lowest revision the workload reads or watches at: the history's start revision
+	// (1 for a closed one)
+	floor int64
 
 	mu        sync.Mutex
 	open      map[*watchState]struct{}
@@ -178,6 +182,19 @@ func Run(ctx context.Context, rec *history.Recorder, cfg Config) (Snapshot, erro
 		reqCtx: context.WithoutCancel(ctx), stop: make(chan struct{}), watchCtx: watchCtx,
 		open: map[*watchState]struct{}{}, lastEvent: cfg.Clock.Now()}
 	r.rev.Store(1)
+	r.floor = 1
+	if cfg.Prefix != "" {
+		// like every request, not canceled by ctx: a run stopped at once still has its start
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.RequestTimeout)
+		err := rec.Begin(bctx, history.Bytes(cfg.Prefix))
+		cancel()
+		if err != nil {
+			return Snapshot{}, err
+		}
+		start := rec.History().StartRevision
+		r.rev.Store(start)
+		r.floor = start
+	}
 
 	var clients, compactors, watchers sync.WaitGroup
 	var newClient func(i int, rng *rand.Rand, budget int64) func()
@@ -191,7 +208,7 @@ func Run(ctx context.Context, rec *history.Recorder, cfg Config) (Snapshot, erro
 		newClient, newWatcher = r.etcdClient, r.etcdWatcher
 		newCompactors = []func(*rand.Rand, <-chan struct{}) func(){r.etcdCompactor}
 	}
-	if cfg.CompactEvery == 0 {
+	if cfg.CompactEvery == 0 || cfg.Avoid.Has(FeatCompaction) {
 		newCompactors = nil
 	}
 
@@ -233,7 +250,7 @@ func Run(ctx context.Context, rec *history.Recorder, cfg Config) (Snapshot, erro
 	})
 	progressDone := make(chan struct{})
 	var progress sync.WaitGroup
-	if !cfg.Quirks.ProgressAhead && cfg.Watchers > 0 {
+	if !cfg.Avoid.Has(FeatRequestProgress) && cfg.Watchers > 0 {
 		progress.Go(func() { r.requestProgressLoop(progressDone) })
 	}
 
@@ -272,66 +289,8 @@ func (r *runner) do(name string, req history.Request) (*history.Response, error)
 	r.stats.countOp(name, outcomeOf(resp, err))
 	if resp != nil && req.LeaseKeepAlive == nil {
 		r.seeRevision(resp.Revision)
-		if r.cfg.Quirks.CompactedTombstone && putOnly(&req, resp) {
-			r.putMu.Lock()
-			if i, found := slices.BinarySearch(r.putRevs, resp.Revision); !found {
-				r.putRevs = slices.Insert(r.putRevs, i, resp.Revision)
-			}
-			r.putMu.Unlock()
-		}
 	}
 	return resp, err
-}
-
-// putOnly reports whether a successful request made a revision of puts alone.
-func putOnly(req *history.Request, resp *history.Response) bool {
-	switch {
-	case req.Put != nil:
-		return true
-	case req.Txn != nil && resp.Txn != nil:
-		branch := req.Txn.Failure
-		if resp.Txn.Succeeded {
-			branch = req.Txn.Success
-		}
-		puts := false
-		for _, op := range branch {
-			switch {
-			case op.DeleteRange != nil, op.Txn != nil && !readOnly(op.Txn):
-				return false
-			case op.Put != nil:
-				puts = true
-			}
-		}
-		return puts
-	}
-	return false
-}
-
-func readOnly(t *history.TxnRequest) bool {
-	for _, op := range slices.Concat(t.Success, t.Failure) {
-		if op.Put != nil || op.DeleteRange != nil || op.Txn != nil && !readOnly(op.Txn) {
-			return false
-		}
-	}
-	return true
-}
-
-// compactionRevision is the revision to compact at instead of rev: rev itself, or, with the
-// CompactedTombstone quirk, the highest revision at or below rev made of puts alone (0 if none).
-func (r *runner) compactionRevision(rev int64) int64 {
-	if !r.cfg.Quirks.CompactedTombstone {
-		return rev
-	}
-	r.putMu.Lock()
-	defer r.putMu.Unlock()
-	i, found := slices.BinarySearch(r.putRevs, rev)
-	if found {
-		return rev
-	}
-	if i == 0 {
-		return 0
-	}
-	return r.putRevs[i-1]
 }
 
 func outcomeOf(resp *history.Response, err error) Outcome {
@@ -409,9 +368,9 @@ func (r *runner) requestProgress() {
 // finalRevision reads the store's revision once the clients are done (a recorded read, so the
 // history shows it), falling back to the highest revision seen.
 func (r *runner) finalRevision() int64 {
-	key := history.Bytes(compactRevKey)
+	key := r.compactRevKey()
 	if r.cfg.Kind == Etcd {
-		key = etcdKey(0)
+		key = r.etcdKey(0)
 	}
 	if resp, err := r.do("final-read", history.Request{Range: &history.RangeRequest{Key: key}}); err == nil {
 		return max(resp.Revision, r.rev.Load())
@@ -433,10 +392,11 @@ func (r *runner) syncWatches(final int64) {
 		}
 		idle := r.clock.Since(r.lastEvent) >= syncIdle
 		r.mu.Unlock()
-		if behind == 0 || r.clock.Now().After(deadline) || (r.cfg.Quirks.ProgressAhead && idle) {
+		noProgress := r.cfg.Avoid.Has(FeatRequestProgress)
+		if behind == 0 || r.clock.Now().After(deadline) || (noProgress && idle) {
 			return
 		}
-		if !r.cfg.Quirks.ProgressAhead {
+		if !noProgress {
 			r.requestProgress()
 		}
 		select {
@@ -515,10 +475,3 @@ func (r *runner) watch(req history.WatchRequest, endAfter int) watchResult {
 
 // watchEnded reports whether the watches must end.
 func (r *runner) watchEnded() bool { return r.watchCtx.Err() != nil }
-
-// prefixEnd is clientv3.GetPrefixRangeEnd for the prefixes used here (none ends in 0xff).
-func prefixEnd(prefix string) history.Bytes {
-	b := []byte(prefix)
-	b[len(b)-1]++
-	return history.Bytes(b)
-}

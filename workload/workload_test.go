@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -115,24 +114,64 @@ func TestWorkloadsPassInMemory(t *testing.T) {
 	}
 }
 
-// TestWorkloadsPassAgainstEtcd: both workloads pass against a real etcd, avoiding the bugs its
-// version is known for.
-func TestWorkloadsPassAgainstEtcd(t *testing.T) {
+// checkLabelled checks h and fails the test on a violation that no known bug of target explains
+// (writing the history to $WORKLOAD_DUMP if set); it returns the result and the known bugs seen.
+func checkLabelled(t *testing.T, h *history.History, target history.Target) (*history.Result, history.Tally) {
+	t.Helper()
+	res, err := history.Check(h, history.Options{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := history.Classify(h, res, target)
+	tally := history.TallyLabels(labels)
+	if tally.Unexplained > 0 || res.Verdict != history.VerdictLinearizable {
+		if path := os.Getenv("WORKLOAD_DUMP"); path != "" {
+			if f, err := os.Create(path); err == nil {
+				h.WriteJSON(f)
+				f.Close()
+			}
+		}
+		for i, v := range res.Violations {
+			if !labels[i].Known() {
+				t.Errorf("unexplained: %v", v)
+			}
+		}
+		t.Fatalf("%s %s: %d unexplained violations, verdict %s; notes %v", target.Product, target.Version, tally.Unexplained, res.Verdict, res.Notes)
+	}
+	for _, b := range tally.Bugs {
+		t.Logf("known bug of %s %s provoked: %s", target.Product, target.Version, b.Reference())
+	}
+	return res, tally
+}
+
+func statusOf(t *testing.T, cli *clientv3.Client) Endpoint {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
+	defer cancel()
+	eps, err := Status(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eps[0]
+}
+
+// TestWorkloadsAgainstEtcd: both workloads, provoking everything, under a prefix, against a real
+// etcd: every violation is one of the known bugs of its version.
+func TestWorkloadsAgainstEtcd(t *testing.T) {
 	for _, kind := range Kinds {
 		t.Run(string(kind), func(t *testing.T) {
 			cli := startEtcd(t, "--experimental-watch-progress-notify-interval=100ms")
-			ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
-			defer cancel()
-			eps, quirks, err := Probe(ctx, cli)
+			ep := statusOf(t, cli)
+			if ep.Revision != 1 || ep.MemberID == 0 {
+				t.Fatalf("status %+v", ep)
+			}
+			rec := history.NewRecorder(cli, nil)
+			snap, err := Run(context.Background(), rec, Config{Kind: kind, Seed: 2, Clients: 4, Watchers: 3, Ops: 1500, CompactEvery: 60, Prefix: "/run/"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(eps) != 1 || eps[0].Revision != 1 || quirks != QuirksOf(eps[0].Version) {
-				t.Fatalf("probe: %+v, quirks %+v", eps, quirks)
-			}
-			t.Logf("etcd %s, quirks %v", eps[0].Version, quirks.Names())
-			snap, _, _ := runChecked(t, cli, Config{Kind: kind, Seed: 2, Clients: 4, Watchers: 3, Ops: 1500, CompactEvery: 60, Quirks: quirks})
-			t.Logf("%+v", snap)
+			t.Logf("etcd %s: %+v", ep.Version, snap)
+			checkLabelled(t, rec.History(), history.Target{Product: "etcd", Version: ep.Version})
 			if snap.WatchEvents == 0 || count(snap, "compact", OK) == 0 {
 				t.Errorf("%d watch events, %d compactions: want some of each", snap.WatchEvents, count(snap, "compact", OK))
 			}
@@ -195,7 +234,7 @@ func TestWatchersResume(t *testing.T) {
 		// reached the revision of the final read.
 		final := int64(0)
 		for _, op := range h.Operations {
-			if r := op.Request.Range; r != nil && r.Key == compactRevKey && op.Response != nil {
+			if r := op.Request.Range; r != nil && r.Key == "compact_rev_key" && op.Response != nil {
 				final = op.Response.Revision
 			}
 		}
@@ -230,10 +269,11 @@ func TestWatchersResume(t *testing.T) {
 	})
 }
 
-// TestWorkloadsPassAgainstEtcdCluster: both workloads pass against a three-member etcd, with the
-// requests spread over every member: linearizable reads through the leader's read index,
-// serializable ones answered by followers, leases granted through them, watches served by any.
-func TestWorkloadsPassAgainstEtcdCluster(t *testing.T) {
+// TestWorkloadsAgainstEtcdCluster: both workloads against a three-member etcd, with the requests
+// spread over every member (linearizable reads through the leader's read index, serializable ones
+// answered by followers, leases granted through them, watches served by any): every violation is
+// one of the known bugs of its version.
+func TestWorkloadsAgainstEtcdCluster(t *testing.T) {
 	for _, kind := range Kinds {
 		t.Run(string(kind), func(t *testing.T) {
 			eps := etcdprocess.StartCluster(t, 3, "--experimental-watch-progress-notify-interval=100ms")
@@ -244,15 +284,20 @@ func TestWorkloadsPassAgainstEtcdCluster(t *testing.T) {
 			defer cli.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 			defer cancel()
-			members, quirks, err := Probe(ctx, cli)
+			members, err := Status(ctx, cli)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(members) != 3 {
-				t.Fatalf("probe: %+v", members)
+				t.Fatalf("status: %+v", members)
 			}
-			snap, _, _ := runChecked(t, cli, Config{Kind: kind, Seed: 7, Clients: 4, Watchers: 3, Ops: 1000, CompactEvery: 60, Quirks: quirks})
+			rec := history.NewRecorder(cli, nil)
+			snap, err := Run(context.Background(), rec, Config{Kind: kind, Seed: 7, Clients: 4, Watchers: 3, Ops: 1000, CompactEvery: 60, Prefix: "/run/"})
+			if err != nil {
+				t.Fatal(err)
+			}
 			t.Logf("%+v", snap)
+			checkLabelled(t, rec.History(), history.Target{Product: "etcd", Version: members[0].Version})
 		})
 	}
 }
@@ -400,83 +445,35 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func TestQuirksOf(t *testing.T) {
-	both := Quirks{ProgressAhead: true, CompactedTombstone: true}
-	tombstone := Quirks{CompactedTombstone: true}
-	cases := map[string]Quirks{
-		"3.3.27": both, "3.4.23": both, "3.4.30": both, "3.4.31": tombstone, "3.4.35": tombstone,
-		"3.4.36": {}, "3.5.0": both, "3.5.12": both, "3.5.13": tombstone, "3.5.17": tombstone,
-		"3.5.18": {}, "3.6.0": {}, "3.7.3": {}, "not-a-version": both, "": both,
-	}
-	for v, want := range cases {
-		if got := QuirksOf(v); got != want {
-			t.Errorf("QuirksOf(%q) = %+v, want %+v", v, got, want)
-		}
-	}
-	if got := both.Names(); !slices.Equal(got, []string{"ProgressAhead", "CompactedTombstone"}) {
-		t.Errorf("Names() = %v", got)
-	}
-}
-
-// TestQuirkCompactedTombstoneAvoided: with the quirk, every compaction is at a revision that
-// deletes nothing, in both workloads.
-func TestQuirkCompactedTombstoneAvoided(t *testing.T) {
-	for _, kind := range Kinds {
-		t.Run(string(kind), func(t *testing.T) {
+// TestAvoidRequestProgress: a run that avoids RequestProgress (the apiserver's gating) gets no
+// progress notification (the store sends them only every 10 minutes here); one that does not, does.
+func TestAvoidRequestProgress(t *testing.T) {
+	for _, avoid := range []bool{false, true} {
+		t.Run(fmt.Sprint(avoid), func(t *testing.T) {
 			cli := inMemory(t, store.Options{})
-			snap, h, res := runChecked(t, cli, Config{Kind: kind, Seed: 5, Clients: 4, Watchers: 1, Ops: 2000,
-				CompactEvery: 30, Quirks: Quirks{CompactedTombstone: true}})
-			deletes := map[int64]bool{}
-			for _, ev := range res.Events {
-				if ev.Type == history.Delete {
-					deletes[ev.Kv.ModRevision] = true
-				}
+			var features Features
+			if avoid {
+				features = features.With(FeatRequestProgress)
 			}
-			if len(deletes) == 0 {
-				t.Fatal("the workload deleted nothing")
-			}
-			compactions := 0
-			for _, op := range h.Operations {
-				if c := op.Request.Compact; c != nil && op.Response != nil {
-					compactions++
-					if deletes[c.Revision] {
-						t.Errorf("compaction at revision %d, which deletes keys", c.Revision)
-					}
-				}
-			}
-			if compactions == 0 {
-				t.Errorf("no compaction in %d revisions", snap.Revision)
-			}
-		})
-	}
-}
-
-// TestQuirkProgressAheadAvoided: with the quirk the workload sends no RequestProgress (the store
-// sends progress notifications only every 10 minutes here); without it, it does.
-func TestQuirkProgressAheadAvoided(t *testing.T) {
-	for _, quirk := range []bool{false, true} {
-		t.Run(fmt.Sprint(quirk), func(t *testing.T) {
-			cli := inMemory(t, store.Options{})
-			snap, h, _ := runChecked(t, cli, Config{Kind: K8s, Seed: 9, Clients: 2, Watchers: 2, Ops: 300,
-				Quirks: Quirks{ProgressAhead: quirk}})
+			snap, h, _ := runChecked(t, cli, Config{Kind: K8s, Seed: 9, Clients: 2, Watchers: 2, Ops: 300, Avoid: features})
 			// the final write is in one watched prefix at most: the other watch reaches the final
 			// revision only by a progress notification
 			if a, b := h.Watches[0].Request.Key, h.Watches[1].Request.Key; strings.HasPrefix(string(a), string(b)) || strings.HasPrefix(string(b), string(a)) {
 				t.Fatalf("seed 9 now draws overlapping watches %q and %q: pick another", a, b)
 			}
-			if got := snap.ProgressNotifications > 0; got == quirk {
-				t.Errorf("ProgressAhead %v: %d progress notifications", quirk, snap.ProgressNotifications)
+			if got := snap.ProgressNotifications > 0; got == avoid {
+				t.Errorf("avoiding RequestProgress %v: %d progress notifications", avoid, snap.ProgressNotifications)
 			}
 		})
 	}
 }
 
-// TestQuirksAreReal: the etcd versions QuirksOf flags do break the guarantees, and the checker
-// says so; this is why the workloads avoid them there.
-func TestQuirksAreReal(t *testing.T) {
-	t.Run("ProgressAhead", func(t *testing.T) {
+// TestKnownBugsAreReal: on an etcd version that has them, the known bugs the workload no longer
+// avoids do break the guarantees, and Classify names them.
+func TestKnownBugsAreReal(t *testing.T) {
+	t.Run("etcd-progress-ahead", func(t *testing.T) {
 		cli := startEtcd(t)
-		skipUnless(t, cli, func(q Quirks) bool { return q.ProgressAhead })
+		target := skipUnlessAffected(t, cli, "etcd-progress-ahead")
 		rec := history.NewRecorder(cli, nil)
 		ctx := context.Background()
 		const writes = 300
@@ -504,11 +501,11 @@ func TestQuirksAreReal(t *testing.T) {
 		}
 		testutil.WaitFor(t, "every event", func() bool { mu.Lock(); defer mu.Unlock(); return last == writes+1 })
 		stop()
-		wantViolation(t, rec.History(), history.Bookmarkable)
+		wantKnown(t, rec.History(), target, "etcd-progress-ahead")
 	})
-	t.Run("CompactedTombstone", func(t *testing.T) {
+	t.Run("etcd-compacted-tombstone", func(t *testing.T) {
 		cli := startEtcd(t)
-		skipUnless(t, cli, func(q Quirks) bool { return q.CompactedTombstone })
+		target := skipUnlessAffected(t, cli, "etcd-compacted-tombstone")
 		rec := history.NewRecorder(cli, nil)
 		ctx := context.Background()
 		for _, req := range []history.Request{
@@ -538,21 +535,17 @@ func TestQuirksAreReal(t *testing.T) {
 		}
 		testutil.WaitFor(t, "the event at 5", func() bool { mu.Lock(); defer mu.Unlock(); return last == 5 })
 		stop()
-		wantViolation(t, rec.History(), history.Resumable)
+		wantKnown(t, rec.History(), target, "etcd-compacted-tombstone")
 	})
 }
 
-func skipUnless(t *testing.T, cli *clientv3.Client, has func(Quirks) bool) {
+func skipUnlessAffected(t *testing.T, cli *clientv3.Client, bug string) history.Target {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
-	defer cancel()
-	eps, quirks, err := Probe(ctx, cli)
-	if err != nil {
-		t.Fatal(err)
+	ep := statusOf(t, cli)
+	if !history.BugNamed(bug).Affects(ep.Version) {
+		t.Skipf("etcd %s does not have %s", ep.Version, bug)
 	}
-	if !has(quirks) {
-		t.Skipf("etcd %s does not have the bug", eps[0].Version)
-	}
+	return history.Target{Product: "etcd", Version: ep.Version}
 }
 
 // watchInBackground runs a recorded watch until the returned function is called.
@@ -564,14 +557,83 @@ func watchInBackground(t *testing.T, rec *history.Recorder, req history.WatchReq
 	return func() { cancel(); wg.Wait() }
 }
 
-func wantViolation(t *testing.T, h *history.History, g history.Guarantee) {
+// wantKnown checks h and wants violations, every one of them the known bug named.
+func wantKnown(t *testing.T, h *history.History, target history.Target, bug string) {
 	t.Helper()
 	res, err := history.Check(h, history.Options{Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(res.Guarantees(), g) {
-		t.Fatalf("want a violation of %s, got %v: %v", g, res.Guarantees(), res.Err())
+	if len(res.Violations) == 0 {
+		t.Fatal("no violation")
+	}
+	for i, l := range history.Classify(h, res, target) {
+		if !l.Known() || l.Bug.Name != bug {
+			t.Fatalf("violation %v: label %+v, want %s", res.Violations[i], l, bug)
+		}
 	}
 	t.Logf("as expected: %v", res.Violations[0])
+}
+
+// TestWorkloadsUnderPrefix: on a store that holds keys of the prefix already and that another
+// client writes to outside it meanwhile, both workloads run under the prefix, from the store's
+// revision, and pass; the others' revisions are gaps.
+func TestWorkloadsUnderPrefix(t *testing.T) {
+	for _, kind := range Kinds {
+		t.Run(string(kind), func(t *testing.T) {
+			cli := inMemory(t, store.Options{ProgressNotifyInterval: 100 * time.Millisecond})
+			ctx := context.Background()
+			for _, k := range []string{"/other/a", "/run/key/05", "/run/registry/pods/default/pod-1"} {
+				if _, err := cli.Put(ctx, k, "before"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if _, err := cli.Put(ctx, fmt.Sprintf("/other/%d", i%7), "x"); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+			rec := history.NewRecorder(cli, nil)
+			_, err := Run(ctx, rec, Config{Kind: kind, Seed: 4, Clients: 3, Watchers: 2, Ops: 800, CompactEvery: 80, Prefix: "/run/"})
+			close(stop)
+			wg.Wait()
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := rec.History()
+			if h.StartRevision < 4 || len(h.Initial) != 2 {
+				t.Fatalf("start revision %d, initial %+v", h.StartRevision, h.Initial)
+			}
+			res, err := history.Check(h, history.Options{Timeout: time.Minute})
+			if err != nil || !res.OK() {
+				t.Fatalf("%v %v", err, res.Err())
+			}
+			if len(res.Gaps) == 0 {
+				t.Error("no gap, though another client wrote all along")
+			}
+			t.Logf("%d gaps over %d revisions, coverage %+v", len(res.Gaps), res.Coverage.GapRevisions, res.Coverage)
+		})
+	}
+}
+
+// TestRunBeginsOnce: a run under a prefix on a recorder that recorded already fails.
+func TestRunBeginsOnce(t *testing.T) {
+	cli := inMemory(t, store.Options{})
+	rec := history.NewRecorder(cli, nil)
+	if _, err := rec.Do(context.Background(), history.Request{Put: &history.PutRequest{Key: "/x", Value: "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), rec, Config{Kind: Etcd, Clients: 1, Ops: 1, Prefix: "/run/"}); !errors.Is(err, history.ErrBegun) {
+		t.Fatalf("%v, want ErrBegun", err)
+	}
 }

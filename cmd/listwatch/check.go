@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -101,6 +103,12 @@ type checkFlags struct {
 	report       string
 	historyOut   string
 	checkHistory string
+	// prefix is where the etcd check writes; scenariosOnly and noScenarios choose what it runs;
+	// gating keeps the apiserver's gating of RequestProgress.
+	prefix        string
+	scenariosOnly bool
+	noScenarios   bool
+	gating        bool
 	// kube is --kube's URL: check a Kubernetes API server (checkkube.go) instead of an etcd store.
 	kube      string
 	resource  schema.GroupVersionResource
@@ -109,23 +117,31 @@ type checkFlags struct {
 
 // workloadFlags apply to a workload run only, not to --check-history.
 var workloadFlags = []string{"endpoints", "dial-timeout", "seed", "duration", "ops", "clients", "watchers",
-	"compact-every", "workload", "history", "request-timeout", "kube", "resource", "namespace"}
+	"compact-every", "workload", "history", "request-timeout", "kube", "resource", "namespace", "prefix", "scenarios",
+	"no-scenarios", "apiserver-gating"}
 
 func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 	fs := flag.NewFlagSet("listwatch check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: listwatch check [flags]")
-		fmt.Fprintln(stderr, "\nRuns a seeded randomized workload against an etcd v3 store, records every request and watch,")
-		fmt.Fprintln(stderr, "and checks the history against etcd's guarantees: linearizable KV operations and every watch")
-		fmt.Fprintln(stderr, "guarantee. Without --endpoints the store is listwatch's in-memory store, in process. With --kube")
+		fmt.Fprintln(stderr, "\nChecks an etcd v3 store, fresh or not, under a key prefix of its own: probes what it supports and")
+		fmt.Fprintln(stderr, "prints a table of each difference from etcd, runs a suite of scenarios (one per guarantee and per")
+		fmt.Fprintln(stderr, "known real-world watch bug), then a seeded randomized workload with what works, recording every")
+		fmt.Fprintln(stderr, "request and watch, and checks the histories against etcd's guarantees: linearizable KV operations")
+		fmt.Fprintln(stderr, "and every watch guarantee. Violations of known upstream bugs are labelled and counted apart.")
+		fmt.Fprintln(stderr, "Without --endpoints the store is listwatch's in-memory store, in process. With --kube")
 		fmt.Fprintln(stderr, "it runs a workload of writes, lists and watches against a Kubernetes API server instead, in a")
 		fmt.Fprintln(stderr, "namespace of its own, and checks the apiserver's guarantees (package kubecheck). Exit status:")
 		fmt.Fprintln(stderr, "0 PASS, 1 a guarantee was violated or the check was inconclusive, 2 a bad command line.")
 		fmt.Fprintln(stderr, "\nflags:")
 		fs.PrintDefaults()
 	}
-	endpoints := fs.String("endpoints", "", "comma-separated etcd v3 client `endpoints` (host:port or http://host:port) of a fresh store (revision 1) nobody else writes to; default: the in-memory store")
+	endpoints := fs.String("endpoints", "", "comma-separated etcd v3 client `endpoints` (host:port or http://host:port) of any etcd-API store, fresh or not; default: the in-memory store")
+	prefix := fs.String("prefix", "", "the key `prefix` the etcd check writes under, its own alone (default: a fresh random one, /listwatch-check-<hex>/)")
+	scenariosOnly := fs.Bool("scenarios", false, "run the scenario suite alone, without the randomized workload")
+	noScenarios := fs.Bool("no-scenarios", false, "run the randomized workload alone, without the scenario suite")
+	gating := fs.Bool("apiserver-gating", false, "keep the apiserver's gating: no RequestProgress to an etcd version the apiserver sends none to")
 	dialTimeout := fs.Duration("dial-timeout", defaultDialTimeout, "how long to wait for --endpoints or --kube to answer")
 	seed := fs.Uint64("seed", 0, "seed of the workload's choices (default: drawn, and printed)")
 	duration := fs.Duration("duration", 0, fmt.Sprintf("run the workload this long (default %v unless --ops)", defaultCheckDuration))
@@ -191,6 +207,20 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 			}
 		}
 	}
+	if set["kube"] {
+		for _, name := range []string{"prefix", "scenarios", "no-scenarios", "apiserver-gating"} {
+			if set[name] {
+				return bad("--%s does not apply to --kube, which checks a Kubernetes API server", name)
+			}
+		}
+	}
+	switch {
+	case *scenariosOnly && *noScenarios:
+		return bad("--scenarios runs the scenarios alone and --no-scenarios leaves them out: give one")
+	case set["prefix"] && (*prefix == "" || strings.ContainsRune(*prefix, 0)):
+		return bad("--prefix %q: need a non-empty key prefix", *prefix)
+	}
+	f.prefix, f.scenariosOnly, f.noScenarios, f.gating = *prefix, *scenariosOnly, *noScenarios, *gating
 	if set["endpoints"] {
 		eps, err := parseEndpoints(*endpoints)
 		if err != nil {
@@ -281,12 +311,14 @@ func (env checkEnv) run(ctx context.Context, args []string, stdout, stderr io.Wr
 		return env.runKube(ctx, f, stdout, stderr)
 	}
 
+	if f.prefix == "" {
+		f.prefix = fmt.Sprintf("/listwatch-check-%016x/", rand.Uint64())
+	}
 	target, err := openTarget(ctx, f)
 	if err != nil {
 		return err
 	}
 	defer target.close()
-	f.cfg.Quirks = target.quirks
 	f.cfg.Clock = env.clock
 	stats := &workload.Stats{}
 	f.cfg.Stats = stats
@@ -295,11 +327,21 @@ func (env checkEnv) run(ctx context.Context, args []string, stdout, stderr io.Wr
 	if f.cfg.Ops > 0 {
 		bound = fmt.Sprintf("for %d requests", f.cfg.Ops)
 	}
-	fmt.Fprintf(stdout, "listwatch check: %s workload, seed %d, %d clients, %d watchers, %s, %s\n",
-		f.cfg.Kind, f.cfg.Seed, f.cfg.Clients, f.cfg.Watchers, compactionText(f.cfg.CompactEvery), bound)
+	if f.scenariosOnly {
+		fmt.Fprintf(stdout, "listwatch check: the scenario suite, under %s\n", f.prefix)
+	} else {
+		fmt.Fprintf(stdout, "listwatch check: %s workload, seed %d, %d clients, %d watchers, %s, %s, under %s\n",
+			f.cfg.Kind, f.cfg.Seed, f.cfg.Clients, f.cfg.Watchers, compactionText(f.cfg.CompactEvery), bound, f.prefix)
+	}
 	fmt.Fprintf(stdout, "target: %s\n", target.description)
-	if names := target.quirks.Names(); len(names) > 0 {
-		fmt.Fprintf(stdout, "known bugs of this etcd version the workload does not provoke: %s\n", strings.Join(names, ", "))
+	// the survey's requests are short and bounded: an interrupt stops the workload after it
+	er, err := env.survey(context.WithoutCancel(ctx), target, f, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if f.scenariosOnly {
+		target.close()
+		return env.check(nil, f, true, er, stdout, stderr)
 	}
 
 	rec := history.NewRecorder(target.client, env.clock)
@@ -311,7 +353,7 @@ func (env checkEnv) run(ctx context.Context, args []string, stdout, stderr io.Wr
 	snap, err := workload.Run(ctx, rec, f.cfg)
 	stopProgress()
 	if err != nil {
-		return err // the flags were checked: only a bug gets here
+		return fmt.Errorf("the workload could not begin: %w", err)
 	}
 	elapsed := env.clock.Since(start)
 	h := rec.History()
@@ -320,8 +362,8 @@ func (env checkEnv) run(ctx context.Context, args []string, stdout, stderr io.Wr
 		fmt.Fprintf(stdout, "interrupted after %v: checking what was recorded\n", elapsed.Round(time.Millisecond))
 	}
 	rate := float64(snap.Operations) / max(elapsed.Seconds(), 1e-9)
-	fmt.Fprintf(stdout, "recorded %d requests and %d watches in %v (%.0f requests/s), final revision %d\n",
-		len(h.Operations), len(h.Watches), elapsed.Round(time.Millisecond), rate, snap.Revision)
+	fmt.Fprintf(stdout, "recorded %d requests and %d watches in %v (%.0f requests/s), from revision %d to %d\n",
+		len(h.Operations), len(h.Watches), elapsed.Round(time.Millisecond), rate, h.StartRevision, snap.Revision)
 	if f.historyOut != "" {
 		if err := writeFile(f.historyOut, h.WriteJSON); err != nil {
 			return err
@@ -329,7 +371,7 @@ func (env checkEnv) run(ctx context.Context, args []string, stdout, stderr io.Wr
 		fmt.Fprintf(stdout, "history: %s\n", f.historyOut)
 	}
 	writeOperations(stdout, snap.ByName)
-	return env.check(h, f, true, stdout, stderr)
+	return env.check(h, f, true, er, stdout, stderr)
 }
 
 func compactionText(every int64) string {
@@ -355,51 +397,86 @@ func (env checkEnv) checkFile(f *checkFlags, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "listwatch check: the history in %s: %d requests, %d watches\n", f.checkHistory, len(h.Operations), len(h.Watches))
 	writeOperations(stdout, historyCounts(h))
-	return env.check(h, f, false, stdout, stderr)
+	return env.check(h, f, false, nil, stdout, stderr)
 }
 
-// check checks h and reports; recorded says h comes from a run (saved on a failure if --history
-// did not save it).
-func (env checkEnv) check(h *history.History, f *checkFlags, recorded bool, stdout, stderr io.Writer) error {
-	writeWatches(stdout, h)
-	bound := "unbounded"
-	if f.checkTimeout > 0 {
-		bound = fmt.Sprintf("bounded by --check-timeout %v", f.checkTimeout)
+// check checks h (nil when only the scenarios ran) and reports, with what the etcd check learned
+// besides (er, nil for a submitted history); recorded says h comes from a run (saved on a failure if
+// --history did not save it).
+func (env checkEnv) check(h *history.History, f *checkFlags, recorded bool, er *etcdRun, stdout, stderr io.Writer) error {
+	if er == nil {
+		er = &etcdRun{}
 	}
-	fmt.Fprintf(stderr, "checking %d requests and %d watches (search %s)...\n", len(h.Operations), len(h.Watches), bound)
-	start := env.clock.Now()
-	res, err := env.checkHistory(h, history.Options{Timeout: f.checkTimeout})
-	if err != nil {
-		return err
+	var res *history.Result
+	var took time.Duration
+	if h != nil {
+		writeWatches(stdout, h)
+		bound := "unbounded"
+		if f.checkTimeout > 0 {
+			bound = fmt.Sprintf("bounded by --check-timeout %v", f.checkTimeout)
+		}
+		fmt.Fprintf(stderr, "checking %d requests and %d watches (search %s)...\n", len(h.Operations), len(h.Watches), bound)
+		start := env.clock.Now()
+		var err error
+		opts := history.Options{Timeout: f.checkTimeout, IgnoreVersions: er.caps != nil && er.caps.NoKeyVersions()}
+		if opts.IgnoreVersions {
+			fmt.Fprintln(stdout, "the store keeps no key versions: answers and events are compared without them")
+		}
+		if res, err = env.checkHistory(h, opts); err != nil {
+			return err
+		}
+		took = env.clock.Since(start).Round(time.Millisecond)
 	}
-	took := env.clock.Since(start).Round(time.Millisecond)
-	writeGuarantees(stdout, h, res)
-	for _, n := range res.Notes {
-		fmt.Fprintf(stdout, "note: %s\n", n)
+	writeGuarantees(stdout, h, res, er.scenarios)
+	if res != nil {
+		for _, n := range res.Notes {
+			fmt.Fprintf(stdout, "note: %s\n", n)
+		}
 	}
+	missing := writeCoverage(stdout, res, er.scenarios)
+	var labels []history.Label
+	if res != nil {
+		labels = history.Classify(h, res, er.target)
+	}
+	sum := er.summarize(labels)
 
 	var verdict error
 	switch {
-	case res.OK():
-		fmt.Fprintf(stdout, "checked in %v: PASS\n", took)
-	case len(res.Violations) > 0:
-		verdict = fmt.Errorf("%w: %d violation(s) of %s", errFail, len(res.Violations), guaranteeList(res.Guarantees()))
-		fmt.Fprintf(stdout, "checked in %v: %v\n", took, verdict)
+	case res != nil && len(res.Violations) > 0:
+		fmt.Fprintf(stdout, "checked in %v: %d violation(s) of %s\n", took, len(res.Violations), guaranteeList(res.Guarantees()))
 		for i, v := range res.Violations {
 			if i == maxViolationsShown {
 				fmt.Fprintf(stdout, "... and %d more, in the report\n", len(res.Violations)-i)
 				break
 			}
-			fmt.Fprintln(stdout, v.String())
+			fmt.Fprintf(stdout, "%s %s\n", labelText(labels[i]), v.String())
 		}
-	default:
+	case res != nil && res.Verdict == history.VerdictTimeout:
 		fmt.Fprintf(stdout, "checked in %v: INCONCLUSIVE: the linearizability search did not finish within --check-timeout %v, so the watch checks that need a linearization were skipped; no violation was found in what could be checked\n",
 			took, f.checkTimeout)
 		verdict = fmt.Errorf("%w: the linearizability search timed out after %v (raise --check-timeout)", errInconclusive, f.checkTimeout)
+	case res != nil:
+		fmt.Fprintf(stdout, "checked in %v: every guarantee held\n", took)
+	}
+	writeFindings(stdout, er, sum)
+	if sum.failed() {
+		verdict = fmt.Errorf("%w: %s", errFail, sum)
+	}
+	switch {
+	case verdict == nil && len(missing) > 0:
+		fmt.Fprintf(stdout, "PASS, but not exercised: %s\n", strings.Join(missing, ", "))
+	case verdict == nil:
+		fmt.Fprintln(stdout, "PASS")
+	default:
+		fmt.Fprintf(stdout, "%v\n", verdict)
+	}
+	if h == nil {
+		return verdict
 	}
 
 	report := f.report
 	if verdict != nil && report == "" {
+		var err error
 		if report, err = tempFile("listwatch-check-report-*.html"); err != nil {
 			return errors.Join(verdict, err)
 		}
@@ -458,16 +535,17 @@ func writeFile(path string, write func(io.Writer) error) error {
 type target struct {
 	client      *clientv3.Client
 	description string
-	quirks      workload.Quirks
+	endpoints   []workload.Endpoint
 	closeOnce   sync.Once
 	closeFn     func()
 }
 
 func (t *target) close() { t.closeOnce.Do(t.closeFn) }
 
-// openTarget connects to --endpoints, or starts the in-memory store. An endpoint must be a fresh
-// store: the checker replays the history from an empty store at revision 1.
+// openTarget connects to --endpoints, or starts the in-memory store, and asks each endpoint its
+// status. Any store will do, fresh or not: the check writes under a prefix of its own.
 func openTarget(ctx context.Context, f *checkFlags) (*target, error) {
+	var t *target
 	if len(f.endpoints) == 0 {
 		st := store.New(store.Options{ProgressNotifyInterval: inMemoryProgressNotifyInterval, Seed: f.cfg.Seed})
 		cli, closeClient, err := etcdgrpc.NewClient(st, etcdgrpc.Options{})
@@ -475,50 +553,35 @@ func openTarget(ctx context.Context, f *checkFlags) (*target, error) {
 			st.Close()
 			return nil, err
 		}
-		t := &target{client: cli, closeFn: func() {
+		t = &target{client: cli, closeFn: func() {
 			_ = closeClient()
 			_ = st.Close()
 		}}
-		eps, quirks, err := probe(ctx, cli, f.dialTimeout)
+	} else {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: f.endpoints, DialTimeout: f.dialTimeout, Logger: zap.NewNop()})
 		if err != nil {
-			t.close()
-			return nil, err
+			return nil, fmt.Errorf("connect to %s: %w", strings.Join(f.endpoints, ","), err)
 		}
-		t.quirks = quirks
+		t = &target{client: cli, closeFn: func() { _ = cli.Close() }}
+	}
+	sctx, cancel := context.WithTimeout(ctx, f.dialTimeout)
+	defer cancel()
+	eps, err := workload.Status(sctx, t.client)
+	if err != nil {
+		t.close()
+		return nil, fmt.Errorf("no answer within --dial-timeout %v: %w", f.dialTimeout, err)
+	}
+	t.endpoints = eps
+	if len(f.endpoints) == 0 {
 		t.description = fmt.Sprintf("the in-memory store, in process (etcd API %s)", eps[0].Version)
 		return t, nil
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: f.endpoints, DialTimeout: f.dialTimeout, Logger: zap.NewNop()})
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", strings.Join(f.endpoints, ","), err)
-	}
-	t := &target{client: cli, closeFn: func() { _ = cli.Close() }}
-	eps, quirks, err := probe(ctx, cli, f.dialTimeout)
-	if err != nil {
-		t.close()
-		return nil, err
-	}
 	var parts []string
 	for _, ep := range eps {
-		if ep.Revision != 1 {
-			t.close()
-			return nil, fmt.Errorf("endpoint %s is at revision %d: check needs a fresh store (revision 1, never written) that nobody else writes to while it runs, since the history is checked from an empty store", ep.Endpoint, ep.Revision)
-		}
 		parts = append(parts, fmt.Sprintf("%s (etcd %s)", ep.Endpoint, ep.Version))
 	}
-	t.quirks = quirks
 	t.description = strings.Join(parts, ", ")
 	return t, nil
-}
-
-func probe(ctx context.Context, cli *clientv3.Client, timeout time.Duration) ([]workload.Endpoint, workload.Quirks, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	eps, quirks, err := workload.Probe(ctx, cli)
-	if err != nil {
-		return nil, workload.Quirks{}, fmt.Errorf("no answer within --dial-timeout %v: %w", timeout, err)
-	}
-	return eps, quirks, nil
 }
 
 // progress prints a progress line to w until the returned function is called: overwritten in
@@ -713,27 +776,57 @@ var guarantees = []struct {
 func events(_ int, c watchCounts) string  { return fmt.Sprintf("%d events", c.events) }
 func watches(_ int, c watchCounts) string { return fmt.Sprintf("%d watches", c.watches) }
 
-func writeGuarantees(w io.Writer, h *history.History, res *history.Result) {
-	c := countWatches(h)
+// writeGuarantees lists each guarantee with what the workload's history h checked it over (h nil
+// when only the scenarios ran), the scenarios that exercised it, and the violations of both.
+func writeGuarantees(w io.Writer, h *history.History, res *history.Result, scenarios []workload.ScenarioResult) {
 	violations := map[history.Guarantee]int{}
-	for _, v := range res.Violations {
-		violations[v.Guarantee]++
+	if res != nil {
+		for _, v := range res.Violations {
+			violations[v.Guarantee]++
+		}
+	}
+	ran, passed := map[history.Guarantee]int{}, map[history.Guarantee]int{}
+	for _, r := range scenarios {
+		if r.Skipped != "" {
+			continue
+		}
+		ran[r.Scenario.Guarantee]++
+		if r.Passed() {
+			passed[r.Scenario.Guarantee]++
+		}
+		if r.Result != nil {
+			for _, v := range r.Result.Violations {
+				violations[v.Guarantee]++
+			}
+		}
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "guarantee\tchecked over\tviolations")
+	fmt.Fprintln(tw, "guarantee\tchecked over\tscenarios\tviolations")
 	listed := map[history.Guarantee]bool{}
+	var c watchCounts
+	if h != nil {
+		c = countWatches(h)
+	}
 	for _, g := range guarantees {
 		listed[g.g] = true
-		over := g.over(len(h.Operations), c)
-		if g.needsReference && res.Verdict != history.VerdictLinearizable {
+		over := "-"
+		switch {
+		case h == nil:
+		case g.needsReference && res.Verdict != history.VerdictLinearizable:
 			over = "skipped: no linearization"
+		default:
+			over = g.over(len(h.Operations), c)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\n", g.g, over, violations[g.g])
+		sc := "-"
+		if ran[g.g] > 0 {
+			sc = fmt.Sprintf("%d/%d passed", passed[g.g], ran[g.g])
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", g.g, over, sc, violations[g.g])
 	}
-	for _, g := range res.Guarantees() {
+	for _, g := range slices.Sorted(maps.Keys(violations)) {
 		if !listed[g] {
-			fmt.Fprintf(tw, "%s\t\t%d\n", g, violations[g])
+			fmt.Fprintf(tw, "%s\t\t\t%d\n", g, violations[g])
 		}
 	}
 	tw.Flush()

@@ -1,0 +1,332 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"github.com/listwatch/listwatch/history"
+	"github.com/listwatch/listwatch/workload"
+)
+
+// etcdRun is what the etcd check learned of its target besides the workload's history: what the
+// store is, what it said of itself, what it supports, and what the scenarios found.
+type etcdRun struct {
+	target history.Target
+	// findings are what the store said of itself that etcd would not: a Status without revision.
+	findings []string
+	// notes are reported without failing the check: keys the store held outside the prefix.
+	notes     []string
+	caps      *workload.Capabilities
+	scenarios []workload.ScenarioResult
+}
+
+// probeTimeout bounds each request of the probes and the scenarios, and each wait for an answer.
+const probeTimeout = 3 * time.Second
+
+// survey reads what the store says of itself, probes its capabilities and runs the scenarios (as
+// f asks), printing each part; it sets f.cfg's prefix and features for the workload.
+func (env checkEnv) survey(ctx context.Context, t *target, f *checkFlags, stdout, stderr io.Writer) (*etcdRun, error) {
+	er := &etcdRun{target: history.Target{Version: t.endpoints[0].Version}}
+	for _, ep := range t.endpoints {
+		if ep.Revision == 0 {
+			er.findings = append(er.findings, fmt.Sprintf("Status of %s: header revision 0 (etcd gives the store's revision)", ep.Endpoint))
+		}
+	}
+	er.notes = append(er.notes, ownKeys(ctx, t, f.prefix)...)
+	fmt.Fprintln(stderr, "probing what the store supports...")
+	caps, err := workload.ProbeCapabilities(ctx, t.client, workload.ProbeConfig{Prefix: f.prefix + "probe/",
+		Compaction: f.cfg.CompactEvery > 0, Timeout: probeTimeout, Clock: env.clock, Endpoints: t.endpoints})
+	if err != nil {
+		return nil, err
+	}
+	er.caps = caps
+	er.target.Product = caps.Product
+	writeCapabilities(stdout, caps, er.target)
+
+	gated := f.gating && er.target.Product == "etcd" && history.BugNamed("etcd-progress-ahead").Affects(er.target.Version)
+	f.cfg.Prefix = f.prefix + "run/"
+	f.cfg.Avoid = caps.Avoid()
+	if gated {
+		f.cfg.Avoid = f.cfg.Avoid.With(workload.FeatRequestProgress)
+		fmt.Fprintf(stdout, "--apiserver-gating: the apiserver sends no RequestProgress to etcd %s, and neither does this run\n", er.target.Version)
+	}
+	if avoid := caps.Avoid(); avoid != 0 && !f.scenariosOnly {
+		fmt.Fprintf(stdout, "the workload runs without: %s\n", avoid)
+	}
+	if f.noScenarios {
+		return er, nil
+	}
+	fmt.Fprintln(stderr, "running the scenarios...")
+	er.scenarios = workload.RunScenarios(ctx, t.client, workload.ScenarioConfig{Prefix: f.prefix + "scenarios/", Capabilities: caps,
+		Compaction: f.cfg.CompactEvery > 0, NoRequestProgress: gated, Target: er.target, Timeout: probeTimeout,
+		CheckTimeout: f.checkTimeout, Clock: env.clock})
+	writeScenarios(stdout, er.scenarios)
+	return er, nil
+}
+
+// ownKeys says how many keys the store holds outside the prefix before the run (written by the
+// store itself, like kine's, or by other clients): the check needs no fresh store.
+func ownKeys(ctx context.Context, t *target, prefix string) []string {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	resp, err := pb.NewKVClient(t.client.ActiveConnection()).Range(ctx, &pb.RangeRequest{Key: []byte{0}, RangeEnd: []byte{0}, CountOnly: true})
+	switch {
+	case err != nil:
+		return []string{fmt.Sprintf("could not count the keys the store holds: %s", rpctypes.ErrorDesc(err))}
+	case resp.Count > 0:
+		return []string{fmt.Sprintf("the store holds %d keys at revision %d before the run, outside %s (written by the store itself or by others): the run does not touch them",
+			resp.Count, resp.Header.GetRevision(), prefix)}
+	}
+	return nil
+}
+
+func writeCapabilities(w io.Writer, caps *workload.Capabilities, t history.Target) {
+	product := t.Product
+	if product == "" {
+		product = "unknown"
+	}
+	fmt.Fprintf(w, "\ncapabilities (store: %s, reports etcd %s; differences from etcd marked):\n", product, t.Version)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, r := range caps.Results {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", r.Feature, r.Status, r.Detail)
+	}
+	tw.Flush()
+}
+
+func writeScenarios(w io.Writer, results []workload.ScenarioResult) {
+	fmt.Fprintln(w, "\nscenarios:")
+	width := 0
+	for _, r := range results {
+		width = max(width, len(r.Scenario.Name))
+	}
+	for _, r := range results {
+		status := "PASS"
+		switch {
+		case r.Skipped != "":
+			status = "SKIP"
+		case r.Err != nil && r.Finding == "" && (r.Result == nil || r.Result.OK()):
+			status = "ERROR"
+		case !r.Passed():
+			status = "FAIL"
+		}
+		line := fmt.Sprintf("  %-5s %-*s  %-14s", status, width, r.Scenario.Name, r.Scenario.Guarantee)
+		if len(r.Scenario.Mirrors) > 0 {
+			line += "  mirrors " + strings.Join(r.Scenario.Mirrors, ", ")
+		}
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
+		detail := func(format string, args ...any) { fmt.Fprintf(w, "        "+format+"\n", args...) }
+		switch {
+		case r.Skipped != "":
+			detail("skipped: %s", r.Skipped)
+		case r.Err != nil:
+			detail("%v", r.Err)
+		}
+		if r.Finding != "" {
+			detail("%s %s", bugText(r.FindingBug), r.Finding)
+		}
+		if r.Result != nil {
+			// the scenario's own guarantee first, then one of each other
+			shown := map[history.Guarantee]bool{}
+			for pass := range 2 {
+				for i, v := range r.Result.Violations {
+					if (v.Guarantee == r.Scenario.Guarantee) != (pass == 0) || pass == 1 && shown[v.Guarantee] || pass == 0 && len(shown) > 0 {
+						continue
+					}
+					shown[v.Guarantee] = true
+					detail("%s %s: %s", labelText(r.Labels[i]), v.Guarantee, v.Message)
+				}
+			}
+			if n := len(r.Result.Violations) - len(shown); n > 0 {
+				detail("... and %d more violations, of %s", n, guaranteeList(r.Result.Guarantees()))
+			}
+		}
+	}
+}
+
+func bugText(b *history.KnownBug) string {
+	if b == nil {
+		return "[unexplained]"
+	}
+	return "[known: " + b.Trackers[0] + "]"
+}
+
+func labelText(l history.Label) string {
+	switch {
+	case l.Known():
+		return "[known: " + l.Bug.Trackers[0] + "]"
+	case l.Bug != nil:
+		return "[unexplained: the signature of " + l.Bug.Trackers[0] + ", fixed in " + l.Bug.FixedIn + "]"
+	}
+	return "[unexplained]"
+}
+
+// writeCoverage says what the run exercised, and names what it did not.
+func writeCoverage(w io.Writer, res *history.Result, scenarios []workload.ScenarioResult) (missing []string) {
+	var c history.Coverage
+	add := func(o history.Coverage) {
+		c.ProgressNotifications += o.ProgressNotifications
+		c.CompactionAnswers += o.CompactionAnswers
+		c.CompactedReads += o.CompactedReads
+		c.CurrentReads += o.CurrentReads
+		c.PastReads += o.PastReads
+		c.FutureReads += o.FutureReads
+		c.Compactions += o.Compactions
+		c.RefusedCompactions += o.RefusedCompactions
+		c.WatchesFromHistory += o.WatchesFromHistory
+		c.WatchesFromCompactRevision += o.WatchesFromCompactRevision
+		c.LeaseExpiries += o.LeaseExpiries
+		c.Gaps += o.Gaps
+		c.GapRevisions += o.GapRevisions
+	}
+	if res != nil {
+		add(res.Coverage)
+	}
+	fragments := 0
+	for _, r := range scenarios {
+		if r.Result != nil {
+			add(r.Result.Coverage)
+		}
+		fragments += r.Fragments
+	}
+	items := []struct {
+		name string
+		n    int
+	}{
+		{"progress notifications", c.ProgressNotifications},
+		{"compaction answers", c.CompactionAnswers},
+		{"fragmented responses", fragments},
+		{"lease expiries", c.LeaseExpiries},
+		{"reads at a future revision", c.FutureReads},
+		{"reads at the current revision", c.CurrentReads},
+		{"reads at a past revision", c.PastReads},
+		{"reads at a compacted revision", c.CompactedReads},
+		{"compactions", c.Compactions},
+		{"watches from a compact revision", c.WatchesFromCompactRevision},
+		{"watches catching up from history", c.WatchesFromHistory},
+	}
+	var parts []string
+	for _, it := range items {
+		parts = append(parts, fmt.Sprintf("%d %s", it.n, it.name))
+		if it.n == 0 {
+			missing = append(missing, it.name)
+		}
+	}
+	fmt.Fprintf(w, "coverage: %s\n", strings.Join(parts, ", "))
+	if len(missing) > 0 {
+		fmt.Fprintf(w, "not exercised: %s\n", strings.Join(missing, ", "))
+	}
+	if c.Gaps > 0 {
+		fmt.Fprintf(w, "gaps: %d runs of %d revisions made by no request of the run (other clients, or the store itself)\n", c.Gaps, c.GapRevisions)
+	}
+	return missing
+}
+
+// summary counts what makes a check fail.
+type summary struct {
+	bugs        []*history.KnownBug // distinct known bugs seen
+	known       int                 // violations and findings they explain
+	unexplained int
+	deviations  int // capabilities refused or different, and the store's own findings
+}
+
+func (er *etcdRun) summarize(labels []history.Label) summary {
+	var s summary
+	seen := map[*history.KnownBug]bool{}
+	count := func(l history.Label) {
+		if !l.Known() {
+			s.unexplained++
+			return
+		}
+		s.known++
+		if !seen[l.Bug] {
+			seen[l.Bug] = true
+			s.bugs = append(s.bugs, l.Bug)
+		}
+	}
+	for _, l := range labels {
+		count(l)
+	}
+	for _, r := range er.scenarios {
+		for _, l := range r.Labels {
+			count(l)
+		}
+		if r.Finding != "" {
+			count(history.Label{Bug: r.FindingBug})
+		}
+		if r.Err != nil && r.Finding == "" && (r.Result == nil || r.Result.OK()) {
+			s.unexplained++ // a scenario the store would not let run to its end
+		}
+	}
+	if er.caps != nil {
+		s.deviations += len(er.caps.Deviations())
+	}
+	s.deviations += len(er.findings)
+	return s
+}
+
+func (s summary) failed() bool { return s.known+s.unexplained+s.deviations > 0 }
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// String is the verdict's count: "2 known upstream bugs, 0 unexplained".
+func (s summary) String() string {
+	out := plural(len(s.bugs), "known upstream bug", "known upstream bugs") + fmt.Sprintf(", %d unexplained", s.unexplained)
+	if s.deviations > 0 {
+		out += "; " + plural(s.deviations, "difference from etcd's API", "differences from etcd's API")
+	}
+	return out
+}
+
+// writeFindings lists what the verdict rests on besides the violations: the known bugs, the
+// capabilities refused or different, what the store said of itself.
+func writeFindings(w io.Writer, er *etcdRun, s summary) {
+	var lines []string
+	for _, b := range s.bugs {
+		lines = append(lines, "known upstream bug: "+b.Reference())
+	}
+	if er.caps != nil {
+		for _, d := range er.caps.Deviations() {
+			lines = append(lines, fmt.Sprintf("%s %s: %s", d.Feature, d.Status, d.Detail))
+		}
+	}
+	lines = append(lines, er.findings...)
+	for _, r := range er.scenarios {
+		if !r.Passed() && r.Skipped == "" {
+			what := r.Finding
+			if what == "" && r.Result != nil && len(r.Result.Violations) > 0 {
+				what = r.Result.Violations[0].Message
+				for _, v := range r.Result.Violations {
+					if v.Guarantee == r.Scenario.Guarantee {
+						what = v.Message
+						break
+					}
+				}
+			}
+			if what == "" && r.Err != nil {
+				what = r.Err.Error()
+			}
+			lines = append(lines, fmt.Sprintf("scenario %s FAIL (%s): %s", r.Scenario.Name, r.Scenario.Guarantee, what))
+		}
+	}
+	if len(lines) > 0 {
+		fmt.Fprintln(w, "findings:")
+		for _, l := range lines {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+	}
+	for _, n := range er.notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
