@@ -119,6 +119,6 @@ func tableRows() []row {
 		add(prefix+"dropped", lw, up, false, goal{kind: atMost, bound: 0})
 	}
 	lw, up = vsUpstream("BenchmarkStart", "start-ms")
-	add("start to the first list, ms", lw, up, false, goal{kind: aheadBy, bound: 1})
+	add("start to the first list (Go test API), ms", lw, up, false, goal{kind: aheadBy, bound: 1})
 	return rows
 }

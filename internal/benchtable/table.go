@@ -222,7 +222,7 @@ func digits(a float64) int {
 func write(w io.Writer, rows []row, r results) {
 	const format = "%-52s %10s %10s %9s %9s  %s\n"
 	fmt.Fprintln(w, "upstream: etcd v3.7.3 mvcc over bbolt (store rows), k8s.io/apiserver v0.37.2 Cacher over its etcd3 storage (cache rows),")
-	fmt.Fprintln(w, "apiextensions-apiserver v0.37.2 over listwatch's etcd API (http rows), embedded etcd + that apiserver (start).")
+	fmt.Fprintln(w, "apiextensions-apiserver v0.37.2 over listwatch's etcd API (http rows), embedded etcd + that apiserver (start; listwatch: listwatchtest).")
 	fmt.Fprintln(w, "ahead by: listwatch over upstream, or upstream over listwatch where lower is better. Throughput is the")
 	fmt.Fprintln(w, "best of alternating runs; the CPU rows (the process's CPU time per delivery) change least when the machine is shared.")
 	fmt.Fprintf(w, format, "", "listwatch", "upstream", "ahead by", "goal", "")

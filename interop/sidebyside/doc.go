@@ -25,8 +25,8 @@
 //     (BenchmarkHTTPFanout). The writes go straight to each server's store, so that both see the
 //     same etcd events at the same rate whatever their write path costs. SIDEBYSIDE_HTTP_SIDES
 //     (listwatch, upstream or both, comma-separated) runs one server alone, to profile it.
-//   - start_test.go: chain.New to the first list of widgets, against embedded etcd plus the
-//     apiserver started in process (BenchmarkStart).
+//   - start_test.go: the Go test API (listwatchtest.New) to the first list of widgets, against
+//     embedded etcd plus the apiserver started in process (BenchmarkStart).
 //
 // # Rules the benchmarks keep
 //

@@ -10,30 +10,29 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
-	"github.com/listwatch/listwatch/chain"
-	"github.com/listwatch/listwatch/httpwatch"
-	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/interop/internal/etcdtest"
 	"github.com/listwatch/listwatch/interop/internal/kubeapiserver"
+	"github.com/listwatch/listwatch/listwatchtest"
 )
 
 // BenchmarkStart: how long a test waits for a Kubernetes API serving widgets, from nothing to the
-// first answered list of widgets: chain.New (a store, its etcd API in process, the etcd3 storage, the
-// watch cache and the HTTP API) against embedded etcd v3.7 started in a fresh directory plus upstream's
-// apiextensions-apiserver started in process with the widgets CRD (kubeapiserver.Start, which returns
-// once the CRD is served). Stopping is not timed. Reports start-ms of each side and the ratio
+// first answered list of widgets: the Go test API, listwatchtest.New with its defaults (a store, its
+// etcd API on a loopback port, the etcd3 storage and a filled watch cache of every default resource,
+// widgets included, and the HTTP API), against embedded etcd v3.7 started in a fresh directory plus
+// upstream's apiextensions-apiserver started in process with the widgets CRD (kubeapiserver.Start,
+// which returns once the CRD is served). Stopping is not timed. Reports start-ms of each side and the ratio
 // (listwatch's over upstream's: below 1 is faster).
 //
 //	go test -run '^$' -bench 'BenchmarkStart$' -benchtime 5x ./sidebyside/
 func BenchmarkStart(b *testing.B) {
 	starts := map[string]func(b *testing.B) (url string, stop func()){
 		"listwatch": func(b *testing.B) (string, func()) {
-			c, err := chain.New(context.Background(), chain.Config{Resources: []httpwatch.Resource{httpwatch.Widgets()}, Logger: testutil.DiscardLogger()})
+			e, err := listwatchtest.New(context.Background())
 			if err != nil {
 				b.Fatal(err)
 			}
-			return c.URL(), func() {
-				if err := c.Close(); err != nil {
+			return e.URL(), func() {
+				if err := e.Close(); err != nil {
 					b.Error(err)
 				}
 			}
