@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,8 +62,9 @@ type Config struct {
 	// GetAttrsFunc computes the labels and fields predicates match; watches and lists served from the
 	// cache use it instead of the predicate's GetAttrs. Default storage.DefaultNamespaceScopedAttr.
 	GetAttrsFunc storage.AttrFunc
-	// IndexerFuncs holds at most one trigger: watchers whose field selector requires an exact value of
-	// that field are only offered events whose object (now or before) has that value.
+	// IndexerFuncs holds at most one trigger: watchers whose predicate names that field among its
+	// IndexFields and whose field selector requires an exact value of it are only offered events
+	// whose object (now or before) has that value.
 	IndexerFuncs map[string]IndexerFunc
 	// NewFunc returns the empty object of a bookmark. Default *unstructured.Unstructured.
 	NewFunc func() runtime.Object
@@ -205,6 +207,8 @@ type Cacher struct {
 	watchCache *watchCache
 	reflector  *reflector
 	progress   *progressRequester
+	// compactor is nil when the storage does not tell its compactions.
+	compactor *compactor
 
 	// mu guards the watcher registry and the dispatch state below.
 	mu         sync.Mutex
@@ -328,6 +332,15 @@ func New(cfg Config) (*Cacher, error) {
 		c.processEvent, c.progress, cfg.Storage.GetCurrentResourceVersion, ctx.Done())
 	c.reflector = newReflector(cfg.Storage, cfg.ResourcePrefix, cfg.NewListFunc, c.watchCache, cfg.Clock, backoff, logger)
 
+	if s, ok := cfg.Storage.(compactRevisioner); ok {
+		c.compactor = newCompactor(s, c.watchCache, cfg.Clock)
+		c.stopWg.Add(1)
+		go func() {
+			defer c.stopWg.Done()
+			c.compactor.run(ctx)
+		}()
+	}
+
 	c.stopWg.Add(3)
 	go func() {
 		defer c.stopWg.Done()
@@ -410,6 +423,7 @@ func (c *Cacher) prepareKey(key string, recursive bool) (string, error) {
 // Watch watches key (a prefix when opts.Recursive) from the cache. Key and resourceVersion errors and
 // a cache that is not ready (429 with Retry-After) are returned; every later failure is an ERROR
 // event on an already closed watch. See the package documentation for the resourceVersion rules.
+// The watcher is indexed by the request's scope (storage.RequestScopeFrom(ctx)), or by the trigger.
 //
 // Mirrors Cacher.Watch.
 func (c *Cacher) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
@@ -427,12 +441,15 @@ func (c *Cacher) Watch(ctx context.Context, key string, opts storage.ListOptions
 		return nil, apierrors.NewTooManyRequests(err.Error(), retryAfterForUnreadyCache(downtime))
 	}
 
-	scope := namespacedName{}
+	// The request's namespace and name scope the watcher; the field selector's stand in where the
+	// request has none. A watcher of one namespace is then offered only that namespace's events.
+	request := storage.RequestScopeFrom(ctx)
+	scope := namespacedName{namespace: request.Namespace, name: request.Name}
 	if pred.Field != nil {
-		if ns, ok := pred.Field.RequiresExactMatch("metadata.namespace"); ok {
+		if ns, ok := pred.Field.RequiresExactMatch("metadata.namespace"); ok && scope.namespace == "" {
 			scope.namespace = ns
 		}
-		if name, ok := pred.Field.RequiresExactMatch("metadata.name"); ok {
+		if name, ok := pred.Field.RequiresExactMatch("metadata.name"); ok && scope.name == "" {
 			scope.name = name
 		}
 	}
@@ -440,8 +457,9 @@ func (c *Cacher) Watch(ctx context.Context, key string, opts storage.ListOptions
 	if c.groupResource == (schema.GroupResource{Resource: "namespaces"}) && scope.namespace != "" && scope.namespace == scope.name {
 		scope.namespace = ""
 	}
+	// The trigger indexes only predicates that name its field among their IndexFields.
 	triggerValue, triggerSupported := "", false
-	if c.trigger != nil && pred.Field != nil {
+	if c.trigger != nil && pred.Field != nil && slices.Contains(pred.IndexFields, c.trigger.indexName) {
 		if v, ok := pred.Field.RequiresExactMatch(c.trigger.indexName); ok {
 			triggerValue, triggerSupported = v, true
 		}
@@ -460,7 +478,7 @@ func (c *Cacher) Watch(ctx context.Context, key string, opts storage.ListOptions
 	// events the wait is for.
 	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
 		c.watchCache.RLock()
-		err := c.watchCache.waitUntilFreshLocked(ctx, requiredRV)
+		err := c.watchCache.waitUntilFreshLocked(requiredRV)
 		c.watchCache.RUnlock()
 		if err != nil {
 			return newErrWatcher(err), nil
@@ -810,7 +828,7 @@ func (c *Cacher) getFromCache(ctx context.Context, key string, opts storage.GetO
 	if err != nil {
 		return err
 	}
-	elem, exists, readRV, err := c.watchCache.waitUntilFreshAndGet(ctx, getRV, preparedKey)
+	elem, exists, readRV, err := c.watchCache.waitUntilFreshAndGet(getRV, preparedKey)
 	if err != nil {
 		return err
 	}
@@ -841,16 +859,17 @@ func setObject(outVal reflect.Value, obj runtime.Object) error {
 	return nil
 }
 
-// listFromCache serves a list from the watch cache.
+// listFromCache serves a list from the watch cache: 429 while it is not ready; the items the watch
+// cache reads (waitUntilFreshAndGetList), those the predicate selects up to the limit (none for RV
+// "0"), and a continue token relative to the caller's key at the list's resourceVersion.
 //
-// Mirrors Cacher.GetList and watchCache.WaitUntilFreshAndGetList.
+// Mirrors Cacher.GetList.
 func (c *Cacher) listFromCache(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
 	preparedKey, err := c.prepareKey(key, opts.Recursive)
 	if err != nil {
 		return err
 	}
-	parsedRV, err := c.versioner.ParseResourceVersion(opts.ResourceVersion)
-	if err != nil {
+	if _, err := c.versioner.ParseResourceVersion(opts.ResourceVersion); err != nil {
 		return err
 	}
 	if _, downtime, err := c.ready.check(); err != nil {
@@ -859,33 +878,12 @@ func (c *Cacher) listFromCache(ctx context.Context, key string, opts storage.Lis
 	if _, err := meta.GetItemsPtr(listObj); err != nil {
 		return err
 	}
-	listRV := parsedRV
-	if opts.ResourceVersionMatch == "" && opts.ResourceVersion == "" {
-		if listRV, err = c.storage.GetCurrentResourceVersion(ctx); err != nil {
-			return err
-		}
-	}
-	var elems []*element
-	var readRV uint64
-	if opts.Recursive {
-		if elems, readRV, err = c.watchCache.waitUntilFreshAndList(ctx, listRV, preparedKey); err != nil {
-			return err
-		}
-	} else {
-		e, exists, rv, err := c.watchCache.waitUntilFreshAndGet(ctx, listRV, preparedKey)
-		if err != nil {
-			return err
-		}
-		if exists {
-			elems = []*element{e}
-		}
-		readRV = rv
+	elems, readRV, err := c.watchCache.waitUntilFreshAndGetList(ctx, preparedKey, opts)
+	if err != nil {
+		return err
 	}
 
-	limit := opts.Predicate.Limit
-	if limit < 0 || opts.ResourceVersion == "0" {
-		limit = 0
-	}
+	limit := computeListLimit(opts)
 	var selected []runtime.Object
 	var lastKey string
 	hasMore := false
@@ -905,9 +903,20 @@ func (c *Cacher) listFromCache(ctx context.Context, key string, opts storage.Lis
 	if err := meta.SetList(listObj, selected); err != nil {
 		return err
 	}
-	continueValue, remaining, err := storage.PrepareContinueToken(lastKey, preparedKey, int64(readRV), int64(len(elems)), hasMore, opts)
+	// Upstream encodes the token relative to the key it was given, not the prepared one.
+	continueValue, remaining, err := storage.PrepareContinueToken(lastKey, key, int64(readRV), int64(len(elems)), hasMore, opts)
 	if err != nil {
 		return err
 	}
 	return c.versioner.UpdateList(listObj, readRV, continueValue, remaining)
+}
+
+// computeListLimit is the limit a list from the cache applies: none for RV "0".
+//
+// Mirrors cacher.go computeListLimit.
+func computeListLimit(opts storage.ListOptions) int64 {
+	if opts.Predicate.Limit <= 0 || opts.ResourceVersion == "0" {
+		return 0
+	}
+	return opts.Predicate.Limit
 }

@@ -188,7 +188,9 @@ func TestTriggerIndexedWatchers(t *testing.T) {
 	e := newEnv(t, withNodeNameTrigger)
 	rv := strconv.FormatUint(e.syncCache(), 10)
 	open := func(field string) *recorder {
-		return e.watch("/pods/", storage.ListOptions{ResourceVersion: rv, Predicate: storagetest.PodPredicate("", field), Recursive: true})
+		p := storagetest.PodPredicate("", field)
+		p.IndexFields = []string{"spec.nodeName"}
+		return e.watch("/pods/", storage.ListOptions{ResourceVersion: rv, Predicate: p, Recursive: true})
 	}
 	n1, n2, all := open("spec.nodeName=node1"), open("spec.nodeName=node2"), open("")
 	e.cacher.mu.Lock()
@@ -210,6 +212,46 @@ func TestTriggerIndexedWatchers(t *testing.T) {
 	n2.expectNothing()
 }
 
+// TestTriggerNeedsIndexFields ports cacher.go Watch's choice of the trigger: a watcher is indexed by
+// the trigger's value only if its predicate names the trigger's field in IndexFields (as the pod
+// registry's MatchPod does) and pins it to one value; otherwise it is registered by scope and
+// offered every event of it, with the channel size of an indexed resource without trigger.
+func TestTriggerNeedsIndexFields(t *testing.T) {
+	e := newEnv(t, withNodeNameTrigger)
+	rv := strconv.FormatUint(e.syncCache(), 10)
+	open := func(field string, indexFields ...string) *recorder {
+		p := storagetest.PodPredicate("", field)
+		p.IndexFields = indexFields
+		return e.watch("/pods/", storage.ListOptions{ResourceVersion: rv, Predicate: p, Recursive: true})
+	}
+	indexed := open("spec.nodeName=node1", "spec.nodeName")
+	unindexed := open("spec.nodeName=node1")
+	otherIndex := open("spec.nodeName=node1", "metadata.namespace")
+	notPinned := open("spec.nodeName!=node1", "spec.nodeName")
+	got := registeredScopes(e.cacher)
+	for _, tc := range []struct {
+		r    *recorder
+		want string
+		size int
+	}{
+		{indexed, "trigger=node1", maxWatchChanSizeWithIndexAndTrigger},
+		{unindexed, `{namespace="" name=""}`, minWatchChanSize},
+		{otherIndex, `{namespace="" name=""}`, minWatchChanSize},
+		{notPinned, `{namespace="" name=""}`, minWatchChanSize},
+	} {
+		cw := tc.r.w.(*cacheWatcher)
+		if g := got[cw]; g != tc.want || cap(cw.input) != tc.size {
+			t.Errorf("watcher %s registered under %s with channel size %d, want %s and %d", cw.identifier, g, cap(cw.input), tc.want, tc.size)
+		}
+	}
+	on1 := e.create(storagetest.Pod("ns", "p", storagetest.Node("node1")))
+	for _, r := range []*recorder{indexed, unindexed, otherIndex} {
+		r.expect(ev(watch.Added, on1))
+		r.expectNothing()
+	}
+	notPinned.expectNothing()
+}
+
 // TestScopeIndexedWatchers: a field selector pinning a namespace or name indexes the watcher by that
 // scope; it still gets exactly its events.
 func TestScopeIndexedWatchers(t *testing.T) {
@@ -228,6 +270,112 @@ func TestScopeIndexedWatchers(t *testing.T) {
 	ns.expect(ev(watch.Added, y), ev(watch.Added, x))
 	named.expect(ev(watch.Added, x))
 	named.expectNothing()
+}
+
+// registeredScopes is where the Cacher indexed each watcher: its scope, or "trigger=<value>".
+func registeredScopes(c *Cacher) map[*cacheWatcher]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[*cacheWatcher]string{}
+	for scope, ws := range c.watchers.allWatchers {
+		for _, w := range ws {
+			out[w] = fmt.Sprintf("{namespace=%q name=%q}", scope.namespace, scope.name)
+		}
+	}
+	for value, ws := range c.watchers.valueWatchers {
+		for _, w := range ws {
+			out[w] = "trigger=" + value
+		}
+	}
+	return out
+}
+
+// TestWatchScopedByRequest ports the scope rules of cacher.go Watch: the namespace and name of the
+// request (on the context, as the apiserver's request.WithNamespace and RequestInfo put them) choose
+// the index a watcher is registered under, the field selector's only where the request has none; a
+// watcher still gets exactly its events. Failure mode: a watch on /pods/a/ made for a request in
+// namespace a registered cluster-wide, where every event of the cluster is offered to it.
+func TestWatchScopedByRequest(t *testing.T) {
+	e := newEnv(t)
+	rv := strconv.FormatUint(e.syncCache(), 10)
+	open := func(scope storage.RequestScope, key string, recursive bool, field string) *recorder {
+		return e.watchCtx(storage.WithRequestScope(e.ctx, scope), key, storage.ListOptions{ResourceVersion: rv,
+			Predicate: storagetest.PodPredicate("", field), Recursive: recursive})
+	}
+	ns := open(storage.RequestScope{Namespace: "a"}, "/pods/a/", true, "")
+	named := open(storage.RequestScope{Namespace: "a", Name: "x"}, "/pods/a/x", false, "metadata.name=x")
+	// The request's namespace wins over a field selector naming another; such a watch sees nothing.
+	mismatch := open(storage.RequestScope{Namespace: "a"}, "/pods/a/", true, "metadata.namespace=b")
+	bySelector := open(storage.RequestScope{}, "/pods/", true, "metadata.namespace=b")
+	nameOnly := open(storage.RequestScope{Name: "x"}, "/pods/", true, "metadata.name=x")
+	cluster := open(storage.RequestScope{}, "/pods/", true, "")
+	got := registeredScopes(e.cacher)
+	for _, tc := range []struct {
+		r    *recorder
+		want string
+	}{
+		{ns, `{namespace="a" name=""}`},
+		{named, `{namespace="a" name="x"}`},
+		{mismatch, `{namespace="a" name=""}`},
+		{bySelector, `{namespace="b" name=""}`},
+		{nameOnly, `{namespace="" name="x"}`},
+		{cluster, `{namespace="" name=""}`},
+	} {
+		if g := got[tc.r.w.(*cacheWatcher)]; g != tc.want {
+			t.Errorf("watcher %s registered under %s, want %s", tc.r.w.(*cacheWatcher).identifier, g, tc.want)
+		}
+	}
+	ax := e.create(storagetest.Pod("a", "x"))
+	ay := e.create(storagetest.Pod("a", "y"))
+	bx := e.create(storagetest.Pod("b", "x"))
+	ns.expect(ev(watch.Added, ax), ev(watch.Added, ay))
+	named.expect(ev(watch.Added, ax))
+	bySelector.expect(ev(watch.Added, bx))
+	nameOnly.expect(ev(watch.Added, ax), ev(watch.Added, bx))
+	cluster.expect(ev(watch.Added, ax), ev(watch.Added, ay), ev(watch.Added, bx))
+	for _, r := range []*recorder{ns, named, mismatch, bySelector, nameOnly, cluster} {
+		r.expectNothing()
+	}
+}
+
+// TestQuietNamespaceWatcherKeptDuringTraffic: a client of namespace a that briefly stops reading (its
+// watcher's result is full and its goroutine waits with an event in hand) is not offered the events
+// of namespace b, so however much b changes its input stays empty and it is kept open with nothing
+// lost, as upstream's Cacher keeps it; a watcher offered b's traffic would be closed once the
+// dispatcher's budget ran out (the fake clock steps while the reader of b gets all of b's events).
+func TestQuietNamespaceWatcherKeptDuringTraffic(t *testing.T) {
+	e := newEnv(t, withFakeClock)
+	rv := strconv.FormatUint(e.syncCache(), 10)
+	quiet := e.watchCtx(storage.WithRequestScope(e.ctx, storage.RequestScope{Namespace: "a"}), "/pods/a/",
+		storage.ListOptions{ResourceVersion: rv, Predicate: storage.Everything, Recursive: true})
+	busy := e.watchCtx(storage.WithRequestScope(e.ctx, storage.RequestScope{Namespace: "b"}), "/pods/b/",
+		storage.ListOptions{ResourceVersion: rv, Predicate: storage.Everything, Recursive: true})
+	cw := quiet.w.(*cacheWatcher)
+	var inA []*unstructured.Unstructured
+	for i := range cap(cw.result) + 1 {
+		inA = append(inA, e.create(storagetest.Pod("a", fmt.Sprintf("p%02d", i))))
+	}
+	e.waitProcessed(e.lastRV)
+	e.waitFor("the quiet watcher's result is full", func() bool { return len(cw.result) == cap(cw.result) && len(cw.input) == 0 })
+	for i := range 5 * cap(cw.input) {
+		b := e.create(storagetest.Pod("b", fmt.Sprintf("p%02d", i)))
+		busy.expectStepping(ev(watch.Added, b))
+	}
+	e.waitProcessed(e.lastRV)
+	e.cacher.mu.Lock()
+	stopped, queued := cw.stopped, len(cw.input)
+	e.cacher.mu.Unlock()
+	if stopped {
+		t.Fatalf("the watcher of quiet namespace a was closed by namespace b's traffic (%d events queued in its input)", queued)
+	}
+	var want []string
+	for _, u := range inA {
+		want = append(want, ev(watch.Added, u))
+	}
+	quiet.expect(want...)
+	more := e.create(storagetest.Pod("a", "more"))
+	quiet.expect(ev(watch.Added, more))
+	quiet.expectNothing()
 }
 
 // TestNamespacesScopedToThemselves: for the namespaces resource a scope naming the same namespace and

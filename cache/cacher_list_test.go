@@ -121,40 +121,37 @@ func TestListNotOlderThan(t *testing.T) {
 	}
 }
 
-// TestListDelegation: Exact, legacy exact (RV with a limit) and continue tokens read the storage: an
-// Exact list at a compacted RV gets etcd's 410.
+// TestListDelegation: what the cache leaves to the storage (cacher.go ShouldDelegateExactRV and
+// ShouldDelegateContinue: "Not Recursive is not supported"): Exact and legacy exact lists of one key,
+// with etcd's answer (the state at the revision for Exact, the current one for legacy exact).
 func TestListDelegation(t *testing.T) {
 	e := newEnv(t)
 	a := e.create(storagetest.Pod("ns", "a"))
-	b := e.create(storagetest.Pod("ns", "b"))
+	e.put(storagetest.Pod("ns", "a", storagetest.Labels("x=1")))
 	e.syncCache()
 	limited := storage.Everything
 	limited.Limit = 1
 	for _, opts := range []storage.ListOptions{
-		{ResourceVersion: a.GetResourceVersion(), ResourceVersionMatch: metav1.ResourceVersionMatchExact, Predicate: storage.Everything, Recursive: true},
-		{ResourceVersion: a.GetResourceVersion(), Predicate: limited, Recursive: true},
+		{ResourceVersion: a.GetResourceVersion(), ResourceVersionMatch: metav1.ResourceVersionMatchExact, Predicate: storage.Everything},
+		{ResourceVersion: a.GetResourceVersion(), Predicate: limited},
 	} {
 		before := e.storage.delegatedLists.Load()
-		l, err := e.list("/pods/", opts)
-		if err != nil || l.GetResourceVersion() != a.GetResourceVersion() || fmt.Sprint(names(l)) != "[ns/a]" {
-			t.Fatalf("%+v: %v %v at %s", opts, err, names(l), l.GetResourceVersion())
+		l, err := e.list(keyOf(a), opts)
+		if err != nil {
+			t.Fatalf("%+v: %v", opts, err)
 		}
 		if e.storage.delegatedLists.Load() != before+1 {
 			t.Fatalf("%+v was not read from the storage", opts)
 		}
-	}
-	if _, err := e.client.Compact(e.ctx, int64(rvOf(t, b))); err != nil {
-		t.Fatal(err)
-	}
-	_, err := e.list("/pods/", storage.ListOptions{ResourceVersion: a.GetResourceVersion(), ResourceVersionMatch: metav1.ResourceVersionMatchExact,
-		Predicate: storage.Everything, Recursive: true})
-	if !apierrors.IsResourceExpired(err) || err.Error() != "The resourceVersion for the provided list is too old." {
-		t.Fatalf("exact at a compacted RV: %v", err)
+		want, err := e.storageList(keyOf(a), opts)
+		if err != nil || describeList(t, l) != describeList(t, want) {
+			t.Fatalf("%+v: %s, etcd answers %v %s", opts, describeList(t, l), err, describeList(t, want))
+		}
 	}
 }
 
 // TestListPagination: a limited list from the cache has the cache's RV and a continue token; the next
-// pages, read from the storage at that RV, complete it consistently despite later writes.
+// pages, read from the cache's snapshot at that RV, complete it consistently despite later writes.
 func TestListPagination(t *testing.T) {
 	e := newEnv(t)
 	for _, n := range []string{"a", "b", "c", "d", "e"} {
@@ -174,10 +171,14 @@ func TestListPagination(t *testing.T) {
 	e.remove(storagetest.Pod("ns", "c"))
 	var all []string
 	all = append(all, names(l)...)
+	delegated := e.storage.delegatedLists.Load()
 	for l.GetContinue() != "" {
 		p.Continue = l.GetContinue()
 		if l, err = e.list("/pods/", storage.ListOptions{Predicate: p, Recursive: true}); err != nil {
 			t.Fatal(err)
+		}
+		if e.storage.delegatedLists.Load() != delegated {
+			t.Fatal("a page was read from the storage")
 		}
 		if l.GetResourceVersion() != strconv.FormatUint(rv, 10) {
 			t.Fatalf("page at %s, want %d", l.GetResourceVersion(), rv)

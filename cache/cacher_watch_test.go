@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -194,6 +195,86 @@ func TestWatchListWaitsForFreshness(t *testing.T) {
 				r.expectClosed()
 			})
 		}
+	}
+}
+
+// TestWatchListFreshnessWaitOutlivesRequest: the freshness wait of a watch with SendInitialEvents runs
+// its full 3 s whatever becomes of the request's context, and ends with ERROR 504 "Too large resource
+// version" (Retry-After 1, cause ResourceVersionTooLarge), as upstream's waitUntilFreshLocked, which
+// never looks at the context. Failure mode: the wait ends with the request's deadline (or
+// cancellation) and the watch is an ERROR 500 "context deadline exceeded", which clients treat as a
+// failure of the server rather than as a resourceVersion to retry.
+func TestWatchListFreshnessWaitOutlivesRequest(t *testing.T) {
+	type result struct {
+		w   watch.Interface
+		err error
+	}
+	for _, ctxEnd := range []string{"deadline", "cancel"} {
+		t.Run(ctxEnd, func(t *testing.T) {
+			e := newEnv(t, withFakeClock)
+			future := e.syncCache() + 1
+			var ctx context.Context
+			var cancel context.CancelFunc
+			if ctxEnd == "deadline" {
+				ctx, cancel = context.WithDeadline(e.ctx, time.Now().Add(-time.Second))
+			} else {
+				ctx, cancel = context.WithCancel(e.ctx)
+				cancel()
+			}
+			defer cancel()
+			opts := storage.ListOptions{Predicate: storage.Everything, Recursive: true, SendInitialEvents: ptrTo(true),
+				ResourceVersion: strconv.FormatUint(future, 10)}
+			opts.Predicate.AllowWatchBookmarks = true
+			done := make(chan result, 1)
+			go func() {
+				w, err := e.cacher.Watch(ctx, "/pods/", opts)
+				done <- result{w, err}
+			}()
+			waiting := func() bool {
+				e.cacher.progress.mu.Lock()
+				defer e.cacher.progress.mu.Unlock()
+				return e.cacher.progress.waiting > 0
+			}
+			var res result
+			early := false
+			e.waitFor("the freshness wait to begin or the watch to end", func() bool {
+				select {
+				case res = <-done:
+					early = true
+					return true
+				default:
+					return waiting()
+				}
+			})
+			if !early {
+				e.clock.Step(blockTimeout - time.Millisecond)
+				select {
+				case res = <-done:
+					early = true
+				default:
+				}
+			}
+			if !early {
+				e.clock.Step(time.Millisecond)
+				res = <-done
+			}
+			if res.err != nil {
+				t.Fatal(res.err)
+			}
+			r := &recorder{t: t, w: res.w, env: e}
+			t.Cleanup(r.stop)
+			got, _ := r.next()
+			st, ok := got.Object.(*metav1.Status)
+			if got.Type != watch.Error || !ok {
+				t.Fatalf("got %s", describe(got))
+			}
+			err := &apierrors.StatusError{ErrStatus: *st}
+			if early || !storage.IsTooLargeResourceVersion(err) || st.Code != 504 || st.Details == nil || st.Details.RetryAfterSeconds != 1 ||
+				st.Message != fmt.Sprintf("Timeout: Too large resource version: %d, current: %d", future, future-1) {
+				t.Fatalf("the watch ended (before the 3 s: %t) with %s; want ERROR 504 Too large resource version after 3 s", early, describe(got))
+			}
+			r.expectClosed()
+		})
 	}
 }
 

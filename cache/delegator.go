@@ -17,6 +17,10 @@ import (
 // CacheDelegator wraps the Cacher and the storage; listwatch keeps one type, so that a *Cacher is the
 // storage.Interface its callers use, with upstream's file map: the decisions here, the cache reads
 // (Watch, getFromCache, listFromCache) in cacher.go.
+//
+// Upstream's delegator also runs a consistency checker (DetectCacheInconsistency), which compares the
+// cache with etcd every few minutes and stops answering from snapshots while they differ; listwatch
+// has none.
 
 var _ storage.Interface = (*Cacher)(nil)
 
@@ -37,18 +41,24 @@ func (c *Cacher) Get(ctx context.Context, key string, opts storage.GetOptions, o
 }
 
 // GetList lists key (a prefix when opts.Recursive) into listObj. Which reads the cache serves is
-// upstream's: resourceVersion "0" (any staleness, limit ignored), NotOlderThan, and "" (consistent:
-// the cache waits up to 3 s for etcd's current revision, else the list falls back to the storage).
-// Exact, legacy exact (a resourceVersion with a limit) and continue tokens go to the storage, as does
-// an unfiltered paginated list while the cache is not ready. A list served from the cache has the
-// cache's resourceVersion, and its continue token lets the next page be read from the storage at it.
+// upstream's with cache snapshots (ListFromCacheSnapshot): resourceVersion "0" (any staleness, limit
+// ignored), NotOlderThan, "" (consistent: the cache waits up to 3 s for etcd's current revision, else
+// the list falls back to the storage), and Exact lists, legacy exact lists (a resourceVersion with a
+// limit) and continue tokens of a recursive list while the cache holds the snapshot of their
+// revision or has not reached it yet. The rest goes to the storage: non-recursive exact lists and
+// continue tokens, revisions older than every snapshot, a snapshot dropped meanwhile (410), and an
+// unfiltered list with a limit while the cache is not ready (any other list is then 429). A list from
+// the cache has the cache's resourceVersion, or the requested one at an exact revision.
 //
 // Mirrors CacheDelegator.GetList; the cache part is listFromCache.
 func (c *Cacher) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
 	if err := validateListOptions(c.resourcePrefix, c.versioner, opts); err != nil {
 		return err
 	}
-	delegate, consistent := shouldDelegateList(opts)
+	delegate, consistent, err := c.shouldDelegateList(opts)
+	if err != nil {
+		return err
+	}
 	if delegate {
 		return c.storage.GetList(ctx, key, opts, listObj)
 	}
@@ -58,37 +68,82 @@ func (c *Cacher) GetList(ctx context.Context, key string, opts storage.ListOptio
 	if !c.Ready() && shouldDelegateListOnNotReadyCache(opts) {
 		return c.storage.GetList(ctx, key, opts, listObj)
 	}
-	err := c.listFromCache(ctx, key, opts, listObj)
-	if err != nil && consistent && storage.IsTooLargeResourceVersion(err) {
+	err = c.listFromCache(ctx, key, opts, listObj)
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsResourceExpired(err):
+		// The snapshot went (evicted or compacted) after the decision: the storage knows.
+		return c.storage.GetList(ctx, key, opts, listObj)
+	case consistent && storage.IsTooLargeResourceVersion(err):
 		return c.storage.GetList(ctx, key, opts, listObj)
 	}
 	return err
 }
 
-// shouldDelegateList decides between the cache and the storage (without cache snapshots), and whether
-// the list is a consistent read.
+// shouldDelegateList decides between the cache and the storage, and whether the list is a consistent
+// read (whose 504 falls back to the storage).
 //
-// Mirrors delegator/interface.go ShouldDelegateList with snapshots unavailable.
-func shouldDelegateList(opts storage.ListOptions) (delegate, consistent bool) {
+// Mirrors delegator/interface.go ShouldDelegateList with the Cacher as its Helper.
+func (c *Cacher) shouldDelegateList(opts storage.ListOptions) (delegate, consistent bool, err error) {
 	switch opts.ResourceVersionMatch {
 	case metav1.ResourceVersionMatchExact:
-		return true, false
+		return c.shouldDelegateExactRV(opts.ResourceVersion, opts.Recursive)
 	case metav1.ResourceVersionMatchNotOlderThan:
-		return false, false
+		return false, false, nil
 	case "":
 		if opts.Predicate.Continue != "" {
-			return true, false
+			return c.shouldDelegateContinue(opts.Predicate.Continue, opts.Recursive)
 		}
 		if opts.Predicate.Limit > 0 && opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
-			return true, false
+			return c.shouldDelegateExactRV(opts.ResourceVersion, opts.Recursive)
 		}
-		if opts.ResourceVersion == "" {
-			return false, true
-		}
-		return false, false
+		// A consistent read: the cache serves it, as etcd answers progress requests.
+		return false, opts.ResourceVersion == "", nil
 	default:
-		return true, false
+		return true, false, nil
 	}
+}
+
+// shouldDelegateExactRV: a recursive list at an exact revision is the cache's if it holds the
+// snapshot or has not reached the revision yet (it then waits for it).
+//
+// Mirrors Cacher.ShouldDelegateExactRV.
+func (c *Cacher) shouldDelegateExactRV(resourceVersion string, recursive bool) (bool, bool, error) {
+	if !recursive {
+		return true, false, nil
+	}
+	listRV, err := c.versioner.ParseResourceVersion(resourceVersion)
+	if err != nil {
+		return false, false, err
+	}
+	return c.shouldDelegateExactRevision(listRV), false, nil
+}
+
+// shouldDelegateContinue: a continue token of a recursive list is an exact read at its revision, or a
+// consistent read for a negative one.
+//
+// Mirrors Cacher.ShouldDelegateContinue.
+func (c *Cacher) shouldDelegateContinue(token string, recursive bool) (bool, bool, error) {
+	if !recursive {
+		return true, false, nil
+	}
+	_, continueRV, err := storage.DecodeContinue(token, c.resourcePrefix)
+	if err != nil {
+		return false, false, err
+	}
+	if continueRV > 0 {
+		return c.shouldDelegateExactRevision(uint64(continueRV)), false, nil
+	}
+	return false, true, nil
+}
+
+// shouldDelegateExactRevision mirrors Cacher.shouldDelegateExactRV.
+func (c *Cacher) shouldDelegateExactRevision(resourceVersion uint64) bool {
+	if c.watchCache.notFresh(resourceVersion) {
+		return false
+	}
+	return !c.watchCache.canServeExactRV(resourceVersion)
 }
 
 // shouldDelegateListOnNotReadyCache: an unfiltered paginated list is cheap enough for etcd.
@@ -121,6 +176,17 @@ func validateListOptions(keyPrefix string, versioner storage.Versioner, opts sto
 	default:
 		return fmt.Errorf("unknown ResourceVersionMatch value: %v", opts.ResourceVersionMatch)
 	}
+}
+
+// CompactRevision is the storage's compaction the cache has seen: its compactor reads the storage's
+// CompactRevision (when the storage has one, as *etcd3.Store) every 15 s. 0 for none.
+//
+// Mirrors CacheDelegator.CompactRevision.
+func (c *Cacher) CompactRevision() int64 {
+	if c.compactor == nil {
+		return 0
+	}
+	return c.compactor.revision()
 }
 
 // GetCurrentResourceVersion returns the storage's current resourceVersion.

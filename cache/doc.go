@@ -13,8 +13,11 @@
 //     type with upstream's file map: delegator.go holds the decisions (Get, GetList,
 //     shouldDelegateList) and the pass-throughs (Create, GuaranteedUpdate and Delete, which get the
 //     cached object as their current-state suggestion, GetCurrentResourceVersion,
-//     RequestWatchProgress, Versioner); cacher.go the cache reads (Watch, getFromCache,
-//     listFromCache) and the dispatcher.
+//     RequestWatchProgress, Versioner, CompactRevision); cacher.go the cache reads (Watch,
+//     getFromCache, listFromCache) and the dispatcher; compactor.go the compactor.
+//   - A watch is indexed by the scope of the API request it serves: storage.RequestScopeFrom(ctx),
+//     which the HTTP layer sets with storage.WithRequestScope as the apiserver's request context
+//     carries it.
 //   - CachingObject is the object of every live ADDED, MODIFIED and DELETED event. It caches each
 //     serialization, so writing one event to many watchers encodes the object once per encoder. An
 //     HTTP layer keeps that by handing event.Object to an apimachinery encoder (encoder.Encode detects
@@ -62,8 +65,10 @@
 //     its own resourceVersion and the event at the snapshot's; SendInitialEvents=true does the same
 //     after waiting until the cache reaches the required RV (etcd's current revision for RV "", else
 //     the RV), requesting progress every 100 ms and failing after 3 s with ERROR 504 "Too large
-//     resource version" (Retry-After 1); RV "0" with SendInitialEvents=false starts from the cache's
-//     RV; RV N replays the history after N. The oldest replayable RV is listRV+1 while nothing was
+//     resource version" (Retry-After 1). Like every freshness wait (of gets and lists too), it ends
+//     only so, or when the cache stops: a request deadline or cancellation does not cut it short into
+//     a 500 (TestWatchListFreshnessWaitOutlivesRequest). RV "0" with SendInitialEvents=false starts
+//     from the cache's RV; RV N replays the history after N. The oldest replayable RV is listRV+1 while nothing was
 //     evicted since the relist, else the first buffered event's; an RV below it minus one is ERROR 410
 //     "too old resource version: RV (oldest−1)". A future RV (SendInitialEvents unset or false) opens
 //     a watch that waits for events above it. With SendInitialEvents=true and AllowWatchBookmarks the
@@ -81,21 +86,32 @@
 //     TestCacheWatcherHandlesFiltering, TestInitialEventsNotDuplicatedByLaggingDispatcher,
 //     TestWatchKeyPrefixBoundary, TestWatchersMatchModel; storagetest Watch, ClusterScopedWatch,
 //     NamespaceScopedWatch, DeleteTriggerWatch, DeleteEventObjectHaveLatestRV).
-//   - Dispatch. Every event is offered to the watchers its namespace/name scope (or trigger value)
-//     selects, first without blocking, then, for the full ones, blocking within a shared time budget
-//     (starts at 0, refills 50 ms per second, caps at 100 ms); a watcher still full when the budget is
-//     spent is closed without an ERROR (a watch-list that accepted its bookmark but has not sent it is
-//     drained first), and the client re-watches from its last RV. Watchers stopped during a dispatch
-//     are stopped once it ends, so input is never closed while the dispatcher may send
-//     (TestSlowWatcherClosedWithoutError, TestBlockedWatcherRescuedWithinBudget, TestTimeBudget,
-//     TestTriggerIndexedWatchers, TestScopeIndexedWatchers, TestNamespacesScopedToThemselves,
-//     TestStopDuringDispatch, TestCacheWatcherDraining, TestEventsSerializedOnce; storagetest
-//     WatcherTimeout, DelayedWatchDelivery). The events queued together are dispatched as one
-//     batch, watcher by watcher, so that a watcher's goroutine wakes once per batch rather than once
-//     per event (with 10000 watchers that wake-up is most of a delivery's cost); a watcher whose
-//     input fills part way is offered the rest again without blocking after the others, and blocked
-//     on only when such a round makes no progress. Each watcher still gets exactly its events in
-//     order (TestBatchDeliversEachWatcherItsEvents), and a closed one a gap-free prefix
+//   - Dispatch scope. A watcher is registered under the namespace and name of its request
+//     (storage.RequestScopeFrom), the field selector's metadata.namespace and metadata.name standing
+//     in where the request has none; with a trigger configured, a predicate naming the trigger's field
+//     in IndexFields and pinning it to one value registers it under that value instead (channel size
+//     at most 10). An event is offered only to the watchers of its object's namespace and name, of its
+//     namespace, of its name, the cluster-wide ones, and those of its object's trigger value now or
+//     before: a watcher of a quiet namespace whose client briefly stops reading is never filled, and
+//     so never closed, by other namespaces' traffic (TestWatchScopedByRequest,
+//     TestQuietNamespaceWatcherKeptDuringTraffic, TestTriggerNeedsIndexFields,
+//     TestTriggerIndexedWatchers, TestScopeIndexedWatchers, TestNamespacesScopedToThemselves;
+//     storagetest ClusterScopedWatch, NamespaceScopedWatch; proptest
+//     TestChainUnreadClientsMatchModel, TestChainQuietNamespaceClientKept).
+//   - Dispatch. Every event is offered to the watchers its scope selects, first without blocking, then,
+//     for the full ones, blocking within a shared time budget (starts at 0, refills 50 ms per second,
+//     caps at 100 ms); a watcher still full when the budget is spent is closed without an ERROR (a
+//     watch-list that accepted its bookmark but has not sent it is drained first), and the client
+//     re-watches from its last RV. Watchers stopped during a dispatch are stopped once it ends, so
+//     input is never closed while the dispatcher may send (TestSlowWatcherClosedWithoutError,
+//     TestBlockedWatcherRescuedWithinBudget, TestTimeBudget, TestStopDuringDispatch,
+//     TestCacheWatcherDraining, TestEventsSerializedOnce; storagetest WatcherTimeout,
+//     DelayedWatchDelivery). The events queued together are dispatched as one batch, watcher by
+//     watcher, so that a watcher's goroutine wakes once per batch rather than once per event (with
+//     10000 watchers that wake-up is most of a delivery's cost); a watcher whose input fills part
+//     way is offered the rest again without blocking after the others, and blocked on only when
+//     such a round makes no progress. Each watcher still gets exactly its events in order
+//     (TestBatchDeliversEachWatcherItsEvents), and a closed one a gap-free prefix
 //     (TestBatchClosesSlowWatcherAfterPrefix).
 //   - Bookmarks. About every second the watchers with AllowWatchBookmarks whose bookmark is due (every
 //     minute, 2 s before the watch context's deadline, at once while a watch-list waits for its end
@@ -117,14 +133,31 @@
 //
 // GetList serves from the cache RV "0" (any staleness, limit ignored), NotOlderThan N (waiting up to
 // 3 s, else 504) and RV "" (consistent: the cache waits up to 3 s for etcd's current revision, else
-// the storage answers). Exact, legacy exact (an RV with a limit) and continue tokens go to the storage,
-// as upstream does without cache snapshots. A list from the cache has the cache's resourceVersion;
-// with a limit its continue token resumes (from the storage) at that resourceVersion. Get with an RV
-// waits like a list and reads the cached object; without one it reads the storage. Objects returned
-// by Get and GetList are copies. Writes pass through with the cached object as suggestion. Checked by
+// the storage answers). With snapshots, as upstream's ListFromCacheSnapshot (beta, on by default in
+// v0.37): every event leaves a snapshot of the state after it and every relist one of its state (after
+// dropping the others); the snapshots below the oldest event the history keeps go once it is full,
+// and those below the storage's compaction once the compactor (polling the storage's CompactRevision
+// every 15 s, when it has one) has seen it. A recursive Exact list, a legacy exact list (an RV with a
+// limit) and a continue token at RV N are answered from the newest snapshot at or below N while one
+// is kept, or waited for while the cache has not reached N (3 s, then 504 "Too large resource
+// version" with Retry-After 1 and the cache's RV, without reading the storage); below every snapshot,
+// for one key, or when the snapshot went meanwhile (410), the storage answers (and says 410 if etcd
+// compacted N). A continue token of a consistent list (negative RV) is a consistent read. While the
+// cache is not ready, every list it would serve is 429 with Retry-After, except an unfiltered list
+// with a limit, which reads the storage. A list from the cache has the cache's resourceVersion, or N
+// for one at an exact revision; with a limit its continue token resumes at that resourceVersion,
+// its start key written relative to the caller's key, as upstream's. Get with an RV waits like a
+// list and reads the cached object; without one it reads the storage. Objects returned by Get and
+// GetList are copies. Writes pass through with the cached object as suggestion. Checked by
 // TestListAnyStaleness, TestListConsistent, TestListNotOlderThan, TestListDelegation,
-// TestListPagination, TestListArgumentErrors, TestListSingleObject, TestGet, TestWritesPassThrough,
-// and storagetest ConsistentList, ListPaging, Get, HugeResourceVersion, KeySchema, WriteErrors.
+// TestListPagination, TestListArgumentErrors, TestListSingleObject, TestListExactFromCacheSnapshots,
+// TestListContinueTokenRelativeToCallerKey, TestListExactFutureResourceVersion,
+// TestListFromSnapshotsNotReady, TestListExactAtCompactedRevision, TestListExactAtEvictedRevision,
+// TestShouldDelegateList, TestWatchCacheSnapshots, TestSnapshotter, TestGet, TestWritesPassThrough,
+// and storagetest ConsistentList, ListPaging, ExactAtCompactedRV, InconsistentContinue, Get,
+// HugeResourceVersion, KeySchema, WriteErrors. Upstream's consistency checker
+// (DetectCacheInconsistency), which stops the snapshots while the cache and etcd differ, is not
+// mirrored.
 //
 // Every timeout, timer and timestamp uses Config.Clock; the tests that depend on time drive a fake
 // clock (newEnv's withFakeClock).

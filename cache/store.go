@@ -111,4 +111,75 @@ type storeSnapshot struct {
 	tree *btree.BTreeG[*element]
 }
 
-func (s *storeSnapshot) listPrefix(prefix string) []*element { return listTree(s.tree, prefix, "") }
+// listPrefix returns, in key order, the elements whose key starts with prefix, from continueKey on
+// when it is set.
+func (s *storeSnapshot) listPrefix(prefix, continueKey string) []*element {
+	return listTree(s.tree, prefix, continueKey)
+}
+
+// rvSnapshot is the state of the store after the event at resourceVersion (or the list at it).
+type rvSnapshot struct {
+	resourceVersion uint64
+	snapshot        *storeSnapshot
+}
+
+// snapshotter keeps the store's snapshots by resourceVersion, so that a list at a past revision the
+// cache still holds is answered from the snapshot of the newest revision at or below it. The watch
+// cache adds one after every event and at every relist (which first drops them all), and drops the
+// ones below the oldest event its history keeps and below the storage's compaction. It has its own
+// lock: the compactor drops snapshots without the watch cache's.
+//
+// Mirrors cacher/store/store_btree.go storeSnapshotter.
+type snapshotter struct {
+	mu        sync.RWMutex
+	snapshots *btree.BTreeG[rvSnapshot]
+}
+
+func newSnapshotter() *snapshotter {
+	return &snapshotter{snapshots: btree.NewG(btreeDegree, func(a, b rvSnapshot) bool { return a.resourceVersion < b.resourceVersion })}
+}
+
+// add records the state at resourceVersion.
+func (s *snapshotter) add(resourceVersion uint64, snap *storeSnapshot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snapshots.ReplaceOrInsert(rvSnapshot{resourceVersion: resourceVersion, snapshot: snap})
+}
+
+// getLessOrEqual returns the snapshot of the newest revision at or below resourceVersion.
+func (s *snapshotter) getLessOrEqual(resourceVersion uint64) (*storeSnapshot, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var found *storeSnapshot
+	s.snapshots.DescendLessOrEqual(rvSnapshot{resourceVersion: resourceVersion}, func(r rvSnapshot) bool {
+		found = r.snapshot
+		return false
+	})
+	return found, found != nil
+}
+
+// removeLess drops the snapshots of revisions below resourceVersion.
+func (s *snapshotter) removeLess(resourceVersion uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		oldest, ok := s.snapshots.Min()
+		if !ok || oldest.resourceVersion >= resourceVersion {
+			return
+		}
+		s.snapshots.DeleteMin()
+	}
+}
+
+// reset drops every snapshot.
+func (s *snapshotter) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snapshots.Clear(false)
+}
+
+func (s *snapshotter) len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.snapshots.Len()
+}

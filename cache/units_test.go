@@ -263,7 +263,7 @@ func TestObjectStore(t *testing.T) {
 	}
 	s.remove("/pods/a/1")
 	s.put(&element{Key: "/pods/d/1"})
-	if got := keys(snap.listPrefix("/pods/")); got != "/pods/a/1 /pods/a/2 /pods/ab/1 /pods/b/1 /pods/c/1" {
+	if got := keys(snap.listPrefix("/pods/", "")); got != "/pods/a/1 /pods/a/2 /pods/ab/1 /pods/b/1 /pods/c/1" {
 		t.Fatalf("snapshot saw later writes: %s", got)
 	}
 	if got := keys(s.listPrefix("/pods/", "")); got != "/pods/a/2 /pods/ab/1 /pods/b/1 /pods/c/1 /pods/d/1" {

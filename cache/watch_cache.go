@@ -7,6 +7,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -57,6 +58,8 @@ type watchCache struct {
 
 	history *watchCacheHistory
 	store   *objectStore
+	// snapshots are the store's states at the revisions the history keeps, for lists at them.
+	snapshots *snapshotter
 
 	// onReplace runs under the lock at the end of every Replace.
 	onReplace func()
@@ -84,6 +87,7 @@ func newWatchCache(keyFunc func(runtime.Object) (string, error), getAttrs storag
 	w := &watchCache{
 		history:      newWatchCacheHistory(eventFreshDuration),
 		store:        newObjectStore(),
+		snapshots:    newSnapshotter(),
 		keyFunc:      keyFunc,
 		getAttrs:     getAttrs,
 		versioner:    versioner,
@@ -141,11 +145,16 @@ func (w *watchCache) processEvent(eventType watch.EventType, obj runtime.Object)
 	}
 	w.history.add(event)
 	w.resourceVersion = resourceVersion
+	if w.history.isFull() {
+		// A revision before the oldest event the history keeps can no longer be listed exactly.
+		w.snapshots.removeLess(w.history.at(w.history.startIndex).ResourceVersion)
+	}
 	if eventType == watch.Deleted {
 		w.store.remove(key)
 	} else {
 		w.store.put(elem)
 	}
+	w.snapshots.add(resourceVersion, w.store.snapshot())
 	w.cond.Broadcast()
 	w.Unlock()
 
@@ -200,6 +209,8 @@ func (w *watchCache) Replace(objs []runtime.Object, resourceVersion string) erro
 	defer w.Unlock()
 	w.history.reset()
 	w.store.replace(elems)
+	w.snapshots.reset()
+	w.snapshots.add(version, w.store.snapshot())
 	w.listResourceVersion = version
 	w.resourceVersion = version
 	if w.onReplace != nil {
@@ -224,11 +235,13 @@ func (w *watchCache) suggestedWatchChannelSize(indexExists, triggerUsed bool) in
 
 // waitUntilFreshLocked waits, with the read lock held, until the cache reaches resourceVersion; after
 // blockTimeout it fails with 504 TooLargeResourceVersion (Retry-After 1). While it waits, progress
-// notifications are requested so that an idle cache still moves forward.
+// notifications are requested so that an idle cache still moves forward. The request's context does
+// not shorten the wait, as upstream's never looks at it: a request whose deadline passes meanwhile
+// still ends with the 504 clients retry on, not with a 500.
 //
-// Mirrors watchCache.waitUntilFreshLocked. Unlike upstream, a cancelled ctx or a stopped cache also
-// end the wait.
-func (w *watchCache) waitUntilFreshLocked(ctx context.Context, resourceVersion uint64) error {
+// Mirrors watchCache.waitUntilFreshLocked. Unlike upstream, a stopped cache ends the wait (503), so
+// that Stop never waits for it.
+func (w *watchCache) waitUntilFreshLocked(resourceVersion uint64) error {
 	if resourceVersion == 0 || resourceVersion <= w.resourceVersion {
 		return nil
 	}
@@ -245,7 +258,6 @@ func (w *watchCache) waitUntilFreshLocked(ctx context.Context, resourceVersion u
 	w.helpers.start(func() {
 		select {
 		case <-timer.C():
-		case <-ctx.Done():
 		case <-w.stopCh:
 		case <-waitDone:
 			return
@@ -259,9 +271,6 @@ func (w *watchCache) waitUntilFreshLocked(ctx context.Context, resourceVersion u
 	for w.resourceVersion < resourceVersion {
 		if w.clock.Since(start) >= blockTimeout {
 			return storage.NewTooLargeResourceVersionError(resourceVersion, w.resourceVersion, resourceVersionTooHighRetrySeconds)
-		}
-		if err := ctx.Err(); err != nil {
-			return err
 		}
 		select {
 		case <-w.stopCh:
@@ -277,27 +286,156 @@ func (w *watchCache) waitUntilFreshLocked(ctx context.Context, resourceVersion u
 // cache's resourceVersion at the read.
 //
 // Mirrors watchCache.WaitUntilFreshAndGet.
-func (w *watchCache) waitUntilFreshAndGet(ctx context.Context, resourceVersion uint64, key string) (*element, bool, uint64, error) {
+func (w *watchCache) waitUntilFreshAndGet(resourceVersion uint64, key string) (*element, bool, uint64, error) {
 	w.RLock()
 	defer w.RUnlock()
-	if err := w.waitUntilFreshLocked(ctx, resourceVersion); err != nil {
+	if err := w.waitUntilFreshLocked(resourceVersion); err != nil {
 		return nil, false, 0, err
 	}
 	e, ok := w.store.get(key)
 	return e, ok, w.resourceVersion, nil
 }
 
-// waitUntilFreshAndList returns the elements under prefix (from continueKey on) once the cache has
-// reached resourceVersion, and the cache's resourceVersion at the read.
+// waitUntilFreshAndGetList returns what a list from the cache reads (key is a prefix when
+// opts.Recursive) and the resourceVersion the list has: the requested one for a list at an exact
+// revision, the cache's otherwise. The caller has decided that the cache answers it.
 //
-// Mirrors watchCache.waitAndListLatestRV.
-func (w *watchCache) waitUntilFreshAndList(ctx context.Context, resourceVersion uint64, prefix string) ([]*element, uint64, error) {
-	w.RLock()
-	defer w.RUnlock()
-	if err := w.waitUntilFreshLocked(ctx, resourceVersion); err != nil {
+// Mirrors watchCache.WaitUntilFreshAndGetList.
+func (w *watchCache) waitUntilFreshAndGetList(ctx context.Context, key string, opts storage.ListOptions) ([]*element, uint64, error) {
+	if opts.Recursive {
+		return w.waitUntilFreshAndList(ctx, key, opts)
+	}
+	var listRV uint64
+	var err error
+	if opts.ResourceVersionMatch == "" && opts.ResourceVersion == "" {
+		listRV, err = w.getCurrentRV(ctx)
+	} else {
+		listRV, err = w.versioner.ParseResourceVersion(opts.ResourceVersion)
+	}
+	if err != nil {
 		return nil, 0, err
 	}
-	return w.store.listPrefix(prefix, ""), w.resourceVersion, nil
+	e, exists, readRV, err := w.waitUntilFreshAndGet(listRV, key)
+	if err != nil || !exists {
+		return nil, readRV, err
+	}
+	return []*element{e}, readRV, nil
+}
+
+// waitUntilFreshAndList lists the prefix key: Exact lists, legacy exact lists (a resourceVersion with
+// a limit) and continue tokens at a revision from the snapshot of that revision, a continue token of
+// a consistent list (a negative revision) and a consistent list at etcd's current revision, the rest
+// at least at the requested revision.
+//
+// Mirrors watchCache.waitUntilFreshAndList, which follows delegator/interface.go ShouldDelegateList.
+func (w *watchCache) waitUntilFreshAndList(ctx context.Context, key string, opts storage.ListOptions) ([]*element, uint64, error) {
+	listRV, err := w.versioner.ParseResourceVersion(opts.ResourceVersion)
+	if err != nil {
+		return nil, 0, err
+	}
+	switch opts.ResourceVersionMatch {
+	case metav1.ResourceVersionMatchExact:
+		return w.waitAndListExactRV(key, "", listRV)
+	case metav1.ResourceVersionMatchNotOlderThan:
+	case "":
+		if opts.Predicate.Continue != "" {
+			continueKey, continueRV, err := storage.DecodeContinue(opts.Predicate.Continue, key)
+			if err != nil {
+				return nil, 0, apierrors.NewBadRequest(fmt.Sprintf("invalid continue token: %v", err))
+			}
+			if continueRV > 0 {
+				return w.waitAndListExactRV(key, continueKey, uint64(continueRV))
+			}
+			return w.waitAndListConsistent(ctx, key, continueKey)
+		}
+		if opts.Predicate.Limit > 0 && opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
+			return w.waitAndListExactRV(key, "", listRV)
+		}
+		if opts.ResourceVersion == "" {
+			return w.waitAndListConsistent(ctx, key, "")
+		}
+	}
+	return w.waitAndListLatestRV(listRV, key, "")
+}
+
+// waitAndListExactRV lists key from continueKey on in the snapshot of resourceVersion, once the cache
+// has reached it: 504 after blockTimeout if it does not, 410 if the snapshot is gone.
+//
+// Mirrors watchCache.waitAndListExactRV and waitAndGetExactSnapshot.
+func (w *watchCache) waitAndListExactRV(key, continueKey string, resourceVersion uint64) ([]*element, uint64, error) {
+	// The snapshot is taken under the read lock, so no event evicts it between the wait and the
+	// read; it is immutable, so the list is made without the lock.
+	w.RLock()
+	err := w.waitUntilFreshLocked(resourceVersion)
+	var snap *storeSnapshot
+	if err == nil {
+		snap, err = w.exactSnapshot(resourceVersion)
+	}
+	w.RUnlock()
+	if err != nil {
+		return nil, 0, err
+	}
+	return snap.listPrefix(key, continueKey), resourceVersion, nil
+}
+
+// exactSnapshot is the state at resourceVersion: the snapshot of the newest revision at or below it,
+// 410 if there is none.
+//
+// Mirrors WatchCacheStorage.GetExactSnapshotLocked.
+func (w *watchCache) exactSnapshot(resourceVersion uint64) (*storeSnapshot, error) {
+	snap, ok := w.snapshots.getLessOrEqual(resourceVersion)
+	if !ok {
+		return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d", resourceVersion))
+	}
+	return snap, nil
+}
+
+// waitAndListConsistent lists key from continueKey on at etcd's current revision.
+//
+// Mirrors watchCache.waitAndListConsistent.
+func (w *watchCache) waitAndListConsistent(ctx context.Context, key, continueKey string) ([]*element, uint64, error) {
+	resourceVersion, err := w.getCurrentRV(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	return w.waitAndListLatestRV(resourceVersion, key, continueKey)
+}
+
+// waitAndListLatestRV lists key from continueKey on once the cache has reached minResourceVersion,
+// at the cache's resourceVersion.
+//
+// Mirrors watchCache.waitAndListLatestRV.
+func (w *watchCache) waitAndListLatestRV(minResourceVersion uint64, key, continueKey string) ([]*element, uint64, error) {
+	w.RLock()
+	defer w.RUnlock()
+	if err := w.waitUntilFreshLocked(minResourceVersion); err != nil {
+		return nil, 0, err
+	}
+	return w.store.listPrefix(key, continueKey), w.resourceVersion, nil
+}
+
+// notFresh reports whether the cache has not reached resourceVersion yet.
+//
+// Mirrors watchCache.notFresh.
+func (w *watchCache) notFresh(resourceVersion uint64) bool {
+	w.RLock()
+	defer w.RUnlock()
+	return resourceVersion > w.resourceVersion
+}
+
+// canServeExactRV reports whether a snapshot at or below resourceVersion is kept.
+//
+// Mirrors WatchCacheStorage.CanServeExactRV.
+func (w *watchCache) canServeExactRV(resourceVersion uint64) bool {
+	_, ok := w.snapshots.getLessOrEqual(resourceVersion)
+	return ok
+}
+
+// compact drops the snapshots below a revision the storage compacted.
+//
+// Mirrors WatchCacheStorage.Compact.
+func (w *watchCache) compact(resourceVersion uint64) {
+	w.snapshots.removeLess(resourceVersion)
 }
 
 // getByKey returns the current element at key, for the suggestions passed to storage writes.

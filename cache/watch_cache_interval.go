@@ -117,7 +117,7 @@ func newElementsInterval(elems []*element, resourceVersion uint64) *watchCacheIn
 
 func (s *snapshotInterval) next() (*watchCacheEvent, error) {
 	if !s.loaded {
-		s.elems = s.snapshot.listPrefix(s.prefix)
+		s.elems = s.snapshot.listPrefix(s.prefix, "")
 		s.snapshot = nil
 		s.loaded = true
 	}

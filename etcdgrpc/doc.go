@@ -12,26 +12,33 @@
 //     Options.WithDefaults fills in what etcd would pick, so the store can be given the same member
 //     ID for its lease IDs.
 //
-// Invariants the package keeps:
+// Invariants the package keeps, each with the tests that check it:
 //
 //   - Behaviour is v3rpc's. Each handler converts the request field for field, calls the store and
 //     converts the answer back; validation and semantics live in the store, except the checks only
 //     RangeStream makes, which are v3rpc's checkRangeStreamRequest. Errors are etcd's own gRPC
 //     errors (rpctypes.ErrGRPC*), chosen by matching the store's sentinel errors with errors.Is, so
-//     clientv3 turns them into the rpctypes errors a real etcd produces.
+//     clientv3 turns them into the rpctypes errors a real etcd produces. (TestKVPutGetDelete,
+//     TestKVTxn, TestKVCompact, TestKVErrors, TestLease, TestToGRPCErrorFallbacks; interop's
+//     TestDifferentialEtcdVsListwatch and FuzzDifferential compare every answer with etcd's)
 //   - Headers. Every top-level response header carries cluster_id, member_id, raft_term and the
 //     revision (the store's, or the current one where the store gives none, as v3rpc's header.fill);
 //     member-list headers carry no revision, as etcd's. A RangeStream has one header, on its last
 //     chunk, with the member's identity and the stream's own revision, never the live one (v3rpc's
 //     fillWithoutRevision). Headers nested in txn responses are left as the store returns them.
 //     Watch headers carry the revision the store response reflects, so the compaction answer keeps
-//     revision 0.
+//     revision 0. (TestKVPutGetDelete, TestMemberListAndStatus, TestRangeStreamPinnedRevision,
+//     TestWatchProtocol, TestWatchCompacted, TestDefaultIDsAreEtcds)
 //   - Watch order. A watch stream's responses are sent in the order the store stream yields them, so
 //     no event for an ID precedes its created answer, no event follows its compaction answer (only
-//     the answer to a later cancel may), and nothing follows its cancel answer. A response is fragmented only if its create asked for it, and only as
-//     v3rpc's sendFragments splits: when it holds at least two events and encodes to at least
-//     MaxRequestBytes+512 KiB; every fragment but the last has fragment=true and holds at least one
-//     event.
+//     the answer to a later cancel may), and nothing follows its cancel answer. A response is
+//     fragmented only if its create asked for it, and only as v3rpc's sendFragments splits: when it
+//     holds at least two events and encodes to at least MaxRequestBytes+512 KiB; every fragment but
+//     the last has fragment=true and holds at least one event. (TestWatchProtocol,
+//     TestWatchHistoryPrevKVAndFilters, TestWatchCreatedNotifyAndLiveEvents,
+//     TestWatchCancelClosesChannel, TestWatchCompacted, TestWatchRequestProgress,
+//     TestWatchProgressNotify, TestWatchFragment, TestSendFragmentsMatchesUpstreamCuts,
+//     TestSendFragmentsStopsAtSendError)
 //   - RangeStream is etcd v3.7's EtcdServer.rangeStream over store.Range. The first chunk reads at
 //     most 10 keys at the requested revision, or at the current one, which then pins every later
 //     chunk; so the chunks merged are exactly a Range at that revision, whatever is written or
@@ -47,16 +54,28 @@
 //     order with any target, which each chunk then sorts by that target on its own, as upstream),
 //     and revision filters, are refused with codes.Unimplemented and upstream's messages, after
 //     the empty-key and sort-enum checks; every other error is the one Range gives for the same
-//     request. A canceled stream stops before its next chunk.
+//     request. A canceled stream stops before its next chunk. (TestRangeStreamMatchesRange,
+//     TestRangeStreamChunkSizes, TestRangeStreamPinnedRevision, TestRangeStreamConcurrentWrites,
+//     TestRangeStreamErrors, TestRangeStreamCompactedMidStream, TestRangeStreamCanceled)
 //   - Size limits. The server accepts messages up to MaxRequestBytes+512 KiB, like etcd, so a larger
-//     request fails in gRPC with ResourceExhausted; a smaller one over MaxRequestBytes fails in the
-//     store with "etcdserver: request is too large". Sends are unlimited.
+//     request fails in gRPC with ResourceExhausted; a smaller write over MaxRequestBytes fails in the
+//     store with "etcdserver: request is too large", while a Range or a txn of ranges only, which
+//     etcd serves without raft, is bound by the receive limit alone. Sends are unlimited.
+//     (TestKVRequestSizeLimit, TestKVReadOnlyTxnSizeLimit)
+//   - Keepalives. A keepalive of an expired lease is answered (TTL 0, v3rpc's "not found") only once
+//     the revocation has deleted the lease's keys, as etcd's lessor waits for it; one still waiting
+//     ends with its stream. (TestLeaseKeepAliveOfExpiredLease, TestLeaseKeepAliveStream)
+//   - Watch control. Created and canceled answers never wait behind a slow stream's events: the
+//     store stream keeps room for them apart, as v3rpc's control channel, and the receive loop goes
+//     on to the next request as soon as the answer is queued. (store's
+//     TestControlAnswersNotQueuedBehindFullChannel and TestWatchFromZeroOnFullStreamIsSynced)
 //   - No leaks. Each watch or lease-keepalive stream runs in its handler's goroutine plus, for a watch,
 //     one send goroutine that the handler stops and waits for; the store watch stream is closed before
 //     the handler returns. The server waits for handlers on Stop and GracefulStop, so once either
 //     returns no goroutine of this package is left. NewClient's close function closes the client, then
-//     stops the server and waits for it.
+//     stops the server and waits for it. (goleak in TestMain after every test;
+//     TestWatchClientDisconnect, TestWatchAfterClientHalfClose, TestRangeStreamCanceled)
 //
 // RPCs other than those above (Auth, member changes, alarms, snapshots, hashes, defragmentation,
-// downgrade, leader moves) answer codes.Unimplemented.
+// downgrade, leader moves) answer codes.Unimplemented (TestUnimplementedRPCs).
 package etcdgrpc

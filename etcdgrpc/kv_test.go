@@ -290,3 +290,29 @@ func TestKVRequestSizeLimit(t *testing.T) {
 		t.Errorf("revision %d, want 2: only the last put applies", st.Rev())
 	}
 }
+
+// TestKVReadOnlyTxnSizeLimit: etcd checks MaxRequestBytes only on what it proposes through raft
+// (etcdserver/v3_server.go processInternalRaftRequestOnce); a txn of compares and ranges is served
+// without raft (v3_server.go Txn), so only the gRPC receive limit bounds it.
+func TestKVReadOnlyTxnSizeLimit(t *testing.T) {
+	_, cli := newClient(t, store.Options{}, func(c *clientv3.Config) { c.MaxCallSendMsgSize = 8 << 20 })
+	ctx := testContext(t)
+	mustPut(t, cli, "a", "x")
+	big := strings.Repeat("y", store.DefaultMaxRequestBytes+1024)
+	isBig := clientv3.Compare(clientv3.Value("a"), "=", big)
+	r, err := cli.Txn(ctx).If(isBig).Then(clientv3.OpGet("a")).Else(clientv3.OpGet("a")).Commit()
+	if err != nil {
+		t.Fatalf("read-only txn over MaxRequestBytes: %v", err)
+	}
+	if r.Succeeded || len(r.Responses) != 1 || len(r.Responses[0].GetResponseRange().Kvs) != 1 {
+		t.Fatalf("read-only txn answer %v", r)
+	}
+	if _, err := cli.Txn(ctx).If(isBig).Then(clientv3.OpPut("b", "1")).Commit(); !errors.Is(err, rpctypes.ErrRequestTooLarge) {
+		t.Errorf("txn that may write, over MaxRequestBytes: %v, want %v", err, rpctypes.ErrRequestTooLarge)
+	}
+	huge := clientv3.Compare(clientv3.Value("a"), "=", strings.Repeat("y", 2<<20))
+	_, err = cli.Txn(ctx).If(huge).Then(clientv3.OpGet("a")).Commit()
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("read-only txn over the gRPC receive limit: %v, want ResourceExhausted", err)
+	}
+}

@@ -79,7 +79,9 @@ func (l *leaseServer) LeaseKeepAlive(stream pb.Lease_LeaseKeepAliveServer) error
 		// The header is taken before the renewal so that its revision is never above the one at
 		// which the renewal happened: a lease revoked at rev 3 must not look renewed at rev 4.
 		resp := &pb.LeaseKeepAliveResponse{ID: req.ID, Header: l.s.fill(&pb.ResponseHeader{})}
-		renewed, err := l.s.st.LeaseKeepAlive(req.ID)
+		// For an expired lease this waits until its revocation deleted its keys, as etcd's
+		// LeaseRenew does; the stream's end ends the wait.
+		renewed, err := l.s.st.LeaseKeepAlive(stream.Context(), req.ID)
 		switch {
 		case errors.Is(err, store.ErrLeaseNotFound):
 			resp.TTL = 0

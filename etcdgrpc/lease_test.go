@@ -1,7 +1,10 @@
 package etcdgrpc_test
 
 import (
+	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -163,4 +166,111 @@ func TestLeaseKeepAliveStream(t *testing.T) {
 	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("no keepalive answer")
 	}
+}
+
+// TestLeaseKeepAliveOfExpiredLease: the answer to a keepalive of an expired lease (TTL 0, v3rpc's
+// "not found") comes only once the revocation has deleted the lease's keys, since etcd's lessor
+// waits for it (lease/lessor.go Renew); a keepalive still waiting ends with its stream. The
+// revocation runs only once the keepalive has answered or is seen waiting for it, so that an
+// answer that does not wait is always caught with the keys still there.
+func TestLeaseKeepAliveOfExpiredLease(t *testing.T) {
+	clock := clocktesting.NewFakeClock(time.Unix(1e9, 0))
+	st, cli := newClient(t, store.Options{Clock: clock, ManualTick: true, LeaseCheckInterval: time.Hour})
+	ctx := testContext(t)
+	g, err := cli.Grant(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, cli, "k", "v", clientv3.WithLease(g.ID))
+	clock.Step(3 * time.Second) // expired; the first lease check is an hour away
+	st.Tick()
+	stream, err := pb.NewLeaseClient(cli.ActiveConnection()).LeaseKeepAlive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(g.ID)}); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		ttl  int64
+		keys int64
+		err  error
+	}
+	answers := make(chan answer, 1)
+	go func() {
+		r, err := stream.Recv()
+		if err != nil {
+			answers <- answer{err: err}
+			return
+		}
+		gr, err := cli.Get(ctx, "k", clientv3.WithCountOnly())
+		if err != nil {
+			answers <- answer{err: err}
+			return
+		}
+		answers <- answer{ttl: r.TTL, keys: gr.Count}
+	}()
+	var early *answer
+	testutil.WaitFor(t, "the keepalive answered or waiting for the revocation", func() bool {
+		select {
+		case a := <-answers:
+			early = &a
+			return true
+		default:
+			return keepAliveWaiting()
+		}
+	})
+	if early != nil {
+		t.Fatalf("keepalive of an expired lease answered before its revocation: TTL %d with %d of its keys left (%v)", early.ttl, early.keys, early.err)
+	}
+	clock.Step(time.Hour)
+	st.Tick()
+	select {
+	case a := <-answers:
+		if a.err != nil || a.ttl != 0 || a.keys != 0 {
+			t.Fatalf("keepalive of an expired lease: TTL %d with %d of its keys left (%v); want TTL 0 once they are gone", a.ttl, a.keys, a.err)
+		}
+	case <-time.After(testutil.WaitTimeout):
+		t.Fatal("no answer after the revocation")
+	}
+
+	// A keepalive that waits for a revocation ends when its stream does.
+	g2, err := cli.Grant(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Step(3 * time.Second)
+	sctx, cancel := context.WithCancel(ctx)
+	stream2, err := pb.NewLeaseClient(cli.ActiveConnection()).LeaseKeepAlive(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream2.Send(&pb.LeaseKeepAliveRequest{ID: int64(g2.ID)}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the second keepalive waiting for the revocation", keepAliveWaiting)
+	cancel()
+	if r, err := stream2.Recv(); err == nil {
+		t.Fatalf("answer %v though the lease was never revoked", r)
+	}
+}
+
+// keepAliveWaiting reports whether a goroutine is parked in store.LeaseKeepAlive's wait for a
+// revocation: the one place where that call selects.
+func keepAliveWaiting() bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, " [select") && strings.Contains(g, "store.(*Store).LeaseKeepAlive(") {
+			return true
+		}
+	}
+	return false
 }

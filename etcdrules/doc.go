@@ -38,7 +38,9 @@
 //   - Size. A write whose InternalRaftRequest would exceed MaxRequestBytes fails with
 //     ErrRequestTooLarge (etcdserver/v3_server.go processInternalRaftRequestOnce); the size is the
 //     protobuf size etcd marshals, with a 9-byte request ID (TestSizeIsTheProposalSize,
-//     TestSizeLimit).
+//     TestSizeLimit). A txn of ranges only, in both branches, is served without raft
+//     (etcdserver/v3_server.go Txn, txn/txn.go IsTxnReadonly) and has no size limit here; a nested
+//     txn makes it a write (TestTxnRules "read-only, large", "nested read is a write").
 //   - Leases. A grant with a TTL above MaxLeaseTTL fails with ErrLeaseTTLTooLarge
 //     (lease/lessor.go Grant; TestLeaseGrantRules).
 //   - Order. The first rule a request breaks, in etcd's order, gives its error: shape, then

@@ -79,7 +79,9 @@ func (r *DeleteRange[B]) Check(l Limits) error {
 }
 
 // Check returns the error etcd gives r before reading any state: v3rpc/key.go Txn runs
-// checkTxnRequest, then checkIntervals on each branch, then the proposal's size is checked.
+// checkTxnRequest, then checkIntervals on each branch, then the proposal's size is checked. A txn
+// of ranges only is no proposal: etcd serves it without raft (etcdserver/v3_server.go Txn), so only
+// gRPC's receive limit bounds its size.
 func (r *Txn[B]) Check(l Limits) error {
 	l = l.withDefaults()
 	if err := r.checkShape(l.MaxTxnOps); err != nil {
@@ -91,7 +93,23 @@ func (r *Txn[B]) Check(l Limits) error {
 	if _, _, err := checkIntervals(r.Failure); err != nil {
 		return err
 	}
+	if r.readOnly() {
+		return nil
+	}
 	return l.checkSize(raftRequest(fieldRaftTxn, r.body()))
+}
+
+// readOnly mirrors server/etcdserver/txn/txn.go IsTxnReadonly: ranges only, in both branches; a
+// nested txn counts as a write even if it holds ranges only.
+func (r *Txn[B]) readOnly() bool {
+	for _, ops := range [][]Op[B]{r.Success, r.Failure} {
+		for i := range ops {
+			if ops[i].Range == nil {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // CheckCompact returns the error etcd gives a compaction at rev before reading any state: only the

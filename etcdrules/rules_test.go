@@ -160,6 +160,10 @@ func TestTxnRules(t *testing.T) {
 		"nested delete, outer put": {Txn[string]{Success: []Op[string]{putOp("b"), txnOp([]Op[string]{delOp("a", "c")}, nil)}}, Limits{}, ErrDuplicateKey},
 		"outer delete, nested put": {Txn[string]{Success: []Op[string]{delOp("a", "c"), txnOp(nil, []Op[string]{putOp("b")})}}, Limits{}, ErrDuplicateKey},
 		"too large":                {Txn[string]{Success: []Op[string]{{Put: &Put[string]{Key: "a", Value: big}}, {Put: &Put[string]{Key: "b", Value: big}}}}, Limits{}, ErrRequestTooLarge},
+		"read-only, large":         {Txn[string]{Compare: []Compare[string]{{Key: "a", Target: CompareValue, Value: big + big}}, Success: []Op[string]{rangeOp("a")}, Failure: []Op[string]{rangeOp("b")}}, Limits{}, nil},
+		"large, no ops":            {Txn[string]{Compare: []Compare[string]{{Key: "a", Target: CompareValue, Value: big + big}}}, Limits{}, nil},
+		"nested read is a write":   {Txn[string]{Compare: []Compare[string]{{Key: "a", Target: CompareValue, Value: big + big}}, Success: []Op[string]{txnOp(ops(1), nil)}}, Limits{}, ErrRequestTooLarge},
+		"large, may write":         {Txn[string]{Compare: []Compare[string]{{Key: "a", Target: CompareValue, Value: big + big}}, Success: []Op[string]{rangeOp("a")}, Failure: []Op[string]{delOp("b", "")}}, Limits{}, ErrRequestTooLarge},
 		"shape before intervals":   {Txn[string]{Success: []Op[string]{putOp("a"), putOp("a"), {}}}, Limits{}, ErrKeyNotFound},
 		"intervals before size":    {Txn[string]{Success: []Op[string]{{Put: &Put[string]{Key: "a", Value: big}}, {Put: &Put[string]{Key: "a", Value: big}}}}, Limits{}, ErrDuplicateKey},
 	} {

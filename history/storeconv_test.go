@@ -1,6 +1,7 @@
 package history
 
 import (
+	"context"
 	"errors"
 
 	"github.com/listwatch/listwatch/store"
@@ -189,7 +190,7 @@ func applyToStore(st *store.Store, req *Request) (*Response, error) {
 		}
 		return &Response{Revision: r.Header.Revision}, nil
 	case req.LeaseKeepAlive != nil:
-		r, err := st.LeaseKeepAlive(req.LeaseKeepAlive.ID)
+		r, err := st.LeaseKeepAlive(context.Background(), req.LeaseKeepAlive.ID)
 		if err != nil {
 			return nil, err
 		}

@@ -111,8 +111,10 @@ func Secrets() Resource {
 	}
 }
 
-// Pods is core/v1 pods with the pod field labels (pkg/registry/core/pod ToSelectableFields) and
-// the status subresource. Deletion is graceful as upstream: a pod bound to a node
+// Pods is core/v1 pods with the pod field labels (pkg/registry/core/pod ToSelectableFields), the
+// status subresource and the watch cache's spec.nodeName trigger (pkg/registry/core/pod/storage
+// storage.go TriggerFunc, strategy.go NodeNameTriggerFunc and MatchPod's IndexFields), so that a
+// kubelet's watch is offered only its node's pods. Deletion is graceful as upstream: a pod bound to a node
 // (spec.nodeName) that has not finished is only marked, with the grace period of the request or
 // of spec.terminationGracePeriodSeconds (30 s when unset), until a delete with gracePeriodSeconds=0
 // removes it, as a kubelet would; an unbound or finished pod is deleted at once.
@@ -126,6 +128,7 @@ func Pods() Resource {
 			selectable("spec.serviceAccountName"), selectable("spec.hostNetwork"), selectable("status.phase"),
 			selectable("status.podIP"), selectable("status.nominatedNodeName"),
 		},
+		TriggerField: "spec.nodeName",
 		strategy: &strategy{
 			prepareForCreate: func(obj map[string]any) {
 				obj["status"] = map[string]any{"phase": "Pending"}

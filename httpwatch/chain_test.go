@@ -20,6 +20,7 @@ func startChain(cfg httpwatch.TestChainConfig) (*httpwatch.TestChain, error) {
 	c, err := chain.New(ctx, chain.Config{
 		Resources:         cfg.Resources,
 		DisableWatchCache: !cfg.Cached,
+		CacheClock:        cfg.CacheClock,
 		API:               cfg.API,
 		Logger:            testutil.DiscardLogger(),
 		WrapServed:        cfg.Wrap,

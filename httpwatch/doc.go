@@ -27,7 +27,10 @@
 //     DefaultResources is what `listwatch serve` serves. CRDResource and CRDResources make the
 //     resource of a CustomResourceDefinition given as YAML, JSON or a Go value (ErrInvalidCRD for
 //     anything else). Resource.StorageConfig configures its etcd3 storage (etcd3.New) and
-//     Resource.CacheConfig a watch cache over it (cache.New).
+//     Resource.CacheConfig a watch cache over it (cache.New). Pods are served as the kube-apiserver
+//     serves them: the watch cache's trigger is spec.nodeName and every pod list and watch names it
+//     in the predicate's IndexFields (as the pod registry's MatchPod), so a kubelet's watch
+//     (fieldSelector spec.nodeName=X) is offered only X's pods (TestPodsIndexedByNodeName).
 //   - Each ServedResource names its storage, a storage.Interface: the etcd3 storage (*etcd3.Store) or
 //     the watch cache over it (*cache.Cacher). The handlers use Get, GetList, Watch, Create,
 //     GuaranteedUpdate, Delete and Versioner, and map the storage errors to API errors as
@@ -62,6 +65,15 @@
 //     the resource's field labels (400), and a path name as a metadata.name selector (400 if the
 //     explicit selector disagrees). A namespace or name the field selector pins narrows the storage key.
 //     TestWatchListDefaulting, TestListOptionsValidation, TestWatchRouting and TestList check it.
+//   - The storage's context carries the request's scope (storage.WithRequestScope), as the
+//     apiserver's request context does: the path's namespace, else the one the field selector pins
+//     (registry.Store.WatchPredicate), and the metadata.name the field selector pins when it is a path
+//     segment (request/requestinfo.go). The watch cache indexes a watcher by it
+//     (TestWatchRequestScope).
+//   - Lists over the watch cache answer as upstream's with ListFromCacheSnapshot: a list at an exact
+//     resourceVersion (Exact, or with a limit) and its continue pages hold the state at that
+//     revision; one at a revision beyond etcd's is, after the cache's 3 s, a 504 Timeout "Too large
+//     resource version" with Retry-After 1 (TestListExactFromWatchCache).
 //   - Content negotiation is the apiserver's: a built-in kind speaks JSON, YAML and protobuf
 //     (application/vnd.kubernetes.protobuf, watches as length-prefixed WatchEvents with
 //     ;stream=watch), a custom resource JSON and YAML; the Accept header's first acceptable clause

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/listwatch/listwatch/httpwatch/watchclient"
@@ -42,8 +43,10 @@ func Gadgets() Resource {
 type TestChainConfig struct {
 	Resources []Resource
 	Cached    bool
-	Wrap      func(Resource, storage.Interface) storage.Interface
-	API       Config
+	// CacheClock drives the watch caches; nil is the real clock.
+	CacheClock clock.Clock
+	Wrap       func(Resource, storage.Interface) storage.Interface
+	API        Config
 }
 
 // TestChain is a started chain: its store, its HTTP API and where it is served. Close stops it all.
@@ -67,7 +70,9 @@ type env struct {
 	api      *Server
 	url      string
 	clock    *testingclock.FakeClock
-	client   *http.Client
+	// cacheClock drives the watch caches of newCachedEnvOnFakeClock; nil otherwise.
+	cacheClock *testingclock.FakeClock
+	client     *http.Client
 }
 
 type envOption func(*Config)
@@ -78,23 +83,34 @@ var overWatchCache = false
 
 // newEnv serves DefaultResources, Gizmos and Gadgets, each over its own *etcd3.Store wrapped in a
 // spyStorage, with a fake clock and a jitter of 0.5.
-func newEnv(t *testing.T, opts ...envOption) *env { return newEnvWith(t, overWatchCache, opts...) }
+func newEnv(t *testing.T, opts ...envOption) *env { return newEnvWith(t, overWatchCache, nil, opts...) }
 
 // newCachedEnv is newEnv with a watch cache over each storage, as `listwatch serve` runs.
-func newCachedEnv(t *testing.T, opts ...envOption) *env { return newEnvWith(t, true, opts...) }
+func newCachedEnv(t *testing.T, opts ...envOption) *env { return newEnvWith(t, true, nil, opts...) }
 
-func newEnvWith(t *testing.T, cached bool, opts ...envOption) *env {
+// newCachedEnvOnFakeClock is newCachedEnv with the watch caches on a fake clock of their own
+// (e.cacheClock): their freshness waits and progress requests move only when the test steps it.
+func newCachedEnvOnFakeClock(t *testing.T, opts ...envOption) *env {
+	return newEnvWith(t, true, testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), opts...)
+}
+
+func newEnvWith(t *testing.T, cached bool, cacheClock *testingclock.FakeClock, opts ...envOption) *env {
 	t.Helper()
-	e := &env{t: t, storages: map[string]storage.Interface{}, spies: map[string]*spyStorage{}}
+	e := &env{t: t, storages: map[string]storage.Interface{}, spies: map[string]*spyStorage{}, cacheClock: cacheClock}
 	e.clock = testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	cfg := Config{Clock: e.clock, Jitter: func() float64 { return 0.5 }, Logger: testutil.DiscardLogger()}
 	for _, o := range opts {
 		o(&cfg)
 	}
+	var cc clock.Clock
+	if cacheClock != nil {
+		cc = cacheClock
+	}
 	c, err := StartChain(TestChainConfig{
-		Resources: append(DefaultResources(), Gizmos(), Gadgets()),
-		Cached:    cached,
-		API:       cfg,
+		Resources:  append(DefaultResources(), Gizmos(), Gadgets()),
+		Cached:     cached,
+		CacheClock: cc,
+		API:        cfg,
 		Wrap: func(r Resource, s storage.Interface) storage.Interface {
 			spy := &spyStorage{Interface: s}
 			e.storages[r.Resource] = spy

@@ -9,8 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/listwatch/listwatch/internal/testutil"
 )
 
 func items(t *testing.T, l map[string]any) []map[string]any {
@@ -178,5 +181,67 @@ func TestListCompression(t *testing.T) {
 	plain.Body.Close()
 	if plain.Header.Get("Content-Encoding") != "" || plain.StatusCode != http.StatusOK {
 		t.Errorf("identity client got %q", plain.Header.Get("Content-Encoding"))
+	}
+}
+
+// doStepping sends a request whose answer may wait on the watch caches' fake clock, stepping it by
+// 10 ms until the answer comes.
+func (e *env) doStepping(method, path string) response {
+	e.t.Helper()
+	done := make(chan response, 1)
+	go func() { done <- e.do(method, path, "") }()
+	var r response
+	p := testutil.Poller{Step: func() { e.cacheClock.Step(10 * time.Millisecond) }}
+	p.WaitFor(e.t, method+" "+path, func() bool {
+		select {
+		case r = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	return r
+}
+
+// TestListExactFromWatchCache: over the watch cache, a list at an exact resourceVersion (Exact, or a
+// resourceVersion with a limit, and the next page of its continue token) is the state at that
+// revision with it as the list's resourceVersion, answered from the cache's snapshot; one at a
+// revision beyond etcd's waits 3 s of the cache's clock, then is 504 Timeout "Too large resource
+// version" with Retry-After 1, the cache's revision and the ResourceVersionTooLarge cause
+// (watch_cache.go waitAndListExactRV and waitUntilFreshLocked, written as responsewriters does).
+func TestListExactFromWatchCache(t *testing.T) {
+	e := newCachedEnvOnFakeClock(t)
+	e.mustCreate(cmPath, cmJSON("", "a", ""))
+	e.mustCreate(cmPath, cmJSON("", "b", ""))
+	rv := e.st.Rev()
+	e.mustCreate(cmPath, cmJSON("", "c", ""))
+	e.do("DELETE", cmPath+"/a", "")
+	at := strconv.FormatInt(rv, 10)
+	for _, q := range []string{"?resourceVersionMatch=Exact&resourceVersion=" + at, "?limit=5&resourceVersion=" + at} {
+		l := e.doStepping("GET", cmPath+q).list(t)
+		if got := l["metadata"].(map[string]any)["resourceVersion"]; got != at || itemNames(t, l) != "a,b" {
+			t.Errorf("%s: %s at %v", q, itemNames(t, l), got)
+		}
+	}
+	l := e.doStepping("GET", cmPath+"?limit=1&resourceVersionMatch=Exact&resourceVersion="+at).list(t)
+	token, _ := l["metadata"].(map[string]any)["continue"].(string)
+	if itemNames(t, l) != "a" || token == "" {
+		t.Fatalf("first page at %s: %s continue %q", at, itemNames(t, l), token)
+	}
+	l = e.doStepping("GET", cmPath+"?limit=1&continue="+url.QueryEscape(token)).list(t)
+	if got := l["metadata"].(map[string]any)["resourceVersion"]; got != at || itemNames(t, l) != "b" {
+		t.Errorf("second page: %s at %v", itemNames(t, l), got)
+	}
+
+	future := e.st.Rev() + 5
+	r := e.doStepping("GET", cmPath+"?resourceVersionMatch=Exact&resourceVersion="+strconv.FormatInt(future, 10))
+	wantStatus(t, r, http.StatusGatewayTimeout, metav1.StatusReasonTimeout,
+		fmt.Sprintf("Timeout: Too large resource version: %d, current: %d", future, e.st.Rev()))
+	if got := r.header.Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After %q, want 1", got)
+	}
+	if s := r.status(t); s.Details == nil || s.Details.RetryAfterSeconds != 1 || len(s.Details.Causes) != 1 ||
+		s.Details.Causes[0].Type != metav1.CauseTypeResourceVersionTooLarge {
+		t.Errorf("Status details %+v", s.Details)
 	}
 }

@@ -80,7 +80,31 @@ func (h *resourceHandler) predicate(opts *metainternalversion.ListOptions) stora
 	if opts.FieldSelector != nil {
 		field = opts.FieldSelector
 	}
-	return storage.Predicate{Label: label, Field: field, GetAttrs: h.res.GetAttrs}
+	p := storage.Predicate{Label: label, Field: field, GetAttrs: h.res.GetAttrs}
+	if h.res.TriggerField != "" {
+		// As the pod registry's MatchPod names spec.nodeName: the watch cache may index by it.
+		p.IndexFields = []string{h.res.TriggerField}
+	}
+	return p
+}
+
+// requestScope puts the request's namespace and name on ctx, as the apiserver's request context
+// carries them to the storage: the path's namespace, else the one the field selector pins
+// (registry.Store.WatchPredicate and ListPredicate), and the name the field selector pins when it is
+// a path segment (request/requestinfo.go; a /watch/.../<name> path is such a selector by now).
+func (h *resourceHandler) requestScope(ctx context.Context, namespace string, pred *storage.Predicate) context.Context {
+	scope := storage.RequestScope{Namespace: namespace}
+	if scope.Namespace == "" && h.res.Namespaced {
+		if ns, ok := pred.MatchesSingleNamespace(); ok && len(apivalidation.ValidateNamespaceName(ns, false)) == 0 {
+			scope.Namespace = ns
+		}
+	}
+	if pred.Field != nil {
+		if name, ok := pred.Field.RequiresExactMatch("metadata.name"); ok && len(content.IsPathSegmentName(name)) == 0 {
+			scope.Name = name
+		}
+	}
+	return storage.WithRequestScope(ctx, scope)
 }
 
 // scope returns the key to read: a namespace named only by the field selector narrows a cluster-wide
@@ -108,7 +132,7 @@ func (h *resourceHandler) list(ctx context.Context, namespace string, opts *meta
 	pred.Continue = opts.Continue
 	key, recursive := h.scope(namespace, &pred)
 	list := h.newList()
-	err := h.storage.GetList(ctx, key, storage.ListOptions{
+	err := h.storage.GetList(h.requestScope(ctx, namespace, &pred), key, storage.ListOptions{
 		ResourceVersion:      opts.ResourceVersion,
 		ResourceVersionMatch: opts.ResourceVersionMatch,
 		Predicate:            pred,
@@ -142,7 +166,7 @@ func (h *resourceHandler) watch(ctx context.Context, namespace string, opts *met
 	pred := h.predicate(opts)
 	pred.AllowWatchBookmarks = opts.AllowWatchBookmarks
 	key, recursive := h.scope(namespace, &pred)
-	return h.storage.Watch(ctx, key, storage.ListOptions{
+	return h.storage.Watch(h.requestScope(ctx, namespace, &pred), key, storage.ListOptions{
 		ResourceVersion:   opts.ResourceVersion,
 		Predicate:         pred,
 		Recursive:         recursive,

@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
@@ -365,4 +367,50 @@ func TestGet(t *testing.T) {
 		checkStatus(t, c.name, r, c.code, c.reason, c.message)
 	}
 	e.unchanged(rev, "gets")
+}
+
+// TestPodsIndexedByNodeName: pods are served as the kube-apiserver serves them
+// (k8s.io/kubernetes pkg/registry/core/pod/storage/storage.go and strategy.go): the watch cache's
+// trigger is spec.nodeName (NodeNameTriggerFunc), and the predicate of every pod list and watch
+// names it in IndexFields (MatchPod), so a kubelet's watch (fieldSelector spec.nodeName=X) is
+// indexed by its node and offered only that node's pods, with the channel size of a trigger watcher.
+// Other resources have neither. Failure mode: pods without the trigger, whose kubelet watches are
+// offered every pod of the cluster.
+func TestPodsIndexedByNodeName(t *testing.T) {
+	if got := Pods().TriggerField; got != "spec.nodeName" {
+		t.Fatalf("Pods().TriggerField = %q, want spec.nodeName", got)
+	}
+	cfg := Pods().CacheConfig(nil)
+	fn, ok := cfg.IndexerFuncs["spec.nodeName"]
+	if !ok || len(cfg.IndexerFuncs) != 1 {
+		t.Fatalf("pods' cache indexers: %v", cfg.IndexerFuncs)
+	}
+	pod := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "p", "namespace": "default"}, "spec": map[string]any{"nodeName": "n1"}}}
+	if got := fn(pod); got != "n1" {
+		t.Errorf("trigger value of a pod on n1: %q", got)
+	}
+	if got := ConfigMaps().CacheConfig(nil).IndexerFuncs; got != nil {
+		t.Errorf("configmaps' cache indexers: %v", got)
+	}
+
+	e := newEnv(t)
+	rv := "&resourceVersion=" + strconv.FormatInt(e.st.Rev(), 10)
+	w := e.watch("/api/v1/pods?watch=true&fieldSelector=spec.nodeName%3Dn1" + rv)
+	if got := e.spies["pods"].nthWatch(t, 1).opts.Predicate.IndexFields; !slices.Equal(got, []string{"spec.nodeName"}) {
+		t.Errorf("IndexFields of a kubelet's pod watch: %v", got)
+	}
+	w.close()
+	e.do("GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dn1", "")
+	e.spies["pods"].mu.Lock()
+	listed := e.spies["pods"].lastList.Predicate.IndexFields
+	e.spies["pods"].mu.Unlock()
+	if !slices.Equal(listed, []string{"spec.nodeName"}) {
+		t.Errorf("IndexFields of a pod list: %v", listed)
+	}
+	w = e.watch(cmPath + "?watch=true" + rv)
+	if got := e.spies["configmaps"].nthWatch(t, 1).opts.Predicate.IndexFields; got != nil {
+		t.Errorf("IndexFields of a configmap watch: %v", got)
+	}
+	w.close()
 }

@@ -63,7 +63,8 @@ type Resource struct {
 	// /registry/<resource>/<namespace>/<name>.
 	KeyPrefix string
 	// TriggerField is a selectable field the watch cache indexes watchers by, as pods are indexed by
-	// spec.nodeName; "" for none.
+	// spec.nodeName; "" for none. Every list and watch predicate of the resource names it in
+	// IndexFields.
 	TriggerField string
 	// Categories are shown in discovery; `kubectl get all` gets the resources in "all".
 	Categories []string

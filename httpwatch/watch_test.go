@@ -218,6 +218,41 @@ func TestWatchRouting(t *testing.T) {
 	}
 }
 
+// TestWatchRequestScope: the storage watch is made on a context carrying the request's scope, as the
+// apiserver's request context does: the path's namespace, else the namespace the field selector pins
+// (registry.Store.WatchPredicate), and the name of the path or of the field selector when it is a
+// path segment (request/requestinfo.go). The watch cache indexes the watcher by it. Failure mode: a
+// context without the scope, where the cache registers a watch of one namespace cluster-wide.
+func TestWatchRequestScope(t *testing.T) {
+	e := newEnv(t)
+	rv := "&resourceVersion=" + strconv.FormatInt(e.st.Rev(), 10)
+	opened := map[string]int{}
+	for _, tc := range []struct {
+		resource, path string
+		want           storage.RequestScope
+	}{
+		{"configmaps", cmPath + "?watch=true", storage.RequestScope{Namespace: "default"}},
+		{"configmaps", "/api/v1/configmaps?watch=true", storage.RequestScope{}},
+		{"configmaps", "/api/v1/watch/namespaces/default/configmaps/only?", storage.RequestScope{Namespace: "default", Name: "only"}},
+		{"configmaps", cmPath + "?watch=true&fieldSelector=metadata.name%3Dx", storage.RequestScope{Namespace: "default", Name: "x"}},
+		{"configmaps", "/api/v1/configmaps?watch=true&fieldSelector=metadata.namespace%3Dkube-system", storage.RequestScope{Namespace: "kube-system"}},
+		{"configmaps", "/api/v1/configmaps?watch=true&fieldSelector=metadata.name%3Dx", storage.RequestScope{Name: "x"}},
+		{"configmaps", cmPath + "?watch=true&fieldSelector=metadata.namespace%3Dother", storage.RequestScope{Namespace: "default"}},
+		// A name that is not a path segment is not the request's name.
+		{"configmaps", "/api/v1/configmaps?watch=true&fieldSelector=metadata.name%3Da%2Fb", storage.RequestScope{}},
+		{"pods", "/api/v1/pods?watch=true&fieldSelector=spec.nodeName%3Dn1", storage.RequestScope{}},
+		{"gizmos", "/apis/example.com/v1/gizmos?watch=true&fieldSelector=metadata.name%3Dg", storage.RequestScope{Name: "g"}},
+	} {
+		w := e.watch(tc.path + rv)
+		opened[tc.resource]++
+		sw := e.spies[tc.resource].nthWatch(t, opened[tc.resource])
+		if got := storage.RequestScopeFrom(sw.ctx); got != tc.want {
+			t.Errorf("%s: the storage watch's context has scope %+v, want %+v", tc.path, got, tc.want)
+		}
+		w.close()
+	}
+}
+
 func TestWatchTimeoutFunction(t *testing.T) {
 	ptr := func(v int64) *int64 { return &v }
 	min := 1800 * time.Second

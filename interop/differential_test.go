@@ -3,6 +3,7 @@ package interop
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/interop/internal/etcdtest"
+	"github.com/listwatch/listwatch/interop/internal/seeds"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -31,11 +33,71 @@ func startEtcd(t testing.TB, name string) *side {
 	return newSide(name, cli)
 }
 
-func seeds(defaults ...uint64) []uint64 {
+func flagSeeds(defaults ...uint64) []uint64 {
 	if *flagSeed != 0 {
 		return []uint64{*flagSeed}
 	}
 	return defaults
+}
+
+// seedsEnv chooses the seeds of TestDifferentialEtcdVsListwatch for a long run: seeds and ranges
+// of seeds separated by commas, such as "1-500" or "3,7,100-120". -interop.seed overrides it.
+const seedsEnv = "LISTWATCH_INTEROP_SEEDS"
+
+// differentialSeeds returns -interop.seed, else the seeds seedsEnv lists, else the defaults.
+func differentialSeeds(t *testing.T, defaults ...uint64) []uint64 {
+	if v := os.Getenv(seedsEnv); *flagSeed == 0 && v != "" {
+		list, err := seeds.Parse(v)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", seedsEnv, v, err)
+		}
+		return list
+	}
+	return flagSeeds(defaults...)
+}
+
+// TestDefuseIgnoreAfterFromKeyDelete: a put with ignore_value or ignore_lease after a delete from a
+// key at or below its own, in the same txn (nested ones included), loses the flags; others keep them.
+func TestDefuseIgnoreAfterFromKeyDelete(t *testing.T) {
+	ignore := func(k string) opSpec { return opSpec{Put: &putSpec{Key: k, IgnoreValue: true, IgnoreLease: true}} }
+	t1 := &txnSpec{
+		Then: []opSpec{ignore("a"), {Del: &delSpec{Sel: keySel{Key: "b", Mode: selFromKey}}}, ignore("a/1"), ignore("c"),
+			{Txn: &txnSpec{Else: []opSpec{ignore("z")}}}},
+		Else: []opSpec{ignore("c"), {Del: &delSpec{Sel: keySel{Key: "b", Mode: selPrefix}}}, ignore("b/1")},
+	}
+	defuseIgnoreAfterFromKeyDelete(t1)
+	flags := func(op opSpec) bool { return op.Put.IgnoreValue || op.Put.IgnoreLease }
+	got := []bool{flags(t1.Then[0]), flags(t1.Then[2]), flags(t1.Then[3]), flags(t1.Then[4].Txn.Else[0]), flags(t1.Else[0]), flags(t1.Else[2])}
+	want := []bool{true, true, false, false, true, true}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("ignore flags kept: %v, want %v", got, want)
+	}
+}
+
+// TestRecreatesAKey: a txn may re-create a key when a put follows a delete from a key at or below
+// it in the same branch (nested txns included); a put before the delete, or above no delete's key,
+// does not.
+func TestRecreatesAKey(t *testing.T) {
+	put := func(k string) opSpec { return opSpec{Put: &putSpec{Key: k}} }
+	from := func(k string) opSpec { return opSpec{Del: &delSpec{Sel: keySel{Key: k, Mode: selFromKey}}} }
+	prefix := func(k string) opSpec { return opSpec{Del: &delSpec{Sel: keySel{Key: k, Mode: selPrefix}}} }
+	for _, c := range []struct {
+		name string
+		t    txnSpec
+		want bool
+	}{
+		{"delete from the key, then put", txnSpec{Then: []opSpec{from("b"), put("b")}}, true},
+		{"delete from below, then put", txnSpec{Else: []opSpec{from("a"), put("b")}}, true},
+		{"put, then delete from the key", txnSpec{Then: []opSpec{put("b"), from("b")}}, false},
+		{"delete from above, then put", txnSpec{Then: []opSpec{from("c"), put("b")}}, false},
+		{"prefix delete, then put", txnSpec{Then: []opSpec{prefix("b"), put("c")}}, false},
+		{"the delete in one branch, the put in the other", txnSpec{Then: []opSpec{from("a")}, Else: []opSpec{put("b")}}, false},
+		{"put in a nested txn", txnSpec{Then: []opSpec{from("a"), {Txn: &txnSpec{Else: []opSpec{put("b")}}}}}, true},
+	} {
+		if got := recreatesAKey(&c.t); got != c.want {
+			t.Errorf("%s: recreatesAKey = %v, want %v", c.name, got, c.want)
+		}
+	}
 }
 
 func opsPerSeed(def int) int {
@@ -59,26 +121,37 @@ func runDifferential(t *testing.T, ops int, seedList []uint64, newSides func(t *
 // scenarios it also runs the heavier once-per-seed scenarios (lease expiry, a write burst past one
 // catch-up batch, values over the fragmentation threshold).
 func runSeed(t testing.TB, rep reporter, seed uint64, ops int, ref, other *side, excluded map[string]string, scenarios bool) *runner {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	r := newRunner(rep, ctx, seed, ref, other, excluded)
+	r := newSeedRunner(rep, seed, ref, other, excluded)
 	r.scenarios = scenarios
+	runWorkload(t, r, ops)
+	return r
+}
+
+// workloadTimeout bounds one run of the workload.
+const workloadTimeout = 5 * time.Minute
+
+// runWorkload runs r for at most ops operations (fewer if r.more ends the run first), drains and
+// compares everything, logs r's summary and stops every watch. The seeded runs and
+// FuzzDifferential both run through it.
+func runWorkload(t testing.TB, r *runner, ops int) {
+	ctx, cancel := context.WithTimeout(context.Background(), workloadTimeout)
+	defer cancel()
+	r.ctx = ctx
 	start := time.Now()
 	r.run(ops)
 	t.Logf("%s in %v", r.summary(), time.Since(start).Round(time.Millisecond))
-	for _, s := range []*side{ref, other} {
+	for _, s := range r.sides {
 		if err := s.stopWatches(); err != nil {
 			t.Error(err)
 		}
 	}
-	return r
 }
 
 // TestHarnessEtcdVsEtcd runs the workload against two embedded etcds. They must agree on
 // everything the comparison looks at: this shows the harness compares only what is deterministic,
 // so that a difference against listwatch is listwatch's.
 func TestHarnessEtcdVsEtcd(t *testing.T) {
-	runDifferential(t, opsPerSeed(250), seeds(7), func(t *testing.T) (*side, *side) {
+	runDifferential(t, opsPerSeed(250), flagSeeds(7), func(t *testing.T) (*side, *side) {
 		return startEtcd(t, "etcd"), startEtcd(t, "etcd2")
 	}, nil)
 }
@@ -190,10 +263,14 @@ func startListwatch(t testing.TB, name string) *side {
 // and the run logs it. Empty: the default seeds find no difference.
 var knownDifferences = map[string]string{}
 
+// etcdVsListwatch starts the two sides of the differential test and of FuzzDifferential: a fresh
+// embedded etcd, the reference, and a fresh listwatch.
+func etcdVsListwatch(t *testing.T) (ref, other *side) {
+	return startEtcd(t, "etcd"), startListwatch(t, "listwatch")
+}
+
 // TestDifferentialEtcdVsListwatch runs the workload against an embedded etcd and against listwatch
 // and requires every answer and every watch stream to be equal.
 func TestDifferentialEtcdVsListwatch(t *testing.T) {
-	runDifferential(t, opsPerSeed(500), seeds(1, 2, 3, 4), func(t *testing.T) (*side, *side) {
-		return startEtcd(t, "etcd"), startListwatch(t, "listwatch")
-	}, knownDifferences)
+	runDifferential(t, opsPerSeed(500), differentialSeeds(t, 1, 2, 3, 4), etcdVsListwatch, knownDifferences)
 }

@@ -5,10 +5,7 @@
 // apiserver's dependencies never enter the root module. The package has no API: everything is in
 // its tests, in internal/etcdtest, which starts the embedded etcd, and in internal/kubeapiserver,
 // which runs a real apiextensions-apiserver in process over either etcd (each has its own doc and
-// tests). Packages apiserverconf (k8s.io/apiserver's storage conformance functions), clientgo
-// (the client-go stack against listwatch's HTTP API) and goapi (controller-runtime, a protobuf
-// clientset and kubectl against the Go test API, package listwatchtest, and against a real cluster
-// named by LISTWATCH_KUBECONFIG) are beside it.
+// tests). The packages beside it are listed at the end.
 //
 // # What the tests hold
 //
@@ -18,12 +15,17 @@
 //     field, after removing only what identifies a member (cluster and member IDs, raft term) and
 //     mapping lease IDs, which each server picks, to the workload's names for them; the full list,
 //     and what of a watch stream is compared, is documented at cmpOptions and watchOutcome.
+//   - The fuzzer's operations. FuzzDifferential runs the same workload with the fuzzer's bytes as
+//     its random source, so they choose every operation and argument, and holds the two sides to
+//     the same comparisons; its corpus (testdata/fuzz/FuzzDifferential, with the inputs that found
+//     differences) is replayed by `go test`.
 //   - Same requests. Both sides get the same requests in the same order, one at a time; the
 //     workload steers by the reference side's answers only (workload_test.go).
 //   - Nothing timing-dependent is compared: see the comment at the top of workload_test.go. The
 //     same workload against two embedded etcds finds no difference (TestHarnessEtcdVsEtcd), and an
 //     injected one is reported: an extra write, a dropped clientv3 or raw watch event
-//     (TestHarnessCatchesDifferences).
+//     (TestHarnessCatchesDifferences). Compactions wait for etcd's background compaction to finish
+//     (physical), so a watch from the compact revision reads the same history on both sides.
 //   - What timing decides (how events are batched, how many progress notifications come) is checked
 //     on each side alone for the promises etcd keeps whatever the timing (etcd's
 //     tests/robustness/validate/watch.go: ordered, unique, atomic, bookmarkable, no event below the
@@ -55,7 +57,43 @@
 // Performance against the same upstream code, side by side in one process, is in the sidebyside
 // package (`make bench` prints its table).
 //
-// Running it: `go test -race ./...` runs the default seeds; -interop.seed=N runs one seed and
-// -interop.ops=N sets the operations per seed. The benchmark is
-// `go test -run '^$' -bench PutWatchFanout -benchtime=3000x`.
+// Running it: `go test -race ./...` runs the default seeds and replays FuzzDifferential's seed
+// corpus; -interop.seed=N runs one seed and -interop.ops=N sets the operations per seed. A long run
+// of TestDifferentialEtcdVsListwatch takes its seeds from the environment: LISTWATCH_INTEROP_SEEDS
+// lists seeds and inclusive ranges, separated by commas (1-500, or 3,7,100-120), for example
+//
+//	LISTWATCH_INTEROP_SEEDS=1-500 go test -run TestDifferentialEtcdVsListwatch -timeout 24h ./
+//
+// Each seed runs as a subtest on a fresh pair of servers, so a failing seed is named and rerun
+// alone with -interop.seed. Fuzzing explores beyond the corpus, one input at a time on a fresh pair:
+//
+//	go test -run '^$' -fuzz '^FuzzDifferential$' -parallel 1 -fuzzminimizetime 10x ./
+//
+// (minimizing a new input is capped at 10 runs: each run starts an etcd, and the coverage of its
+// goroutines varies from run to run, so the default minute of minimizing would take most of the
+// time). The benchmark is `go test -run '^$' -bench PutWatchFanout -benchtime=3000x`.
+//
+// The other packages of the module hold listwatch to upstream at the higher stages:
+//
+//   - apiserverconf: k8s.io/apiserver's storage conformance functions against upstream's etcd3
+//     storage on embedded etcd and on listwatch, and against upstream's Cacher and listwatch's
+//     cache (the functions upstream's cacher_test.go runs).
+//   - cacherdiff: upstream's Cacher and listwatch's cache, over one listwatch store, fed the same
+//     seeded history and requests; every answer and every watch stream compared.
+//   - httpdiff: a real apiextensions-apiserver and listwatch's chain serving the same custom
+//     resource, sent the same seeded requests over HTTP; every answer and stream compared.
+//   - clientgo: client-go, informers and kubectl against listwatch's HTTP API.
+//   - goapi: controller-runtime, a protobuf clientset and kubectl against the Go test API
+//     (package listwatchtest), and against a real cluster named by LISTWATCH_KUBECONFIG.
+//   - sidebyside: benchmarks of listwatch against etcd's mvcc store, upstream's Cacher and a real
+//     apiextensions-apiserver in one process, with the same workload; `make bench` tabulates them.
+//
+// The two seeded differentials run a default seed set in `make test`; long runs take their seeds
+// and size from the environment:
+//
+//	LISTWATCH_CACHERDIFF_SEEDS=1-200 [LISTWATCH_CACHERDIFF_OPS=250] go test -race -timeout 3h -run TestCacherDifferential ./cacherdiff/
+//	LISTWATCH_HTTPDIFF_SEEDS=1-100 [LISTWATCH_HTTPDIFF_OPS=150] go test -race -timeout 3h -run TestHTTPDifferential ./httpdiff/
+//
+// A seed list is "N", "N-M" or a comma-separated list of them (internal/seeds); every difference a
+// run reports names its seed, and each test's log ends with the counts of what it compared.
 package interop

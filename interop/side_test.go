@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -111,6 +112,10 @@ type watchRec struct {
 	spec   watchSpec
 	cancel context.CancelFunc
 	done   chan struct{}
+	// hideCreated: the created notification was asked for only to know the server has the watch;
+	// it is not recorded
+	hideCreated bool
+	createdc    chan struct{} // closed on the created notification, when hideCreated
 
 	mu           sync.Mutex
 	resps        []clientv3.WatchResponse
@@ -118,13 +123,27 @@ type watchRec struct {
 	closed       bool
 }
 
-func (s *side) watch(ctx context.Context, spec watchSpec) *watchRec {
+// watch opens a watch. On a shared stream it returns only once the server has created it: clientv3
+// sends a stream's creates one at a time but a progress request at once, so a progress request made
+// after the watch could reach the server before the create and be answered as if the watch were
+// not there. (Progress answered before the create may still reach the new watch: see the comment at
+// the top of workload_test.go for why only watches from revision 0 share streams.)
+func (s *side) watch(ctx context.Context, spec watchSpec) (*watchRec, error) {
 	wctx, cancel := context.WithCancel(streamCtx(ctx, spec.Stream))
-	w := &watchRec{spec: spec, cancel: cancel, done: make(chan struct{})}
-	ch := s.cli.Watch(wctx, spec.Sel.Key, spec.opts()...)
+	w := &watchRec{spec: spec, cancel: cancel, done: make(chan struct{}), createdc: make(chan struct{})}
+	opts := spec.opts()
+	if !strings.HasPrefix(spec.Stream, soloPrefix) && !spec.CreatedNotify {
+		opts = append(opts, clientv3.WithCreatedNotify())
+		w.hideCreated = true
+	}
+	ch := s.cli.Watch(wctx, spec.Sel.Key, opts...)
 	go func() {
 		defer close(w.done)
 		for wr := range ch {
+			if w.hideCreated && wr.Created {
+				close(w.createdc)
+				continue
+			}
 			if s.mangle != nil {
 				s.mangle(&wr)
 			}
@@ -142,7 +161,19 @@ func (s *side) watch(ctx context.Context, spec watchSpec) *watchRec {
 		s.poke()
 	}()
 	s.watches = append(s.watches, w)
-	return w
+	if !w.hideCreated {
+		return w, nil
+	}
+	select {
+	case <-w.createdc:
+		return w, nil
+	case <-w.done:
+		return w, nil
+	case <-time.After(catchUpTimeout):
+		return w, fmt.Errorf("%s: watch %v not created within %v", s.name, &w.spec, catchUpTimeout)
+	case <-ctx.Done():
+		return w, ctx.Err()
+	}
 }
 
 func (s *side) poke() {

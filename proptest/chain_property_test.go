@@ -63,6 +63,9 @@ type chainWatch struct {
 	// disconnected: the test closed it; pausedAt: the client stopped reading at some point.
 	disconnected, paused bool
 	judged               bool
+	// kept, when set, is the claim TestChainUnreadClientsMatchModel holds the watch to: the
+	// server keeps it open while few events were offered to it.
+	kept *keptClaim
 }
 
 // lineage is one client: a watch, and the watches it re-opens after each end, as a reflector does.
@@ -79,6 +82,8 @@ type chainRun struct {
 	m        *chaintest.Model
 	lineages []*lineage
 	stats    *chainStats
+	// unread is set by TestChainUnreadClientsMatchModel.
+	unread *unreadRun
 }
 
 func (r *chainRun) fatalf(format string, args ...any) {
@@ -208,13 +213,20 @@ func (r *chainRun) openStep(exp chaintest.Expectation) func() {
 	}
 }
 
-func (r *chainRun) open(l *lineage, spec chaintest.WatchSpec) {
+func (r *chainRun) open(l *lineage, spec chaintest.WatchSpec) { r.openWith(l, spec, false) }
+
+// openWith opens a watch of lineage l; a paused client reads nothing until it resumes.
+func (r *chainRun) openWith(l *lineage, spec chaintest.WatchSpec, paused bool) {
 	exp, err := r.m.Expect(spec)
 	if err != nil {
 		r.fatalf("expectation of %s: %v", spec, err)
 	}
 	start := r.c.HTTPClock.Now()
-	w, err := r.c.OpenWatch(spec, r.openStep(exp))
+	open := r.c.OpenWatch
+	if paused {
+		open = r.c.OpenPausedWatch
+	}
+	w, err := open(spec, r.openStep(exp))
 	if err != nil {
 		r.fatalf("%v", err)
 	}
@@ -256,6 +268,9 @@ func (r *chainRun) judge(l *lineage) {
 	}
 	if cw.exp.ErrorCode() != 0 && !v.Complete && end != chaintest.Disconnected {
 		r.fatalf("watch %s: ended without its ERROR", cw.exp)
+	}
+	if cw.kept != nil {
+		r.unread.judgeKept(r, cw, end, v)
 	}
 	cw.judged = true
 	l.cur = nil
@@ -405,6 +420,9 @@ func (r *chainRun) finish() {
 		if l.cur != nil {
 			l.cur.w.Disconnect()
 		}
+	}
+	if r.unread != nil {
+		r.unread.disconnect()
 	}
 	if err := testutil.Poll("every handler to stop its storage watch", func() bool { return r.c.OpenWatches() == 0 }, nil); err != nil {
 		r.fatalf("%v (%d still open)", err, r.c.OpenWatches())

@@ -32,6 +32,15 @@
 //     disconnected, no handler holds a storage watch. Writes go through HTTP or straight into the
 //     store, with writes to other keys, compactions, forced relists, paused and disconnected
 //     clients, watch timeouts and bookmark ticks among them.
+//   - TestChainUnreadClientsMatchModel: the same judgement of every stream, with clients that read
+//     nothing in quiet namespaces and nodes (watches narrowed by the path's namespace, a
+//     metadata.name selector or the spec.nodeName trigger, some replaying more state than the
+//     connection holds) while other namespaces get bursts of writes; besides, a watch without
+//     bookmarks that the watch cache offered at most 10 events since it registered (kubemodel's
+//     Dispatch and Offered: upstream's Cacher offers a watcher only the events of its request's
+//     scope or trigger value) must still be open when its client reads again, as upstream keeps it.
+//     A witness watch that reads everything fences which writes were dispatched before a watch
+//     registered. It fails when the cache registers a namespace's watch cluster-wide.
 //
 // # Fault tests
 //
@@ -52,6 +61,9 @@
 //   - TestChainLeaseExpiry: when the store's fake clock passes the lease of pods written with a
 //     TTL, every watcher selecting them gets DELETED (the last state, at the deletion revision) in
 //     key order, and every other event still arrives; with and without the cache.
+//   - TestChainQuietNamespaceClientKept: a client of namespace a that reads nothing while its watch
+//     replays 20 large pods is kept open through 40 writes in namespace b, and then gets all of a's
+//     events: the deterministic case of TestChainUnreadClientsMatchModel.
 //   - TestChainStuckReader: a client that stops reading is closed by the Cacher after an exact
 //     prefix, without an ERROR, while the clients that read get every event exactly, and the
 //     chain's live heap grows by less than half of what the stuck client missed.

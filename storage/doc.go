@@ -14,7 +14,10 @@
 //     ListOptions.ResourceVersion stays a string: "" (consistent or legacy) and "0" (any state) parse
 //     to the same number but mean different things.
 //   - Predicate mirrors storage.SelectionPredicate (Label, Field, GetAttrs, Limit, Continue,
-//     AllowWatchBookmarks; Matches, Empty, MatchesSingle). Everything selects everything.
+//     AllowWatchBookmarks, IndexFields; Matches, Empty, MatchesSingle). Everything selects everything.
+//   - RequestScope, WithRequestScope and RequestScopeFrom carry the namespace and name of the API
+//     request on the context, as the apiserver's request.WithNamespace and RequestInfo do; the watch
+//     cache indexes a watcher by them (TestRequestScope).
 //   - Codec decodes and encodes stored values; UnstructuredJSON (the default) is JSON to and from
 //     *unstructured.Unstructured, RuntimeCodec plugs in a scheme's codec. Transformer mirrors
 //     value.Transformer (encryption at rest); IdentityTransformer is the default.

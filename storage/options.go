@@ -88,6 +88,10 @@ type Predicate struct {
 	// AllowWatchBookmarks lets a watch-list send its initial-events-end BOOKMARK. The etcd watch sends no
 	// other bookmarks for it (those come from ListOptions.ProgressNotify).
 	AllowWatchBookmarks bool
+	// IndexFields are the fields the resource's registry lets a watch cache index this predicate's
+	// watchers by (pods: spec.nodeName, as MatchPod sets it). A watch cache uses its trigger only for
+	// a predicate that names the trigger's field here and pins that field to one value.
+	IndexFields []string
 }
 
 // Everything is the predicate that selects every object.

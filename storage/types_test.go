@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"strings"
@@ -317,3 +318,17 @@ func TestCodecs(t *testing.T) {
 }
 
 func b64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+
+// TestRequestScope: the scope set on a context is read back from it and from its children; a
+// context without one has the zero scope (cluster-wide, no name).
+func TestRequestScope(t *testing.T) {
+	if got := storage.RequestScopeFrom(context.Background()); got != (storage.RequestScope{}) {
+		t.Fatalf("empty context: %+v", got)
+	}
+	want := storage.RequestScope{Namespace: "a", Name: "x"}
+	ctx, cancel := context.WithCancel(storage.WithRequestScope(context.Background(), want))
+	defer cancel()
+	if got := storage.RequestScopeFrom(ctx); got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -317,4 +318,120 @@ func BenchmarkRetainedBytes(b *testing.B) {
 	}
 	b.ReportMetric(perRev, "overhead-bytes/rev")
 	b.ReportMetric(perRevStrict, "strict-overhead-bytes/rev")
+}
+
+// BenchmarkLatencyDuringCatchUp: the latency of a Put and of a Range while unsynced watchers catch
+// up, next to the same on the idle store just before, as the 99th and 99.9th percentiles and the
+// maximum. "1000x100k" is 1000 watchers catching up over 100k revisions (100 batches each);
+// "5000x500" is 5000 watchers 500 revisions behind (one batch each), where a catch-up pass ends
+// watchers' catch-up and so the passes follow each other at once. The store runs its own goroutine
+// on the real clock, as `listwatch serve` does; each of the 100 streams is drained by a goroutine of
+// its own; a probe — a Put outside the watched range or a Range inside it, in turn — starts every
+// 200 µs, so the samples spread over the catch-up as requests would. etcd's loops hold the store's
+// lock for one pass at a time (watchable_store.go syncWatchersLoop, syncVictimsLoop), so a request
+// should wait for at most one pass, not for a run of them.
+func BenchmarkLatencyDuringCatchUp(b *testing.B) {
+	for _, c := range []struct {
+		name      string
+		perStream int
+		behind    int
+	}{{"1000x100k", 10, 100_000}, {"5000x500", 50, 500}} {
+		b.Run(c.name, func(b *testing.B) { benchLatencyDuringCatchUp(b, 100, c.perStream, c.behind) })
+	}
+}
+
+func benchLatencyDuringCatchUp(b *testing.B, streams, perStream, behind int) {
+	const revs = 100_000
+	const probeEvery = 200 * time.Microsecond
+	keys := benchKeys(1000)
+	val := make([]byte, 64)
+	var idlePut, idleRange, busyPut, busyRange []time.Duration
+	var catchUp time.Duration
+	for range b.N {
+		s := store.New(store.Options{})
+		for i := range revs {
+			if _, err := s.Put(&store.PutRequest{Key: keys[i%len(keys)], Value: val}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		// probe writes one key outside the watched range or reads one inside it, and times it.
+		probe := func(i int, puts, ranges *[]time.Duration) {
+			t0 := time.Now()
+			if i%2 == 0 {
+				if _, err := s.Put(&store.PutRequest{Key: []byte("/probe"), Value: val}); err != nil {
+					b.Error(err)
+				}
+				*puts = append(*puts, time.Since(t0))
+			} else {
+				if _, err := s.Range(&store.RangeRequest{Key: keys[i%len(keys)]}); err != nil {
+					b.Error(err)
+				}
+				*ranges = append(*ranges, time.Since(t0))
+			}
+			time.Sleep(probeEvery)
+		}
+		for i := range 4000 {
+			probe(i, &idlePut, &idleRange)
+		}
+
+		// the watched keys changed at revisions 2..revs+1; the probes' puts came after, outside
+		from := int64(revs + 2 - behind)
+		owed := int64(streams * perStream * behind)
+		var received atomic.Int64
+		done := make(chan struct{})
+		var drains sync.WaitGroup
+		var wss []*store.WatchStream
+		start := time.Now()
+		for range streams {
+			ws, err := s.NewWatchStream()
+			if err != nil {
+				b.Fatal(err)
+			}
+			wss = append(wss, ws)
+			for range perStream {
+				if _, err := ws.Watch(context.Background(), &store.WatchRequest{Key: []byte("/registry/"), RangeEnd: []byte("/registry0"), StartRevision: from}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			drains.Add(1)
+			go func() {
+				defer drains.Done()
+				for r := range ws.Chan() {
+					if received.Add(int64(len(r.Events))) == owed {
+						close(done)
+					}
+				}
+			}()
+		}
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+			default:
+				probe(i, &busyPut, &busyRange)
+				continue
+			}
+			break
+		}
+		catchUp += time.Since(start)
+		for _, ws := range wss {
+			ws.Close()
+		}
+		drains.Wait()
+		s.Close()
+	}
+	report := func(ds []time.Duration, name string) {
+		slices.Sort(ds)
+		for _, q := range []struct {
+			unit string
+			at   int // per mille
+		}{{"p99", 990}, {"p99.9", 999}, {"max", 1000}} {
+			b.ReportMetric(float64(ds[min(len(ds)-1, len(ds)*q.at/1000)])/1e3, name+"-"+q.unit+"-µs")
+		}
+	}
+	report(idlePut, "idle-put")
+	report(idleRange, "idle-range")
+	report(busyPut, "catchup-put")
+	report(busyRange, "catchup-range")
+	b.ReportMetric(float64(len(busyPut)+len(busyRange))/float64(b.N), "catchup-probes/op")
+	b.ReportMetric(catchUp.Seconds()/float64(b.N), "catchup-s/op")
 }

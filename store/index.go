@@ -333,11 +333,14 @@ func (l *revLog) scan(from int64, f func(r *rec) bool) {
 	}
 }
 
-// compact removes the records older than rev that no key needs any more, moving the survivors into
-// fresh chunks and repointing their keys. keep reports whether a record older than rev survives; moved
-// is told its new address.
+// compact removes the records at or below rev that no key needs any more, moving the survivors into
+// fresh chunks and repointing their keys. keep reports whether a record at or below rev survives;
+// moved is told its new address. Records at rev itself are judged too: a txn that put a key and
+// then deleted it leaves two records of the key at one revision, and the key index keeps only the
+// newest, so the log must drop the other (kvstore_compaction.go scheduleCompaction deletes every
+// revision up to the compact revision that the index does not keep).
 func (l *revLog) compact(rev int64, keep func(r *rec) bool, moved func(old, cur *rec)) {
-	ci, i := l.position(rev)
+	ci, i := l.position(rev + 1)
 	var out revLog
 	for c := 0; c < ci || (c == ci && c < len(l.chunks)); c++ {
 		ch := l.chunks[c]

@@ -112,7 +112,8 @@ func (s *Store) Compact(rev int64) (*CompactResponse, error) {
 }
 
 // compactLocked drops the history a compaction at rev frees, per key as key_index.go compact does,
-// then rebuilds the old end of the log around the survivors.
+// then rebuilds the old end of the log around the survivors, which are exactly the records the key
+// index still holds at or below rev: each key's first, if it is that old.
 func (s *Store) compactLocked(rev int64) {
 	x := s.idx
 	var empty []*keyIndex
@@ -143,7 +144,8 @@ func (s *Store) compactLocked(rev int64) {
 // (req is a *RangeRequest, *PutRequest, *DeleteRangeRequest or *TxnRequest; any other is nil): the
 // checks v3rpc makes before a request reaches the store (empty key, sort option, a value or lease
 // given with ignore_value or ignore_lease, too many txn ops, a key put twice in a txn branch) and
-// the request size limit, under the store's limits. The rules are package etcdrules'.
+// the request size limit of writes (a read-only txn has none), under the store's limits. The rules
+// are package etcdrules'.
 func (s *Store) CheckRequest(req any) error {
 	switch r := req.(type) {
 	case *RangeRequest:
@@ -181,6 +183,7 @@ func (s *Store) checkTxn(r *TxnRequest) error {
 	return checkTxnShape(r, s.limits())
 }
 
+// isTxnReadOnly is txn/txn.go IsTxnReadonly: ranges only; a nested txn counts as a write.
 func isTxnReadOnly(r *TxnRequest) bool {
 	for _, ops := range [][]RequestOp{r.Success, r.Failure} {
 		for _, op := range ops {

@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -461,5 +462,73 @@ func TestCheckRequest(t *testing.T) {
 	}
 	if e.s.Rev() != 1 {
 		t.Fatalf("checks changed the revision to %d", e.s.Rev())
+	}
+}
+
+// TestCompactionAtPutThenDeleteRevision: a txn may put a key and then delete it (a delete from the
+// key is the empty interval to v3rpc's checkIntervals), leaving two changes of the key at one
+// revision. Compaction there keeps only the newest of them, the tombstone (key_index.go compact),
+// and drops the put from history as kvstore_compaction.go scheduleCompaction does, so a watch from
+// that revision gets the DELETE alone and nothing reads the value the compaction released (which,
+// for a value in a value-log chunk of its own, used to panic).
+func TestCompactionAtPutThenDeleteRevision(t *testing.T) {
+	for _, size := range []int{3, 1<<20 + 100} {
+		t.Run(fmt.Sprintf("value of %d bytes", size), func(t *testing.T) {
+			e := newEnv(t, store.Options{})
+			e.put("k", "old") // 2
+			txn := &store.TxnRequest{Success: []store.RequestOp{put("k", strings.Repeat("v", size)), del("k", "\x00")}}
+			if _, err := e.s.Txn(txn); err != nil { // 3
+				t.Fatal(err)
+			}
+			if _, err := e.s.Compact(3); err != nil {
+				t.Fatal(err)
+			}
+			if got := e.get("k", 3); got != nil {
+				t.Fatalf("k at the compact revision: %+v, want deleted", got)
+			}
+			s := openStream(t, e)
+			s.watch(&store.WatchRequest{Key: []byte("k"), StartRevision: 3, PrevKv: true})
+			e.step(store.DefaultSyncInterval)
+			if r := s.next(); diffStrings(evsOf(r), "DELETE k=@3") != "" {
+				t.Fatalf("watch from the compact revision: %s, want the DELETE alone", describe(r))
+			}
+			e.put("k", "after") // 4
+			if r := s.next(); diffStrings(evsOf(r), "PUT k=after@4") != "" {
+				t.Fatalf("after the catch-up: %s", describe(r))
+			}
+		})
+	}
+}
+
+// TestReadOnlyTxnNotBoundByRequestSize: etcd checks MaxRequestBytes where a request is proposed
+// through raft (etcdserver/v3_server.go processInternalRaftRequestOnce); a txn of compares and
+// ranges only is served without raft (v3_server.go Txn, txn.IsTxnReadonly) and so is bound by
+// gRPC's receive limit alone. A txn that can write is still checked, whichever branch runs.
+func TestReadOnlyTxnNotBoundByRequestSize(t *testing.T) {
+	e := newEnv(t, store.Options{})
+	e.put("a", "x") // 2
+	big := bytes.Repeat([]byte("y"), store.DefaultMaxRequestBytes)
+	cmpBig := []store.Compare{{Key: []byte("a"), Target: store.CompareValue, Result: store.CompareEqual, Value: big}}
+	ro := &store.TxnRequest{Compare: cmpBig, Success: []store.RequestOp{get("a")}, Failure: []store.RequestOp{get("a")}}
+	if err := e.s.CheckRequest(ro); err != nil {
+		t.Fatalf("CheckRequest of a read-only txn over MaxRequestBytes: %v", err)
+	}
+	r, err := e.s.Txn(ro)
+	if err != nil {
+		t.Fatalf("read-only txn over MaxRequestBytes: %v", err)
+	}
+	if r.Succeeded || r.Header.Revision != 2 || len(r.Responses) != 1 || len(r.Responses[0].Range.Kvs) != 1 {
+		t.Fatalf("read-only txn answer %+v", r)
+	}
+	rw := &store.TxnRequest{Compare: cmpBig, Success: []store.RequestOp{put("b", "1")}, Failure: []store.RequestOp{get("a")}}
+	if _, err := e.s.Txn(rw); !errors.Is(err, store.ErrRequestTooLarge) {
+		t.Fatalf("txn that may write, over MaxRequestBytes: %v, want %v", err, store.ErrRequestTooLarge)
+	}
+	nested := &store.TxnRequest{Compare: cmpBig, Success: []store.RequestOp{{Txn: &store.TxnRequest{Success: []store.RequestOp{get("a")}}}}}
+	if _, err := e.s.Txn(nested); !errors.Is(err, store.ErrRequestTooLarge) {
+		t.Fatalf("txn with a nested txn, over MaxRequestBytes: %v, want %v (IsTxnReadonly counts ranges only)", err, store.ErrRequestTooLarge)
+	}
+	if e.s.Rev() != 2 {
+		t.Fatalf("revision %d, want 2", e.s.Rev())
 	}
 }

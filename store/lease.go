@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"math"
 	"sort"
 	"time"
@@ -13,6 +14,8 @@ type lease struct {
 	ttl    int64 // granted TTL in seconds, after raising to the minimum
 	expiry time.Time
 	keys   map[string]struct{}
+	// revoked is closed once the lease and its keys are gone (lessor.go Lease.revokec)
+	revoked chan struct{}
 }
 
 // remaining is lease.go Remaining: time until expiry on the store's clock.
@@ -79,7 +82,7 @@ func (s *Store) LeaseGrant(id, ttl int64) (*LeaseGrantResponse, error) {
 	if ttl < s.opts.MinLeaseTTL {
 		ttl = s.opts.MinLeaseTTL
 	}
-	l := &lease{id: id, ttl: ttl, keys: make(map[string]struct{})}
+	l := &lease{id: id, ttl: ttl, keys: make(map[string]struct{}), revoked: make(chan struct{})}
 	l.expiry = s.opts.Clock.Now().Add(time.Duration(ttl) * time.Second)
 	s.leases.byID[id] = l
 	return &LeaseGrantResponse{Header: Header{Revision: s.currentRev}, ID: id, TTL: ttl}, nil
@@ -116,29 +119,47 @@ func (s *Store) revokeLocked(l *lease) {
 	}
 	delete(s.leases.byID, l.id)
 	tw.end()
+	close(l.revoked)
 }
 
-// LeaseKeepAlive renews a lease to its full TTL and returns that TTL. An expired lease that is not
-// yet revoked is not renewed: like etcd, which waits for its revocation, it answers ErrLeaseNotFound.
-func (s *Store) LeaseKeepAlive(id int64) (*LeaseKeepAliveResponse, error) {
+// LeaseKeepAlive renews a lease to its full TTL and returns that TTL. An expired lease is never
+// renewed: the call waits until the lease's revocation (the store's periodic work, or LeaseRevoke)
+// has deleted its keys and then answers ErrLeaseNotFound, so that a caller told its lease is gone
+// never still sees its keys. It returns ctx.Err() if ctx ends first and ErrClosed if the store
+// closes. It follows lease/lessor.go Renew.
+func (s *Store) LeaseKeepAlive(ctx context.Context, id int64) (*LeaseKeepAliveResponse, error) {
+	now := s.opts.Clock.Now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil, ErrClosed
 	}
-	resp := &LeaseKeepAliveResponse{Header: Header{Revision: s.currentRev}, ID: id}
 	l := s.leases.get(id)
-	now := s.opts.Clock.Now()
-	if l == nil || l.remaining(now) <= 0 {
+	if l == nil {
+		s.mu.Unlock()
 		return nil, ErrLeaseNotFound
 	}
-	l.expiry = now.Add(time.Duration(l.ttl) * time.Second)
-	resp.TTL = l.ttl
-	return resp, nil
+	if l.remaining(now) > 0 {
+		l.expiry = now.Add(time.Duration(l.ttl) * time.Second)
+		resp := &LeaseKeepAliveResponse{Header: Header{Revision: s.currentRev}, ID: id, TTL: l.ttl}
+		s.mu.Unlock()
+		return resp, nil
+	}
+	s.mu.Unlock()
+	select {
+	case <-l.revoked:
+		return nil, ErrLeaseNotFound
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.stop:
+		return nil, ErrClosed
+	}
 }
 
 // LeaseTimeToLive reports a lease's remaining TTL in whole seconds (truncated, as etcd does), its
-// granted TTL and, if keys is set, its keys in sorted order.
+// granted TTL and, if keys is set, its keys in sorted order. Unlike LeaseKeepAlive it does not wait
+// for the revocation of an expired lease: until then the lease is reported, with a remaining TTL of
+// zero or less (etcdserver/v3_server.go leaseTimeToLive).
 func (s *Store) LeaseTimeToLive(id int64, keys bool) (*LeaseTimeToLiveResponse, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -198,15 +219,28 @@ func (s *Store) sortedByExpiryLocked() []*lease {
 	return ls
 }
 
-// revokeExpiredLocked revokes up to leaseRevokePerPass expired leases, soonest expiry first, each in
-// its own revision (lessor.go revokeExpiredLeases; etcd revokes each expired lease with its own request).
-func (s *Store) revokeExpiredLocked(now time.Time) {
-	n := 0
+// revokeExpired revokes up to leaseRevokePerPass expired leases, soonest expiry first, each in its
+// own revision and its own step (lessor.go revokeExpiredLeases; etcd revokes each
+// expired lease with its own request), and schedules the next lease check.
+func (s *Store) revokeExpired(now time.Time) {
+	s.mu.RLock()
+	var due []*lease
 	for _, l := range s.sortedByExpiryLocked() {
-		if n == leaseRevokePerPass || l.remaining(now) > 0 {
-			return
+		if len(due) == leaseRevokePerPass || l.remaining(now) > 0 {
+			break
 		}
-		s.revokeLocked(l)
-		n++
+		due = append(due, l)
 	}
+	s.mu.RUnlock()
+	for _, l := range due {
+		s.step(func() {
+			// LeaseRevoke may have been first
+			if s.leases.get(l.id) == l {
+				s.revokeLocked(l)
+			}
+		})
+	}
+	s.mu.Lock()
+	s.nextLease = now.Add(s.opts.LeaseCheckInterval)
+	s.mu.Unlock()
 }

@@ -1,12 +1,14 @@
 package store_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -53,7 +55,7 @@ func TestLeaseExpiryRevokesKeysInOneRevision(t *testing.T) {
 	if ttl, _ := e.s.LeaseTimeToLive(l.ID, false); ttl.TTL != 1 {
 		t.Fatalf("remaining TTL is truncated to whole seconds: %d", ttl.TTL)
 	}
-	if ka, err := e.s.LeaseKeepAlive(l.ID); err != nil || ka.TTL != 5 {
+	if ka, err := e.s.LeaseKeepAlive(context.Background(), l.ID); err != nil || ka.TTL != 5 {
 		t.Fatalf("keepalive: %+v, %v", ka, err)
 	}
 	e.step(4 * time.Second)
@@ -70,17 +72,54 @@ func TestLeaseExpiryRevokesKeysInOneRevision(t *testing.T) {
 	if _, err := e.s.LeaseTimeToLive(l.ID, false); !errors.Is(err, store.ErrLeaseNotFound) {
 		t.Fatalf("expired lease: %v", err)
 	}
-	if _, err := e.s.LeaseKeepAlive(l.ID); !errors.Is(err, store.ErrLeaseNotFound) {
+	if _, err := e.s.LeaseKeepAlive(context.Background(), l.ID); !errors.Is(err, store.ErrLeaseNotFound) {
 		t.Fatalf("keepalive of an expired lease: %v", err)
 	}
 }
 
-func TestLeaseKeepAliveOfExpiredButUnrevokedLease(t *testing.T) {
+// TestLeaseKeepAliveWaitsForRevocation: etcd never renews an expired lease, and its lessor waits
+// for the revocation to finish before it answers "not found" (lease/lessor.go Renew), so a client
+// told that its lease is gone never still sees the lease's keys. TimeToLive does not wait
+// (etcdserver/v3_server.go leaseTimeToLive): until the revocation it reports the lease, its keys
+// included, with the remaining time truncated towards zero.
+func TestLeaseKeepAliveWaitsForRevocation(t *testing.T) {
 	e := newEnv(t, store.Options{LeaseCheckInterval: time.Hour})
 	l, _ := e.s.LeaseGrant(0, 2)
-	e.step(3 * time.Second) // expired, not yet revoked
-	if _, err := e.s.LeaseKeepAlive(l.ID); !errors.Is(err, store.ErrLeaseNotFound) {
-		t.Fatalf("an expired lease must not be renewed: %v", err)
+	if _, err := e.s.Put(&store.PutRequest{Key: []byte("k"), Lease: l.ID}); err != nil { // 2
+		t.Fatal(err)
+	}
+	e.step(2300 * time.Millisecond) // expired; the first lease check is an hour away
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := e.s.LeaseKeepAlive(ctx, l.ID); !errors.Is(err, context.Canceled) {
+		t.Fatalf("keepalive of an expired lease whose keys still exist: %v; want it to wait for the revocation (here: until its context ends)", err)
+	}
+	ttl, err := e.s.LeaseTimeToLive(l.ID, true)
+	if err != nil {
+		t.Fatalf("time to live of an expired, unrevoked lease: %v", err)
+	}
+	want := &store.LeaseTimeToLiveResponse{Header: store.Header{Revision: 2}, ID: l.ID, TTL: 0, GrantedTTL: 2, Keys: [][]byte{[]byte("k")}}
+	if diff := cmp.Diff(want, ttl); diff != "" {
+		t.Fatalf("time to live of an expired, unrevoked lease (-want +got):\n%s", diff)
+	}
+	type result struct {
+		err  error
+		keys int64
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, err := e.s.LeaseKeepAlive(context.Background(), l.ID)
+		r, _ := e.s.Range(&store.RangeRequest{Key: []byte("k"), CountOnly: true})
+		done <- result{err, r.Count}
+	}()
+	e.step(time.Hour) // the lease check revokes it
+	select {
+	case r := <-done:
+		if !errors.Is(r.err, store.ErrLeaseNotFound) || r.keys != 0 {
+			t.Fatalf("keepalive answered %v with %d of the lease's keys left; want not found once they are deleted", r.err, r.keys)
+		}
+	case <-time.After(testutil.WaitTimeout):
+		t.Fatal("keepalive still waiting after the revocation")
 	}
 }
 

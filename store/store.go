@@ -34,6 +34,7 @@ const (
 	watchBatchMaxRevs             = 1000
 	maxWatchersPerSync            = 512
 	chanBufLen                    = 128
+	ctrlStreamBufLen              = 16  // v3rpc watch.go ctrlStreamBufLen
 	leaseRevokePerPass            = 500 // defaultLeaseRevokeRate / 2
 )
 
@@ -124,6 +125,10 @@ type Store struct {
 	kick    chan struct{} // wakes the driver to recompute its deadline
 	stop    chan struct{}
 	stopped chan struct{}
+
+	// afterStep, if set, runs after each step of the periodic work, with the lock free. Only
+	// tests set it (export_test.go), before the store does any periodic work.
+	afterStep func()
 }
 
 // New returns an empty store: current revision 1, compact revision -1. Unless opts.ManualTick is set it
@@ -210,39 +215,38 @@ func (s *Store) drive() {
 }
 
 // Tick does the periodic work that is due at the clock's current time and returns how long until more
-// is due: it retries responses that full streams refused, catches up unsynced watchers from history
-// (repeating at once while a pass makes progress, as etcd's syncWatchersLoop), revokes expired leases,
-// and sends due progress notifications. With Options.ManualTick the caller must call it; otherwise the
-// store's goroutine does.
+// is due: it hands waiting created and canceled answers to streams that have room again, retries
+// responses that full streams refused, catches up unsynced watchers from history (repeating while a
+// pass makes progress, as etcd's syncWatchersLoop), revokes expired leases, and sends due progress
+// notifications. With Options.ManualTick the caller must call it; otherwise the store's goroutine
+// does.
+//
+// Like etcd's loops, Tick holds the store's lock for one step at a time — a catch-up pass of at
+// most 512 watchers, one batch of victims, one lease revocation, one stream's progress tick — and
+// releases it in between, so a request waits for at most one step. When a catch-up pass took time
+// on the store's clock and more remains, Tick leaves the next pass for as long again, as etcd
+// yields the time a pass took to other requests; on a fake clock, where a pass takes none, it goes
+// on at once.
 func (s *Store) Tick() time.Duration {
 	now := s.opts.Clock.Now()
+	if s.isClosed() {
+		return time.Hour
+	}
+	s.flushControlAnswers()
+	s.moveVictims()
+	if s.due(now, &s.nextSync) {
+		s.syncPasses(now)
+	}
+	if s.due(now, &s.nextLease) {
+		s.revokeExpired(now)
+	}
+	s.progressTicks(now)
+
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return time.Hour
 	}
-	for s.moveVictimsLocked() != 0 {
-	}
-	if !now.Before(s.nextSync) {
-		for {
-			before := s.watch.unsynced.size()
-			after := s.syncWatchersLocked()
-			s.nextSync = now.Add(s.opts.SyncInterval)
-			if after == 0 || after >= before {
-				break
-			}
-			// More work pending: etcd waits only as long as the pass took, which on the store's clock
-			// is no time at all. Victims get their turn between passes.
-			for s.moveVictimsLocked() != 0 {
-			}
-		}
-	}
-	if !now.Before(s.nextLease) {
-		s.revokeExpiredLocked(now)
-		s.nextLease = now.Add(s.opts.LeaseCheckInterval)
-	}
-	s.progressTickLocked(now)
-
 	next := s.nextSync
 	if s.nextLease.Before(next) {
 		next = s.nextLease
@@ -251,13 +255,120 @@ func (s *Store) Tick() time.Duration {
 		next = t
 	}
 	d := next.Sub(now)
-	if len(s.watch.victims) > 0 && d > s.opts.VictimRetryInterval {
+	if (len(s.watch.victims) > 0 || len(s.watch.ctrlPending) > 0) && d > s.opts.VictimRetryInterval {
 		d = s.opts.VictimRetryInterval
 	}
 	if d < 0 {
 		d = 0
 	}
 	return d
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.closed
+}
+
+// due reports whether the deadline *at (nextSync or nextLease) has come.
+func (s *Store) due(now time.Time, at *time.Time) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return !s.closed && !now.Before(*at)
+}
+
+// step runs f under the store's lock as one step of the periodic work, unless the store is closed,
+// and reports whether it ran. Requests take the lock between steps.
+func (s *Store) step(f func()) bool {
+	s.mu.Lock()
+	ran := !s.closed
+	if ran {
+		f()
+	}
+	s.mu.Unlock()
+	if s.afterStep != nil {
+		s.afterStep()
+	}
+	return ran
+}
+
+// flushControlAnswers gives each stream with waiting control answers the room its reader made, one
+// stream a step.
+func (s *Store) flushControlAnswers() {
+	s.mu.RLock()
+	streams := make([]*WatchStream, 0, len(s.watch.ctrlPending))
+	for ws := range s.watch.ctrlPending {
+		streams = append(streams, ws)
+	}
+	s.mu.RUnlock()
+	for _, ws := range streams {
+		s.step(ws.flushCtrlLocked)
+	}
+}
+
+// moveVictims retries the victim batches, one a step, round after round while a round delivers
+// something (watchable_store.go syncVictimsLoop).
+func (s *Store) moveVictims() {
+	for {
+		s.mu.RLock()
+		n := len(s.watch.victims)
+		s.mu.RUnlock()
+		moved := 0
+		for range n {
+			s.step(func() { moved += s.moveVictimBatchLocked() })
+		}
+		if moved == 0 {
+			return
+		}
+	}
+}
+
+// syncPasses catches up unsynced watchers, one pass a step, while passes make progress
+// (watchable_store.go syncWatchersLoop).
+func (s *Store) syncPasses(now time.Time) {
+	for {
+		start := s.opts.Clock.Now()
+		var before, after int
+		if !s.step(func() {
+			before = s.watch.unsynced.size()
+			after = s.syncWatchersLocked()
+			s.nextSync = now.Add(s.opts.SyncInterval)
+		}) {
+			return
+		}
+		if after == 0 || after >= before {
+			return
+		}
+		// More work pending: yield as long as the pass took, then go on.
+		end := s.opts.Clock.Now()
+		if took := end.Sub(start); took > 0 {
+			s.mu.Lock()
+			s.nextSync = end.Add(took)
+			s.mu.Unlock()
+			return
+		}
+		s.moveVictims()
+	}
+}
+
+// progressTicks runs the progress ticker of each stream that is due, one stream a step (v3rpc runs
+// one ticker per stream).
+func (s *Store) progressTicks(now time.Time) {
+	s.mu.RLock()
+	var due []*WatchStream
+	for ws := range s.watch.progressStreams {
+		if !now.Before(ws.nextProgress) {
+			due = append(due, ws)
+		}
+	}
+	s.mu.RUnlock()
+	for _, ws := range due {
+		s.step(func() {
+			if _, ok := s.watch.progressStreams[ws]; ok {
+				s.progressTickLocked(ws, now)
+			}
+		})
+	}
 }
 
 // jitter returns up to 10% of d, as etcd's GetProgressReportInterval adds per stream.

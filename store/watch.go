@@ -16,7 +16,9 @@ type watcher struct {
 	noDelete bool
 	progress bool // progress_notify was asked for
 
-	creating  bool // created answer not yet on the channel; not in any group
+	// creating: the created answer is not on the channel yet. The watcher is registered, but
+	// nothing is sent for it until then (v3rpc's sendLoop holds such responses back as pending).
+	creating  bool
 	victim    bool
 	compacted bool
 	canceled  bool
@@ -77,7 +79,9 @@ type watchState struct {
 	streams  map[*WatchStream]struct{}
 	// streams with at least one progress_notify watcher
 	progressStreams map[*WatchStream]struct{}
-	touched         []*watcher // notify scratch
+	// streams with control answers waiting for room in their channel
+	ctrlPending map[*WatchStream]struct{}
+	touched     []*watcher // notify scratch
 }
 
 func newWatchState() watchState {
@@ -86,6 +90,7 @@ func newWatchState() watchState {
 		unsynced:        newWatcherGroup(),
 		streams:         make(map[*WatchStream]struct{}),
 		progressStreams: make(map[*WatchStream]struct{}),
+		ctrlPending:     make(map[*WatchStream]struct{}),
 	}
 }
 
@@ -109,8 +114,9 @@ func (st *watchState) nextProgressTick() (time.Time, bool) {
 }
 
 // register places a new watcher as mvcc/watchable_store.go watch does: synced if it starts after the
-// current revision, otherwise unsynced to be caught up from history. fromRev is the revision the
-// watcher's created answer reported; a watcher with start revision 0 receives everything after it.
+// current revision (so always when it starts at 0), otherwise unsynced to be caught up from history.
+// fromRev is the revision the watcher's created answer reports; a watcher with start revision 0
+// receives everything after it.
 func (s *Store) registerLocked(w *watcher, fromRev int64) {
 	if w.startRev == 0 {
 		w.minRev = fromRev + 1
@@ -140,14 +146,10 @@ func (s *Store) cancelWatcherLocked(w *watcher) {
 	}
 }
 
-// offer puts a response on the watcher's stream without blocking.
+// offer puts a response on the watcher's stream without blocking; nothing goes out for a watcher
+// whose created answer has not.
 func offer(w *watcher, wr WatchResponse) bool {
-	select {
-	case w.ws.ch <- wr:
-		return true
-	default:
-		return false
-	}
+	return !w.creating && w.ws.offerLocked(wr)
 }
 
 // eventCache builds, once per pass, the variant of an event that carries prev_kv.
@@ -338,9 +340,11 @@ func (s *Store) notifyOneLocked(rev int64, change *rec) {
 }
 
 // syncWatchersLocked catches up to maxWatchersPerSync unsynced watchers from history and returns how
-// many remain unsynced (watchable_store.go syncWatchers). Each watcher gets at most watchBatchMaxRevs
-// revisions per pass, never a split revision; the response header is the current revision. A watcher
-// whose next revision was compacted gets the compaction answer and is dropped.
+// many remain unsynced (watchable_store.go syncWatchers). Successive passes take the unsynced
+// watchers in turn, so that watchers whose answers cannot be delivered do not hold the others back
+// (etcd picks them in its map's random order, watcher_group.go choose). Each watcher gets at most
+// watchBatchMaxRevs revisions per pass, never a split revision; the response header is the current
+// revision. A watcher whose next revision was compacted gets the compaction answer and is dropped.
 func (s *Store) syncWatchersLocked() int {
 	ug := s.watch.unsynced
 	if ug.size() == 0 {
@@ -348,10 +352,13 @@ func (s *Store) syncWatchersLocked() int {
 	}
 	curRev, compactRev := s.currentRev, s.compactRev
 
-	chosen := append([]*watcher(nil), ug.all[:min(len(ug.all), maxWatchersPerSync)]...)
+	chosen := ug.choose(maxWatchersPerSync)
 	minRev := int64(-1)
 	live := chosen[:0]
 	for _, w := range chosen {
+		if w.creating {
+			continue // caught up once its created answer is out
+		}
 		if w.minRev < compactRev {
 			if offer(w, WatchResponse{WatchID: w.id, CompactRevision: compactRev, Canceled: true}) {
 				w.compacted = true
@@ -436,39 +443,45 @@ func (s *Store) syncWatchersLocked() int {
 	return ug.size()
 }
 
-// moveVictimsLocked retries the responses full streams refused and returns how many went out
-// (watchable_store.go moveVictims). A watcher whose retry succeeds returns to unsynced if it has more
-// to catch up, else to synced.
-func (s *Store) moveVictimsLocked() int {
-	victims := s.watch.victims
-	s.watch.victims = nil
+// moveVictimBatchLocked retries the oldest batch of responses that full streams refused, keeps
+// what is still refused for a later retry, and returns how many went out (watchable_store.go
+// moveVictims, one batch per critical section). A watcher whose retry succeeds returns to unsynced
+// if it has more to catch up, else to synced.
+func (s *Store) moveVictimBatchLocked() int {
+	if len(s.watch.victims) == 0 {
+		return 0
+	}
+	wb := s.watch.victims[0]
+	s.watch.victims[0] = nil
+	s.watch.victims = s.watch.victims[1:]
 	moved := 0
 	cache := eventCache{}
 	var still watcherBatch
-	for _, wb := range victims {
-		for w, eb := range wb {
-			// the watcher has observed the store up to, but not including, w.minRev
-			if !s.sendEventsLocked(w, eb.evs, w.minRev-1, cache) {
-				if still == nil {
-					still = make(watcherBatch)
-				}
-				still[w] = eb
-				continue
+	for w, eb := range wb {
+		// the watcher has observed the store up to, but not including, w.minRev
+		if !s.sendEventsLocked(w, eb.evs, w.minRev-1, cache) {
+			if still == nil {
+				still = make(watcherBatch)
 			}
-			moved++
-			w.victim = false
-			if eb.moreRev != 0 {
-				w.minRev = eb.moreRev
-			}
-			if w.minRev <= s.currentRev {
-				s.watch.unsynced.add(w)
-			} else {
-				s.watch.synced.add(w)
-			}
+			still[w] = eb
+			continue
+		}
+		moved++
+		w.victim = false
+		if eb.moreRev != 0 {
+			w.minRev = eb.moreRev
+		}
+		if w.minRev <= s.currentRev {
+			s.watch.unsynced.add(w)
+		} else {
+			s.watch.synced.add(w)
 		}
 	}
 	if still != nil {
 		s.watch.victims = append(s.watch.victims, still)
+	}
+	if len(s.watch.victims) == 0 {
+		s.watch.victims = nil
 	}
 	return moved
 }
@@ -487,33 +500,27 @@ func (s *Store) progressIfSyncLocked(ws *WatchStream, watchers []*watcher, respo
 		}
 	}
 	if len(watchers) > 0 {
-		select {
-		case ws.ch <- WatchResponse{WatchID: responseID, Revision: rev}:
-		default:
-		}
+		ws.offerLocked(WatchResponse{WatchID: responseID, Revision: rev})
 	}
 	return true
 }
 
-// progressTickLocked runs the per-stream progress tickers that are due (v3rpc sendLoop progressTicker):
+// progressTickLocked runs a stream's progress ticker if it is due (v3rpc sendLoop progressTicker):
 // each progress watcher that sent no events since the previous tick gets a progress notification if
-// it is synced.
-func (s *Store) progressTickLocked(now time.Time) {
-	for ws := range s.watch.progressStreams {
-		if now.Before(ws.nextProgress) {
+// it is synced. Ticks missed while nobody ran the store's periodic work are one tick, as a
+// time.Ticker drops the ticks its reader missed.
+func (s *Store) progressTickLocked(ws *WatchStream, now time.Time) {
+	if ws.closed || now.Before(ws.nextProgress) {
+		return
+	}
+	ws.nextProgress = nextTick(ws.nextProgress, ws.progressPeriod, now)
+	for _, w := range ws.watchers {
+		if !w.progress {
 			continue
 		}
-		for !now.Before(ws.nextProgress) {
-			ws.nextProgress = ws.nextProgress.Add(ws.progressPeriod)
+		if w.quietSinceTick {
+			s.progressIfSyncLocked(ws, []*watcher{w}, w.id)
 		}
-		for _, w := range ws.watchers {
-			if !w.progress {
-				continue
-			}
-			if w.quietSinceTick {
-				s.progressIfSyncLocked(ws, []*watcher{w}, w.id)
-			}
-			w.quietSinceTick = true
-		}
+		w.quietSinceTick = true
 	}
 }

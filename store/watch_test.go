@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -424,24 +427,53 @@ func TestCancelAndClose(t *testing.T) {
 	s.ws.Close()
 }
 
-func TestWatchBlocksOnFullChannelUntilContextEnds(t *testing.T) {
+// TestWatchWaitsOnlyWhenControlRoomIsFull: a create waits only when 16 control answers already wait
+// behind 128 other responses (v3rpc's recvLoop blocks on its full control channel the same way); a
+// create whose context ends meanwhile leaves nothing behind, and a waiting one goes out once the
+// reader made room and the store's periodic work ran.
+func TestWatchWaitsOnlyWhenControlRoomIsFull(t *testing.T) {
 	e := newEnv(t, store.Options{})
 	s := openStream(t, e)
 	s.watch(&store.WatchRequest{Key: []byte("a")})
-	for i := range 200 {
-		e.put("a", fmt.Sprint(i)) // 128 queue, the rest become victims
-	}
+	s.fillChannel("a", 200) // 128 responses queued, the rest kept for the victim retry
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := s.ws.Watch(ctx, &store.WatchRequest{Key: []byte("b")}); !errors.Is(err, context.Canceled) {
-		t.Fatalf("watch on a full stream with a dead context: %v", err)
+	for i := range 16 {
+		if _, err := s.ws.Watch(ctx, &store.WatchRequest{Key: []byte("b")}); err != nil {
+			t.Fatalf("create %d: %v", i, err)
+		}
 	}
-	// the failed create left no watcher behind: its ID is free again
-	for range 128 {
-		s.next()
+	if _, err := s.ws.Watch(ctx, &store.WatchRequest{Key: []byte("c"), WatchID: 100}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("create with a dead context once the control room is full: %v", err)
 	}
-	if id := s.watch(&store.WatchRequest{Key: []byte("b"), WatchID: 1}); id != 1 {
-		t.Fatalf("ID of the abandoned create was not released: got %d", id)
+	// The abandoned create left no watcher behind: its ID is free again.
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.ws.Watch(context.Background(), &store.WatchRequest{Key: []byte("c"), WatchID: 100})
+		done <- err
+	}()
+	s.next() // room for one more answer
+	e.step(store.DefaultVictimRetryInterval)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("create once there is room: %v", err)
+		}
+	case <-time.After(testutil.WaitTimeout):
+		t.Fatal("a waiting create did not go out once there was room")
+	}
+	for i := range 127 {
+		if r := s.next(); len(r.Events) != 1 {
+			t.Fatalf("response %d: %s", i, describe(r))
+		}
+	}
+	for i := range 16 {
+		if r := s.next(); !r.Created || r.WatchID != int64(i)+1 {
+			t.Fatalf("created answer %d: %s", i, describe(r))
+		}
+	}
+	if r := s.next(); !r.Created || r.WatchID != 100 {
+		t.Fatalf("created answer of the waiting create: %s", describe(r))
 	}
 }
 
@@ -548,4 +580,303 @@ func TestCatchUpNeverSplitsARevision(t *testing.T) {
 	if r := s.next(); diffStrings(evsOf(r), "PUT after=v@1002") != "" {
 		t.Fatalf("second batch: %s", describe(r))
 	}
+}
+
+// fillChannel writes to a key the stream's synced watcher on it watches until the stream's channel
+// holds 128 event responses; later writes make the watcher a victim.
+func (s *stream) fillChannel(key string, n int) {
+	s.t.Helper()
+	for i := range n {
+		s.e.put(key, fmt.Sprint(i))
+	}
+}
+
+// TestWatchFromZeroOnFullStreamIsSynced: etcd registers a watcher before it answers the create
+// (mvcc watchable_store.go watch) and queues the answer on v3rpc's control channel, so a watch from
+// revision 0 is synced at once even while its stream's channel is full: it owes what is written
+// after the create and nothing before, and no compaction can cancel it.
+func TestWatchFromZeroOnFullStreamIsSynced(t *testing.T) {
+	e := newEnv(t, store.Options{})
+	s := openStream(t, e)
+	s.watch(&store.WatchRequest{Key: []byte("x")})
+	s.fillChannel("x", 128) // revisions 2..129: the channel is full
+	// The create must not wait for the channel: a dead context does not matter.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	id, err := s.ws.Watch(ctx, &store.WatchRequest{Key: []byte("k")})
+	if err != nil {
+		t.Fatalf("watch from 0 on a full stream: %v; want it registered at once", err)
+	}
+	for i := range 5 {
+		e.put("y", fmt.Sprint(i)) // 130..134
+	}
+	if _, err := e.s.Compact(134); err != nil {
+		t.Fatal(err)
+	}
+	for range 128 {
+		if r := s.next(); len(r.Events) != 1 || string(r.Events[0].Kv.Key) != "x" {
+			t.Fatalf("queued before the create: %s", describe(r))
+		}
+	}
+	if diff := cmp.Diff(store.WatchResponse{WatchID: id, Created: true, Revision: 129}, s.next()); diff != "" {
+		t.Fatalf("created answer (-want +got):\n%s", diff)
+	}
+	e.step(store.DefaultSyncInterval)
+	e.put("k", "v") // 135
+	r := s.next()
+	if r.WatchID != id || r.Canceled || diffStrings(evsOf(r), "PUT k=v@135") != "" {
+		t.Fatalf("watch from 0 after a compaction: %s, want the put", describe(r))
+	}
+	s.none()
+}
+
+// TestControlAnswersNotQueuedBehindFullChannel: v3rpc sends created and canceled answers through a
+// control channel of their own (watch.go ctrlStream), so neither a create nor a cancel waits for a
+// slow stream's event responses; the answers follow the events already queued.
+func TestControlAnswersNotQueuedBehindFullChannel(t *testing.T) {
+	e := newEnv(t, store.Options{})
+	s := openStream(t, e)
+	a := s.watch(&store.WatchRequest{Key: []byte("a")})
+	s.fillChannel("a", 200) // 128 responses queued, the rest kept for the victim retry
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	b, err := s.ws.Watch(ctx, &store.WatchRequest{Key: []byte("b")})
+	if err != nil {
+		t.Fatalf("create on a stream whose channel is full: %v", err)
+	}
+	if err := s.ws.Cancel(ctx, a); err != nil {
+		t.Fatalf("cancel on a stream whose channel is full: %v", err)
+	}
+	for i := range 128 {
+		if r := s.next(); r.WatchID != a || len(r.Events) != 1 || r.Events[0].Kv.ModRevision != int64(i)+2 {
+			t.Fatalf("response %d: %s", i, describe(r))
+		}
+	}
+	if r := s.next(); !r.Created || r.WatchID != b {
+		t.Fatalf("want the created answer of %d: %s", b, describe(r))
+	}
+	if r := s.next(); !r.Canceled || r.WatchID != a || r.CompactRevision != 0 {
+		t.Fatalf("want the canceled answer of %d: %s", a, describe(r))
+	}
+	e.step(store.DefaultVictimRetryInterval)
+	s.none() // the canceled watcher's pending events are dropped
+	e.put("b", "1")
+	if r := s.next(); r.WatchID != b || diffStrings(evsOf(r), "PUT b=1@202") != "" {
+		t.Fatalf("events of the watcher created on the full stream: %s", describe(r))
+	}
+}
+
+// TestUnsyncedWatchersServedFairly: etcd takes at most 512 unsynced watchers a pass, in the random
+// order of its map (watcher_group.go choose), so watchers whose compaction answer a full stream
+// cannot take do not hold back the others. Here 512 such watchers come first, and the one other
+// unsynced watcher must still be caught up.
+func TestUnsyncedWatchersServedFairly(t *testing.T) {
+	e := newEnv(t, store.Options{})
+	for i := range 5 {
+		e.put("k", fmt.Sprint(i)) // 2..6
+	}
+	full := openStream(t, e)
+	full.watch(&store.WatchRequest{Key: []byte("x")})
+	for range 512 {
+		full.watch(&store.WatchRequest{Key: []byte("k"), StartRevision: 2})
+	}
+	if _, err := e.s.Compact(4); err != nil {
+		t.Fatal(err)
+	}
+	full.fillChannel("x", 128) // 7..134: no room for the 512 compaction answers
+	other := openStream(t, e)
+	id := other.watch(&store.WatchRequest{Key: []byte("k"), StartRevision: 4})
+	for range 4 {
+		e.step(store.DefaultSyncInterval)
+	}
+	r := other.next()
+	if r.WatchID != id || diffStrings(evsOf(r), "PUT k=2@4", "PUT k=3@5", "PUT k=4@6") != "" {
+		t.Fatalf("the watcher behind 512 stuck ones: %s", describe(r))
+	}
+}
+
+// TestProgressTickerKeepsStreamPhase: v3rpc runs one progress ticker per stream from the stream's
+// start (watch.go sendLoop), so a progress_notify watcher created on a stream that had none for a
+// while hears its first notification at the stream's next tick, not at once.
+func TestProgressTickerKeepsStreamPhase(t *testing.T) {
+	const interval = time.Second
+	e := newEnv(t, store.Options{ProgressNotifyInterval: interval})
+	s := openStream(t, e)
+	s.watch(&store.WatchRequest{Key: []byte("a")})
+	// The stream's period is the interval plus under 10% jitter: five ticks are due by 5.5 s and the
+	// sixth is between 6 and 6.6 s.
+	e.step(5*interval + interval/2)
+	id := s.watch(&store.WatchRequest{Key: []byte("b"), ProgressNotify: true})
+	e.step(0)
+	s.none()
+	e.step(interval + interval/10) // 6.6 s
+	if r := s.next(); r.WatchID != id || !r.IsProgressNotify() {
+		t.Fatalf("progress at the stream's next tick: %s", describe(r))
+	}
+	s.none()
+}
+
+// hookClock is a fake clock that calls onNow whenever the store reads the time.
+type hookClock struct {
+	*clocktesting.FakeClock
+	onNow func()
+}
+
+func (c *hookClock) Now() time.Time {
+	if f := c.onNow; f != nil {
+		f()
+	}
+	return c.FakeClock.Now()
+}
+
+// TestTickReleasesLockBetweenPasses: etcd's syncWatchersLoop takes the store's lock for one pass
+// of at most 512 watchers at a time (watchable_store.go syncWatchersLoop, syncWatchers), so a
+// write waits for at most one pass. Catching up 1100 watchers takes three passes; a write made
+// whenever the store reads its clock (which it does between passes) must not wait for the whole
+// catch-up, so the passes' answers carry three different header revisions.
+func TestTickReleasesLockBetweenPasses(t *testing.T) {
+	hc := &hookClock{FakeClock: clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))}
+	st := store.New(store.Options{Clock: hc, ManualTick: true})
+	defer st.Close()
+	e := &env{t: t, s: st, clock: hc.FakeClock}
+	e.put("k", "v") // 2
+	var streams []*stream
+	for range 11 {
+		s := openStream(t, e)
+		for range 100 {
+			s.watch(&store.WatchRequest{Key: []byte("k"), StartRevision: 2})
+		}
+		streams = append(streams, s)
+	}
+	hc.onNow = func() {
+		done := make(chan error, 1)
+		go func() {
+			_, err := st.Put(&store.PutRequest{Key: []byte("other")})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("put while catching up: %v", err)
+			}
+		case <-time.After(testutil.WaitTimeout):
+			t.Errorf("a put waited %v while the store caught watchers up", testutil.WaitTimeout)
+			<-done
+		}
+	}
+	hc.Step(store.DefaultSyncInterval)
+	st.Tick()
+	hc.onNow = nil
+	headers := map[int64]int{}
+	for _, s := range streams {
+		for range 100 {
+			r := s.next()
+			if diffStrings(evsOf(r), "PUT k=v@2") != "" {
+				t.Fatalf("catch-up answer %s", describe(r))
+			}
+			headers[r.Revision]++
+		}
+	}
+	if len(headers) != 3 {
+		t.Fatalf("catch-up answers by header revision: %v; want three passes, each after a write", headers)
+	}
+}
+
+// TestPeriodicWorkReleasesLockBetweenSteps: besides the catch-up passes
+// (TestTickReleasesLockBetweenPasses), etcd retries victims one batch at a time under its lock
+// (watchable_store.go moveVictims), revokes each expired lease with a request of its own (lessor.go
+// revokeExpiredLeases hands them to the server, which proposes one revocation each) and runs one
+// progress ticker per stream (v3rpc watch.go sendLoop). So a write made after each step of the
+// store's periodic work must land between any two batches, revocations or progress ticks.
+func TestPeriodicWorkReleasesLockBetweenSteps(t *testing.T) {
+	afterEachStep := func(e *env) {
+		store.SetAfterStep(e.s, func() { e.put("marker", "") })
+	}
+	t.Run("victim batches", func(t *testing.T) {
+		e := newEnv(t, store.Options{})
+		s := openStream(t, e)
+		s.watch(&store.WatchRequest{Key: []byte("marker")})
+		s.watch(&store.WatchRequest{Key: []byte("f")})
+		for _, k := range []string{"x1", "x2", "x3"} {
+			s.watch(&store.WatchRequest{Key: []byte(k)})
+		}
+		s.fillChannel("f", 128)
+		for _, k := range []string{"x1", "x2", "x3"} {
+			e.put(k, "") // refused by the full channel: three batches of victims
+		}
+		for range 128 {
+			s.next()
+		}
+		afterEachStep(e)
+		e.step(store.DefaultVictimRetryInterval)
+		var keys []string
+		for {
+			select {
+			case r := <-s.ws.Chan():
+				keys = append(keys, string(r.Events[0].Kv.Key))
+				continue
+			default:
+			}
+			break
+		}
+		if diffStrings(keys, "x1", "marker", "x2", "marker", "x3", "marker") != "" {
+			t.Fatalf("responses in the order of their keys: %q; want a write after each victim batch", keys)
+		}
+	})
+	t.Run("lease revocations", func(t *testing.T) {
+		e := newEnv(t, store.Options{})
+		for _, k := range []string{"l1", "l2", "l3"} {
+			l, err := e.s.LeaseGrant(0, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.s.Put(&store.PutRequest{Key: []byte(k), Lease: l.ID}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		from := e.s.Rev() + 1
+		afterEachStep(e)
+		e.step(3 * time.Second) // all three expired
+		store.SetAfterStep(e.s, nil)
+		s := openStream(t, e)
+		s.watch(&store.WatchRequest{Key: []byte{0}, RangeEnd: []byte{0}, StartRevision: from})
+		e.step(store.DefaultSyncInterval)
+		evs := evsOf(s.next())
+		var deletes []string
+		for _, ev := range evs {
+			if strings.HasPrefix(ev, "DELETE") {
+				deletes = append(deletes, ev)
+			}
+		}
+		if len(deletes) != 3 {
+			t.Fatalf("events from revision %d: %q; want the three revocations", from, evs)
+		}
+		for i := 1; i < len(evs); i++ {
+			if strings.HasPrefix(evs[i-1], "DELETE") && strings.HasPrefix(evs[i], "DELETE") {
+				t.Fatalf("events from revision %d: %q; want a write between any two revocations", from, evs)
+			}
+		}
+	})
+	t.Run("progress ticks", func(t *testing.T) {
+		e := newEnv(t, store.Options{ProgressNotifyInterval: time.Second})
+		var streams []*stream
+		for range 3 {
+			s := openStream(t, e)
+			s.watch(&store.WatchRequest{Key: []byte("p"), ProgressNotify: true})
+			streams = append(streams, s)
+		}
+		afterEachStep(e)
+		e.step(1100 * time.Millisecond) // each stream's first tick: the interval plus under 10% jitter
+		revs := map[int64]bool{}
+		for _, s := range streams {
+			r := s.next()
+			if !r.IsProgressNotify() {
+				t.Fatalf("want a progress notification: %s", describe(r))
+			}
+			revs[r.Revision] = true
+		}
+		if len(revs) != 3 {
+			t.Fatalf("progress notifications of three streams at revisions %v; want a write after each stream's tick", revs)
+		}
+	})
 }

@@ -32,6 +32,7 @@ type watcherGroup struct {
 	prefixLens map[int]int // number of distinct prefixes of each length
 	lens       []int       // the keys of prefixLens, ascending
 	ranges     map[keyRange]*watcherSet
+	cursor     int // where the next choose starts in all
 }
 
 func newWatcherGroup() *watcherGroup {
@@ -75,6 +76,21 @@ func (g *watcherGroup) setFor(m map[string]*watcherSet, k string) *watcherSet {
 		m[k] = set
 	}
 	return set
+}
+
+// choose returns up to n watchers of the group, starting where the previous choose stopped, so that
+// successive calls take every watcher in turn.
+func (g *watcherGroup) choose(n int) []*watcher {
+	if len(g.all) <= n {
+		g.cursor = 0
+		return append([]*watcher(nil), g.all...)
+	}
+	start := g.cursor % len(g.all)
+	out := make([]*watcher, 0, n)
+	out = append(out, g.all[start:min(start+n, len(g.all))]...)
+	out = append(out, g.all[:n-len(out)]...)
+	g.cursor = (start + n) % len(g.all)
+	return out
 }
 
 // has reports whether w is in the group.

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/listwatch/listwatch/internal/testutil"
 )
 
@@ -276,5 +278,51 @@ func TestRemoteListenRefused(t *testing.T) {
 	if _, ok := err.(*exec.ExitError); !ok || cmd.ProcessState.ExitCode() != 2 ||
 		!strings.Contains(stderr.String(), "pass --allow-remote") || stdout.Len() != 0 {
 		t.Errorf("serve --etcd-listen 0.0.0.0:0: %v, stdout %q, stderr %q; want exit 2 naming --allow-remote", err, stdout.String(), stderr.String())
+	}
+}
+
+// TestServeSurvivesCompactionAtPutThenDelete drives the real command through what used to crash
+// it: a txn that puts a value of over a megabyte and deletes the key again in the same revision
+// (a delete from the key), a compaction at that revision, and a watch from it, which made the
+// store read the released value. The watch gets the DELETE alone, as from etcd, and the server
+// keeps answering until it is stopped.
+func TestServeSurvivesCompactionAtPutThenDelete(t *testing.T) {
+	p := startListwatch(t, "serve", "--etcd-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0")
+	cli := dialTCP(t, p.addr)
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
+	defer cancel()
+	big := strings.Repeat("v", 1<<20+100)
+	tr, err := cli.Txn(ctx).Then(clientv3.OpPut("k", big), clientv3.OpDelete("k", clientv3.WithFromKey())).Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := tr.Header.Revision
+	if _, err := cli.Compact(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	wch := cli.Watch(ctx, "k", clientv3.WithRev(rev))
+	next := func() clientv3.WatchResponse {
+		t.Helper()
+		wr, ok := <-wch
+		if !ok || wr.Err() != nil {
+			t.Fatalf("watch from revision %d ended: %v; server stderr:\n%s", rev, wr.Err(), p.stderr.String())
+		}
+		return wr
+	}
+	if wr := next(); len(wr.Events) != 1 || wr.Events[0].Type != clientv3.EventTypeDelete || wr.Events[0].Kv.ModRevision != rev {
+		t.Fatalf("watch from the compact revision: %v, want the DELETE alone", wr.Events)
+	}
+	if _, err := cli.Put(ctx, "k", "after"); err != nil {
+		t.Fatalf("put after the catch-up: %v; server stderr:\n%s", err, p.stderr.String())
+	}
+	if wr := next(); len(wr.Events) != 1 || string(wr.Events[0].Kv.Value) != "after" {
+		t.Fatalf("live event: %v", wr.Events)
+	}
+	if g, err := cli.Get(ctx, "k"); err != nil || len(g.Kvs) != 1 {
+		t.Fatalf("get after the catch-up: %v, %v", g, err)
+	}
+	if code, rest := p.stop(t, syscall.SIGINT); code != 0 {
+		t.Errorf("exit %d, output %q, stderr %q", code, rest, p.stderr.String())
 	}
 }

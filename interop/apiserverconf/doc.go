@@ -1,8 +1,12 @@
 // Package apiserverconf runs k8s.io/apiserver's own storage conformance functions
 // (k8s.io/apiserver/pkg/storage/testing, the exported Run* functions of store_tests.go and
 // watcher_tests.go) against the apiserver's real etcd3 storage (k8s.io/apiserver/pkg/storage/etcd3)
-// on two backends: an embedded etcd v3.7 (interop/internal/etcdtest) and listwatch's store served
-// by etcdgrpc in-process. The package has no API: everything is in its tests.
+// on two backends, an embedded etcd v3.7 (interop/internal/etcdtest) and listwatch's store served by
+// etcdgrpc in-process (TestStorageConformance), and against two watch caches: upstream's own Cacher
+// and listwatch's cache.Cacher, both over their etcd3 storage on listwatch's store
+// (TestCacherConformance, built by interop/internal/cachepair; listwatch's cache is seen as upstream's
+// storage.Interface through interop/internal/storageadapter). The package has no API: everything is
+// in its tests.
 //
 // It is a package of its own, apart from package interop, because the apiserver brings process-wide
 // state with it (feature gates, the etcd feature-support checker, klog, metrics registries) that
@@ -19,16 +23,30 @@
 //     TestHarnessCatchesFault shows a fault caught: a child run whose listwatch backend drops the
 //     last key of multi-key ranges fails RunTestGetListRecursivePrefix on listwatch, and only
 //     there.
-//   - Same test on both backends. Every function is one subtest per backend with a fresh server,
-//     fresh storage and a fresh etcd feature-support checker, one at a time (feature gates are
-//     process-wide). A function is skipped only on both backends at once, with the reason: today
-//     only RunTestOptionalWatchBookmarksWithCorrectResourceVersion, which upstream runs over the
-//     cacher alone (pkg/storage/cacher/cacher_test.go) (TestStorageConformance).
+//   - The caches get every function upstream's pkg/storage/cacher/cacher_test.go runs against its
+//     Cacher, with that file's setup (testSetupWithEtcdServer: the example/v1 protobuf codec, the
+//     identity encrypt-check transformer, GetPodAttrs, the spec.nodeName trigger and cluster-scoped
+//     keys where it sets them, a first list that fails where the reflector lists, the
+//     createWrapper of the watch-list functions, the recorder of the lists sent to etcd). Two of
+//     its helpers reach into its Cacher and are rebuilt from outside with the same effect on both
+//     caches: compactWatch (trim the history) by a relist after the compaction
+//     (cachepair.Cache.Relist), compactStore's compactIfNeeded by firing the compactor's poll
+//     (cachepair.Cache.ObserveCompaction) (TestCacherConformance).
+//   - Same test on both sides. Every function is one subtest per backend or cache with a fresh
+//     server, fresh storage and a fresh etcd feature-support checker, one at a time (feature gates
+//     are process-wide). A storage function is skipped only on both backends at once, with the
+//     reason: today only RunTestOptionalWatchBookmarksWithCorrectResourceVersion, which upstream
+//     runs over the cacher alone and TestCacherConformance runs over both caches. A cache function
+//     is skipped on listwatch's cache only where listwatch's storage.Interface leaves the method
+//     out by design (Stats) or listwatch has no counterpart (API Priority and Fairness's
+//     initialization signal); every one that passes against upstream's Cacher passes against
+//     listwatch's.
 //   - The storage's etcd feature check (etcd3.New starts it; it asks the endpoint's Status for its
 //     version) finds RequestWatchProgress supported on both backends, which the watch cache's
 //     consistent reads rely on (TestFeatureSupportCheck).
 //   - No leaks. Each subtest owns every watcher the storage hands out and, at cleanup, stops it and
 //     waits until its result channel is closed, which the etcd3 watcher does only once its
 //     goroutines are done; then it closes the storage, stops the compactor and stops the backend.
-//     The package's TestMain runs goleak with no ignore option, after the tests.
+//     The package's TestMain runs goleak after the tests, ignoring only the goroutine upstream's
+//     watch cache leaves for up to 3 s after a read that waited (kubeapiserver.GoleakOptions).
 package apiserverconf

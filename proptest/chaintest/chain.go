@@ -83,7 +83,7 @@ func Pods() httpwatch.Resource {
 	return httpwatch.Resource{
 		Version: p.Version, Resource: p.Resource, Kind: p.Kind, ShortNames: p.ShortNames, Namespaced: true,
 		BuiltIn: true, AllowUnconditionalUpdate: true, ReturnDeletedObject: true,
-		SelectableFields: p.SelectableFields, TriggerField: "spec.nodeName",
+		SelectableFields: p.SelectableFields, TriggerField: p.TriggerField,
 	}
 }
 

@@ -122,6 +122,16 @@ type Watch struct {
 // OpenWatch sends the watch request and returns once the response headers arrived, calling step
 // (if not nil) while it waits: step moves whatever fake clock the server may be waiting on.
 func (c *Chain) OpenWatch(spec WatchSpec, step func()) (*Watch, error) {
+	return c.openWatch(spec, step, false)
+}
+
+// OpenPausedWatch is OpenWatch for a client that does not read the body until Resume: not even the
+// first frame is taken from the connection.
+func (c *Chain) OpenPausedWatch(spec WatchSpec, step func()) (*Watch, error) {
+	return c.openWatch(spec, step, true)
+}
+
+func (c *Chain) openWatch(spec WatchSpec, step func(), paused bool) (*Watch, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL+spec.Path(), nil)
 	if err != nil {
@@ -164,7 +174,7 @@ wait:
 		return nil, fmt.Errorf("GET %s: %w", spec.Path(), res.err)
 	}
 	w := &Watch{Spec: spec, Code: res.resp.StatusCode, Header: res.resp.Header, cancel: cancel, body: res.resp.Body,
-		done: make(chan struct{})}
+		done: make(chan struct{}), paused: paused}
 	w.cond = sync.NewCond(&w.mu)
 	if w.Code != http.StatusOK {
 		w.Body, err = io.ReadAll(res.resp.Body)

@@ -16,9 +16,11 @@
 // last relist and known revision, the last compaction). Model.Check reads a watch's frames
 // (objects as canonical JSON; a BOOKMARK must be an empty v1 Pod, an ERROR a v1 Status) and judges
 // them by kubemodel's History.Check; the Verdict says whether the prefix is complete and which
-// resourceVersion a client resumes from.
+// resourceVersion a client resumes from. Model.Dispatch says where the watch cache indexes the
+// watcher of a request (kubemodel.DispatchOf), so a test can count the writes offered to it.
 //
-// Watch is an HTTP watch as a client reads it (pausable, disconnectable); MemPeak samples the heap
+// Watch is an HTTP watch as a client reads it (pausable, disconnectable; OpenPausedWatch opens one
+// whose client reads nothing until Resume); MemPeak samples the heap
 // for the fault tests' memory reports. Every wait is a condition polled with a generous deadline
 // (testutil.Poll and testutil.WaitTimeout), moving fake clocks through a step function where the
 // awaited thing needs them.

@@ -173,12 +173,30 @@ type Model struct {
 	// CacheAt is a revision the watch cache is known to have reached (by ListRV, say): watches
 	// that start wherever the cache is start there or later.
 	CacheAt int64
+	// Trigger is the field the watch cache indexes watchers by (the resource's TriggerField).
+	Trigger string
 }
 
 // NewModel returns the model of a fresh chain.
 func (c *Chain) NewModel() *Model {
 	rev := c.Store.Rev()
-	return &Model{History: kubemodel.NewHistory(rev), Cached: c.Cacher != nil, ListRV: rev}
+	return &Model{History: kubemodel.NewHistory(rev), Cached: c.Cacher != nil, ListRV: rev, Trigger: c.Resource.TriggerField}
+}
+
+// Dispatch is where the watch cache indexes the watcher of a watch request with spec, which decides
+// the writes offered to it (kubemodel.DispatchOf): the request's namespace is the path's, its name
+// the field selector's, and the HTTP API names the resource's trigger field in the predicate's
+// IndexFields, as the pod registry's MatchPod does.
+func (m *Model) Dispatch(spec WatchSpec) (kubemodel.Dispatch, error) {
+	field, err := fields.ParseSelector(spec.Field)
+	if err != nil {
+		return kubemodel.Dispatch{}, err
+	}
+	var indexFields []string
+	if m.Trigger != "" {
+		indexFields = []string{m.Trigger}
+	}
+	return kubemodel.DispatchOf(spec.Namespace, "", field, indexFields, m.Trigger), nil
 }
 
 // LastPodRev is the revision of the last pod write (0: none).

@@ -7,7 +7,7 @@
 //
 // It follows k8s.io/apiserver's pkg/storage/etcd3/watcher.go (Watch, getStartWatchResourceVersion,
 // areInitialEventsRequired, isInitialEventsEndBookmarkRequired, startWatching, transform),
-// pkg/storage/etcd3/event.go (parseEvent), pkg/storage/cacher/cacher.go (Watch),
+// pkg/storage/etcd3/event.go (parseEvent), pkg/storage/cacher/cacher.go (Watch, startDispatching),
 // pkg/storage/cacher/cache_watcher.go (convertToWatchEvent, processInterval, process),
 // pkg/storage/cacher/watch_cache.go (waitUntilFreshAndBlock, getAllEventsSinceLocked), apimachinery's
 // pkg/apis/meta/internalversion/defaults.go (SetListOptionsDefaults), and the expectations of
@@ -44,6 +44,10 @@
 //     (TestCheckAcceptsCorrectStreams, TestCheckRejectsWrongStreams, TestCheckStartRange,
 //     TestCheckRefusals, TestCompaction). The Verdict says whether the prefix is complete and where a
 //     client resumes; Owed counts the events owed, without rendering (TestOwed).
+//   - DispatchOf and Dispatch say where a watch cache indexes a watcher (the request's namespace and
+//     name, the field selector's where the request has none, or the trigger's value when the
+//     predicate names it in IndexFields) and History.Offered counts the writes it then offers to it,
+//     after cacher.go Watch and startDispatching (TestDispatchOffers).
 //   - History refuses writes out of revision order, a deletion of an absent object and a key
 //     written twice in one revision with ErrHistory; a request whose resourceVersion is not a
 //     revision is ErrRequest; an event it cannot read is ErrEvent (TestHistoryApply,

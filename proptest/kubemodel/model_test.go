@@ -573,3 +573,65 @@ func TestEventOf(t *testing.T) {
 		t.Errorf("canonical: %s %v", got, err)
 	}
 }
+
+// TestDispatchOffers: where a watcher is indexed (the request's namespace and name first, the field
+// selector's where the request has none, the trigger only when the predicate names it in IndexFields
+// and pins it) and which writes are then offered to it: those of its scope, or those whose object
+// has or had its trigger value.
+func TestDispatchOffers(t *testing.T) {
+	h := NewHistory(0)
+	writes := []struct {
+		rev int64
+		o   *Object
+		del string
+	}{
+		{1, pod("a", "x", 1, "", "n1"), ""},
+		{2, pod("b", "x", 2, "", "n2"), ""},
+		{3, pod("a", "y", 3, "", ""), ""},
+		{4, pod("a", "x", 4, "", "n2"), ""}, // leaves n1 for n2
+		{5, nil, "/pods/b/x"},               // deletion on n2
+	}
+	for _, w := range writes {
+		key := w.del
+		if w.o != nil {
+			key = w.o.Key
+		}
+		if err := h.Apply(w.rev, key, w.o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sel := func(s string) fields.Selector {
+		f, err := fields.ParseSelector(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	node := []string{"spec.nodeName"}
+	for _, tc := range []struct {
+		name    string
+		d       Dispatch
+		want    Dispatch
+		after   int64
+		offered int
+	}{
+		{"cluster-wide", DispatchOf("", "", nil, nil, ""), Dispatch{}, 0, 5},
+		{"request namespace", DispatchOf("a", "", sel(""), nil, ""), Dispatch{Namespace: "a"}, 0, 3},
+		{"request namespace over the selector's", DispatchOf("a", "", sel("metadata.namespace=b"), nil, ""), Dispatch{Namespace: "a"}, 0, 3},
+		{"selector namespace", DispatchOf("", "", sel("metadata.namespace=b"), nil, ""), Dispatch{Namespace: "b"}, 0, 2},
+		{"namespace and name", DispatchOf("a", "", sel("metadata.name=x"), nil, ""), Dispatch{Namespace: "a", Name: "x"}, 0, 2},
+		{"name across namespaces", DispatchOf("", "x", nil, nil, ""), Dispatch{Name: "x"}, 0, 4},
+		{"trigger, now or before", DispatchOf("a", "", sel("spec.nodeName=n1"), node, "spec.nodeName"), Dispatch{Namespace: "a", Trigger: "spec.nodeName", Value: "n1"}, 0, 2},
+		{"trigger n2 after 1", DispatchOf("", "", sel("spec.nodeName=n2"), node, "spec.nodeName"), Dispatch{Trigger: "spec.nodeName", Value: "n2"}, 1, 3},
+		{"trigger without IndexFields", DispatchOf("", "", sel("spec.nodeName=n1"), nil, "spec.nodeName"), Dispatch{}, 0, 5},
+		{"trigger not pinned", DispatchOf("", "", sel("spec.nodeName!=n1"), node, "spec.nodeName"), Dispatch{}, 0, 5},
+		{"no trigger configured", DispatchOf("", "", sel("spec.nodeName=n1"), node, ""), Dispatch{}, 0, 5},
+	} {
+		if tc.d != tc.want {
+			t.Errorf("%s: DispatchOf = %+v, want %+v", tc.name, tc.d, tc.want)
+		}
+		if got := h.Offered(tc.d, tc.after); got != tc.offered {
+			t.Errorf("%s: %d writes after %d offered, want %d", tc.name, got, tc.after, tc.offered)
+		}
+	}
+}

@@ -37,6 +37,7 @@ type mevent struct {
 	key  string
 	kv   mkv // the new key-value of a PUT; mod only for a DELETE
 	prev *mkv
+	sub  int // position among the revision's events
 }
 
 type mlease struct {
@@ -118,7 +119,7 @@ func (tx *mtxn) put(key, value string, lease int64, ignoreValue, ignoreLease boo
 		prev = &o
 	}
 	tx.state[key] = kv
-	tx.evs = append(tx.evs, mevent{key: key, kv: kv, prev: prev})
+	tx.evs = append(tx.evs, mevent{key: key, kv: kv, prev: prev, sub: len(tx.evs)})
 }
 
 func (tx *mtxn) deleteRange(key, end string) (deleted []string, prevs []mkv) {
@@ -127,7 +128,7 @@ func (tx *mtxn) deleteRange(key, end string) (deleted []string, prevs []mkv) {
 			old := tx.state[k]
 			delete(tx.state, k)
 			o := old
-			tx.evs = append(tx.evs, mevent{del: true, key: k, kv: mkv{mod: tx.next()}, prev: &o})
+			tx.evs = append(tx.evs, mevent{del: true, key: k, kv: mkv{mod: tx.next()}, prev: &o, sub: len(tx.evs)})
 			deleted = append(deleted, k)
 			prevs = append(prevs, old)
 		}
@@ -691,4 +692,21 @@ func (m *model) owed(w *smWatcher) []mevent {
 	}
 	w.scanned = max(w.scanned, m.rev)
 	return w.owed
+}
+
+// droppable reports whether a watcher may miss ev: after a compaction at ev's revision, history
+// keeps only the last change of each key there (key_index.go compact keeps the newest revision at
+// or below the compact revision, kvstore_compaction.go deletes the rest), so a watcher reading that
+// revision from history afterwards gets no earlier change of the same key. A txn makes two changes
+// of one key in a revision with a put and a delete from the key, in either order.
+func (m *model) droppable(ev mevent) bool {
+	if !containsInt64(m.compacts, ev.kv.mod) {
+		return false
+	}
+	for _, later := range m.events[ev.kv.mod][ev.sub+1:] {
+		if later.key == ev.key {
+			return true
+		}
+	}
+	return false
 }

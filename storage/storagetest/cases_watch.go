@@ -2,6 +2,7 @@ package storagetest
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
@@ -26,10 +27,12 @@ func del(ns, name string, want watch.EventType) step {
 
 // transitionCase builds the common shape of the watch tests of watcher_tests.go: list to get a start
 // revision, watch from it, apply steps, read the events they cause, then sync and stop (nothing else may
-// arrive). before are writes (not watched) made after the watch opened. Want is derived from the steps
+// arrive). before are writes (not watched) made after the watch opened; scope is the request's
+// namespace and name the watch is made with, as upstream's cases put them on the context with
+// request.WithNamespace and WithRequestInfo. Want is derived from the steps
 // by a model that knows nothing of the implementation: every write is one revision, ADDED and MODIFIED
 // carry the written object, DELETED the previous one at the new revision.
-func transitionCase(name, upstream, listKey, watchKey string, opts storage.ListOptions, before []*unstructured.Unstructured, steps []step) Case {
+func transitionCase(name, upstream, listKey, watchKey string, scope storage.RequestScope, opts storage.ListOptions, before []*unstructured.Unstructured, steps []step) Case {
 	want := []string{"l list rv=+0 items=[]"}
 	rel := 0
 	for _, b := range before {
@@ -81,7 +84,7 @@ func transitionCase(name, upstream, listKey, watchKey string, opts storage.ListO
 			}
 			wo := opts
 			wo.ResourceVersion = l.GetResourceVersion()
-			w := h.Watch("w", watchKey, wo)
+			w := h.watchCtx(storage.WithRequestScope(h.Ctx(), scope), h.storage, "w", watchKey, wo)
 			if w == nil {
 				h.Fail("watch failed")
 			}
@@ -147,7 +150,7 @@ func watchCases() []Case {
 				key = "/pods/ns"
 			}
 			cases = append(cases, transitionCase(
-				fmt.Sprintf("Watch/%s/recursive=%t", sub.name, recursive), "RunTestWatch", key, key,
+				fmt.Sprintf("Watch/%s/recursive=%t", sub.name, recursive), "RunTestWatch", key, key, storage.RequestScope{},
 				storage.ListOptions{Predicate: sub.pred, Recursive: recursive},
 				[]*unstructured.Unstructured{Pod("ns-bad", "foo")}, sub.steps))
 		}
@@ -157,6 +160,17 @@ func watchCases() []Case {
 
 func clusterPod(name string, mods ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
 	return Pod("", name, mods...)
+}
+
+// indexedPodPredicate is PodPredicate("", field) with the IndexFields upstream's cases give a
+// selector on spec.nodeName (CreatePodPredicate's indexField), which lets a watch cache with the
+// spec.nodeName trigger index the watcher by its value.
+func indexedPodPredicate(field string) storage.Predicate {
+	p := PodPredicate("", field)
+	if strings.Contains(field, "spec.nodeName") {
+		p.IndexFields = []string{"spec.nodeName"}
+	}
+	return p
 }
 
 // clusterScopedCases ports RunTestClusterScopedWatch.
@@ -210,7 +224,8 @@ func clusterScopedCases() []Case {
 	for _, t := range tcs {
 		key := "/pods/" + t.requestedName
 		cases = append(cases, transitionCase("ClusterScopedWatch/"+t.name, "RunTestClusterScopedWatch", "/pods/", key,
-			storage.ListOptions{Predicate: PodPredicate("", t.field), Recursive: t.recursive}, nil, t.steps))
+			storage.RequestScope{Name: t.requestedName},
+			storage.ListOptions{Predicate: indexedPodPredicate(t.field), Recursive: t.recursive}, nil, t.steps))
 	}
 	return cases
 }
@@ -344,7 +359,8 @@ func namespaceScopedCases() []Case {
 			}
 		}
 		cases = append(cases, transitionCase("NamespaceScopedWatch/"+t.name, "RunTestNamespaceScopedWatch", "/pods/", key,
-			storage.ListOptions{Predicate: PodPredicate("", t.field), Recursive: t.recursive}, nil, t.steps))
+			storage.RequestScope{Namespace: t.requestedNamespace, Name: t.requestedName},
+			storage.ListOptions{Predicate: indexedPodPredicate(t.field), Recursive: t.recursive}, nil, t.steps))
 	}
 	return cases
 }

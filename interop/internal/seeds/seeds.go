@@ -1,0 +1,64 @@
+// Package seeds reads the seeds and the size of a seeded differential run from the environment, so
+// that `make test` runs a small default set and a long run names its own: "7", "1-200", "3,9-12".
+//
+// # Invariants
+//
+//   - Parse accepts N, N-M (1 <= N <= M) and comma-separated lists of them, and refuses anything else
+//     with an error naming the part (TestParse).
+//   - FromEnv uses the defaults when the variables are unset and refuses a malformed or
+//     non-positive value instead of running something else (TestFromEnv).
+package seeds
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Parse reads "N", "N-M" and comma-separated lists of them.
+func Parse(s string) ([]uint64, error) {
+	var seeds []uint64
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.ParseUint(lo, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("seed %q: %w", part, err)
+		}
+		if a == 0 {
+			// 0 is how the tests' -seed flags say "no seed given"
+			return nil, fmt.Errorf("seed %q: seeds start at 1", part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.ParseUint(hi, 10, 64); err != nil || b < a {
+				return nil, fmt.Errorf("seed range %q: want N-M with N <= M", part)
+			}
+		}
+		for n := a; n <= b; n++ {
+			seeds = append(seeds, n)
+		}
+	}
+	return seeds, nil
+}
+
+// FromEnv returns the seeds named by the variable seedsVar (default defSeeds) and the count named by
+// countVar (default defCount).
+func FromEnv(seedsVar, defSeeds, countVar string, defCount int) ([]uint64, int, error) {
+	spec := os.Getenv(seedsVar)
+	if spec == "" {
+		spec = defSeeds
+	}
+	list, err := Parse(spec)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", seedsVar, err)
+	}
+	count := defCount
+	if v := os.Getenv(countVar); v != "" {
+		if count, err = strconv.Atoi(v); err != nil || count <= 0 {
+			return nil, 0, fmt.Errorf("%s=%q: want a positive number", countVar, v)
+		}
+	}
+	return list, count, nil
+}
