@@ -748,7 +748,7 @@ func writeWatches(w io.Writer, h *history.History) {
 		c.watches, c.responses, c.events, c.eventResponses, c.progress, c.compacted)
 }
 
-// guarantees in the order doc.go of proptest/history defines them; needsReference marks those
+// guarantees in the order package history's doc.go defines them; needsReference marks those
 // checked only against a linearization's event log.
 var guarantees = []struct {
 	g              history.Guarantee
