@@ -235,7 +235,7 @@ func BenchmarkCachedEventMemory(b *testing.B) {
 		objs := objects()
 		withObjects := heap()
 		wc := newWatchCache(func(o k8sruntime.Object) (string, error) { return storage.NamespaceKeyFunc("/pods/", o) }, storagetest.PodAttrs,
-			storage.APIObjectVersioner{}, clock.RealClock{}, DefaultEventFreshDuration, nil, nil, nil, nil)
+			storage.APIObjectVersioner{}, clock.RealClock{}, DefaultEventFreshDuration, nil, nil, nil, nil, true)
 		if err := wc.Replace(nil, "1"); err != nil {
 			b.Fatal(err)
 		}

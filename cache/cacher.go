@@ -78,6 +78,12 @@ type Config struct {
 	Backoff *wait.Backoff
 	// Logger receives what upstream logs with klog. Default slog.Default().
 	Logger *slog.Logger
+	// DisableListFromCacheSnapshot turns upstream's ListFromCacheSnapshot feature gate off (it is
+	// beta and on by default in v0.37, which the zero value mirrors): the cache then keeps no
+	// snapshots and runs no compactor, so exact lists, legacy exact lists (a resourceVersion with a
+	// limit) and every continue token go to the storage, and a 410 from the cache is returned rather
+	// than retried against the storage.
+	DisableListFromCacheSnapshot bool
 }
 
 // indexedTrigger is the configured trigger field and its value function.
@@ -207,7 +213,7 @@ type Cacher struct {
 	watchCache *watchCache
 	reflector  *reflector
 	progress   *progressRequester
-	// compactor is nil when the storage does not tell its compactions.
+	// compactor is nil when the storage does not tell its compactions, or without snapshots.
 	compactor *compactor
 
 	// mu guards the watcher registry and the dispatch state below.
@@ -329,10 +335,11 @@ func New(cfg Config) (*Cacher, error) {
 	}
 	c.progress = newProgressRequester(cfg.Storage.RequestWatchProgress, cfg.Clock, logger)
 	c.watchCache = newWatchCache(cfg.KeyFunc, cfg.GetAttrsFunc, cfg.Versioner, cfg.Clock, cfg.EventsHistoryWindow,
-		c.processEvent, c.progress, cfg.Storage.GetCurrentResourceVersion, ctx.Done())
+		c.processEvent, c.progress, cfg.Storage.GetCurrentResourceVersion, ctx.Done(), !cfg.DisableListFromCacheSnapshot)
 	c.reflector = newReflector(cfg.Storage, cfg.ResourcePrefix, cfg.NewListFunc, c.watchCache, cfg.Clock, backoff, logger)
 
-	if s, ok := cfg.Storage.(compactRevisioner); ok {
+	// As upstream, the compactor runs only with ListFromCacheSnapshot: it drops snapshots.
+	if s, ok := cfg.Storage.(compactRevisioner); ok && !cfg.DisableListFromCacheSnapshot {
 		c.compactor = newCompactor(s, c.watchCache, cfg.Clock)
 		c.stopWg.Add(1)
 		go func() {

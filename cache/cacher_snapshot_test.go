@@ -360,3 +360,135 @@ func TestListExactAtEvictedRevision(t *testing.T) {
 		t.Errorf("exact at the oldest revision still held: %d items, from the storage %t", n, fromStorage)
 	}
 }
+
+// TestListWithoutSnapshots: with Config.DisableListFromCacheSnapshot, as upstream with its
+// ListFromCacheSnapshot gate off (cacher.go NewCacherFromConfig, ShouldDelegateExactRV,
+// ShouldDelegateContinue; store/watch_cache_storage.go NewWatchCacheStorage), the cache keeps no
+// snapshot and runs no compactor: Exact lists, legacy exact lists and the pages of every continue
+// token (a consistent list's too) are read from the storage, with the storage's answer, while lists
+// at any staleness, not older than a revision, and consistent ones are still the cache's. Failure
+// mode: a snapshot kept, or one of those lists answered by the cache.
+func TestListWithoutSnapshots(t *testing.T) {
+	e := newEnv(t, withoutSnapshots, withFakeClock)
+	e.create(storagetest.Pod("ns", "a"))
+	b := e.create(storagetest.Pod("ns", "b"))
+	e.put(storagetest.Pod("ns", "a", storagetest.Labels("x=1")))
+	e.syncCache()
+	if e.cacher.watchCache.snapshots != nil || e.cacher.watchCache.snapshottingEnabled() {
+		t.Fatal("the cache keeps snapshots")
+	}
+	if e.cacher.compactor != nil {
+		t.Fatal("the cache runs a compactor")
+	}
+	rv := b.GetResourceVersion()
+	limited := storage.Everything
+	limited.Limit = 1
+	fromStorage := []struct {
+		name string
+		opts storage.ListOptions
+	}{
+		{"exact", storage.ListOptions{ResourceVersion: rv, ResourceVersionMatch: metav1.ResourceVersionMatchExact, Predicate: storage.Everything, Recursive: true}},
+		{"exact with limit", storage.ListOptions{ResourceVersion: rv, ResourceVersionMatch: metav1.ResourceVersionMatchExact, Predicate: limited, Recursive: true}},
+		{"legacy exact", storage.ListOptions{ResourceVersion: rv, Predicate: limited, Recursive: true}},
+	}
+	for _, tc := range fromStorage {
+		delegated := e.storage.delegatedLists.Load()
+		got, err := e.list("/pods/", tc.opts)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if e.storage.delegatedLists.Load() != delegated+1 {
+			t.Errorf("%s was answered by the cache", tc.name)
+		}
+		want, err := e.storageList("/pods/", tc.opts)
+		if err != nil {
+			t.Fatalf("%s from etcd: %v", tc.name, err)
+		}
+		if g, w := describeList(t, got), describeList(t, want); g != w {
+			t.Errorf("%s:\n cache: %s\n  etcd: %s", tc.name, g, w)
+		}
+	}
+
+	// The continue tokens of an exact list, of a consistent list from the cache (at the cache's
+	// revision) and of a consistent read (a negative revision, which the cache would serve with
+	// snapshots).
+	var tokens []string
+	for _, first := range []storage.ListOptions{
+		{ResourceVersion: rv, ResourceVersionMatch: metav1.ResourceVersionMatchExact, Predicate: limited, Recursive: true},
+		{Predicate: limited, Recursive: true},
+	} {
+		l, err := e.list("/pods/", first)
+		if err != nil || l.GetContinue() == "" {
+			t.Fatalf("first page of %+v: %v %s", first, err, describeList(t, l))
+		}
+		tokens = append(tokens, l.GetContinue())
+	}
+	negative, err := storage.EncodeContinue("/pods/ns/a\x00", "/pods/", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens = append(tokens, negative)
+	for _, token := range tokens {
+		next := limited
+		next.Continue = token
+		delegated := e.storage.delegatedLists.Load()
+		got, err := e.list("/pods/", storage.ListOptions{Predicate: next, Recursive: true})
+		if err != nil {
+			t.Fatalf("the page after %s: %v", decodeToken(t, token), err)
+		}
+		if e.storage.delegatedLists.Load() != delegated+1 {
+			t.Errorf("the page after %s was answered by the cache", decodeToken(t, token))
+		}
+		if len(got.Items) != 1 || keyOf(&got.Items[0]) != "/pods/ns/b" {
+			t.Errorf("the page after %s: %s", decodeToken(t, token), describeList(t, got))
+		}
+	}
+
+	for _, tc := range []struct {
+		name string
+		opts storage.ListOptions
+	}{
+		{"any staleness", storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything, Recursive: true}},
+		{"not older than", storage.ListOptions{ResourceVersion: rv, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, Predicate: storage.Everything, Recursive: true}},
+		{"consistent", storage.ListOptions{Predicate: storage.Everything, Recursive: true}},
+	} {
+		delegated := e.storage.delegatedLists.Load()
+		if _, err := e.list("/pods/", tc.opts); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if e.storage.delegatedLists.Load() != delegated {
+			t.Errorf("%s was read from the storage", tc.name)
+		}
+	}
+
+	// No compactor: a compaction stays unseen, however long the cache waits.
+	if err := e.storage.Store.Compact(e.ctx, int64(e.currentRV())); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Step(2 * compactorPollPeriod)
+	if got := e.cacher.CompactRevision(); got != 0 {
+		t.Errorf("CompactRevision without snapshots: %d, want 0", got)
+	}
+	if _, err := e.list("/pods/", fromStorage[0].opts); !apierrors.IsResourceExpired(err) {
+		t.Errorf("exact list below the compaction: %v, want 410 from the storage", err)
+	}
+}
+
+// TestListFromCacheSnapshotDefault: the zero Config keeps upstream's v0.37 default, the gate on: the
+// cache keeps a snapshot per event and runs its compactor. Failure mode: the switch's zero value
+// turning snapshots off.
+func TestListFromCacheSnapshotDefault(t *testing.T) {
+	e := newEnv(t)
+	e.create(storagetest.Pod("ns", "a"))
+	e.create(storagetest.Pod("ns", "b"))
+	e.syncCache()
+	if !e.cacher.watchCache.snapshottingEnabled() {
+		t.Fatal("the zero Config keeps no snapshots")
+	}
+	if n := e.cacher.watchCache.snapshots.len(); n != 3 {
+		t.Errorf("%d snapshots, want 3 (the list's and one per event)", n)
+	}
+	if e.cacher.compactor == nil {
+		t.Error("the zero Config runs no compactor")
+	}
+}

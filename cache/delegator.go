@@ -48,7 +48,9 @@ func (c *Cacher) Get(ctx context.Context, key string, opts storage.GetOptions, o
 // revision or has not reached it yet. The rest goes to the storage: non-recursive exact lists and
 // continue tokens, revisions older than every snapshot, a snapshot dropped meanwhile (410), and an
 // unfiltered list with a limit while the cache is not ready (any other list is then 429). A list from
-// the cache has the cache's resourceVersion, or the requested one at an exact revision.
+// the cache has the cache's resourceVersion, or the requested one at an exact revision. With
+// Config.DisableListFromCacheSnapshot (the gate off) every exact list, legacy exact list and continue
+// token goes to the storage.
 //
 // Mirrors CacheDelegator.GetList; the cache part is listFromCache.
 func (c *Cacher) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
@@ -72,7 +74,7 @@ func (c *Cacher) GetList(ctx context.Context, key string, opts storage.ListOptio
 	switch {
 	case err == nil:
 		return nil
-	case apierrors.IsResourceExpired(err):
+	case apierrors.IsResourceExpired(err) && c.watchCache.snapshottingEnabled():
 		// The snapshot went (evicted or compacted) after the decision: the storage knows.
 		return c.storage.GetList(ctx, key, opts, listObj)
 	case consistent && storage.IsTooLargeResourceVersion(err):
@@ -105,12 +107,12 @@ func (c *Cacher) shouldDelegateList(opts storage.ListOptions) (delegate, consist
 	}
 }
 
-// shouldDelegateExactRV: a recursive list at an exact revision is the cache's if it holds the
-// snapshot or has not reached the revision yet (it then waits for it).
+// shouldDelegateExactRV: a recursive list at an exact revision is the cache's if it keeps snapshots
+// and holds the one of that revision or has not reached the revision yet (it then waits for it).
 //
 // Mirrors Cacher.ShouldDelegateExactRV.
 func (c *Cacher) shouldDelegateExactRV(resourceVersion string, recursive bool) (bool, bool, error) {
-	if !recursive {
+	if !recursive || !c.watchCache.snapshottingEnabled() {
 		return true, false, nil
 	}
 	listRV, err := c.versioner.ParseResourceVersion(resourceVersion)
@@ -120,12 +122,13 @@ func (c *Cacher) shouldDelegateExactRV(resourceVersion string, recursive bool) (
 	return c.shouldDelegateExactRevision(listRV), false, nil
 }
 
-// shouldDelegateContinue: a continue token of a recursive list is an exact read at its revision, or a
-// consistent read for a negative one.
+// shouldDelegateContinue: with snapshots, a continue token of a recursive list is an exact read at
+// its revision, or a consistent read for a negative one; without, every continue token goes to the
+// storage, a negative one too (and is then not counted as a consistent read).
 //
 // Mirrors Cacher.ShouldDelegateContinue.
 func (c *Cacher) shouldDelegateContinue(token string, recursive bool) (bool, bool, error) {
-	if !recursive {
+	if !recursive || !c.watchCache.snapshottingEnabled() {
 		return true, false, nil
 	}
 	_, continueRV, err := storage.DecodeContinue(token, c.resourcePrefix)
@@ -179,7 +182,8 @@ func validateListOptions(keyPrefix string, versioner storage.Versioner, opts sto
 }
 
 // CompactRevision is the storage's compaction the cache has seen: its compactor reads the storage's
-// CompactRevision (when the storage has one, as *etcd3.Store) every 15 s. 0 for none.
+// CompactRevision (when the storage has one, as *etcd3.Store) every 15 s. 0 for none, and always 0
+// without snapshots, which run no compactor.
 //
 // Mirrors CacheDelegator.CompactRevision.
 func (c *Cacher) CompactRevision() int64 {

@@ -27,6 +27,8 @@
 //   - A watch's Backlog method (not part of watch.Interface) counts the events queued for it that
 //     ResultChan does not show yet, so that a consumer flushing whenever ResultChan is empty can wait
 //     for them (TestBacklogCountsQueuedEvents).
+//   - Config.DisableListFromCacheSnapshot turns off what upstream's ListFromCacheSnapshot gate
+//     (beta, on by default in v0.37) turns on: the snapshots and their compactor (see Lists and gets).
 //   - Errors: New fails with errors matching ErrInvalidConfig (TestConfigValidation); a stopped
 //     Cacher answers with errors naming ErrStopped; the API errors are apimachinery StatusErrors
 //     (429, 410, 504, 500).
@@ -142,7 +144,14 @@
 // is kept, or waited for while the cache has not reached N (3 s, then 504 "Too large resource
 // version" with Retry-After 1 and the cache's RV, without reading the storage); below every snapshot,
 // for one key, or when the snapshot went meanwhile (410), the storage answers (and says 410 if etcd
-// compacted N). A continue token of a consistent list (negative RV) is a consistent read. While the
+// compacted N). A continue token of a consistent list (negative RV) is a consistent read.
+// Config.DisableListFromCacheSnapshot mirrors the gate off, and its zero value the default on
+// (TestListFromCacheSnapshotDefault): the cache then keeps no snapshot and runs no compactor
+// (CompactRevision stays 0), every exact list, legacy exact list and continue token (a negative one
+// too) is read from the storage, and a 410 from the cache is not retried there; lists at RV "0",
+// NotOlderThan and consistent lists are the cache's as before (TestListWithoutSnapshots,
+// TestShouldDelegateList's ListFromCacheSnapshot=false run; storagetest List and ConsistentList run
+// with the gate off by interop/apiserverconf TestCacherConformance). While the
 // cache is not ready, every list it would serve is 429 with Retry-After, except an unfiltered list
 // with a limit, which reads the storage. A list from the cache has the cache's resourceVersion, or N
 // for one at an exact revision; with a limit its continue token resumes at that resourceVersion,

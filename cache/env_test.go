@@ -285,6 +285,8 @@ type envOptions struct {
 	indexers   map[string]IndexerFunc
 	noWait     bool
 	group      string
+	// noSnapshots sets Config.DisableListFromCacheSnapshot.
+	noSnapshots bool
 }
 
 type envOption func(*envOptions)
@@ -296,6 +298,7 @@ func withNodeNameTrigger(o *envOptions) {
 	o.indexers = map[string]IndexerFunc{"spec.nodeName": nodeNameOf}
 }
 func withResource(resource string) envOption { return func(o *envOptions) { o.group = resource } }
+func withoutSnapshots(o *envOptions)         { o.noSnapshots = true }
 
 func nodeNameOf(obj runtime.Object) string {
 	u, ok := obj.(*unstructured.Unstructured)
@@ -345,6 +348,8 @@ func openEnv(t tb, opts ...envOption) (*env, func()) {
 		IndexerFuncs:   o.indexers,
 		Clock:          clk,
 		Logger:         testutil.DiscardLogger(),
+
+		DisableListFromCacheSnapshot: o.noSnapshots,
 	}
 	if o.group != "" {
 		cfg.GroupResource.Resource = o.group

@@ -68,12 +68,18 @@ func TestSnapshotter(t *testing.T) {
 // snapshots, over pods keyed /pods/<ns>/<name>.
 func newTestWatchCache(t *testing.T) *watchCache {
 	t.Helper()
+	return newTestWatchCacheWith(t, true)
+}
+
+// newTestWatchCacheWith is newTestWatchCache with or without snapshots (ListFromCacheSnapshot).
+func newTestWatchCacheWith(t *testing.T, snapshotting bool) *watchCache {
+	t.Helper()
 	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
 	stop := make(chan struct{})
 	w := newWatchCache(func(obj runtime.Object) (string, error) { return storage.NamespaceKeyFunc("/pods/", obj) },
 		storagetest.PodAttrs, storage.APIObjectVersioner{}, clk, DefaultEventFreshDuration, nil,
 		newProgressRequester(func(context.Context) error { return nil }, clk, testutil.DiscardLogger()),
-		func(context.Context) (uint64, error) { return 0, nil }, stop)
+		func(context.Context) (uint64, error) { return 0, nil }, stop, snapshotting)
 	t.Cleanup(func() {
 		close(stop)
 		w.helpers.closeAndWait()
@@ -169,10 +175,11 @@ func TestWatchCacheSnapshots(t *testing.T) {
 	}
 }
 
-// TestShouldDelegateList ports cacher_whitebox_test.go TestShouldDelegateList with
-// ListFromCacheSnapshot on (its default) and consistent reads supported: which lists go to the
-// storage, for a cache at 100 whose snapshots start at 100 (or at 80), a revision 80 before them
-// and 120 beyond them; every combination of options that passes validation is covered.
+// TestShouldDelegateList ports cacher_whitebox_test.go TestShouldDelegateList with consistent reads
+// supported: which lists go to the storage, for a cache at 100 whose snapshots start at 100 (or at
+// 80), a revision 80 before them and 120 beyond them, and for one without snapshots
+// (ListFromCacheSnapshot off: every exact list and continue token goes to the storage); every
+// combination of options that passes validation is covered.
 func TestShouldDelegateList(t *testing.T) {
 	type opts struct {
 		Recursive            bool
@@ -291,9 +298,17 @@ func TestShouldDelegateList(t *testing.T) {
 		{Recursive: true, ResourceVersion: oldRV, ResourceVersionMatch: metav1.ResourceVersionMatchExact}:             false,
 		{Recursive: true, ResourceVersion: oldRV, ResourceVersionMatch: metav1.ResourceVersionMatchExact, Limit: 100}: false,
 	}
-	for _, available := range []bool{false, true} {
-		t.Run(fmt.Sprintf("SnapshotAvailable=%t", available), func(t *testing.T) {
-			w := newTestWatchCache(t)
+	for _, run := range []struct {
+		name                    string
+		snapshotting, available bool
+	}{
+		{"ListFromCacheSnapshot=false", false, false},
+		{"ListFromCacheSnapshot=true/SnapshotAvailable=false", true, false},
+		{"ListFromCacheSnapshot=true/SnapshotAvailable=true", true, true},
+	} {
+		snapshotting, available := run.snapshotting, run.available
+		t.Run(run.name, func(t *testing.T) {
+			w := newTestWatchCacheWith(t, snapshotting)
 			// As upstream's test cacher: listed at 100, then the pod's events.
 			if err := w.Replace(nil, cacheRV); err != nil {
 				t.Fatal(err)
@@ -309,7 +324,12 @@ func TestShouldDelegateList(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := &Cacher{watchCache: w, resourcePrefix: "/pods/", versioner: storage.APIObjectVersioner{}}
-			overrides := []map[opts]bool{onCacheRV, consistentFromCache, consistentOrFuture}
+			// Without snapshots only consistent reads come from the cache (upstream's
+			// ListFromCacheSnapshot=false run: testCases with consistentListFromCacheOverrides).
+			overrides := []map[opts]bool{consistentFromCache}
+			if snapshotting {
+				overrides = append(overrides, onCacheRV, consistentOrFuture)
+			}
 			if available {
 				overrides = append(overrides, snapshotAvailable)
 			}
@@ -331,7 +351,7 @@ func TestShouldDelegateList(t *testing.T) {
 				if o.ResourceVersionMatch == "" {
 					switch {
 					case o.Continue != "":
-						wantConsistent = o.Recursive && o.Continue == onNegative
+						wantConsistent = o.Recursive && o.Continue == onNegative && snapshotting
 					case o.Limit > 0 && o.ResourceVersion != "" && o.ResourceVersion != "0":
 					default:
 						wantConsistent = o.ResourceVersion == ""

@@ -58,7 +58,8 @@ type watchCache struct {
 
 	history *watchCacheHistory
 	store   *objectStore
-	// snapshots are the store's states at the revisions the history keeps, for lists at them.
+	// snapshots are the store's states at the revisions the history keeps, for lists at them; nil
+	// without ListFromCacheSnapshot, as upstream's WatchCacheStorage keeps none with the gate off.
 	snapshots *snapshotter
 
 	// onReplace runs under the lock at the end of every Replace.
@@ -83,11 +84,10 @@ type watchCache struct {
 
 func newWatchCache(keyFunc func(runtime.Object) (string, error), getAttrs storage.AttrFunc, versioner storage.Versioner,
 	clk clock.Clock, eventFreshDuration time.Duration, eventHandler func(*watchCacheEvent), progress *progressRequester,
-	getCurrentRV func(context.Context) (uint64, error), stopCh <-chan struct{}) *watchCache {
+	getCurrentRV func(context.Context) (uint64, error), stopCh <-chan struct{}, snapshotting bool) *watchCache {
 	w := &watchCache{
 		history:      newWatchCacheHistory(eventFreshDuration),
 		store:        newObjectStore(),
-		snapshots:    newSnapshotter(),
 		keyFunc:      keyFunc,
 		getAttrs:     getAttrs,
 		versioner:    versioner,
@@ -99,9 +99,19 @@ func newWatchCache(keyFunc func(runtime.Object) (string, error), getAttrs storag
 		stopCh:       stopCh,
 		listed:       make(chan struct{}),
 	}
+	// Mirrors store/watch_cache_storage.go NewWatchCacheStorage: the snapshotter exists only with
+	// ListFromCacheSnapshot.
+	if snapshotting {
+		w.snapshots = newSnapshotter()
+	}
 	w.cond = sync.NewCond(w.RLocker())
 	return w
 }
+
+// snapshottingEnabled reports whether the cache keeps snapshots (ListFromCacheSnapshot).
+//
+// Mirrors WatchCacheStorage.SnapshottingEnabled.
+func (w *watchCache) snapshottingEnabled() bool { return w.snapshots != nil }
 
 // Add records the creation of obj.
 func (w *watchCache) Add(obj runtime.Object) error { return w.processEvent(watch.Added, obj) }
@@ -145,7 +155,7 @@ func (w *watchCache) processEvent(eventType watch.EventType, obj runtime.Object)
 	}
 	w.history.add(event)
 	w.resourceVersion = resourceVersion
-	if w.history.isFull() {
+	if w.history.isFull() && w.snapshots != nil {
 		// A revision before the oldest event the history keeps can no longer be listed exactly.
 		w.snapshots.removeLess(w.history.at(w.history.startIndex).ResourceVersion)
 	}
@@ -154,7 +164,9 @@ func (w *watchCache) processEvent(eventType watch.EventType, obj runtime.Object)
 	} else {
 		w.store.put(elem)
 	}
-	w.snapshots.add(resourceVersion, w.store.snapshot())
+	if w.snapshots != nil {
+		w.snapshots.add(resourceVersion, w.store.snapshot())
+	}
 	w.cond.Broadcast()
 	w.Unlock()
 
@@ -209,8 +221,10 @@ func (w *watchCache) Replace(objs []runtime.Object, resourceVersion string) erro
 	defer w.Unlock()
 	w.history.reset()
 	w.store.replace(elems)
-	w.snapshots.reset()
-	w.snapshots.add(version, w.store.snapshot())
+	if w.snapshots != nil {
+		w.snapshots.reset()
+		w.snapshots.add(version, w.store.snapshot())
+	}
 	w.listResourceVersion = version
 	w.resourceVersion = version
 	if w.onReplace != nil {
@@ -379,11 +393,15 @@ func (w *watchCache) waitAndListExactRV(key, continueKey string, resourceVersion
 }
 
 // exactSnapshot is the state at resourceVersion: the snapshot of the newest revision at or below it,
-// 410 if there is none.
+// 410 if there is none (always, without snapshots).
 //
 // Mirrors WatchCacheStorage.GetExactSnapshotLocked.
 func (w *watchCache) exactSnapshot(resourceVersion uint64) (*storeSnapshot, error) {
-	snap, ok := w.snapshots.getLessOrEqual(resourceVersion)
+	var snap *storeSnapshot
+	ok := false
+	if w.snapshots != nil {
+		snap, ok = w.snapshots.getLessOrEqual(resourceVersion)
+	}
 	if !ok {
 		return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d", resourceVersion))
 	}
@@ -427,6 +445,9 @@ func (w *watchCache) notFresh(resourceVersion uint64) bool {
 //
 // Mirrors WatchCacheStorage.CanServeExactRV.
 func (w *watchCache) canServeExactRV(resourceVersion uint64) bool {
+	if w.snapshots == nil {
+		return false
+	}
 	_, ok := w.snapshots.getLessOrEqual(resourceVersion)
 	return ok
 }
@@ -435,6 +456,9 @@ func (w *watchCache) canServeExactRV(resourceVersion uint64) bool {
 //
 // Mirrors WatchCacheStorage.Compact.
 func (w *watchCache) compact(resourceVersion uint64) {
+	if w.snapshots == nil {
+		return
+	}
 	w.snapshots.removeLess(resourceVersion)
 }
 

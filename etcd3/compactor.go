@@ -31,7 +31,7 @@ var ErrMalformedCompactRevision = errors.New("failed to parse compact revision")
 // any other client made. The cache's compactor reads it to drop snapshots etcd can no longer serve.
 //
 // Mirrors etcd3/compact.go compactor (its runWatchLoop, which runs while ListFromCacheSnapshot is
-// on, its default).
+// on, its default; with the gate off only the compactions made through Store.Compact are known).
 type compactTracker struct {
 	client *clientv3.Client
 	clock  clock.Clock
@@ -44,10 +44,15 @@ type compactTracker struct {
 	closeOnce sync.Once
 }
 
-// newCompactTracker starts the watch of compact_rev_key; close stops it.
-func newCompactTracker(client *clientv3.Client, clk clock.Clock, logger *slog.Logger) *compactTracker {
+// newCompactTracker starts the watch of compact_rev_key when follow is set (ListFromCacheSnapshot,
+// as upstream's NewCompactor); close stops it.
+func newCompactTracker(client *clientv3.Client, clk clock.Clock, logger *slog.Logger, follow bool) *compactTracker {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &compactTracker{client: client, clock: clk, logger: logger, cancel: cancel, done: make(chan struct{})}
+	if !follow {
+		close(c.done)
+		return c
+	}
 	go func() {
 		defer close(c.done)
 		c.run(ctx)

@@ -166,3 +166,44 @@ func TestCompactRevisionMalformed(t *testing.T) {
 	compactAsApiserver(t, other, 4)
 	testutil.WaitFor(t, "the watch to see the compaction at 4", func() bool { return s.CompactRevision() == 4 })
 }
+
+// TestCompactRevisionWithoutSnapshots: with ListFromCacheSnapshot off (Features.
+// DisableListFromCacheSnapshot), as upstream's NewCompactor without its runWatchLoop, the Store does
+// not follow compact_rev_key: a compaction another client announces stays unseen while a Store with
+// the default features on the same clock sees it; a compaction through Compact is still known.
+// Failure mode: the announcement seen, i.e. the watch loop running with the gate off.
+func TestCompactRevisionWithoutSnapshots(t *testing.T) {
+	b := newBackend(t, store.Options{})
+	other := otherClient(t, b.Store)
+	ctx := context.Background()
+	for i := range 4 {
+		if _, err := other.Put(ctx, "/registry/pods/ns/p", strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk := testingclock.NewFakeClock(time.Now())
+	off := newStorageOn(t, b, Config{Clock: clk, Features: Features{DisableListFromCacheSnapshot: true}})
+	select {
+	case <-off.compaction.done:
+	default:
+		t.Fatal("the watch of compact_rev_key runs without snapshots")
+	}
+	on := newStorageOn(t, b, Config{Clock: clk})
+	compactAsApiserver(t, other, 3)
+	untilCompactRevision(t, on, clk, 3)
+	if got := off.CompactRevision(); got != 0 {
+		t.Fatalf("CompactRevision without snapshots after another client's compaction = %d, want 0", got)
+	}
+	rev, err := off.GetCurrentResourceVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := off.Compact(ctx, int64(rev)); err != nil {
+		t.Fatal(err)
+	}
+	if got := off.CompactRevision(); got != int64(rev) {
+		t.Fatalf("CompactRevision after Compact(%d) = %d", rev, got)
+	}
+	off.Close()
+	off.Close()
+}

@@ -103,11 +103,13 @@
 //     does; it never goes down. A failed read or a value that is not a revision is logged
 //     (ErrMalformedCompactRevision) and retried a second later, never a panic. Close stops that
 //     watch and waits for its goroutine (TestCompactRevisionSeesOtherClients,
-//     TestCompactRevisionMalformed; goleak in TestMain).
+//     TestCompactRevisionMalformed; goleak in TestMain). With Features.DisableListFromCacheSnapshot
+//     (upstream's NewCompactor runs its watch loop only with ListFromCacheSnapshot) the Store does not
+//     follow compact_rev_key and knows only its own Compact's (TestCompactRevisionWithoutSnapshots).
 //
 // # Features
 //
 // Config.Features mirrors the v0.37 feature gates; the zero value is the v0.37 default (WatchList,
-// ConcurrentWatchObjectDecode, EtcdRangeStream and AllowUnsafeMalformedObjectDeletion on) and each
-// field turns one off.
+// ConcurrentWatchObjectDecode, EtcdRangeStream, AllowUnsafeMalformedObjectDeletion and
+// ListFromCacheSnapshot on) and each field turns one off.
 package etcd3

@@ -50,6 +50,10 @@ type Features struct {
 	// DisableUnsafeMalformedObjectDeletion turns AllowUnsafeMalformedObjectDeletion off: corrupt values
 	// are then plain errors and DeleteOptions.ExpectTransformOrDecodeError is ignored.
 	DisableUnsafeMalformedObjectDeletion bool
+	// DisableListFromCacheSnapshot turns ListFromCacheSnapshot off, as upstream's etcd3/compact.go
+	// NewCompactor reads it: the Store does not follow compact_rev_key, so CompactRevision knows only
+	// the compactions made through Compact.
+	DisableListFromCacheSnapshot bool
 }
 
 // Config configures a Storage.
@@ -106,7 +110,8 @@ type Store struct {
 var _ storage.Interface = (*Store)(nil)
 
 // New returns the Store of one resource over client. The client stays the caller's: a Store never
-// closes it. The Store follows compact_rev_key from a goroutine of its own until Close.
+// closes it. The Store follows compact_rev_key from a goroutine of its own until Close (unless
+// Features.DisableListFromCacheSnapshot).
 //
 // Mirrors etcd3/store.go New.
 func New(client *clientv3.Client, cfg Config) (*Store, error) {
@@ -176,7 +181,7 @@ func New(client *clientv3.Client, cfg Config) (*Store, error) {
 		leases:         newLeaseManager(client, cfg.Clock, cfg.LeaseReuseDurationSeconds, 0.05, cfg.LeaseMaxObjectCount),
 		rangeStream:    &rangeStreamSupport{clock: cfg.Clock},
 		logger:         cfg.Logger,
-		compaction:     newCompactTracker(client, cfg.Clock, cfg.Logger),
+		compaction:     newCompactTracker(client, cfg.Clock, cfg.Logger, !cfg.Features.DisableListFromCacheSnapshot),
 	}
 	objectType := "<unknown>"
 	if cfg.NewFunc != nil {
@@ -230,7 +235,9 @@ func (s *Store) Compact(ctx context.Context, rev int64) error {
 
 // CompactRevision returns the newest compacted revision the Store knows of, or 0: those compacted
 // through Compact, and those any client announced in compact_rev_key (as the apiserver's compactor
-// does), seen through a watch of that key that starts a second after New.
+// does), seen through a watch of that key that starts a second after New. With
+// Features.DisableListFromCacheSnapshot only those made through Compact, as upstream's with the gate
+// off.
 //
 // Mirrors etcd3/store.go store.CompactRevision.
 func (s *Store) CompactRevision() int64 { return s.compaction.revision() }

@@ -18,12 +18,14 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apiserver/pkg/apis/example"
 	examplev1 "k8s.io/apiserver/pkg/apis/example/v1"
+	"k8s.io/apiserver/pkg/features"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/cacher"
 	k8setcd3 "k8s.io/apiserver/pkg/storage/etcd3"
 	storagetesting "k8s.io/apiserver/pkg/storage/testing"
 	"k8s.io/apiserver/pkg/storage/value"
 	"k8s.io/apiserver/pkg/storage/value/encrypt/identity"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/utils/clock"
 
@@ -220,6 +222,13 @@ func Upstream(tb testing.TB, cli *clientv3.Client, s Setup) *Cache {
 	return &Cache{Name: "upstream", Storage: d, Ready: c.Ready, StorageCompactRevision: st.CompactRevision, Faults: f, Clock: s.Clock}
 }
 
+// listFromCacheSnapshot is the ListFromCacheSnapshot gate's current value, which upstream's Cacher,
+// CacheDelegator and etcd3 compactor read (utilfeature.DefaultFeatureGate): listwatch's cache and
+// storage are built with it, as upstream's are.
+func listFromCacheSnapshot() bool {
+	return utilfeature.DefaultFeatureGate.Enabled(features.ListFromCacheSnapshot)
+}
+
 // Storage is listwatch's etcd3 storage of the pods on cli, configured as Listwatch configures the
 // one under its cache, through storageadapter: what a test writes with before any cache exists.
 func Storage(tb testing.TB, cli *clientv3.Client, s Setup) k8sstorage.Interface {
@@ -237,6 +246,8 @@ func listwatchStorage(tb testing.TB, cli *clientv3.Client, s Setup) *etcd3.Store
 		NewFunc:        NewPod,
 		Transformer:    storageadapter.Transformer(s.Transformer),
 		Logger:         testutil.DiscardLogger(),
+		// As upstream's NewCompactor, which follows compact_rev_key only with the gate on.
+		Features: etcd3.Features{DisableListFromCacheSnapshot: !listFromCacheSnapshot()},
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -262,6 +273,8 @@ func Listwatch(tb testing.TB, cli *clientv3.Client, s Setup) *Cache {
 		NewListFunc:    NewPodList,
 		Clock:          s.Clock,
 		Logger:         testutil.DiscardLogger(),
+		// As upstream's NewCacherFromConfig reads the gate when the cache is built.
+		DisableListFromCacheSnapshot: !listFromCacheSnapshot(),
 	}
 	if s.NodeNameTrigger {
 		cfg.IndexerFuncs = map[string]cache.IndexerFunc{"spec.nodeName": PodNodeName}

@@ -3,6 +3,7 @@ package cachepair
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -148,6 +149,42 @@ func TestObserveCompaction(t *testing.T) {
 			err := c.Storage.GetList(context.Background(), "/pods/", exact, &example.PodList{})
 			if !apierrors.IsResourceExpired(err) {
 				t.Errorf("exact list below the compaction: %v, want 410", err)
+			}
+		})
+	}
+}
+
+// TestBuildersFollowListFromCacheSnapshot: both caches are built with the gate's current value.
+// With it off neither keeps snapshots nor so a compactor poll, and an exact list goes to etcd: a
+// compaction below it is a 410 at once, without the cache observing anything (with the gate on the
+// cache would answer from its snapshot until its compactor polls). Failure mode: listwatch's cache
+// built with snapshots whatever the gate.
+func TestBuildersFollowListFromCacheSnapshot(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ListFromCacheSnapshot=%t", on), func(t *testing.T) {
+			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.ListFromCacheSnapshot, on)
+			for _, b := range Builders {
+				t.Run(b.Name, func(t *testing.T) {
+					st := NewStore()
+					t.Cleanup(func() { st.Close() })
+					cli := Serve(t, st, nil)
+					c := b.Build(t, cli, Setup{})
+					if c.Clock.HasPollers() != on {
+						t.Fatalf("%s cache has a compactor poll: %t, want %t", c.Name, c.Clock.HasPollers(), on)
+					}
+					if on {
+						return
+					}
+					first := create(t, c.Storage, "/pods/ns/a", "a")
+					create(t, c.Storage, "/pods/ns/b", "b")
+					exact := k8sstorage.ListOptions{ResourceVersion: first.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact,
+						Recursive: true, Predicate: k8sstorage.Everything}
+					CompactEtcd(context.Background(), t, cli, mustParse(t, first.ResourceVersion)+1)
+					err := c.Storage.GetList(context.Background(), "/pods/", exact, &example.PodList{})
+					if !apierrors.IsResourceExpired(err) {
+						t.Errorf("exact list below the compaction: %v, want 410 from etcd", err)
+					}
+				})
 			}
 		})
 	}

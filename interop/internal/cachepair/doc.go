@@ -5,7 +5,10 @@
 // the example API (k8s.io/apiserver/pkg/apis/example) wired as upstream's
 // pkg/storage/cacher/cacher_test.go testSetup wires its Cacher: etcd prefix /registry, resource
 // prefix /pods/, the example/v1 protobuf codec, the identity encrypt-check transformer, GetPodAttrs
-// and, when asked, the spec.nodeName trigger and cluster-scoped keys.
+// and, when asked, the spec.nodeName trigger and cluster-scoped keys. Both are built with the
+// ListFromCacheSnapshot gate's current value (utilfeature.DefaultFeatureGate): upstream's reads it
+// itself, listwatch's gets it as cache.Config.DisableListFromCacheSnapshot and
+// etcd3.Features.DisableListFromCacheSnapshot.
 //
 // # API
 //
@@ -36,6 +39,9 @@
 //     answer an exact list below the compaction with 410: listwatch's etcd3 storage follows
 //     compact_rev_key as upstream's compactor does, and its cache's compactor polls on the same
 //     PollClock (TestObserveCompaction).
+//   - Both builders follow the ListFromCacheSnapshot gate: with it off neither cache has a
+//     compactor poll and an exact list below a compaction is etcd's 410 at once
+//     (TestBuildersFollowListFromCacheSnapshot).
 //   - The recorder notes exactly the lists the storages send, with their start key, revision and
 //     limit, under the context's key (TestListRecorder).
 package cachepair

@@ -104,8 +104,8 @@ type listwatchFaultStorage struct {
 	f               *Faults
 }
 
-// CompactRevision is the etcd3 storage's: through it listwatch's cache keeps a snapshot compactor,
-// as upstream's Cacher does over its storage with ListFromCacheSnapshot (cacher.go
+// CompactRevision is the etcd3 storage's: through it listwatch's cache keeps a snapshot compactor
+// while ListFromCacheSnapshot is on, as upstream's Cacher does over its storage (cacher.go
 // NewCacherFromConfig), so that both caches observe compactions alike.
 func (s listwatchFaultStorage) CompactRevision() int64 { return s.compactRevision() }
 
