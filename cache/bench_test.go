@@ -48,6 +48,7 @@ func (s *benchStorage) Get(context.Context, string, storage.GetOptions, k8srunti
 func (s *benchStorage) Versioner() storage.Versioner                              { return storage.APIObjectVersioner{} }
 func (s *benchStorage) GetCurrentResourceVersion(context.Context) (uint64, error) { return 1, nil }
 func (s *benchStorage) RequestWatchProgress(context.Context) error                { return nil }
+func (s *benchStorage) Stats(context.Context) (storage.Stats, error)              { return storage.Stats{}, nil }
 func (s *benchStorage) Create(context.Context, string, k8sruntime.Object, k8sruntime.Object, uint64) error {
 	return errBenchUnsupported
 }

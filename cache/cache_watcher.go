@@ -360,6 +360,9 @@ func (c *cacheWatcher) processInterval(ctx context.Context, interval *watchCache
 //
 // Mirrors cacheWatcher.process.
 func (c *cacheWatcher) process(ctx context.Context, resourceVersion uint64) {
+	// The initial events are sent (or buffered): the watch is initialized, as upstream signals API
+	// Priority and Fairness here.
+	storage.WatchInitialized(ctx)
 	for {
 		var event *watchCacheEvent
 		var ok bool

@@ -84,6 +84,16 @@ type Config struct {
 	// limit) and every continue token go to the storage, and a 410 from the cache is returned rather
 	// than retried against the storage.
 	DisableListFromCacheSnapshot bool
+	// DisableSizeBasedListCostEstimate turns upstream's SizeBasedListCostEstimate feature gate off
+	// (beta and on by default in v0.37, which the zero value mirrors). With it on, New enables the
+	// size estimate of a storage that keeps one (*etcd3.Store's EnableResourceSizeEstimation) with
+	// the cache's keys, so that Stats reports the average object size; off, Stats has no size.
+	DisableSizeBasedListCostEstimate bool
+}
+
+// sizeEstimator is a storage that can estimate the size of its objects, as *etcd3.Store does.
+type sizeEstimator interface {
+	EnableResourceSizeEstimation(storage.KeysFunc) error
 }
 
 // indexedTrigger is the configured trigger field and its value function.
@@ -338,6 +348,13 @@ func New(cfg Config) (*Cacher, error) {
 		c.processEvent, c.progress, cfg.Storage.GetCurrentResourceVersion, ctx.Done(), !cfg.DisableListFromCacheSnapshot)
 	c.reflector = newReflector(cfg.Storage, cfg.ResourcePrefix, cfg.NewListFunc, c.watchCache, cfg.Clock, backoff, logger)
 
+	if s, ok := cfg.Storage.(sizeEstimator); ok && !cfg.DisableSizeBasedListCostEstimate {
+		if err := s.EnableResourceSizeEstimation(c.getKeys); err != nil {
+			cancel()
+			return nil, fmt.Errorf("failed to enable resource size estimation: %w", err)
+		}
+	}
+
 	// As upstream, the compactor runs only with ListFromCacheSnapshot: it drops snapshots.
 	if s, ok := cfg.Storage.(compactRevisioner); ok && !cfg.DisableListFromCacheSnapshot {
 		c.compactor = newCompactor(s, c.watchCache, cfg.Clock)
@@ -390,6 +407,18 @@ func (c *Cacher) startCaching(ctx context.Context) {
 	if err = c.reflector.listAndWatch(ctx); err != nil {
 		c.logger.Error("unexpected ListAndWatch error; reinitializing", "err", err)
 	}
+}
+
+// getKeys is the KeysFunc of the storage's size estimate: the cache's keys once it has reached the
+// storage's current revision, so that a count read right after a write includes it.
+//
+// Mirrors Cacher.getKeys.
+func (c *Cacher) getKeys(ctx context.Context) ([]string, error) {
+	rev, err := c.storage.GetCurrentResourceVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.watchCache.waitUntilFreshAndGetKeys(rev)
 }
 
 // Ready reports whether the cache is initialized and serving.

@@ -193,6 +193,14 @@ func (c *Cacher) CompactRevision() int64 {
 	return c.compactor.revision()
 }
 
+// Stats returns the storage's Stats: with the size estimate on (see Config), the storage counts the
+// cache's keys.
+//
+// Mirrors CacheDelegator.Stats.
+func (c *Cacher) Stats(ctx context.Context) (storage.Stats, error) {
+	return c.storage.Stats(ctx)
+}
+
 // GetCurrentResourceVersion returns the storage's current resourceVersion.
 func (c *Cacher) GetCurrentResourceVersion(ctx context.Context) (uint64, error) {
 	return c.storage.GetCurrentResourceVersion(ctx)

@@ -13,7 +13,7 @@
 //     type with upstream's file map: delegator.go holds the decisions (Get, GetList,
 //     shouldDelegateList) and the pass-throughs (Create, GuaranteedUpdate and Delete, which get the
 //     cached object as their current-state suggestion, GetCurrentResourceVersion,
-//     RequestWatchProgress, Versioner, CompactRevision); cacher.go the cache reads (Watch,
+//     RequestWatchProgress, Stats, Versioner, CompactRevision); cacher.go the cache reads (Watch,
 //     getFromCache, listFromCache) and the dispatcher; compactor.go the compactor.
 //   - A watch is indexed by the scope of the API request it serves: storage.RequestScopeFrom(ctx),
 //     which the HTTP layer sets with storage.WithRequestScope as the apiserver's request context
@@ -29,6 +29,12 @@
 //     for them (TestBacklogCountsQueuedEvents).
 //   - Config.DisableListFromCacheSnapshot turns off what upstream's ListFromCacheSnapshot gate
 //     (beta, on by default in v0.37) turns on: the snapshots and their compactor (see Lists and gets).
+//   - Config.DisableSizeBasedListCostEstimate turns off what upstream's SizeBasedListCostEstimate
+//     gate (beta, on by default in v0.37) turns on: New enables the size estimate of a storage that
+//     keeps one (*etcd3.Store's EnableResourceSizeEstimation) with the cache's keys (see Stats).
+//   - A watch's initialization signal (storage.WithWatchInitializedSignal on its context, where the
+//     apiserver carries API Priority and Fairness's) is called as upstream's Cacher calls
+//     utilflowcontrol.WatchInitialized (see Watch initialization).
 //   - Errors: New fails with errors matching ErrInvalidConfig (TestConfigValidation); a stopped
 //     Cacher answers with errors naming ErrStopped; the API errors are apimachinery StatusErrors
 //     (429, 410, 504, 500).
@@ -124,6 +130,17 @@
 //     (TestBookmarksNeverBlock, TestBookmarkBuckets, TestNextBookmarkTime,
 //     TestBookmarkAfterResourceVersion; storagetest WatchDispatchBookmarkEvents,
 //     WatchBookmarksWithCorrectResourceVersion).
+//   - Watch initialization. A watch signals its initialization once, from its goroutine, after it is
+//     registered and its initial events are sent, before it serves live events, as upstream's
+//     cacheWatcher.process; a watch refused (a bad key, an unready or stopped cache) or answered with
+//     an ERROR (410 too old) does not signal, as upstream's error paths do not
+//     (TestWatchSignalsInitialized).
+//   - Stats. Stats is the storage's (CacheDelegator.Stats). With the size estimate on (the default),
+//     its count is the cache's keys once the cache has reached the storage's current revision
+//     (Cacher.getKeys) and its size the average of the stored values the storage read; off, etcd's
+//     count and no size. A storage error (a canceled context, the current revision unreadable) is
+//     Stats' error, and New fails when the storage refuses the estimate (TestStatsSizeEstimate,
+//     TestStatsErrors; storagetest Stats).
 //   - Stop. Stop on a watch is idempotent; ResultChan closes once the watcher's goroutine exits.
 //     Once Stop returns, no later event is delivered. Cacher.Stop terminates every watcher, draining
 //     ones included, and returns only after every goroutine of the Cacher (dispatcher, reflector,

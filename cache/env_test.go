@@ -287,6 +287,8 @@ type envOptions struct {
 	group      string
 	// noSnapshots sets Config.DisableListFromCacheSnapshot.
 	noSnapshots bool
+	// noSizeEstimate sets Config.DisableSizeBasedListCostEstimate.
+	noSizeEstimate bool
 }
 
 type envOption func(*envOptions)
@@ -299,6 +301,7 @@ func withNodeNameTrigger(o *envOptions) {
 }
 func withResource(resource string) envOption { return func(o *envOptions) { o.group = resource } }
 func withoutSnapshots(o *envOptions)         { o.noSnapshots = true }
+func withoutSizeEstimate(o *envOptions)      { o.noSizeEstimate = true }
 
 func nodeNameOf(obj runtime.Object) string {
 	u, ok := obj.(*unstructured.Unstructured)
@@ -349,7 +352,8 @@ func openEnv(t tb, opts ...envOption) (*env, func()) {
 		Clock:          clk,
 		Logger:         testutil.DiscardLogger(),
 
-		DisableListFromCacheSnapshot: o.noSnapshots,
+		DisableListFromCacheSnapshot:     o.noSnapshots,
+		DisableSizeBasedListCostEstimate: o.noSizeEstimate,
 	}
 	if o.group != "" {
 		cfg.GroupResource.Resource = o.group

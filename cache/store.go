@@ -72,6 +72,18 @@ func (s *objectStore) replace(elems []*element) {
 	s.latest = nil
 }
 
+// listKeys returns every key, in order. The caller holds the read lock.
+//
+// Mirrors btreeStore.ListKeys.
+func (s *objectStore) listKeys() []string {
+	keys := make([]string, 0, s.tree.Len())
+	s.tree.Ascend(func(e *element) bool {
+		keys = append(keys, e.Key)
+		return true
+	})
+	return keys
+}
+
 // listPrefix returns, in key order, the elements whose key starts with prefix, from continueKey on
 // when it is set.
 //

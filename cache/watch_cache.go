@@ -310,6 +310,18 @@ func (w *watchCache) waitUntilFreshAndGet(resourceVersion uint64, key string) (*
 	return e, ok, w.resourceVersion, nil
 }
 
+// waitUntilFreshAndGetKeys returns the keys of the cache once it has reached resourceVersion.
+//
+// Mirrors watchCache.WaitUntilFreshAndGetKeys.
+func (w *watchCache) waitUntilFreshAndGetKeys(resourceVersion uint64) ([]string, error) {
+	w.RLock()
+	defer w.RUnlock()
+	if err := w.waitUntilFreshLocked(resourceVersion); err != nil {
+		return nil, err
+	}
+	return w.store.listKeys(), nil
+}
+
 // waitUntilFreshAndGetList returns what a list from the cache reads (key is a prefix when
 // opts.Recursive) and the resourceVersion the list has: the requested one for a list at an exact
 // revision, the cache's otherwise. The caller has decided that the cache answers it.

@@ -8,12 +8,14 @@
 //
 //   - New(client, Config) returns a *Store, the storage of one resource; it implements
 //     storage.Interface (Versioner, Create, Delete, Watch, Get, GetList, GuaranteedUpdate,
-//     GetCurrentResourceVersion, RequestWatchProgress) with the contracts documented there. A Store
+//     GetCurrentResourceVersion, RequestWatchProgress, Stats) with the contracts documented there. A Store
 //     never closes the client it was given.
 //   - Beyond storage.Interface: Update (listwatch's addition: a replace with the object's
 //     resourceVersion as an optimistic-concurrency precondition, ResourceVersionConflicts when it is
-//     stale), Compact (upstream's compactor, driven by the caller), CompactRevision, Close,
-//     PathPrefix and EtcdKey; ErrMalformedCompactRevision.
+//     stale), Compact (upstream's compactor, driven by the caller), CompactRevision,
+//     EnableResourceSizeEstimation (the size estimate a watch cache enables, as upstream's Cacher
+//     does with SizeBasedListCostEstimate on), Close, PathPrefix and EtcdKey;
+//     ErrMalformedCompactRevision, ErrNilKeysFunc, ErrSizeEstimationEnabled, ErrStoreClosed.
 //   - Config gives the key prefixes, the GroupResource for errors, Codec, Transformer, Versioner,
 //     NewFunc (the empty object of bookmarks; without it the watches that need one are refused), the
 //     lease reuse of TTLs, Clock, Logger and Features.
@@ -106,6 +108,18 @@
 //     TestCompactRevisionMalformed; goleak in TestMain). With Features.DisableListFromCacheSnapshot
 //     (upstream's NewCompactor runs its watch loop only with ListFromCacheSnapshot) the Store does not
 //     follow compact_rev_key and knows only its own Compact's (TestCompactRevisionWithoutSnapshots).
+//   - Stats without a size estimate is etcd's count of the keys under the resource prefix and no
+//     size, as upstream's with SizeBasedListCostEstimate off (TestStatsCountsKeys). With one
+//     (EnableResourceSizeEstimation), the count is that of its KeysFunc and the size the average of
+//     the newest values its lists and watches read, by mod revision, so that out-of-order reports and
+//     old deletions change nothing; sizes of keys the KeysFunc no longer returns are dropped at each
+//     Stats and once a minute (jittered, on Config.Clock) from a goroutine Close stops. A nil
+//     KeysFunc, a second estimate and one after Close are refused with their sentinels; a storage or
+//     KeysFunc error (a canceled context) is Stats' error (TestStatsSizeEstimate,
+//     TestSizeEstimatorOrderAndCleanup, TestEnableResourceSizeEstimationErrors; storagetest Stats).
+//   - A watch signals its initialization (storage.WatchInitialized) once it is started, as upstream's
+//     watcher.Watch: it cannot tell when it has caught up. A refused watch does not
+//     (TestWatchSignalsInitialized).
 //
 // # Features
 //

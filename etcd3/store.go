@@ -105,6 +105,12 @@ type Store struct {
 	rangeStream    *rangeStreamSupport
 	logger         *slog.Logger
 	compaction     *compactTracker
+	clock          clock.Clock
+
+	// estimatorMu guards the size estimate, which a watch cache enables after New, and closed.
+	estimatorMu sync.Mutex
+	estimator   *resourceSizeEstimator
+	closed      bool
 }
 
 var _ storage.Interface = (*Store)(nil)
@@ -182,6 +188,7 @@ func New(client *clientv3.Client, cfg Config) (*Store, error) {
 		rangeStream:    &rangeStreamSupport{clock: cfg.Clock},
 		logger:         cfg.Logger,
 		compaction:     newCompactTracker(client, cfg.Clock, cfg.Logger, !cfg.Features.DisableListFromCacheSnapshot),
+		clock:          cfg.Clock,
 	}
 	objectType := "<unknown>"
 	if cfg.NewFunc != nil {
@@ -200,6 +207,7 @@ func New(client *clientv3.Client, cfg Config) (*Store, error) {
 		rangeStream:         s.rangeStream,
 		clock:               cfg.Clock,
 		logger:              cfg.Logger,
+		sizeEstimator:       s.sizeEstimator,
 	}
 	return s, nil
 }
@@ -242,11 +250,14 @@ func (s *Store) Compact(ctx context.Context, rev int64) error {
 // Mirrors etcd3/store.go store.CompactRevision.
 func (s *Store) CompactRevision() int64 { return s.compaction.revision() }
 
-// Close stops the Store's watch of compact_rev_key and waits for it. Watches already started are
-// not stopped. Calling Close again does nothing.
+// Close stops the Store's watch of compact_rev_key and the size estimate's cleanup, and waits for
+// them. Watches already started are not stopped. Calling Close again does nothing.
 //
 // Mirrors etcd3/store.go store.Close, with the compactor's Stop of the storage factory's destroy func.
-func (s *Store) Close() { s.compaction.close() }
+func (s *Store) Close() {
+	s.compaction.close()
+	s.closeSizeEstimator()
+}
 
 // Get decodes the object at key into out. A missing key is a KeyNotFound storage error unless
 // opts.IgnoreNotFound, which zeroes out. opts.ResourceVersion is a "not older than" bound: a revision
@@ -776,21 +787,31 @@ func (s *Store) pagedChunks(ctx context.Context, keyPrefix string, opts storage.
 	}
 }
 
-// getList reads one page: a range for a recursive list, a single Get otherwise.
+// getList reads one page: a range for a recursive list, a single Get otherwise. The size estimate,
+// if kept, records the values read.
+//
+// Mirrors etcd3/store.go store.getList.
 func (s *Store) getList(ctx context.Context, keyPrefix string, recursive bool, options kubernetes.ListOptions) (kubernetes.ListResponse, error) {
-	if recursive {
-		return s.kc.Kubernetes.List(ctx, keyPrefix, options)
-	}
 	var resp kubernetes.ListResponse
-	getResp, err := s.kc.Kubernetes.Get(ctx, keyPrefix, kubernetes.GetOptions{Revision: options.Revision})
-	if err != nil {
-		return resp, err
+	if recursive {
+		var err error
+		if resp, err = s.kc.Kubernetes.List(ctx, keyPrefix, options); err != nil {
+			return resp, err
+		}
+	} else {
+		getResp, err := s.kc.Kubernetes.Get(ctx, keyPrefix, kubernetes.GetOptions{Revision: options.Revision})
+		if err != nil {
+			return resp, err
+		}
+		resp.Revision = getResp.Revision
+		resp.Kvs = []*mvccpb.KeyValue{}
+		if getResp.KV != nil {
+			resp.Kvs = []*mvccpb.KeyValue{getResp.KV}
+			resp.Count = 1
+		}
 	}
-	resp.Revision = getResp.Revision
-	resp.Kvs = []*mvccpb.KeyValue{}
-	if getResp.KV != nil {
-		resp.Kvs = []*mvccpb.KeyValue{getResp.KV}
-		resp.Count = 1
+	if e := s.sizeEstimator(); e != nil && len(resp.Kvs) > 0 {
+		e.update(resp.Kvs)
 	}
 	return resp, nil
 }
@@ -852,6 +873,7 @@ func (s *Store) streamChunks(ctx context.Context, keyPrefix string, withRev, lim
 			yield(listChunk{}, s.listReadError(ctx, streamErr, withRev, paging, continueKey, keyPrefix))
 			return
 		}
+		estimator := s.sizeEstimator()
 		var revision *int64
 		if withRev > 0 {
 			revision = &withRev
@@ -863,6 +885,9 @@ func (s *Store) streamChunks(ctx context.Context, keyPrefix string, withRev, lim
 				return
 			}
 			rr := resp.RangeResponse
+			if estimator != nil && len(rr.Kvs) > 0 {
+				estimator.update(rr.Kvs)
+			}
 			// A pinned stream's last header holds the store's latest revision, not withRev.
 			if revision == nil && rr.Header != nil {
 				rev := rr.Header.Revision

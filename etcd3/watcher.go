@@ -47,6 +47,8 @@ type watcher struct {
 	rangeStream         *rangeStreamSupport
 	clock               clock.PassiveClock
 	logger              *slog.Logger
+	// sizeEstimator returns the Store's size estimate, nil while none is kept.
+	sizeEstimator func() *resourceSizeEstimator
 	// listPageSize is the page size of the initial list; tests lower it to exercise paging.
 	listPageSize int64
 }
@@ -95,6 +97,8 @@ func (w *watcher) Watch(ctx context.Context, key string, rev int64, opts storage
 	}
 	wc := w.createWatchChan(ctx, key, startWatchRV, opts.Recursive, opts.ProgressNotify, opts.Predicate)
 	go wc.run(endBookmark, w.areInitialEventsRequired(rev, opts))
+	// An etcd watch cannot tell when it has caught up, so it is initialized as soon as it starts.
+	storage.WatchInitialized(ctx)
 	return wc, nil
 }
 
@@ -357,6 +361,10 @@ func (wc *watchChan) startWatching(watchClosedCh chan struct{}, initialEventsEnd
 		opts = append(opts, clientv3.WithProgressNotify())
 	}
 	wch := wc.watcher.client.Watch(wc.ctx, wc.key, opts...)
+	var estimator *resourceSizeEstimator
+	if wc.watcher.sizeEstimator != nil {
+		estimator = wc.watcher.sizeEstimator()
+	}
 	for wres := range wch {
 		if err := wres.Err(); err != nil {
 			wc.logWatchChannelErr(err)
@@ -370,6 +378,14 @@ func (wc *watchChan) startWatching(watchClosedCh chan struct{}, initialEventsEnd
 			continue
 		}
 		for _, e := range wres.Events {
+			if estimator != nil {
+				switch e.Type {
+				case clientv3.EventTypePut:
+					estimator.updateKey(e.Kv)
+				case clientv3.EventTypeDelete:
+					estimator.deleteKey(e.Kv)
+				}
+			}
 			parsed, err := parseEvent(e)
 			if err != nil {
 				wc.logWatchChannelErr(err)

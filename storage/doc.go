@@ -18,6 +18,12 @@
 //   - RequestScope, WithRequestScope and RequestScopeFrom carry the namespace and name of the API
 //     request on the context, as the apiserver's request.WithNamespace and RequestInfo do; the watch
 //     cache indexes a watcher by them (TestRequestScope).
+//   - WithWatchInitializedSignal and WatchInitialized carry a watch's initialization signal on the
+//     context, as API Priority and Fairness's WithInitializationSignal and WatchInitialized do
+//     (k8s.io/apiserver pkg/util/flowcontrol): the watch cache signals once its watcher is registered
+//     and its initial events sent, the etcd3 storage once its watch is started.
+//   - Stats and KeysFunc mirror storage.Stats and storage.KeysFunc: what Interface.Stats reports, and
+//     the keys a size estimate keeps sizes for.
 //   - Codec decodes and encodes stored values; UnstructuredJSON (the default) is JSON to and from
 //     *unstructured.Unstructured, RuntimeCodec plugs in a scheme's codec. Transformer mirrors
 //     value.Transformer (encryption at rest); IdentityTransformer is the default.
@@ -51,6 +57,12 @@
 //     each InterpretXxxError gives the API error upstream's gives. Checked by TestStorageErrors.
 //   - Preconditions fail with an InvalidObj error naming the first mismatch. Checked by
 //     TestPreconditions.
+//   - A watch's initialization signal is called at most once, by WatchInitialized on the context it
+//     was set on or on a child; a context without one is a no-op. Checked by
+//     TestWatchInitializedSignal.
+//   - Interface.Stats counts the objects under the resource prefix, with the average stored size
+//     when the storage keeps an estimate; both storages agree with etcd's values after every write.
+//     Checked by the storagetest case Stats.
 //   - UnstructuredJSON round-trips objects, decodes a list as *unstructured.UnstructuredList and
 //     refuses data without apiVersion and kind. Checked by TestCodecs.
 package storage

@@ -15,9 +15,9 @@ import (
 // are *StorageError values matched with the Is* functions or errors.Is on the sentinels; API-level
 // failures (410, 429, 504) are apimachinery StatusErrors.
 //
-// Mirrors storage/interfaces.go Interface, without the methods no listwatch consumer calls: Stats,
+// Mirrors storage/interfaces.go Interface, without the methods no listwatch consumer calls:
 // ReadinessCheck, EnableResourceSizeEstimation and CompactRevision (the etcd3 storage keeps the last
-// one for its compactor). The contracts below are checked, for both implementations, by the cases of
+// two: a watch cache enables the size estimate of its storage, and the compactor reads the other). The contracts below are checked, for both implementations, by the cases of
 // package storagetest, named after the pkg/storage/testing function each ports.
 type Interface interface {
 	// Versioner returns the Versioner that reads and writes the resourceVersion of the objects and
@@ -99,6 +99,13 @@ type Interface interface {
 	// Checked by the storagetest cases WriteErrors and KeySchema; every case that writes uses it.
 	GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
 		preconditions *Preconditions, tryUpdate UpdateFunc, cachedExistingObject runtime.Object) error
+
+	// Stats returns how many objects the storage holds under its resource prefix and, when it keeps
+	// an estimate, their average stored size (see Stats). A watch cache answers with its storage's
+	// Stats. A failure to read the storage (a canceled context included) is returned as it is.
+	//
+	// Checked by the storagetest case Stats.
+	Stats(ctx context.Context) (Stats, error)
 
 	// GetCurrentResourceVersion returns the current revision of the storage (etcd's), which a
 	// consistent read must reach. Checked by the storagetest cases WatchSemantics (RV=useCurrentRV)

@@ -332,3 +332,20 @@ func TestRequestScope(t *testing.T) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }
+
+// TestWatchInitializedSignal: the signal set on a context is called by WatchInitialized on it or a
+// child, once however often it is called; a context without one is a no-op.
+func TestWatchInitializedSignal(t *testing.T) {
+	storage.WatchInitialized(context.Background())
+	calls := 0
+	ctx, cancel := context.WithCancel(storage.WithWatchInitializedSignal(context.Background(), func() { calls++ }))
+	defer cancel()
+	if calls != 0 {
+		t.Fatalf("signalled on creation: %d", calls)
+	}
+	storage.WatchInitialized(ctx)
+	storage.WatchInitialized(ctx)
+	if calls != 1 {
+		t.Errorf("signalled %d times, want 1", calls)
+	}
+}

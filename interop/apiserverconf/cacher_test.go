@@ -22,10 +22,7 @@ import (
 type cacherCase struct {
 	name  string
 	gates map[featuregate.Feature]bool
-	// notListwatch, when set, skips the case on listwatch's cache only, and says why: a method
-	// listwatch's storage.Interface leaves out by design, or a mechanism listwatch does not have.
-	notListwatch string
-	run          func(t *testing.T, b cachepair.Builder)
+	run   func(t *testing.T, b cachepair.Builder)
 }
 
 // cachePlain wires a function that needs nothing but the cache, built with the setup given (at
@@ -56,15 +53,6 @@ func cacheWithCreateWrapper(fn func(context.Context, *testing.T, storage.Interfa
 		fn(context.TODO(), t, e.withCreateWrapper())
 	}
 }
-
-// noStats is why the Stats functions do not apply to listwatch's cache.
-const noStats = "listwatch's storage.Interface has no Stats (storage/interfaces.go leaves it out: no listwatch consumer calls it)"
-
-// noFlowControl is why RunTestWatchInitializationSignal does not apply to listwatch's cache: the
-// function waits, without a deadline, for API Priority and Fairness's initialization signal, which
-// upstream's Cacher.Watch sends (utilflowcontrol.WatchInitialized) once the watcher is registered;
-// listwatch has no flow control, so its cache has nothing to send and the function would block.
-const noFlowControl = "listwatch has no API Priority and Fairness: its cache sends no flow-control initialization signal (upstream's Cacher.Watch calls utilflowcontrol.WatchInitialized), and the function waits for it without a deadline"
 
 func cacherCases() []cacherCase {
 	cases := []cacherCase{
@@ -151,9 +139,8 @@ func cacherCases() []cacherCase {
 	)
 	for _, sizeBased := range []bool{true, false} {
 		cases = append(cases, cacherCase{
-			name:         fmt.Sprintf("Stats/SizeBasedListCostEstimate=%v", sizeBased),
-			gates:        map[featuregate.Feature]bool{features.SizeBasedListCostEstimate: sizeBased},
-			notListwatch: noStats,
+			name:  fmt.Sprintf("Stats/SizeBasedListCostEstimate=%v", sizeBased),
+			gates: map[featuregate.Feature]bool{features.SizeBasedListCostEstimate: sizeBased},
 			run: func(t *testing.T, b cachepair.Builder) {
 				e := newCacheEnv(t, b, cachepair.Setup{})
 				storagetesting.RunTestStats(e.ctx, t, e.store, cachepair.Codec, identity.NewEncryptCheckTransformer(), sizeBased)
@@ -172,7 +159,7 @@ func cacherCases() []cacherCase {
 		cacherCase{name: "Watch/DelayedWatchDelivery", run: cachePlain(storagetesting.RunTestDelayedWatchDelivery)},
 		cacherCase{name: "Watch/WatcherTimeout", run: cachePlain(storagetesting.RunTestWatcherTimeout)},
 		cacherCase{name: "Watch/WatchDeleteEventObjectHaveLatestRV", run: cachePlain(storagetesting.RunTestWatchDeleteEventObjectHaveLatestRV)},
-		cacherCase{name: "Watch/WatchInitializationSignal", notListwatch: noFlowControl, run: cachePlain(storagetesting.RunTestWatchInitializationSignal)},
+		cacherCase{name: "Watch/WatchInitializationSignal", run: cachePlain(storagetesting.RunTestWatchInitializationSignal)},
 		cacherCase{name: "Watch/ClusterScopedWatch", run: cachePlain(storagetesting.RunTestClusterScopedWatch, cachepair.Setup{ClusterScoped: true, NodeNameTrigger: true})},
 		cacherCase{name: "Watch/NamespaceScopedWatch", run: cachePlain(storagetesting.RunTestNamespaceScopedWatch, cachepair.Setup{NodeNameTrigger: true})},
 		cacherCase{name: "Watch/WatchDispatchBookmarkEvents", run: func(t *testing.T, b cachepair.Builder) {
@@ -199,9 +186,6 @@ func TestCacherConformance(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			for _, b := range cachepair.Builders {
 				t.Run(b.Name, func(t *testing.T) {
-					if b.Name == "listwatch" && c.notListwatch != "" {
-						t.Skip(c.notListwatch)
-					}
 					if len(c.gates) > 0 {
 						featuregatetesting.SetFeatureGatesDuringTest(t, utilfeature.DefaultFeatureGate, c.gates)
 					}

@@ -36,13 +36,14 @@
 //     server, fresh storage and a fresh etcd feature-support checker, one at a time (feature gates
 //     are process-wide). A storage function is skipped only on both backends at once, with the
 //     reason: today only RunTestOptionalWatchBookmarksWithCorrectResourceVersion, which upstream
-//     runs over the cacher alone and TestCacherConformance runs over both caches. A cache function
-//     is skipped on listwatch's cache only where listwatch's storage.Interface leaves the method
-//     out by design (Stats) or listwatch has no counterpart (API Priority and Fairness's
-//     initialization signal); every one that passes against upstream's Cacher passes against
-//     listwatch's. The list functions run with ListFromCacheSnapshot on and off on both caches:
-//     cachepair builds listwatch's cache and etcd3 storage with the gate's current value, as
-//     upstream's Cacher and compactor read it.
+//     runs over the cacher alone and TestCacherConformance runs over both caches. No cache function
+//     is skipped: every one passes against upstream's Cacher and against listwatch's. The list
+//     functions run with ListFromCacheSnapshot on and off on both caches, and Stats with
+//     SizeBasedListCostEstimate on and off: cachepair builds listwatch's cache and etcd3 storage
+//     with the gates' current values, as upstream's Cacher and compactor read them (with the size
+//     gate on, listwatch's cache enables its storage's size estimate, as upstream's). API Priority
+//     and Fairness's initialization signal, which RunTestWatchInitializationSignal waits for,
+//     reaches listwatch's cache through storageadapter (WatchInitializedSignalOf).
 //   - The storage's etcd feature check (etcd3.New starts it; it asks the endpoint's Status for its
 //     version) finds RequestWatchProgress supported on both backends, which the watch cache's
 //     consistent reads rely on (TestFeatureSupportCheck).

@@ -264,7 +264,7 @@ func Listwatch(tb testing.TB, cli *clientv3.Client, s Setup) *Cache {
 	st := listwatchStorage(tb, cli, s)
 	f := &Faults{listErrors: listwatchListErrors}
 	cfg := cache.Config{
-		Storage:        listwatchFaultStorage{Interface: st, compactRevision: st.CompactRevision, f: f},
+		Storage:        listwatchFaultStorage{Interface: st, compactRevision: st.CompactRevision, enableSizeEstimation: st.EnableResourceSizeEstimation, f: f},
 		ResourcePrefix: ResourcePrefix,
 		GroupResource:  GroupResource,
 		KeyFunc:        s.keyFunc,
@@ -274,7 +274,8 @@ func Listwatch(tb testing.TB, cli *clientv3.Client, s Setup) *Cache {
 		Clock:          s.Clock,
 		Logger:         testutil.DiscardLogger(),
 		// As upstream's NewCacherFromConfig reads the gate when the cache is built.
-		DisableListFromCacheSnapshot: !listFromCacheSnapshot(),
+		DisableListFromCacheSnapshot:     !listFromCacheSnapshot(),
+		DisableSizeBasedListCostEstimate: !utilfeature.DefaultFeatureGate.Enabled(features.SizeBasedListCostEstimate),
 	}
 	if s.NodeNameTrigger {
 		cfg.IndexerFuncs = map[string]cache.IndexerFunc{"spec.nodeName": PodNodeName}

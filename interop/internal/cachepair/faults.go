@@ -101,7 +101,15 @@ func (s upstreamFaultStorage) Watch(ctx context.Context, key string, opts k8ssto
 type listwatchFaultStorage struct {
 	storage.Interface
 	compactRevision func() int64
-	f               *Faults
+	// enableSizeEstimation is the etcd3 storage's: through it listwatch's cache enables the size
+	// estimate, as upstream's Cacher enables its storage's.
+	enableSizeEstimation func(storage.KeysFunc) error
+	f                    *Faults
+}
+
+// EnableResourceSizeEstimation is the etcd3 storage's.
+func (s listwatchFaultStorage) EnableResourceSizeEstimation(keys storage.KeysFunc) error {
+	return s.enableSizeEstimation(keys)
 }
 
 // CompactRevision is the etcd3 storage's: through it listwatch's cache keeps a snapshot compactor

@@ -10,13 +10,14 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/request"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/value"
+	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 
 	"github.com/listwatch/listwatch/storage"
 )
 
 // ErrNotSupported is returned by the methods of k8s.io/apiserver's storage.Interface that
-// listwatch's storage.Interface leaves out (Stats, EnableResourceSizeEstimation) when the adapted
-// storage does not provide them either.
+// listwatch's storage.Interface leaves out (EnableResourceSizeEstimation) and by the conversions of
+// options listwatch has no counterpart for.
 var ErrNotSupported = errors.New("not part of listwatch's storage.Interface")
 
 // Options complete what listwatch's storage.Interface leaves out.
@@ -69,14 +70,27 @@ func (a *Storage) Delete(ctx context.Context, key string, out runtime.Object, pr
 // Watch implements storage.Interface. The events are the adapted storage's, unchanged: a
 // CachingObject of listwatch's cache is a runtime.CacheableObject as upstream's cachingObject is,
 // and upstream's tests unwrap both alike. The request's scope, which upstream's Cacher.Watch reads
-// from the apiserver's request context, reaches listwatch as its RequestScope (RequestScopeOf).
+// from the apiserver's request context, reaches listwatch as its RequestScope (RequestScopeOf), and
+// API Priority and Fairness's initialization signal as listwatch's (WatchInitializedSignalOf).
 func (a *Storage) Watch(ctx context.Context, key string, opts k8sstorage.ListOptions) (watch.Interface, error) {
 	lo, err := ListOptions(opts)
 	if err != nil {
 		return nil, err
 	}
-	w, err := a.s.Watch(RequestScopeOf(ctx), key, lo)
+	w, err := a.s.Watch(WatchInitializedSignalOf(RequestScopeOf(ctx)), key, lo)
 	return w, ToUpstreamError(err)
+}
+
+// WatchInitializedSignalOf returns ctx carrying, as listwatch's watch-initialized signal, the
+// initialization signal of API Priority and Fairness that k8s.io/apiserver's request context may
+// hold (utilflowcontrol.WithInitializationSignal): where upstream's Cacher calls
+// utilflowcontrol.WatchInitialized, listwatch's cache calls storage.WatchInitialized. A listwatch
+// signal ctx already carries is called too.
+func WatchInitializedSignalOf(ctx context.Context) context.Context {
+	return storage.WithWatchInitializedSignal(ctx, func() {
+		utilflowcontrol.WatchInitialized(ctx)
+		storage.WatchInitialized(ctx)
+	})
 }
 
 // Get implements storage.Interface.
@@ -103,9 +117,13 @@ func (a *Storage) GuaranteedUpdate(ctx context.Context, key string, destination 
 	return ToUpstreamError(a.s.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, Preconditions(preconditions), update, cachedExistingObject))
 }
 
-// Stats implements storage.Interface: listwatch's storage.Interface has no Stats.
-func (a *Storage) Stats(context.Context) (k8sstorage.Stats, error) {
-	return k8sstorage.Stats{}, fmt.Errorf("Stats: %w", ErrNotSupported)
+// Stats implements storage.Interface.
+func (a *Storage) Stats(ctx context.Context) (k8sstorage.Stats, error) {
+	st, err := a.s.Stats(ctx)
+	if err != nil {
+		return k8sstorage.Stats{}, ToUpstreamError(err)
+	}
+	return k8sstorage.Stats{ObjectCount: st.ObjectCount, EstimatedAverageObjectSizeBytes: st.EstimatedAverageObjectSizeBytes}, nil
 }
 
 // ReadinessCheck implements storage.Interface: a storage with a Ready method (a watch cache) is
@@ -129,9 +147,21 @@ func (a *Storage) GetCurrentResourceVersion(ctx context.Context) (uint64, error)
 	return rv, ToUpstreamError(err)
 }
 
-// EnableResourceSizeEstimation implements storage.Interface: listwatch has no size estimation.
-func (a *Storage) EnableResourceSizeEstimation(k8sstorage.KeysFunc) error {
-	return fmt.Errorf("EnableResourceSizeEstimation: %w", ErrNotSupported)
+// EnableResourceSizeEstimation implements storage.Interface with the adapted storage's
+// EnableResourceSizeEstimation when it has one (*etcd3.Store does; a watch cache enables its
+// storage's itself), else ErrNotSupported.
+func (a *Storage) EnableResourceSizeEstimation(keys k8sstorage.KeysFunc) error {
+	e, ok := a.s.(interface {
+		EnableResourceSizeEstimation(storage.KeysFunc) error
+	})
+	if !ok {
+		return fmt.Errorf("EnableResourceSizeEstimation: %w", ErrNotSupported)
+	}
+	var lk storage.KeysFunc
+	if keys != nil {
+		lk = storage.KeysFunc(keys)
+	}
+	return e.EnableResourceSizeEstimation(lk)
 }
 
 // CompactRevision implements storage.Interface with Options.CompactRevision.

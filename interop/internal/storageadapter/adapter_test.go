@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +21,9 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/request"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/value"
+	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/storage"
 )
 
@@ -38,6 +41,9 @@ type fakeStorage struct {
 	watcher  watch.Interface
 	scope    storage.RequestScope
 	ready    bool
+	stats    storage.Stats
+	// watchCtx is the context Watch was called with.
+	watchCtx context.Context
 }
 
 func (f *fakeStorage) Versioner() storage.Versioner { return storage.APIObjectVersioner{} }
@@ -49,7 +55,7 @@ func (f *fakeStorage) Delete(_ context.Context, _ string, _ runtime.Object, p *s
 	return f.err
 }
 func (f *fakeStorage) Watch(ctx context.Context, _ string, o storage.ListOptions) (watch.Interface, error) {
-	f.list, f.scope = o, storage.RequestScopeFrom(ctx)
+	f.list, f.scope, f.watchCtx = o, storage.RequestScopeFrom(ctx), ctx
 	return f.watcher, f.err
 }
 func (f *fakeStorage) Get(_ context.Context, _ string, o storage.GetOptions, _ runtime.Object) error {
@@ -67,6 +73,21 @@ func (f *fakeStorage) GuaranteedUpdate(_ context.Context, _ string, _ runtime.Ob
 func (f *fakeStorage) GetCurrentResourceVersion(context.Context) (uint64, error) { return 7, f.err }
 func (f *fakeStorage) RequestWatchProgress(context.Context) error                { return f.err }
 func (f *fakeStorage) Ready() bool                                               { return f.ready }
+func (f *fakeStorage) Stats(context.Context) (storage.Stats, error)              { return f.stats, f.err }
+
+// estimating is a storage with a size estimate, as *etcd3.Store.
+type estimating struct {
+	fakeStorage
+	keys storage.KeysFunc
+}
+
+func (e *estimating) EnableResourceSizeEstimation(keys storage.KeysFunc) error {
+	if keys == nil {
+		return errors.New("KeysFunc cannot be nil")
+	}
+	e.keys = keys
+	return nil
+}
 
 // TestListOptionsCarryEveryField sets every field of upstream's ListOptions and SelectionPredicate
 // and requires each to arrive, or to be one of the fields the adapter documents as dropped. A field
@@ -357,11 +378,8 @@ func TestReadinessAndCompactRevision(t *testing.T) {
 	if got := New(f, Options{CompactRevision: func() int64 { return 5 }}).CompactRevision(); got != 5 {
 		t.Errorf("CompactRevision from the option: %d", got)
 	}
-	if _, err := a.Stats(context.Background()); !errors.Is(err, ErrNotSupported) {
-		t.Errorf("Stats: %v", err)
-	}
 	if err := a.EnableResourceSizeEstimation(nil); !errors.Is(err, ErrNotSupported) {
-		t.Errorf("EnableResourceSizeEstimation: %v", err)
+		t.Errorf("EnableResourceSizeEstimation without one: %v", err)
 	}
 	if rv, err := a.GetCurrentResourceVersion(context.Background()); rv != 7 || err != nil {
 		t.Errorf("GetCurrentResourceVersion: %d %v", rv, err)
@@ -369,4 +387,72 @@ func TestReadinessAndCompactRevision(t *testing.T) {
 	if _, err := a.Versioner().ParseResourceVersion("x"); !k8sstorage.IsInvalidError(err) {
 		t.Errorf("Versioner error %#v, want upstream's InvalidError", err)
 	}
+}
+
+// TestStatsAndSizeEstimation: Stats answers with the storage's Stats, its errors converted;
+// EnableResourceSizeEstimation reaches a storage that has one with the same keys function, and its
+// error comes back.
+func TestStatsAndSizeEstimation(t *testing.T) {
+	f := &fakeStorage{stats: storage.Stats{ObjectCount: 3, EstimatedAverageObjectSizeBytes: 40}}
+	a := New(f, Options{})
+	got, err := a.Stats(context.Background())
+	if err != nil || got != (k8sstorage.Stats{ObjectCount: 3, EstimatedAverageObjectSizeBytes: 40}) {
+		t.Errorf("Stats: %+v %v", got, err)
+	}
+	f.err = storage.NewKeyNotFoundError("/pods/a", 0)
+	if _, err := a.Stats(context.Background()); !k8sstorage.IsNotFound(err) {
+		t.Errorf("Stats error %#v, want upstream's NotFound", err)
+	}
+
+	e := &estimating{}
+	ea := New(e, Options{})
+	if err := ea.EnableResourceSizeEstimation(func(context.Context) ([]string, error) { return []string{"/pods/a/b"}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if keys, err := e.keys(context.Background()); err != nil || !reflect.DeepEqual(keys, []string{"/pods/a/b"}) {
+		t.Errorf("the storage's keys function answered %v %v", keys, err)
+	}
+	if err := ea.EnableResourceSizeEstimation(nil); err == nil || errors.Is(err, ErrNotSupported) {
+		t.Errorf("EnableResourceSizeEstimation(nil): %v, want the storage's error", err)
+	}
+}
+
+// TestWatchCarriesInitializationSignal: API Priority and Fairness's initialization signal in the
+// request context is what listwatch's storage.WatchInitialized signals, once however often it is
+// called; a listwatch signal already in the context is signalled too, and a context without either
+// is fine.
+func TestWatchCarriesInitializationSignal(t *testing.T) {
+	apf := utilflowcontrol.NewInitializationSignal()
+	own := 0
+	ctx := storage.WithWatchInitializedSignal(context.Background(), func() { own++ })
+	ctx = utilflowcontrol.WithInitializationSignal(ctx, apf)
+	f := &fakeStorage{watcher: watch.NewFake()}
+	if _, err := New(f, Options{}).Watch(ctx, "/pods/", k8sstorage.ListOptions{Predicate: k8sstorage.Everything}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		apf.Wait()
+	}()
+	select {
+	case <-done:
+		t.Fatal("signalled before the storage signalled")
+	default:
+	}
+	storage.WatchInitialized(f.watchCtx)
+	storage.WatchInitialized(f.watchCtx)
+	select {
+	case <-done:
+	case <-time.After(testutil.WaitTimeout):
+		t.Fatal("API Priority and Fairness's signal never came")
+	}
+	if own != 1 {
+		t.Errorf("listwatch's own signal called %d times, want 1", own)
+	}
+
+	if _, err := New(f, Options{}).Watch(context.Background(), "/pods/", k8sstorage.ListOptions{Predicate: k8sstorage.Everything}); err != nil {
+		t.Fatal(err)
+	}
+	storage.WatchInitialized(f.watchCtx)
 }

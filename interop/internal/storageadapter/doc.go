@@ -7,15 +7,18 @@
 //
 //   - New(s, Options) returns *Storage, an upstream storage.Interface over s. Options.CompactRevision
 //     answers CompactRevision (default: s's own method when it has one).
-//   - RequestScopeOf carries the apiserver's request scope into listwatch's RequestScope.
+//   - RequestScopeOf carries the apiserver's request scope into listwatch's RequestScope, and
+//     WatchInitializedSignalOf API Priority and Fairness's watch initialization signal into
+//     listwatch's (storage.WithWatchInitializedSignal); Watch applies both.
+//   - Stats is the adapted storage's; EnableResourceSizeEstimation is the adapted storage's when it
+//     has one (*etcd3.Store), else ErrNotSupported.
 //   - ListOptions, Predicate and Preconditions convert upstream's arguments; ToUpstreamError and
 //     ToListwatchError convert errors each way; Transformer turns an upstream value.Transformer into
 //     listwatch's storage.Transformer. Objects are not converted: both sides hold the same
 //     runtime.Objects, encoded by the codec the caller gives listwatch's etcd3 storage
 //     (storage.RuntimeCodec of the test's scheme codec).
-//   - ErrNotSupported is returned by the upstream methods listwatch's Interface leaves out by design
-//     (Stats, EnableResourceSizeEstimation) and for upstream options it has no counterpart for (a
-//     shard selector).
+//   - ErrNotSupported is returned by EnableResourceSizeEstimation over a storage without a size
+//     estimate and for upstream options listwatch has no counterpart for (a shard selector).
 //
 // # Invariants
 //
@@ -33,7 +36,11 @@
 //     (TestWatchPassesEvents). A watch's context carries the namespace and name of the apiserver's
 //     request context (request.WithNamespace, RequestInfo.Name), where upstream's Cacher.Watch reads
 //     a watcher's scope, as listwatch's storage.RequestScope (RequestScopeOf,
-//     TestWatchCarriesRequestScope).
+//     TestWatchCarriesRequestScope). It also carries API Priority and Fairness's initialization
+//     signal, called once when listwatch's storage signals, together with a listwatch signal the
+//     context already held (TestWatchCarriesInitializationSignal).
+//   - Stats and its errors, and EnableResourceSizeEstimation, reach the adapted storage
+//     (TestStatsAndSizeEstimation).
 //   - A transformer sees the storage key as its authenticated data, as under upstream's etcd3 store
 //     (TestTransformer); ReadinessCheck follows a Ready method (TestReadinessAndCompactRevision).
 package storageadapter
