@@ -95,6 +95,12 @@ func newCacheWatcher(chanSize int, filter watchFilter, versioner storage.Version
 // ResultChan implements watch.Interface.
 func (c *cacheWatcher) ResultChan() <-chan watch.Event { return c.result }
 
+// Backlog is how many events the dispatcher has queued for the watcher that ResultChan does not show
+// yet: a consumer that flushes its output whenever ResultChan is empty (the HTTP watch handler) can
+// let the watcher's goroutine move them first, and write them together. Some may be filtered out
+// and never appear.
+func (c *cacheWatcher) Backlog() int { return len(c.input) }
+
 // Stop implements watch.Interface. It is idempotent; ResultChan is closed once the watcher's goroutine
 // has exited, and events buffered before may still be read.
 func (c *cacheWatcher) Stop() { c.forget(false) }

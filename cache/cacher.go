@@ -217,15 +217,22 @@ type Cacher struct {
 	// live holds every watcher whose goroutine runs, registered or already forgotten (draining).
 	live map[*cacheWatcher]struct{}
 	// dispatching is set while an event is being offered to watchers; stops are deferred meanwhile.
-	dispatching      bool
-	watchersBuffer   []*cacheWatcher
-	blockedWatchers  []*cacheWatcher
-	watchersToStop   []*cacheWatcher
+	dispatching    bool
+	watchersBuffer []*cacheWatcher
+	watchersToStop []*cacheWatcher
+	// batchGroups and deliveries are the dispatcher's scratch for a batch (see dispatchBatch).
+	batchGroups      map[watcherGroup][]*watchCacheEvent
+	deliveries       []delivery
 	bookmarkWatchers *bookmarkBuckets
 	expiredBookmarks []*cacheWatcher
 
 	// lastProcessedRV is the resourceVersion of the last event the dispatcher finished with.
 	lastProcessedRV atomic.Uint64
+	// batch, batchEvents and batchTriggers are the dispatcher's own: the events taken from incoming
+	// together, their copies with caching objects, and their trigger values.
+	batch         []*watchCacheEvent
+	batchEvents   []*watchCacheEvent
+	batchTriggers []triggerSelection
 
 	budget *timeBudget
 	// timer is the dispatcher's one reusable timer for blocking adds; only the dispatcher touches it.
@@ -315,6 +322,7 @@ func New(cfg Config) (*Cacher, error) {
 		watchers:         indexedWatchers{allWatchers: map[namespacedName]watchersMap{}, valueWatchers: map[string]watchersMap{}},
 		live:             map[*cacheWatcher]struct{}{},
 		bookmarkWatchers: newBookmarkBuckets(cfg.Clock, defaultBookmarkFrequency),
+		batchGroups:      map[watcherGroup][]*watchCacheEvent{},
 		budget:           newTimeBudget(cfg.Clock),
 		ctx:              ctx,
 		cancel:           cancel,
@@ -609,7 +617,8 @@ func (c *Cacher) processEvent(event *watchCacheEvent) {
 
 // dispatchEvents is the dispatcher: once the cache has listed, it offers every event to the watchers
 // that may want it, and every 1–1.25 s sends a bookmark at the last processed resourceVersion to the
-// watchers whose bookmark is due. Storage bookmarks only move that resourceVersion.
+// watchers whose bookmark is due. Storage bookmarks only move that resourceVersion. The events already
+// queued when it takes one are taken with it and dispatched as a batch (dispatchBatch says why).
 //
 // Mirrors Cacher.dispatchEvents.
 func (c *Cacher) dispatchEvents() {
@@ -628,11 +637,20 @@ func (c *Cacher) dispatchEvents() {
 	for {
 		select {
 		case event := <-c.incoming:
-			if event.Type != watch.Bookmark {
-				c.dispatchEvent(event)
+			c.batch = append(c.batch[:0], event)
+		more:
+			for len(c.batch) < maxDispatchBatch {
+				select {
+				case event := <-c.incoming:
+					c.batch = append(c.batch, event)
+				default:
+					break more
+				}
 			}
-			lastProcessedRV = event.ResourceVersion
+			c.dispatchBatch(c.batch)
+			lastProcessedRV = c.batch[len(c.batch)-1].ResourceVersion
 			c.lastProcessedRV.Store(lastProcessedRV)
+			clear(c.batch)
 		case <-bookmarkTimer.C():
 			bookmarkTimer.Reset(wait.Jitter(time.Second, 0.25))
 			be := &watchCacheEvent{Type: watch.Bookmark, Object: c.newFunc(), ResourceVersion: lastProcessedRV}
@@ -640,7 +658,7 @@ func (c *Cacher) dispatchEvents() {
 				c.logger.Error("failure to set resourceVersion on bookmark event", "resourceVersion", lastProcessedRV, "err", err)
 				continue
 			}
-			c.dispatchEvent(be)
+			c.dispatchBookmark(be)
 		case <-c.ctx.Done():
 			return
 		}
@@ -677,121 +695,34 @@ func (c *Cacher) setCachingObjects(event *watchCacheEvent) {
 	}
 }
 
-// dispatchEvent offers event to every watcher that may want it: first without blocking, then, for the
-// watchers whose input was full, blocking within the shared time budget; a watcher still full after
-// the budget is spent is closed. Bookmarks are only offered without blocking.
+// dispatchBookmark offers a bookmark, without blocking, to the watchers whose bookmark is due; a
+// full watcher misses it.
 //
-// Mirrors Cacher.dispatchEvent.
-func (c *Cacher) dispatchEvent(event *watchCacheEvent) {
-	c.startDispatching(event)
+// Mirrors Cacher.dispatchEvent for a bookmark.
+func (c *Cacher) dispatchBookmark(event *watchCacheEvent) {
+	c.startDispatchingBookmark()
 	defer c.finishDispatching()
-
-	if event.Type == watch.Bookmark {
-		for _, w := range c.watchersBuffer {
-			w.nonblockingAdd(event)
-		}
-		return
-	}
-	wcEvent := *event
-	c.setCachingObjects(&wcEvent)
-	event = &wcEvent
-
-	c.blockedWatchers = c.blockedWatchers[:0]
 	for _, w := range c.watchersBuffer {
-		if !w.nonblockingAdd(event) {
-			c.blockedWatchers = append(c.blockedWatchers, w)
-		}
+		w.nonblockingAdd(event)
 	}
-	if len(c.blockedWatchers) == 0 {
-		return
-	}
-	start := c.clock.Now()
-	timeout := c.budget.takeAvailable()
-	var timerC <-chan time.Time
-	if timeout > 0 {
-		if c.timer == nil {
-			c.timer = c.clock.NewTimer(timeout)
-		} else {
-			c.timer.Reset(timeout)
-		}
-		timerC = c.timer.C()
-	}
-	// While the timer runs every blocked watcher gets its chance, not only the first; once it has fired
-	// the rest are closed at once.
-	for _, w := range c.blockedWatchers {
-		if !w.add(event, timerC, c.ctx.Done()) {
-			timerC = nil
-		}
-	}
-	if c.timer != nil && !c.timer.Stop() {
-		// Fired but not received (a stop came first): drain it so a fake clock never blocks on it.
-		select {
-		case <-c.timer.C():
-		default:
-		}
-	}
-	c.budget.returnUnused(timeout - c.clock.Since(start))
-	// Drop references to watchers so they are not kept alive by the reused slice.
-	clear(c.blockedWatchers)
 }
 
-// startDispatching collects the watchers that may want event and marks a dispatch in flight.
+// startDispatchingBookmark collects the watchers whose bookmark is due and marks a dispatch in flight.
 //
-// Mirrors Cacher.startDispatching.
-func (c *Cacher) startDispatching(event *watchCacheEvent) {
-	triggerValues, supported := c.triggerValues(event)
-
+// Mirrors Cacher.startDispatching for a bookmark.
+func (c *Cacher) startDispatchingBookmark() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dispatching = true
 	c.watchersBuffer = c.watchersBuffer[:0]
-
-	if event.Type == watch.Bookmark {
-		for _, ws := range c.bookmarkWatchers.popExpired() {
-			for _, w := range ws {
-				// Stopped watchers stay in their bucket until it pops.
-				if w.stopped {
-					continue
-				}
-				c.watchersBuffer = append(c.watchersBuffer, w)
-				c.expiredBookmarks = append(c.expiredBookmarks, w)
+	for _, ws := range c.bookmarkWatchers.popExpired() {
+		for _, w := range ws {
+			// Stopped watchers stay in their bucket until it pops.
+			if w.stopped {
+				continue
 			}
-		}
-		return
-	}
-
-	namespace := event.ObjFields["metadata.namespace"]
-	name := event.ObjFields["metadata.name"]
-	if namespace != "" {
-		if name != "" {
-			for _, w := range c.watchers.allWatchers[namespacedName{namespace: namespace, name: name}] {
-				c.watchersBuffer = append(c.watchersBuffer, w)
-			}
-		}
-		for _, w := range c.watchers.allWatchers[namespacedName{namespace: namespace}] {
 			c.watchersBuffer = append(c.watchersBuffer, w)
-		}
-	}
-	if name != "" {
-		for _, w := range c.watchers.allWatchers[namespacedName{name: name}] {
-			c.watchersBuffer = append(c.watchersBuffer, w)
-		}
-	}
-	for _, w := range c.watchers.allWatchers[namespacedName{}] {
-		c.watchersBuffer = append(c.watchersBuffer, w)
-	}
-	if supported {
-		for _, v := range triggerValues {
-			for _, w := range c.watchers.valueWatchers[v] {
-				c.watchersBuffer = append(c.watchersBuffer, w)
-			}
-		}
-	} else {
-		// Without a trigger no watcher should be indexed by value; offer to all to be safe.
-		for _, ws := range c.watchers.valueWatchers {
-			for _, w := range ws {
-				c.watchersBuffer = append(c.watchersBuffer, w)
-			}
+			c.expiredBookmarks = append(c.expiredBookmarks, w)
 		}
 	}
 }

@@ -159,6 +159,7 @@ type conformanceCachers struct {
 
 	mu      sync.Mutex
 	cachers []*Cacher
+	stores  []*etcd3.Store
 }
 
 // newStorage is storagetest.Env.NewStorage: a ready Cacher over etcd3.New(client, cfg).
@@ -167,6 +168,9 @@ func (cc *conformanceCachers) newStorage(cfg etcd3.Config) (storage.Interface, e
 	if err != nil {
 		return nil, err
 	}
+	cc.mu.Lock()
+	cc.stores = append(cc.stores, s)
+	cc.mu.Unlock()
 	ts := &testStorage{Store: s, listErrors: 1}
 	ccfg := Config{
 		Storage:        ts,
@@ -206,6 +210,9 @@ func (cc *conformanceCachers) stop() {
 	defer cc.mu.Unlock()
 	for _, c := range cc.cachers {
 		c.Stop()
+	}
+	for _, s := range cc.stores {
+		s.Close()
 	}
 }
 

@@ -24,6 +24,9 @@
 //     runtime.CacheableObject), or by calling CacheEncode(encoder.Identifier(), encodeFunc, w) to
 //     frame the bytes itself. Event objects are shared between watchers and must not be modified
 //     (TestCachingObjectEncodesOnce, TestCachingObjectAccessors, TestEventsSerializedOnce).
+//   - A watch's Backlog method (not part of watch.Interface) counts the events queued for it that
+//     ResultChan does not show yet, so that a consumer flushing whenever ResultChan is empty can wait
+//     for them (TestBacklogCountsQueuedEvents).
 //   - Errors: New fails with errors matching ErrInvalidConfig (TestConfigValidation); a stopped
 //     Cacher answers with errors naming ErrStopped; the API errors are apimachinery StatusErrors
 //     (429, 410, 504, 500).
@@ -103,7 +106,13 @@
 //     input is never closed while the dispatcher may send (TestSlowWatcherClosedWithoutError,
 //     TestBlockedWatcherRescuedWithinBudget, TestTimeBudget, TestStopDuringDispatch,
 //     TestCacheWatcherDraining, TestEventsSerializedOnce; storagetest WatcherTimeout,
-//     DelayedWatchDelivery).
+//     DelayedWatchDelivery). The events queued together are dispatched as one batch, watcher by
+//     watcher, so that a watcher's goroutine wakes once per batch rather than once per event (with
+//     10000 watchers that wake-up is most of a delivery's cost); a watcher whose input fills part
+//     way is offered the rest again without blocking after the others, and blocked on only when
+//     such a round makes no progress. Each watcher still gets exactly its events in order
+//     (TestBatchDeliversEachWatcherItsEvents), and a closed one a gap-free prefix
+//     (TestBatchClosesSlowWatcherAfterPrefix).
 //   - Bookmarks. About every second the watchers with AllowWatchBookmarks whose bookmark is due (every
 //     minute, 2 s before the watch context's deadline, at once while a watch-list waits for its end
 //     bookmark) are offered a BOOKMARK at the last resourceVersion the dispatcher processed, never

@@ -355,6 +355,7 @@ func openEnv(t tb, opts ...envOption) (*env, func()) {
 	}
 	e.cleanups = append(e.cleanups, func() {
 		e.cacher.Stop()
+		s.Close()
 		e.storage.gate.resume()
 		if err := closeClient(); err != nil {
 			t.Errorf("close client: %v", err)

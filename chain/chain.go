@@ -281,6 +281,9 @@ func (c *Chain) release() error {
 	for _, cacher := range c.cachers {
 		cacher.Stop()
 	}
+	for _, s := range c.storages {
+		s.Close()
+	}
 	if c.closeEtcd != nil {
 		if err := c.closeEtcd(); err != nil {
 			errs = append(errs, fmt.Errorf("chain: closing the etcd client: %w", err))

@@ -12,8 +12,8 @@
 //     never closes the client it was given.
 //   - Beyond storage.Interface: Update (listwatch's addition: a replace with the object's
 //     resourceVersion as an optimistic-concurrency precondition, ResourceVersionConflicts when it is
-//     stale), Compact and CompactRevision (upstream's compactor, driven by the caller), PathPrefix
-//     and EtcdKey.
+//     stale), Compact (upstream's compactor, driven by the caller), CompactRevision, Close,
+//     PathPrefix and EtcdKey; ErrMalformedCompactRevision.
 //   - Config gives the key prefixes, the GroupResource for errors, Codec, Transformer, Versioner,
 //     NewFunc (the empty object of bookmarks; without it the watches that need one are refused), the
 //     lease reuse of TTLs, Clock, Logger and Features.
@@ -97,6 +97,13 @@
 //   - Stop only cancels; ResultChan is closed exactly once, after every goroutine of the watch has
 //     exited, and events already buffered may still be read (TestStopKeepsBufferedEventsAndClosesOnce;
 //     storagetest DelayedWatchDelivery).
+//   - CompactRevision is the newest compaction the Store knows of: its own Compact's, and every one a
+//     client announced in compact_rev_key (the apiserver's compaction protocol, etcd3/compact.go),
+//     which the Store reads a second after New and then watches, as upstream's compactor watch loop
+//     does; it never goes down. A failed read or a value that is not a revision is logged
+//     (ErrMalformedCompactRevision) and retried a second later, never a panic. Close stops that
+//     watch and waits for its goroutine (TestCompactRevisionSeesOtherClients,
+//     TestCompactRevisionMalformed; goleak in TestMain).
 //
 // # Features
 //

@@ -52,6 +52,7 @@ func newStorageOn(t testing.TB, b *backend.Backend, cfg Config) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(s.Close)
 	return s
 }
 

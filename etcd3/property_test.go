@@ -113,6 +113,7 @@ func TestWatchMatchesModel(t *testing.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
+		defer s.Close()
 		base, err := s.GetCurrentResourceVersion(ctx)
 		if err != nil {
 			rt.Fatal(err)

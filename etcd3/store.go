@@ -11,7 +11,6 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/listwatch/listwatch/storage"
@@ -101,14 +100,13 @@ type Store struct {
 	leases         *leaseManager
 	rangeStream    *rangeStreamSupport
 	logger         *slog.Logger
-
-	compactRev atomic.Int64
+	compaction     *compactTracker
 }
 
 var _ storage.Interface = (*Store)(nil)
 
 // New returns the Store of one resource over client. The client stays the caller's: a Store never
-// closes it.
+// closes it. The Store follows compact_rev_key from a goroutine of its own until Close.
 //
 // Mirrors etcd3/store.go New.
 func New(client *clientv3.Client, cfg Config) (*Store, error) {
@@ -178,6 +176,7 @@ func New(client *clientv3.Client, cfg Config) (*Store, error) {
 		leases:         newLeaseManager(client, cfg.Clock, cfg.LeaseReuseDurationSeconds, 0.05, cfg.LeaseMaxObjectCount),
 		rangeStream:    &rangeStreamSupport{clock: cfg.Clock},
 		logger:         cfg.Logger,
+		compaction:     newCompactTracker(client, cfg.Clock, cfg.Logger),
 	}
 	objectType := "<unknown>"
 	if cfg.NewFunc != nil {
@@ -225,16 +224,22 @@ func (s *Store) Compact(ctx context.Context, rev int64) error {
 	if _, err := s.client.Compact(ctx, rev); err != nil {
 		return err
 	}
-	for {
-		cur := s.compactRev.Load()
-		if rev <= cur || s.compactRev.CompareAndSwap(cur, rev) {
-			return nil
-		}
-	}
+	s.compaction.update(rev)
+	return nil
 }
 
-// CompactRevision returns the newest revision compacted through Compact, or 0.
-func (s *Store) CompactRevision() int64 { return s.compactRev.Load() }
+// CompactRevision returns the newest compacted revision the Store knows of, or 0: those compacted
+// through Compact, and those any client announced in compact_rev_key (as the apiserver's compactor
+// does), seen through a watch of that key that starts a second after New.
+//
+// Mirrors etcd3/store.go store.CompactRevision.
+func (s *Store) CompactRevision() int64 { return s.compaction.revision() }
+
+// Close stops the Store's watch of compact_rev_key and waits for it. Watches already started are
+// not stopped. Calling Close again does nothing.
+//
+// Mirrors etcd3/store.go store.Close, with the compactor's Stop of the storage factory's destroy func.
+func (s *Store) Close() { s.compaction.close() }
 
 // Get decodes the object at key into out. A missing key is a KeyNotFound storage error unless
 // opts.IgnoreNotFound, which zeroes out. opts.ResourceVersion is a "not older than" bound: a revision

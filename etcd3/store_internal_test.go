@@ -43,9 +43,13 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"", "/registry/"}, {"registry", "/registry/"}, {"/a/b/", "/a/b/"}, {"/", "/"},
 	} {
 		s, err := New(b.Client, Config{Prefix: tc.prefix, ResourcePrefix: "/pods/"})
-		if err != nil || s.PathPrefix() != tc.want {
-			t.Errorf("prefix %q: path prefix %q, %v; want %q", tc.prefix, s.PathPrefix(), err, tc.want)
+		if err != nil {
+			t.Fatalf("prefix %q: %v", tc.prefix, err)
 		}
+		if s.PathPrefix() != tc.want {
+			t.Errorf("prefix %q: path prefix %q; want %q", tc.prefix, s.PathPrefix(), tc.want)
+		}
+		s.Close()
 	}
 	s := newStorageOn(t, b, Config{})
 	if k, err := s.EtcdKey("/pods/ns/a", false); err != nil || k != "/registry/pods/ns/a" {

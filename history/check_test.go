@@ -5,13 +5,11 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
-	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -30,37 +28,16 @@ func scenarioOn(t testing.TB, recorder func(st *store.Store) (*Recorder, func())
 	defer done()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	progress := map[int]int64{}
-	ended := map[int]bool{}
-	watch := func(id int, req WatchRequest) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = rec.Watch(ctx, req, func(r WatchResponse) {
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case r.Created:
-					progress[id] = max(progress[id], 0)
-				case r.Canceled:
-					ended[id] = true
-				case r.IsProgressNotify():
-					progress[id] = max(progress[id], r.Revision)
-				}
-			})
-		}()
-		testutil.WaitFor(t, "watch created", func() bool { mu.Lock(); defer mu.Unlock(); _, ok := progress[id]; return ok || ended[id] })
-	}
+	watches := newWatchTracker(ctx, rec)
+	watch := func(req WatchRequest) { watches.waitCreated(t, watches.start(req)) }
 	do := func(req Request) {
 		if _, err := rec.Do(ctx, req); err != nil && !IsDefiniteError(rpctypes.ErrorDesc(err)) {
 			t.Fatalf("%s: %v", DescribeRequest(&req), err)
 		}
 	}
 	do(Request{LeaseGrant: &LeaseGrantRequest{ID: 7, TTL: 3600}})
-	watch(0, WatchRequest{Key: "a", RangeEnd: "b", PrevKV: true})
-	watch(1, WatchRequest{Key: "a1"})
+	watch(WatchRequest{Key: "a", RangeEnd: "b", PrevKV: true})
+	watch(WatchRequest{Key: "a1"})
 	do(put("a1", "1"))
 	do(put("a2", "1"))
 	do(Request{Txn: &TxnRequest{Success: []RequestOp{{Put: &PutRequest{Key: "a1", Value: "2"}}, {Put: &PutRequest{Key: "a3", Value: "1"}}}}})
@@ -70,27 +47,16 @@ func scenarioOn(t testing.TB, recorder func(st *store.Store) (*Recorder, func())
 	do(Request{Range: &RangeRequest{Key: "a1", Serializable: true}})
 	do(Request{Compact: &CompactRequest{Revision: 4}})
 	do(Request{Range: &RangeRequest{Key: "a1", Revision: 2}}) // compacted
-	watch(2, WatchRequest{Key: "a", RangeEnd: "\x00", StartRevision: 2})
-	watch(3, WatchRequest{Key: "\x00", RangeEnd: "\x00", StartRevision: 4, PrevKV: true})
+	watch(WatchRequest{Key: "a", RangeEnd: "\x00", StartRevision: 2})
+	watch(WatchRequest{Key: "\x00", RangeEnd: "\x00", StartRevision: 4, PrevKV: true})
 	do(put("a1", "4"))
 	do(Request{LeaseRevoke: &LeaseRevokeRequest{ID: 7}})
 	do(put("b", "1"))
 	do(Request{Txn: &TxnRequest{Success: []RequestOp{{Put: &PutRequest{Key: "a4", Value: "1"}}, {DeleteRange: &DeleteRangeRequest{Key: "a3"}}}}})
 	do(prefix("a"))
-	final := st.Rev()
-	testutil.WaitFor(t, "watches up to date", func() bool {
-		_ = rec.RequestProgress(ctx)
-		mu.Lock()
-		defer mu.Unlock()
-		for id, p := range progress {
-			if !ended[id] && p < final {
-				return false
-			}
-		}
-		return true
-	})
+	watches.waitUpToDate(t, st.Rev())
 	cancel()
-	wg.Wait()
+	watches.wait()
 	return rec.History()
 }
 

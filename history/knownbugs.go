@@ -149,8 +149,9 @@ func missingBelowProgress(h *History, v *Violation) bool {
 	return true
 }
 
-// neededFromProgress: the revision the compacted watch needed next is the one after a progress
-// notification at or above the compaction, above every event it received.
+// neededFromProgress: the revision the compacted watch needed next, by the checker's reckoning, is
+// the one after a progress notification above every event it received, and the compaction did not
+// remove it (the notification is at or above the compaction's revision minus one).
 func neededFromProgress(h *History, v *Violation) bool {
 	if v.Watch < 0 || v.Response < 0 {
 		return false
@@ -164,7 +165,7 @@ func neededFromProgress(h *History, v *Violation) bool {
 			last = max(last, ev.Kv.ModRevision)
 		}
 	}
-	return p >= v.Revision && p > last
+	return p+1 >= v.Revision && p > last
 }
 
 // deletesAtCompactions: every missing event is a DELETE at a revision some successful compaction

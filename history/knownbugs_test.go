@@ -1,6 +1,9 @@
 package history
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // tombstoneHistory is etcd-io/etcd#18089 as a history: a compaction at the revision of a delete,
 // then a watch from that revision that gets the put after it but not the DELETE.
@@ -29,6 +32,40 @@ func progressAheadHistory() *History {
 			{Time: 103, Revision: 3},
 			{Time: 104, Revision: 3, Events: []Event{{Type: Put, Kv: kv("a", "2", 2, 3, 2)}}}}}}
 	return &b.h
+}
+
+// progressAheadCompactedHistory is etcd-io/etcd#15220 ending in a compaction: a progress notification
+// at 4 before the events at 2 to 4, then a compaction at 5 cancels the watch, which still needed 2.
+// From the notification alone the watch needed 5, which the compaction kept.
+func progressAheadCompactedHistory() *History {
+	b := &builder{}
+	for i := range 4 {
+		b.op(0, put("a", fmt.Sprint(i)), rev(int64(i+2)))
+	}
+	b.op(0, Request{Compact: &CompactRequest{Revision: 5}}, rev(5))
+	b.h.Watches = []Watch{{Client: 1, Call: 35, Request: WatchRequest{Key: "a", StartRevision: 2},
+		Responses: []WatchResponse{{Time: 36, Revision: 4, Created: true},
+			{Time: 37, Revision: 4},
+			{Time: 60, Revision: 5, Canceled: true, CompactRevision: 5}}}}
+	return &b.h
+}
+
+// TestClassifyProgressAheadThenCompacted: every violation of a watch canceled as compacted after a
+// progress notification one below the compaction is etcd-progress-ahead on 3.4.23.
+func TestClassifyProgressAheadThenCompacted(t *testing.T) {
+	h := progressAheadCompactedHistory()
+	res := mustCheck(t, h)
+	found := false
+	for i, l := range Classify(h, res, Target{"etcd", "3.4.23"}) {
+		v := res.Violations[i]
+		found = found || v.Signature == SigCompactedNotNeeded
+		if l.Bug == nil || l.Bug.Name != "etcd-progress-ahead" {
+			t.Errorf("violation %v: label %+v, want etcd-progress-ahead", v, l)
+		}
+	}
+	if !found {
+		t.Fatalf("no %s violation: %v", SigCompactedNotNeeded, res.Err())
+	}
 }
 
 // TestClassify: a violation with a known bug's signature is labelled with it for a version that has

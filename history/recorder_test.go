@@ -71,16 +71,8 @@ func TestRecorderWithClientv3(t *testing.T) {
 func TestRecorderConcurrentUse(t *testing.T) {
 	st := store.New(store.Options{})
 	defer st.Close()
-	cli, closeFn, err := etcdgrpc.NewClient(st, etcdgrpc.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := closeFn(); err != nil {
-			t.Error(err)
-		}
-	}()
-	rec := NewRecorder(cli, nil)
+	rec, done := clientRecorder(t)(st)
+	defer done()
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
@@ -116,16 +108,8 @@ func TestRecorderConcurrentUse(t *testing.T) {
 func TestRecorderUnknownOutcome(t *testing.T) {
 	st := store.New(store.Options{})
 	defer st.Close()
-	cli, closeFn, err := etcdgrpc.NewClient(st, etcdgrpc.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := closeFn(); err != nil {
-			t.Error(err)
-		}
-	}()
-	rec := NewRecorder(cli, nil)
+	rec, done := clientRecorder(t)(st)
+	defer done()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := rec.Do(ctx, put("a", "1")); err == nil {

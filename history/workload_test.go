@@ -96,48 +96,14 @@ func runWorkloadOn(t testing.TB, wl workload, recorder func(st *store.Store) (re
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	type watchState struct {
-		created, ended bool
-		progress       int64
-		start          int64
-	}
-	var states []*watchState
-	startWatch := func(req WatchRequest) *watchState {
-		ws := &watchState{start: req.StartRevision}
-		mu.Lock()
-		states = append(states, ws)
-		mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = rec.Watch(ctx, req, func(r WatchResponse) {
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case r.Created && r.Canceled, r.Canceled:
-					ws.ended = true
-				case r.Created:
-					ws.created = true
-				case r.IsProgressNotify():
-					ws.progress = max(ws.progress, r.Revision)
-				}
-			})
-			mu.Lock()
-			ws.ended = true
-			mu.Unlock()
-		}()
-		return ws
-	}
+	watches := newWatchTracker(ctx, rec)
 	for _, req := range wl.setup {
 		if _, err := rec.Do(ctx, req); err != nil {
 			t.Fatalf("setup %s: %v", DescribeRequest(&req), err)
 		}
 	}
 	for _, w := range wl.watches {
-		ws := startWatch(w)
-		testutil.WaitFor(t, "watch created", func() bool { mu.Lock(); defer mu.Unlock(); return ws.created || ws.ended })
+		watches.waitCreated(t, watches.start(w))
 	}
 	var cwg sync.WaitGroup
 	for _, acts := range wl.clients {
@@ -146,7 +112,7 @@ func runWorkloadOn(t testing.TB, wl workload, recorder func(st *store.Store) (re
 			defer cwg.Done()
 			for _, a := range acts {
 				if a.watch != nil {
-					startWatch(*a.watch)
+					watches.start(*a.watch)
 					continue
 				}
 				_, _ = rec.Do(ctx, *a.req)
@@ -154,22 +120,83 @@ func runWorkloadOn(t testing.TB, wl workload, recorder func(st *store.Store) (re
 		}()
 	}
 	cwg.Wait()
-	final := st.Rev()
+	watches.waitUpToDate(t, st.Rev())
+	cancel()
+	watches.wait()
+	return rec.History()
+}
+
+// watchTracker runs recorded watches and follows each one's progress, so that a test can bring
+// every open watch up to date with the store before it stops them and checks the history.
+type watchTracker struct {
+	ctx    context.Context
+	rec    *Recorder
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	states []*trackedWatch
+}
+
+type trackedWatch struct {
+	created, ended bool
+	progress       int64
+	start          int64
+}
+
+func newWatchTracker(ctx context.Context, rec *Recorder) *watchTracker {
+	return &watchTracker{ctx: ctx, rec: rec}
+}
+
+// start runs a watch until it is canceled or ctx ends.
+func (tr *watchTracker) start(req WatchRequest) *trackedWatch {
+	ws := &trackedWatch{start: req.StartRevision}
+	tr.mu.Lock()
+	tr.states = append(tr.states, ws)
+	tr.mu.Unlock()
+	tr.wg.Go(func() {
+		_ = tr.rec.Watch(tr.ctx, req, func(r WatchResponse) {
+			tr.mu.Lock()
+			defer tr.mu.Unlock()
+			switch {
+			case r.Canceled:
+				ws.ended = true
+			case r.Created:
+				ws.created = true
+			case r.IsProgressNotify():
+				ws.progress = max(ws.progress, r.Revision)
+			}
+		})
+		tr.mu.Lock()
+		ws.ended = true
+		tr.mu.Unlock()
+	})
+	return ws
+}
+
+// waitCreated waits until the watch is created (or has already ended).
+func (tr *watchTracker) waitCreated(t testing.TB, ws *trackedWatch) {
+	t.Helper()
+	testutil.WaitFor(t, "watch created", func() bool { tr.mu.Lock(); defer tr.mu.Unlock(); return ws.created || ws.ended })
+}
+
+// waitUpToDate requests progress until every open watch that started at or below final has been
+// told a revision of final or later.
+func (tr *watchTracker) waitUpToDate(t testing.TB, final int64) {
+	t.Helper()
 	testutil.WaitFor(t, "watches up to date", func() bool {
-		_ = rec.RequestProgress(ctx)
-		mu.Lock()
-		defer mu.Unlock()
-		for _, ws := range states {
+		_ = tr.rec.RequestProgress(tr.ctx)
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		for _, ws := range tr.states {
 			if !ws.ended && ws.progress < final && ws.start <= final {
 				return false
 			}
 		}
 		return true
 	})
-	cancel()
-	wg.Wait()
-	return rec.History()
 }
+
+// wait waits for every watch to end; ctx must have ended, or every watch been canceled.
+func (tr *watchTracker) wait() { tr.wg.Wait() }
 
 // TestValidHistoriesPass: a history recorded faithfully from the in-process store driven by
 // concurrent clients passes, and so does one where some write responses were lost (unknown outcome)

@@ -95,7 +95,10 @@
 //     Content-Type application/json and Transfer-Encoding chunked, flushed before the first event;
 //     every event is one frame, {"type":…,"object":…} and a newline, byte for byte json.Encoder's
 //     encoding of a metav1.WatchEvent; the stream is flushed only when no further event is waiting,
-//     and once more after the initial-events-end bookmark. A watch-list to a client accepting gzip is
+//     and once more after the initial-events-end bookmark. Waiting includes events the watch cache
+//     has queued for the watch but not yet passed on (its Backlog): the handler yields once to let
+//     them through and writes them in the same flush (TestWatchWritesBackloggedEventsTogether), and
+//     flushes if none comes (TestWatchFlushesWhenBacklogIsFiltered). A watch-list to a client accepting gzip is
 //     compressed, one gzip member per flush. The stream ends, without a final frame, when the
 //     storage closes the watch, the timeout passes, the client disconnects or Shutdown is called;
 //     then the storage watch is stopped and its context cancelled. TestWatchStreamStart,

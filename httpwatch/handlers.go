@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	serializerjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -159,7 +160,7 @@ func (h *resourceHandler) listOptions(query map[string][]string, name string) (m
 	watchList := !h.server.features.DisableWatchList
 	metainternalversion.SetListOptionsDefaults(&opts, watchList)
 	if errs := metainternalversionvalidation.ValidateListOptions(&opts, watchList); len(errs) > 0 {
-		return opts, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
+		return opts, invalidOptions("ListOptions", errs)
 	}
 	if opts.FieldSelector != nil {
 		var err error
@@ -424,6 +425,25 @@ func managerOrUserAgent(manager, userAgent string) string {
 	return b.String()
 }
 
+// decodeOptions decodes a write's query parameters into options and validates them, as the
+// handlers do before a create, update or patch: a bad parameter is a 400 BadRequest, an invalid
+// combination a 422 Invalid on kind.
+func decodeOptions(query url.Values, options runtime.Object, kind string, validate func() field.ErrorList) error {
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(query, metav1.SchemeGroupVersion, options); err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	if errs := validate(); len(errs) > 0 {
+		return invalidOptions(kind, errs)
+	}
+	return nil
+}
+
+// invalidOptions is the 422 Invalid the apiserver answers for options of kind (ListOptions,
+// CreateOptions, ...) that fail their validation.
+func invalidOptions(kind string, errs field.ErrorList) error {
+	return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
+}
+
 // serveCreate mirrors handlers.createHandler (CreateResource).
 func (h *resourceHandler) serveCreate(w http.ResponseWriter, req *http.Request, namespace string) {
 	ctx, cancel := context.WithTimeout(req.Context(), requestTimeoutUpperBound)
@@ -443,12 +463,8 @@ func (h *resourceHandler) serveCreate(w http.ResponseWriter, req *http.Request, 
 		return
 	}
 	options := &metav1.CreateOptions{}
-	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, options); err != nil {
-		h.writeError(w, req, apierrors.NewBadRequest(err.Error()))
-		return
-	}
-	if errs := metav1validation.ValidateCreateOptions(options); len(errs) > 0 {
-		h.writeError(w, req, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
+	if err := decodeOptions(req.URL.Query(), options, "CreateOptions", func() field.ErrorList { return metav1validation.ValidateCreateOptions(options) }); err != nil {
+		h.writeError(w, req, err)
 		return
 	}
 	obj, err := h.decodeBody(w, body, f, fieldValidation(options.FieldValidation))
@@ -488,12 +504,8 @@ func (h *resourceHandler) serveUpdate(w http.ResponseWriter, req *http.Request, 
 		return
 	}
 	options := &metav1.UpdateOptions{}
-	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, options); err != nil {
-		h.writeError(w, req, apierrors.NewBadRequest(err.Error()))
-		return
-	}
-	if errs := metav1validation.ValidateUpdateOptions(options); len(errs) > 0 {
-		h.writeError(w, req, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
+	if err := decodeOptions(req.URL.Query(), options, "UpdateOptions", func() field.ErrorList { return metav1validation.ValidateUpdateOptions(options) }); err != nil {
+		h.writeError(w, req, err)
 		return
 	}
 	f, err := h.ep.inputFormat(req.Header.Get("Content-Type"))
@@ -586,7 +598,7 @@ func (h *resourceHandler) deleteOptions(req *http.Request, body []byte) (*metav1
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
 	if errs := metav1validation.ValidateDeleteOptions(options); len(errs) > 0 {
-		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
+		return nil, invalidOptions("DeleteOptions", errs)
 	}
 	if options.IgnoreStoreReadErrorWithClusterBreakingPotential != nil && *options.IgnoreStoreReadErrorWithClusterBreakingPotential {
 		// The apiserver authorizes an unsafe delete first; a server without an authorizer refuses it.

@@ -9,7 +9,6 @@ import (
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -66,12 +65,8 @@ func (h *resourceHandler) servePatch(w http.ResponseWriter, req *http.Request, r
 		return
 	}
 	options := &metav1.PatchOptions{}
-	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, options); err != nil {
-		h.writeError(w, req, apierrors.NewBadRequest(err.Error()))
-		return
-	}
-	if errs := metav1validation.ValidatePatchOptions(options, patchType); len(errs) > 0 {
-		h.writeError(w, req, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
+	if err := decodeOptions(req.URL.Query(), options, "PatchOptions", func() field.ErrorList { return metav1validation.ValidatePatchOptions(options, patchType) }); err != nil {
+		h.writeError(w, req, err)
 		return
 	}
 	if _, err := validateAndTranscodePatch(patchBytes, patchType); err != nil {

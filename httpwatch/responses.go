@@ -11,7 +11,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/listwatch/listwatch/storage"
@@ -163,33 +162,6 @@ func writeRawJSON(w http.ResponseWriter, code int, obj any) {
 	w.Header().Set("Content-Type", contentTypeJSON)
 	w.WriteHeader(code)
 	w.Write(output)
-}
-
-// encodeObject returns the JSON of obj followed by a newline, as json.Encoder writes it. Unstructured
-// objects go through unstructured.UnstructuredJSONScheme, everything else through encoding/json. A
-// Status always names its kind.
-func encodeObject(obj runtime.Object) ([]byte, error) {
-	var buf bytes.Buffer
-	switch t := obj.(type) {
-	case *unstructured.Unstructured, *unstructured.UnstructuredList:
-		if err := unstructured.UnstructuredJSONScheme.Encode(t, &buf); err != nil {
-			return nil, err
-		}
-	case *metav1.Status:
-		if t.Kind == "" || t.APIVersion == "" {
-			c := *t
-			c.Kind, c.APIVersion = "Status", "v1"
-			t = &c
-		}
-		if err := json.NewEncoder(&buf).Encode(t); err != nil {
-			return nil, err
-		}
-	default:
-		if err := json.NewEncoder(&buf).Encode(obj); err != nil {
-			return nil, err
-		}
-	}
-	return buf.Bytes(), nil
 }
 
 const (

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	goruntime "runtime"
 	"strings"
 	"time"
 
@@ -177,6 +178,11 @@ func (s *watchServer) handleHTTP(w http.ResponseWriter, req *http.Request) {
 				s.server.logger.Debug("Failed to encode watch event", "err", err)
 				return
 			}
+			if len(ch) == 0 && s.moreComing(ch) {
+				// An event the watch cache queued is on its way to ch: written with this one, both
+				// cost one write(2) on the connection.
+				continue
+			}
 			if len(ch) == 0 {
 				if err := rw.Flush(); err != nil {
 					s.server.logger.Debug("Failed to flush watch response", "err", err)
@@ -193,6 +199,27 @@ func (s *watchServer) handleHTTP(w http.ResponseWriter, req *http.Request) {
 			}
 		}
 	}
+}
+
+// backlogged is a watch that queues events before its result channel: the watch cache's.
+type backlogged interface {
+	// Backlog is how many events are queued but not yet in the result channel.
+	Backlog() int
+}
+
+// moreComing reports whether an event reached ch after the watch's own goroutine was given a chance
+// to move what it had queued. Under load the cache's watcher goroutine and the handler take turns, so
+// an event already dispatched to the watcher is often not yet in ch when the handler looks; flushing
+// then would cost a write(2) per event just when events come faster than they are written. Without
+// such events queued, or once they turn out to be filtered out, the handler flushes as it otherwise
+// does.
+func (s *watchServer) moreComing(ch <-chan watch.Event) bool {
+	b, ok := s.watcher.(backlogged)
+	if !ok || b.Backlog() == 0 {
+		return false
+	}
+	goruntime.Gosched()
+	return len(ch) > 0
 }
 
 // handleWS sends one text message per event over a websocket and ignores what the client sends. It

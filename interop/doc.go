@@ -54,6 +54,9 @@
 // BenchmarkPutWatchFanout measures put plus watch fan-out throughput of embedded etcd and of
 // listwatch with the same workload in the same run.
 //
+// Performance against the same upstream code, side by side in one process, is in the sidebyside
+// package (`make bench` prints its table).
+//
 // Running it: `go test -race ./...` runs the default seeds and replays FuzzDifferential's seed
 // corpus; -interop.seed=N runs one seed and -interop.ops=N sets the operations per seed. A long run
 // of TestDifferentialEtcdVsListwatch takes its seeds from the environment: LISTWATCH_INTEROP_SEEDS
@@ -82,6 +85,8 @@
 //   - clientgo: client-go, informers and kubectl against listwatch's HTTP API.
 //   - goapi: controller-runtime, a protobuf clientset and kubectl against the Go test API
 //     (package listwatchtest), and against a real cluster named by LISTWATCH_KUBECONFIG.
+//   - sidebyside: benchmarks of listwatch against etcd's mvcc store, upstream's Cacher and a real
+//     apiextensions-apiserver in one process, with the same workload; `make bench` tabulates them.
 //
 // The two seeded differentials run a default seed set in `make test`; long runs take their seeds
 // and size from the environment:

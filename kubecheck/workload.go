@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/listwatch/listwatch/internal/runplan"
 )
 
 // Defaults of Config.
@@ -160,7 +162,7 @@ func Run(ctx context.Context, rec *Recorder, cfg Config) (Snapshot, error) {
 
 	var clients, watchers sync.WaitGroup
 	for i := range cfg.Watchers {
-		rng := rand.New(rand.NewPCG(cfg.Seed, roleWatcher<<32|uint64(i)))
+		rng := runplan.Rand(cfg.Seed, roleWatcher, i)
 		if i == 0 {
 			// the witness watches before any write
 			first := ListOptions{ResourceVersion: initial.ResourceVersion, AllowWatchBookmarks: true, TimeoutSeconds: 2 + rng.Int64N(6)}
@@ -175,15 +177,7 @@ func Run(ctx context.Context, rec *Recorder, cfg Config) (Snapshot, error) {
 		watchers.Go(func() { r.watcher(i, rng) })
 	}
 	for i := range cfg.Clients {
-		budget := int64(-1)
-		if cfg.Ops > 0 {
-			budget = cfg.Ops / int64(cfg.Clients)
-			if int64(i) < cfg.Ops%int64(cfg.Clients) {
-				budget++
-			}
-		}
-		rng := rand.New(rand.NewPCG(cfg.Seed, roleClient<<32|uint64(i)))
-		c := &kclient{r: r, id: i, rng: rng, left: budget, cache: map[string]*Object{}}
+		c := &kclient{r: r, id: i, rng: runplan.Rand(cfg.Seed, roleClient, i), left: runplan.Share(cfg.Ops, cfg.Clients, i), cache: map[string]*Object{}}
 		clients.Go(c.run)
 	}
 	// the bound: Duration, ctx, or every client done

@@ -109,7 +109,7 @@ func BenchmarkRangeOldRevision(b *testing.B) {
 // synced: this measures live fan-out, not catch-up (catch-up responses would be counted in
 // batched-responses, which must stay 0).
 func BenchmarkFanout(b *testing.B) {
-	for _, n := range []int{1, 100, 1000} {
+	for _, n := range []int{1, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) { benchFanout(b, n) })
 	}
 	// the floor the Go runtime sets: the same pattern with bare channels and no store

@@ -608,15 +608,7 @@ func scWatchFromCompactRevision(e *scenarioEnv) error {
 	if _, err := e.put("k", "3"); err != nil {
 		return err
 	}
-	if err := e.compact(at); err != nil {
-		return err
-	}
-	w, err := e.watch(history.WatchRequest{Key: e.key("k"), StartRevision: at})
-	if err != nil {
-		return err
-	}
-	e.waitFor(e.cfg.Timeout, func() bool { return w.events() >= 2 || w.ended() })
-	return nil
+	return e.watchFromCompaction(at)
 }
 
 // scTombstone is etcd-io/etcd#18089's reproduction: put, delete, put, compact at the delete,
@@ -632,10 +624,16 @@ func scTombstone(e *scenarioEnv) error {
 	if _, err := e.put("k", "2"); err != nil {
 		return err
 	}
-	if err := e.compact(at); err != nil {
+	return e.watchFromCompaction(at)
+}
+
+// watchFromCompaction compacts at rev and watches k from rev, the compaction revision itself, until
+// the watch has two events (the write at rev and the one after it) or has ended.
+func (e *scenarioEnv) watchFromCompaction(rev int64) error {
+	if err := e.compact(rev); err != nil {
 		return err
 	}
-	w, err := e.watch(history.WatchRequest{Key: e.key("k"), StartRevision: at})
+	w, err := e.watch(history.WatchRequest{Key: e.key("k"), StartRevision: rev})
 	if err != nil {
 		return err
 	}

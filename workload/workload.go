@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/listwatch/listwatch/history"
+	"github.com/listwatch/listwatch/internal/runplan"
 )
 
 // Kind names a workload.
@@ -217,20 +218,13 @@ func Run(ctx context.Context, rec *history.Recorder, cfg Config) (Snapshot, erro
 		r.wakes = append(r.wakes, make(chan struct{}, 1))
 	}
 	for i, nc := range newCompactors {
-		compactors.Go(nc(rng(cfg.Seed, roleCompactor, i), r.wakes[i]))
+		compactors.Go(nc(runplan.Rand(cfg.Seed, roleCompactor, i), r.wakes[i]))
 	}
 	for i := range cfg.Watchers {
-		watchers.Go(newWatcher(i, rng(cfg.Seed, roleWatcher, i)))
+		watchers.Go(newWatcher(i, runplan.Rand(cfg.Seed, roleWatcher, i)))
 	}
 	for i := range cfg.Clients {
-		budget := int64(-1)
-		if cfg.Ops > 0 {
-			budget = cfg.Ops / int64(cfg.Clients)
-			if int64(i) < cfg.Ops%int64(cfg.Clients) {
-				budget++
-			}
-		}
-		clients.Go(newClient(i, rng(cfg.Seed, roleClient, i), budget))
+		clients.Go(newClient(i, runplan.Rand(cfg.Seed, roleClient, i), runplan.Share(cfg.Ops, cfg.Clients, i)))
 	}
 
 	// The clients end by themselves with their budget; stop tells them to end sooner.
@@ -265,10 +259,6 @@ func Run(ctx context.Context, rec *history.Recorder, cfg Config) (Snapshot, erro
 	endWatches()
 	watchers.Wait()
 	return r.stats.Snapshot(), nil
-}
-
-func rng(seed, role uint64, index int) *rand.Rand {
-	return rand.New(rand.NewPCG(seed, role<<32|uint64(index)))
 }
 
 // stopped reports whether the clients must stop.

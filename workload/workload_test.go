@@ -516,23 +516,11 @@ func TestKnownBugsAreReal(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		var mu sync.Mutex
-		var created bool
-		var last int64
-		stop := watchInBackground(t, rec, history.WatchRequest{Key: "a", RangeEnd: "z", StartRevision: 4}, func(r history.WatchResponse) {
-			mu.Lock()
-			defer mu.Unlock()
-			created = created || r.Created
-			for _, ev := range r.Events {
-				last = ev.Kv.ModRevision
+		watchThrough(t, rec, history.WatchRequest{Key: "a", RangeEnd: "z", StartRevision: 4}, 5, func() {
+			if _, err := rec.Do(ctx, history.Request{Put: &history.PutRequest{Key: "c", Value: "1"}}); err != nil { // 5
+				t.Fatal(err)
 			}
 		})
-		testutil.WaitFor(t, "the watch", func() bool { mu.Lock(); defer mu.Unlock(); return created })
-		if _, err := rec.Do(ctx, history.Request{Put: &history.PutRequest{Key: "c", Value: "1"}}); err != nil { // 5
-			t.Fatal(err)
-		}
-		testutil.WaitFor(t, "the event at 5", func() bool { mu.Lock(); defer mu.Unlock(); return last == 5 })
-		stop()
 		wantKnown(t, rec.History(), target, "etcd-compacted-tombstone")
 	})
 }
@@ -550,10 +538,21 @@ func skipUnlessAffected(t *testing.T, cli *clientv3.Client, bug string) history.
 // created, and returns once the watch has delivered the event at revision writes+1.
 func progressAhead(t *testing.T, rec *history.Recorder, writes int64) {
 	t.Helper()
+	watchThrough(t, rec, history.WatchRequest{Key: "p/", RangeEnd: "p0", StartRevision: 2}, writes+1, func() {
+		if err := rec.RequestProgress(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// watchThrough opens a recorded watch, calls onCreated once the watch is created, and returns,
+// the watch stopped, once it has delivered an event at revision through (its last so far).
+func watchThrough(t *testing.T, rec *history.Recorder, req history.WatchRequest, through int64, onCreated func()) {
+	t.Helper()
 	var mu sync.Mutex
 	var created bool
 	var last int64
-	stop := watchInBackground(t, rec, history.WatchRequest{Key: "p/", RangeEnd: "p0", StartRevision: 2}, func(r history.WatchResponse) {
+	stop := watchInBackground(t, rec, req, func(r history.WatchResponse) {
 		mu.Lock()
 		defer mu.Unlock()
 		created = created || r.Created
@@ -563,10 +562,8 @@ func progressAhead(t *testing.T, rec *history.Recorder, writes int64) {
 	})
 	defer stop()
 	testutil.WaitFor(t, "the watch", func() bool { mu.Lock(); defer mu.Unlock(); return created })
-	if err := rec.RequestProgress(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	testutil.WaitFor(t, "every event", func() bool { mu.Lock(); defer mu.Unlock(); return last == writes+1 })
+	onCreated()
+	testutil.WaitFor(t, fmt.Sprintf("the event at %d", through), func() bool { mu.Lock(); defer mu.Unlock(); return last == through })
 }
 
 // watchInBackground runs a recorded watch until the returned function is called.

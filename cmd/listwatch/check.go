@@ -364,11 +364,8 @@ func (env checkEnv) run(ctx context.Context, args []string, stdout, stderr io.Wr
 	rate := float64(snap.Operations) / max(elapsed.Seconds(), 1e-9)
 	fmt.Fprintf(stdout, "recorded %d requests and %d watches in %v (%.0f requests/s), from revision %d to %d\n",
 		len(h.Operations), len(h.Watches), elapsed.Round(time.Millisecond), rate, h.StartRevision, snap.Revision)
-	if f.historyOut != "" {
-		if err := writeFile(f.historyOut, h.WriteJSON); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "history: %s\n", f.historyOut)
+	if err := f.writeHistory(stdout, h.WriteJSON); err != nil {
+		return err
 	}
 	writeOperations(stdout, snap.ByName)
 	return env.check(h, f, true, er, stdout, stderr)
@@ -473,7 +470,35 @@ func (env checkEnv) check(h *history.History, f *checkFlags, recorded bool, er *
 	if h == nil {
 		return verdict
 	}
+	return f.keepEvidence(stdout, verdict, recorded, func(w io.Writer) error { return history.WriteReport(w, h, res) }, h.WriteJSON)
+}
 
+// guaranteeList names the guarantees, of package history or kubecheck, comma-separated.
+func guaranteeList[G ~string](gs []G) string {
+	names := make([]string, len(gs))
+	for i, g := range gs {
+		names[i] = string(g)
+	}
+	return strings.Join(names, ", ")
+}
+
+// writeHistory writes the recorded history to --history, if given.
+func (f *checkFlags) writeHistory(stdout io.Writer, write func(io.Writer) error) error {
+	if f.historyOut == "" {
+		return nil
+	}
+	if err := writeFile(f.historyOut, write); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "history: %s\n", f.historyOut)
+	return nil
+}
+
+// keepEvidence writes the HTML report to --report, and on a failure always (to a temporary file
+// without --report); a failed run that recorded its history without --history also keeps that
+// history in a temporary file, to check again with --check-history. It returns verdict, naming
+// the report, joined with any error writing either.
+func (f *checkFlags) keepEvidence(stdout io.Writer, verdict error, recorded bool, writeReport, writeHistory func(io.Writer) error) error {
 	report := f.report
 	if verdict != nil && report == "" {
 		var err error
@@ -482,7 +507,7 @@ func (env checkEnv) check(h *history.History, f *checkFlags, recorded bool, er *
 		}
 	}
 	if report != "" {
-		if err := writeFile(report, func(w io.Writer) error { return history.WriteReport(w, h, res) }); err != nil {
+		if err := writeFile(report, writeReport); err != nil {
 			return errors.Join(verdict, err)
 		}
 		fmt.Fprintf(stdout, "report: %s\n", report)
@@ -493,7 +518,7 @@ func (env checkEnv) check(h *history.History, f *checkFlags, recorded bool, er *
 	if verdict != nil && recorded && f.historyOut == "" {
 		path, err := tempFile("listwatch-check-history-*.json")
 		if err == nil {
-			err = writeFile(path, h.WriteJSON)
+			err = writeFile(path, writeHistory)
 		}
 		if err != nil {
 			return errors.Join(verdict, err)
@@ -501,14 +526,6 @@ func (env checkEnv) check(h *history.History, f *checkFlags, recorded bool, er *
 		fmt.Fprintf(stdout, "history: %s (check it again with --check-history %s)\n", path, path)
 	}
 	return verdict
-}
-
-func guaranteeList(gs []history.Guarantee) string {
-	names := make([]string, len(gs))
-	for i, g := range gs {
-		names[i] = string(g)
-	}
-	return strings.Join(names, ", ")
 }
 
 func tempFile(pattern string) (string, error) {
@@ -748,7 +765,7 @@ func writeWatches(w io.Writer, h *history.History) {
 		c.watches, c.responses, c.events, c.eventResponses, c.progress, c.compacted)
 }
 
-// guarantees in the order doc.go of proptest/history defines them; needsReference marks those
+// guarantees in the order package history's doc.go defines them; needsReference marks those
 // checked only against a linearization's event log.
 var guarantees = []struct {
 	g              history.Guarantee

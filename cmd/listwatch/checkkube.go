@@ -127,11 +127,8 @@ func (env checkEnv) runKube(ctx context.Context, f *checkFlags, stdout, stderr i
 	}
 	fmt.Fprintf(stdout, "recorded %d requests and %d watches in %v (%.0f requests/s), %d watch frames\n",
 		len(h.Operations), len(h.Watches), elapsed.Round(time.Millisecond), float64(snap.Requests)/max(elapsed.Seconds(), 1e-9), snap.Frames)
-	if f.historyOut != "" {
-		if err := writeFile(f.historyOut, h.WriteJSON); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "history: %s\n", f.historyOut)
+	if err := f.writeHistory(stdout, h.WriteJSON); err != nil {
+		return err
 	}
 	return env.checkKubeHistory(h, f, true, stdout, stderr)
 }
@@ -268,11 +265,7 @@ func (env checkEnv) checkKubeHistory(h *kubecheck.History, f *checkFlags, record
 	case res.OK():
 		fmt.Fprintf(stdout, "checked in %v: PASS\n", took)
 	case len(res.Violations) > 0:
-		names := make([]string, 0)
-		for _, g := range res.Guarantees() {
-			names = append(names, string(g))
-		}
-		verdict = fmt.Errorf("%w: %d violation(s) of %s", errFail, len(res.Violations), strings.Join(names, ", "))
+		verdict = fmt.Errorf("%w: %d violation(s) of %s", errFail, len(res.Violations), guaranteeList(res.Guarantees()))
 		fmt.Fprintf(stdout, "checked in %v: %v\n", took, verdict)
 		for i, v := range res.Violations {
 			if i == maxViolationsShown {
@@ -286,30 +279,5 @@ func (env checkEnv) checkKubeHistory(h *kubecheck.History, f *checkFlags, record
 			took, f.checkTimeout)
 		verdict = fmt.Errorf("%w: the linearizability search timed out after %v (raise --check-timeout)", errInconclusive, f.checkTimeout)
 	}
-	report := f.report
-	if verdict != nil && report == "" {
-		if report, err = tempFile("listwatch-check-report-*.html"); err != nil {
-			return errors.Join(verdict, err)
-		}
-	}
-	if report != "" {
-		if err := writeFile(report, func(w io.Writer) error { return kubecheck.WriteReport(w, h, res) }); err != nil {
-			return errors.Join(verdict, err)
-		}
-		fmt.Fprintf(stdout, "report: %s\n", report)
-		if verdict != nil {
-			verdict = fmt.Errorf("%w; report: %s", verdict, report)
-		}
-	}
-	if verdict != nil && recorded && f.historyOut == "" {
-		path, err := tempFile("listwatch-check-history-*.json")
-		if err == nil {
-			err = writeFile(path, h.WriteJSON)
-		}
-		if err != nil {
-			return errors.Join(verdict, err)
-		}
-		fmt.Fprintf(stdout, "history: %s (check it again with --check-history %s)\n", path, path)
-	}
-	return verdict
+	return f.keepEvidence(stdout, verdict, recorded, func(w io.Writer) error { return kubecheck.WriteReport(w, h, res) }, h.WriteJSON)
 }

@@ -39,7 +39,8 @@
 //     runs over the cacher alone and TestCacherConformance runs over both caches. A cache function
 //     is skipped on listwatch's cache only where listwatch's storage.Interface leaves the method
 //     out by design (Stats) or listwatch has no counterpart (API Priority and Fairness's
-//     initialization signal); every one that passes against upstream's Cacher passes against
+//     initialization signal, a ListFromCacheSnapshot gate: the list functions run with the gate
+//     off only on upstream's Cacher); every one that passes against upstream's Cacher passes against
 //     listwatch's.
 //   - The storage's etcd feature check (etcd3.New starts it; it asks the endpoint's Status for its
 //     version) finds RequestWatchProgress supported on both backends, which the watch cache's

@@ -23,10 +23,11 @@ func TestMain(m *testing.M) {
 }
 
 // The seeds and requests a run uses: the defaults in `make test`, the environment for long runs.
+// Seed 20 pages through objects with generated names, whose continue tokens name them.
 const (
 	seedsEnv     = "LISTWATCH_HTTPDIFF_SEEDS"
 	opsEnv       = "LISTWATCH_HTTPDIFF_OPS"
-	defaultSeeds = "1-2"
+	defaultSeeds = "1-2,20"
 	defaultOps   = 150
 )
 

@@ -236,7 +236,21 @@ func (s *server) normalContinue(token string) string {
 	if err := json.Unmarshal(data, &c); err != nil {
 		return "undecodable continue token " + string(data)
 	}
-	return fmt.Sprintf("continue{v=%s rv=%s start=%q}", c.V, s.rvName(strconv.FormatInt(c.RV, 10)), c.Start)
+	return fmt.Sprintf("continue{v=%s rv=%s start=%q}", c.V, s.rvName(strconv.FormatInt(c.RV, 10)), s.genStart(c.Start))
+}
+
+// genStart is a continue token's start key (the page's last key relative to the listed one, then
+// "\x00") with a generated name in its last segment replaced by the test's name for it.
+func (s *server) genStart(start string) string {
+	key, zero := strings.CutSuffix(start, "\x00")
+	dir, name := "", key
+	if i := strings.LastIndex(key, "/"); i >= 0 {
+		dir, name = key[:i+1], key[i+1:]
+	}
+	if !zero {
+		return start
+	}
+	return dir + s.genName(name) + "\x00"
 }
 
 // describe is a normalized response, for comparison and diffs: status code, the headers that carry

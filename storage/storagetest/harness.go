@@ -98,6 +98,9 @@ type H struct {
 	lines   []string
 	watches []*W
 	storage storage.Interface
+	// closers close the storages of the case that have a Close (*etcd3.Store stops its watch of
+	// compact_rev_key) once it ends.
+	closers []func()
 }
 
 func newH(ctx context.Context, env Env) (*H, error) {
@@ -182,6 +185,9 @@ func (h *H) NewStorage(cfg etcd3.Config) storage.Interface {
 		s, err = etcd3.New(h.env.Client, cfg)
 	}
 	h.check(err, "new storage")
+	if c, ok := s.(interface{ Close() }); ok {
+		h.closers = append(h.closers, c.Close)
+	}
 	return s
 }
 
@@ -370,6 +376,9 @@ func (h *H) stopAll() {
 		w.w.Stop()
 		for range w.w.ResultChan() {
 		}
+	}
+	for _, c := range h.closers {
+		c()
 	}
 }
 

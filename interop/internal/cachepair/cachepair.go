@@ -241,6 +241,7 @@ func listwatchStorage(tb testing.TB, cli *clientv3.Client, s Setup) *etcd3.Store
 	if err != nil {
 		tb.Fatal(err)
 	}
+	tb.Cleanup(st.Close)
 	return st
 }
 
@@ -252,7 +253,7 @@ func Listwatch(tb testing.TB, cli *clientv3.Client, s Setup) *Cache {
 	st := listwatchStorage(tb, cli, s)
 	f := &Faults{listErrors: listwatchListErrors}
 	cfg := cache.Config{
-		Storage:        listwatchFaultStorage{Interface: st, f: f},
+		Storage:        listwatchFaultStorage{Interface: st, compactRevision: st.CompactRevision, f: f},
 		ResourcePrefix: ResourcePrefix,
 		GroupResource:  GroupResource,
 		KeyFunc:        s.keyFunc,

@@ -121,30 +121,35 @@ func next(t *testing.T, w watch.Interface) watch.Event {
 	return watch.Event{}
 }
 
-// TestObserveCompaction: with ListFromCacheSnapshot, upstream's cache answers an exact list below a
-// compaction it observed with 410 from etcd instead of its snapshot.
+// TestObserveCompaction: with ListFromCacheSnapshot, each cache answers an exact list below a
+// compaction it observed with 410 from etcd instead of its snapshot. Listwatch's sees the compaction
+// as upstream's does: its etcd3 storage follows compact_rev_key, and its compactor's poll fires.
 func TestObserveCompaction(t *testing.T) {
 	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.ListFromCacheSnapshot, true)
-	st := NewStore()
-	t.Cleanup(func() { st.Close() })
-	cli := Serve(t, st, nil)
-	up := Upstream(t, cli, Setup{})
-	first := create(t, up.Storage, "/pods/ns/a", "a")
-	second := create(t, up.Storage, "/pods/ns/b", "b")
-	exact := k8sstorage.ListOptions{ResourceVersion: first.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact,
-		Recursive: true, Predicate: k8sstorage.Everything}
-	if err := up.Storage.GetList(context.Background(), "/pods/", exact, &example.PodList{}); err != nil {
-		t.Fatalf("exact list before the compaction: %v", err)
-	}
-	if !up.Clock.HasPollers() {
-		t.Fatal("upstream's cache made no compactor poll timer")
-	}
-	rv := mustParse(t, second.ResourceVersion)
-	CompactEtcd(context.Background(), t, cli, rv)
-	up.ObserveCompaction(context.Background(), t, rv)
-	err := up.Storage.GetList(context.Background(), "/pods/", exact, &example.PodList{})
-	if !apierrors.IsResourceExpired(err) {
-		t.Errorf("exact list below the compaction: %v, want 410", err)
+	for _, b := range Builders {
+		t.Run(b.Name, func(t *testing.T) {
+			st := NewStore()
+			t.Cleanup(func() { st.Close() })
+			cli := Serve(t, st, nil)
+			c := b.Build(t, cli, Setup{})
+			first := create(t, c.Storage, "/pods/ns/a", "a")
+			second := create(t, c.Storage, "/pods/ns/b", "b")
+			exact := k8sstorage.ListOptions{ResourceVersion: first.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact,
+				Recursive: true, Predicate: k8sstorage.Everything}
+			if err := c.Storage.GetList(context.Background(), "/pods/", exact, &example.PodList{}); err != nil {
+				t.Fatalf("exact list before the compaction: %v", err)
+			}
+			if !c.Clock.HasPollers() {
+				t.Fatalf("%s cache made no compactor poll timer", c.Name)
+			}
+			rv := mustParse(t, second.ResourceVersion)
+			CompactEtcd(context.Background(), t, cli, rv)
+			c.ObserveCompaction(context.Background(), t, rv)
+			err := c.Storage.GetList(context.Background(), "/pods/", exact, &example.PodList{})
+			if !apierrors.IsResourceExpired(err) {
+				t.Errorf("exact list below the compaction: %v, want 410", err)
+			}
+		})
 	}
 }
 
@@ -231,27 +236,29 @@ func TestPollClock(t *testing.T) {
 // TestListRecorder: a list through either storage is recorded with its key, revision and limit
 // under the context's key; gets and lists without the key are not.
 func TestListRecorder(t *testing.T) {
-	// Without snapshots both caches send an exact list to etcd.
-	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.ListFromCacheSnapshot, false)
 	st := NewStore()
 	t.Cleanup(func() { st.Close() })
 	recorder := NewRecorder()
 	cli := Serve(t, st, recorder)
 	for _, b := range Builders {
 		t.Run(b.Name, func(t *testing.T) {
+			// An exact list below every snapshot of a cache goes to etcd from both caches
+			// (cacher.go ShouldDelegateExactRV): write twice before the cache lists.
+			plain := Storage(t, cli, Setup{})
+			early := create(t, plain, "/pods/ns/"+b.Name+"-early", b.Name+"-early")
+			create(t, plain, "/pods/ns/"+b.Name+"-late", b.Name+"-late")
 			c := b.Build(t, cli, Setup{})
-			out := create(t, c.Storage, "/pods/ns/"+b.Name, b.Name)
 			ctx := context.WithValue(context.Background(), storagetesting.RecorderContextKey, b.Name)
-			opts := k8sstorage.ListOptions{ResourceVersion: out.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact,
+			opts := k8sstorage.ListOptions{ResourceVersion: early.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact,
 				Recursive: true, Predicate: k8sstorage.SelectionPredicate{Label: k8sstorage.Everything.Label, Field: k8sstorage.Everything.Field, Limit: 7}}
 			if err := c.Storage.GetList(ctx, "/pods/ns/", opts, &example.PodList{}); err != nil {
 				t.Fatal(err)
 			}
-			if err := c.Storage.Get(ctx, "/pods/ns/"+b.Name, k8sstorage.GetOptions{}, &example.Pod{}); err != nil {
+			if err := c.Storage.Get(ctx, "/pods/ns/"+b.Name+"-early", k8sstorage.GetOptions{}, &example.Pod{}); err != nil {
 				t.Fatal(err)
 			}
 			got := recorder.ListRequestForKey(b.Name)
-			want := []storagetesting.RecordedList{{Key: "/registry/pods/ns/", Revision: mustParse(t, out.ResourceVersion), Limit: 7}}
+			want := []storagetesting.RecordedList{{Key: "/registry/pods/ns/", Revision: mustParse(t, early.ResourceVersion), Limit: 7}}
 			if len(got) != 1 || got[0] != want[0] {
 				t.Errorf("recorded %+v, want %+v", got, want)
 			}

@@ -32,8 +32,10 @@
 //   - A broken watch delivers exactly one ERROR and closes; a stopped one closes; either way the
 //     watch under it is stopped and drained, so no goroutine is left (TestBreakableWatch, goleak).
 //   - PollClock fires only its poll timers, and FirePollers returns once each poll ran, or fails
-//     naming the timer nobody waits on (TestPollClock); ObserveCompaction makes upstream's cache
-//     answer an exact list below the compaction with 410 (TestObserveCompaction).
+//     naming the timer nobody waits on (TestPollClock); ObserveCompaction makes either cache
+//     answer an exact list below the compaction with 410: listwatch's etcd3 storage follows
+//     compact_rev_key as upstream's compactor does, and its cache's compactor polls on the same
+//     PollClock (TestObserveCompaction).
 //   - The recorder notes exactly the lists the storages send, with their start key, revision and
 //     limit, under the context's key (TestListRecorder).
 package cachepair

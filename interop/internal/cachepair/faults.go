@@ -100,8 +100,14 @@ func (s upstreamFaultStorage) Watch(ctx context.Context, key string, opts k8ssto
 
 type listwatchFaultStorage struct {
 	storage.Interface
-	f *Faults
+	compactRevision func() int64
+	f               *Faults
 }
+
+// CompactRevision is the etcd3 storage's: through it listwatch's cache keeps a snapshot compactor,
+// as upstream's Cacher does over its storage with ListFromCacheSnapshot (cacher.go
+// NewCacherFromConfig), so that both caches observe compactions alike.
+func (s listwatchFaultStorage) CompactRevision() int64 { return s.compactRevision() }
 
 func (s listwatchFaultStorage) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
 	if err := s.f.beforeList(opts.Predicate.Continue); err != nil {

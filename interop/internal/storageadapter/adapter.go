@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/endpoints/request"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/value"
 
@@ -67,13 +68,14 @@ func (a *Storage) Delete(ctx context.Context, key string, out runtime.Object, pr
 
 // Watch implements storage.Interface. The events are the adapted storage's, unchanged: a
 // CachingObject of listwatch's cache is a runtime.CacheableObject as upstream's cachingObject is,
-// and upstream's tests unwrap both alike.
+// and upstream's tests unwrap both alike. The request's scope, which upstream's Cacher.Watch reads
+// from the apiserver's request context, reaches listwatch as its RequestScope (RequestScopeOf).
 func (a *Storage) Watch(ctx context.Context, key string, opts k8sstorage.ListOptions) (watch.Interface, error) {
 	lo, err := ListOptions(opts)
 	if err != nil {
 		return nil, err
 	}
-	w, err := a.s.Watch(ctx, key, lo)
+	w, err := a.s.Watch(RequestScopeOf(ctx), key, lo)
 	return w, ToUpstreamError(err)
 }
 
@@ -227,4 +229,24 @@ func (t transformer) TransformFromStorage(ctx context.Context, data []byte, key 
 
 func (t transformer) TransformToStorage(ctx context.Context, data []byte, key string) ([]byte, error) {
 	return t.t.TransformToStorage(ctx, data, value.DefaultContext(key))
+}
+
+// RequestScopeOf returns ctx carrying, as listwatch's storage.RequestScope, the namespace and name
+// that k8s.io/apiserver's request context holds (request.WithNamespace, RequestInfo.Name): where
+// upstream's Cacher.Watch reads a watcher's scope, listwatch's cache reads storage.RequestScopeFrom.
+// A context without either is returned unchanged, so a scope set with storage.WithRequestScope stays.
+//
+// Mirrors pkg/storage/cacher/cacher.go Cacher.Watch (the scope's request half).
+func RequestScopeOf(ctx context.Context) context.Context {
+	var scope storage.RequestScope
+	if ns, ok := request.NamespaceFrom(ctx); ok {
+		scope.Namespace = ns
+	}
+	if info, ok := request.RequestInfoFrom(ctx); ok && info != nil {
+		scope.Name = info.Name
+	}
+	if scope == (storage.RequestScope{}) {
+		return ctx
+	}
+	return storage.WithRequestScope(ctx, scope)
 }

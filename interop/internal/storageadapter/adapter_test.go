@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/apis/example"
+	"k8s.io/apiserver/pkg/endpoints/request"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/value"
 
@@ -35,6 +36,7 @@ type fakeStorage struct {
 	validate storage.ValidateObjectFunc
 	update   storage.UpdateFunc
 	watcher  watch.Interface
+	scope    storage.RequestScope
 	ready    bool
 }
 
@@ -46,8 +48,8 @@ func (f *fakeStorage) Delete(_ context.Context, _ string, _ runtime.Object, p *s
 	f.pre, f.validate, f.del = p, v, o
 	return f.err
 }
-func (f *fakeStorage) Watch(_ context.Context, _ string, o storage.ListOptions) (watch.Interface, error) {
-	f.list = o
+func (f *fakeStorage) Watch(ctx context.Context, _ string, o storage.ListOptions) (watch.Interface, error) {
+	f.list, f.scope = o, storage.RequestScopeFrom(ctx)
 	return f.watcher, f.err
 }
 func (f *fakeStorage) Get(_ context.Context, _ string, o storage.GetOptions, _ runtime.Object) error {
@@ -264,6 +266,33 @@ func TestWatchPassesEvents(t *testing.T) {
 	f.err = storage.NewKeyNotFoundError("/k", 0)
 	if _, err := New(f, Options{}).Watch(context.Background(), "/pods/", k8sstorage.ListOptions{}); !k8sstorage.IsNotFound(err) {
 		t.Errorf("Watch error %#v, want upstream's not found", err)
+	}
+}
+
+// TestWatchCarriesRequestScope: the namespace and name upstream's Cacher.Watch reads from the
+// apiserver's request context reach the storage as listwatch's RequestScope; without them, a scope
+// the caller set is kept.
+func TestWatchCarriesRequestScope(t *testing.T) {
+	ns := request.WithNamespace(context.Background(), "b")
+	named := request.WithRequestInfo(ns, &request.RequestInfo{IsResourceRequest: true, Verb: "watch", Resource: "pods", Namespace: "b", Name: "p1"})
+	own := storage.WithRequestScope(context.Background(), storage.RequestScope{Namespace: "c"})
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		want storage.RequestScope
+	}{
+		{"none", context.Background(), storage.RequestScope{}},
+		{"namespace", ns, storage.RequestScope{Namespace: "b"}},
+		{"namespace and name", named, storage.RequestScope{Namespace: "b", Name: "p1"}},
+		{"listwatch's own", own, storage.RequestScope{Namespace: "c"}},
+	} {
+		f := &fakeStorage{watcher: watch.NewFake()}
+		if _, err := New(f, Options{}).Watch(c.ctx, "/pods/", k8sstorage.ListOptions{Predicate: k8sstorage.Everything}); err != nil {
+			t.Fatal(err)
+		}
+		if f.scope != c.want {
+			t.Errorf("%s: the storage saw scope %+v, want %+v", c.name, f.scope, c.want)
+		}
 	}
 }
 

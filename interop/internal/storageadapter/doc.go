@@ -7,6 +7,7 @@
 //
 //   - New(s, Options) returns *Storage, an upstream storage.Interface over s. Options.CompactRevision
 //     answers CompactRevision (default: s's own method when it has one).
+//   - RequestScopeOf carries the apiserver's request scope into listwatch's RequestScope.
 //   - ListOptions, Predicate and Preconditions convert upstream's arguments; ToUpstreamError and
 //     ToListwatchError convert errors each way; Transformer turns an upstream value.Transformer into
 //     listwatch's storage.Transformer. Objects are not converted: both sides hold the same
@@ -29,7 +30,10 @@
 //     unchanged (TestErrorConversion, TestCallbacksConverted).
 //   - Watch events are passed as the storage sends them: listwatch's CachingObject is a
 //     runtime.CacheableObject, which upstream's tests unwrap as they unwrap upstream's cachingObject
-//     (TestWatchPassesEvents).
+//     (TestWatchPassesEvents). A watch's context carries the namespace and name of the apiserver's
+//     request context (request.WithNamespace, RequestInfo.Name), where upstream's Cacher.Watch reads
+//     a watcher's scope, as listwatch's storage.RequestScope (RequestScopeOf,
+//     TestWatchCarriesRequestScope).
 //   - A transformer sees the storage key as its authenticated data, as under upstream's etcd3 store
 //     (TestTransformer); ReadinessCheck follows a Ready method (TestReadinessAndCompactRevision).
 package storageadapter
