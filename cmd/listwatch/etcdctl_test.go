@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -21,7 +22,8 @@ import (
 // command (see TestMain).
 type listwatchProcess struct {
 	cmd     *exec.Cmd
-	addr    string
+	addr    string // the etcd API's host:port
+	httpURL string // the Kubernetes API's base URL
 	stdout  chan string
 	scanned <-chan struct{}
 	stderr  bytes.Buffer
@@ -48,6 +50,8 @@ func startListwatch(t *testing.T, args ...string) *listwatchProcess {
 			p.cmd.Wait()
 		}
 	})
+	// serve prints the Kubernetes API's line first and the etcd API's last (runServe).
+	p.httpURL = await(t, p.stdout, "listwatch: serving the Kubernetes API on ")
 	p.addr = await(t, p.stdout, "listwatch: serving the etcd API on ")
 	return p
 }
@@ -284,8 +288,9 @@ func TestRemoteListenRefused(t *testing.T) {
 // TestServeSurvivesCompactionAtPutThenDelete drives the real command through what used to crash
 // it: a txn that puts a value of over a megabyte and deletes the key again in the same revision
 // (a delete from the key), a compaction at that revision, and a watch from it, which made the
-// store read the released value. The watch gets the DELETE alone, as from etcd, and the server
-// keeps answering until it is stopped.
+// store read the released value. The watch gets the DELETE alone, as from etcd, and both of the
+// process's servers keep answering until it is stopped: the etcd API, and the Kubernetes API,
+// whose create goes through the store and whose list is served by the watch cache.
 func TestServeSurvivesCompactionAtPutThenDelete(t *testing.T) {
 	p := startListwatch(t, "serve", "--etcd-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0")
 	cli := dialTCP(t, p.addr)
@@ -321,6 +326,16 @@ func TestServeSurvivesCompactionAtPutThenDelete(t *testing.T) {
 	}
 	if g, err := cli.Get(ctx, "k"); err != nil || len(g.Kvs) != 1 {
 		t.Fatalf("get after the catch-up: %v, %v", g, err)
+	}
+	const cms = "/api/v1/namespaces/default/configmaps"
+	if code, body := httpDo(t, "POST", p.httpURL+cms, `{"metadata":{"name":"after"}}`); code != http.StatusCreated {
+		t.Fatalf("HTTP create after the catch-up: %d %s; server stderr:\n%s", code, body, p.stderr.String())
+	}
+	if code, body := httpDo(t, "GET", p.httpURL+cms+"/after", ""); code != http.StatusOK || !strings.Contains(string(body), `"name":"after"`) {
+		t.Fatalf("HTTP get after the catch-up: %d %s", code, body)
+	}
+	if code, body := httpDo(t, "GET", p.httpURL+cms, ""); code != http.StatusOK || !strings.Contains(string(body), `"name":"after"`) {
+		t.Fatalf("HTTP list after the catch-up: %d %s", code, body)
 	}
 	if code, rest := p.stop(t, syscall.SIGINT); code != 0 {
 		t.Errorf("exit %d, output %q, stderr %q", code, rest, p.stderr.String())
