@@ -4,6 +4,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -44,6 +45,23 @@ func reportVs(b *testing.B, figures map[string]float64, other, unit string) {
 	b.ReportMetric(figures["listwatch"], "listwatch-"+unit)
 	b.ReportMetric(figures[other], other+"-"+unit)
 	b.ReportMetric(figures["listwatch"]/figures[other], "ratio")
+}
+
+// sidesFrom returns the sides the environment variable env names (comma-separated), or both
+// listwatch and upstream when it is unset, so that one side can be profiled alone. A name that is
+// neither fails the benchmark.
+func sidesFrom(b *testing.B, env string) []string {
+	v := os.Getenv(env)
+	if v == "" {
+		return []string{"listwatch", "upstream"}
+	}
+	names := strings.Split(v, ",")
+	for _, name := range names {
+		if name != "listwatch" && name != "upstream" {
+			b.Fatalf("%s=%q: unknown side %q, want listwatch, upstream or both, comma-separated", env, v, name)
+		}
+	}
+	return names
 }
 
 // rounds is how many times each side of a throughput benchmark runs, alternately, with the best run

@@ -17,7 +17,11 @@
 //     configured alike (the pods' GetAttrs, a spec.nodeName trigger index): deliveries per second to
 //     100, 1000 and 10000 watchers with no selector, with selectors, and indexed by node
 //     (BenchmarkCacheDispatch, which also reports each side's ns/delivery); memory per watcher
-//     (BenchmarkCacheWatcherMemory) and per cached event (BenchmarkCachedEventMemory).
+//     (BenchmarkCacheWatcherMemory) and per cached event (BenchmarkCachedEventMemory). Both sides'
+//     indexed watchers name the trigger field in their predicate's IndexFields, as the pod
+//     registry's MatchPod (and httpwatch) do; without it neither cache indexes them.
+//     SIDEBYSIDE_CACHE_SIDES (listwatch, upstream or both, comma-separated) runs one side alone, to
+//     profile it.
 //   - http_test.go: listwatch's HTTP API (chain.New) against a real apiextensions-apiserver v0.37.2
 //     in process (internal/kubeapiserver), both serving widgets.example.com/v1 over their own
 //     listwatch store, 1000 watchers on loopback and one writer at 100 and 300 writes/s

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -93,12 +92,7 @@ var apiServers = map[string]func(*testing.B) *apiServer{"listwatch": startListwa
 
 // httpSides are the servers BenchmarkHTTPFanout runs: both, or those SIDEBYSIDE_HTTP_SIDES names
 // (comma-separated), to profile one alone.
-func httpSides() []string {
-	if v := os.Getenv("SIDEBYSIDE_HTTP_SIDES"); v != "" {
-		return strings.Split(v, ",")
-	}
-	return []string{"listwatch", "upstream"}
-}
+func httpSides(b *testing.B) []string { return sidesFrom(b, "SIDEBYSIDE_HTTP_SIDES") }
 
 // widget is the JSON of widget i at write seq.
 func widget(i, seq int) []byte {
@@ -226,7 +220,7 @@ func BenchmarkHTTPFanout(b *testing.B) {
 			var problems []string
 			var metrics []benchwatch.Metric
 			results := map[string]benchwatch.Result{}
-			for _, name := range httpSides() {
+			for _, name := range httpSides(b) {
 				r := httpRun(b, name, rate)
 				results[name] = r
 				metrics = append(metrics, r.Metrics(name+"-")...)
