@@ -2,10 +2,8 @@ package cacherdiff
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/go-logr/logr"
 	"go.uber.org/goleak"
@@ -37,24 +35,7 @@ const (
 // to every list, get and failing write and the same events on every watch; bookmarks and
 // terminations are held to upstream's guarantees (kubemodel).
 func TestCacherDifferential(t *testing.T) {
-	seedList, ops, err := seeds.FromEnv(seedsEnv, defaultSeeds, opsEnv, defaultOps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var total stats
-	var failed []uint64
-	start := time.Now()
-	for _, seed := range seedList {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			defer func() {
-				if t.Failed() {
-					failed = append(failed, seed)
-				}
-			}()
-			total.add(runSeed(t, seed, ops))
-		})
-	}
-	t.Logf("%d seeds of %d operations in %v: %s; failing seeds: %v", len(seedList), ops, time.Since(start).Round(time.Second), total, failed)
+	seeds.Run(t, seedsEnv, defaultSeeds, opsEnv, defaultOps, "operations", runSeed)
 }
 
 // runSeed plays one seed: ops random operations, then every open watch finished and compared.

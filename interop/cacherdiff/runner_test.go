@@ -82,7 +82,7 @@ func (s stats) String() string {
 		s.bookmarks, s.errors, s.terminations, s.resumes, s.restarts)
 }
 
-func (s *stats) add(o stats) {
+func (s *stats) Add(o stats) {
 	s.writes += o.writes
 	s.failedWrites += o.failedWrites
 	s.compactions += o.compactions

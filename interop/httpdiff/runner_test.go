@@ -52,7 +52,7 @@ func (s stats) String() string {
 		s.watches, s.events, s.endBookmarks, s.bookmarks, s.errors, s.resumes, s.restarts)
 }
 
-func (s *stats) add(o stats) {
+func (s *stats) Add(o stats) {
 	s.writes += o.writes
 	s.badWrites += o.badWrites
 	s.lists += o.lists

@@ -376,7 +376,7 @@ func (r *runner) finish(p *watchPair) {
 	var st stats
 	a, aOld := p.sides[0].stream(&st)
 	b, bOld := p.sides[1].stream(&stats{})
-	r.stats.add(st)
+	r.stats.Add(st)
 	if aOld {
 		b = b[:min(len(a), len(b))]
 	}

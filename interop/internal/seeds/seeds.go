@@ -7,6 +7,7 @@
 //     with an error naming the part (TestParse).
 //   - FromEnv uses the defaults when the variables are unset and refuses a malformed or
 //     non-positive value instead of running something else (TestFromEnv).
+//   - Run plays every seed in a subtest of its own and sums their tallies (TestRun).
 package seeds
 
 import (
@@ -14,6 +15,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"testing"
+	"time"
 )
 
 // Parse reads "N", "N-M" and comma-separated lists of them.
@@ -61,4 +64,36 @@ func FromEnv(seedsVar, defSeeds, countVar string, defCount int) ([]uint64, int, 
 		}
 	}
 	return list, count, nil
+}
+
+// Tally is a seeded run's counts, which add up seed by seed.
+type Tally[T any] interface {
+	*T
+	Add(T)
+}
+
+// Run runs one subtest per seed that FromEnv(seedsVar, defSeeds, countVar, defCount) names, each
+// playing count operations through play, and logs the seeds' summed tallies with the seeds that
+// failed, so that a long run names what to rerun alone. unit names what count counts.
+func Run[T any, P Tally[T]](t *testing.T, seedsVar, defSeeds, countVar string, defCount int, unit string,
+	play func(t *testing.T, seed uint64, count int) T) {
+	t.Helper()
+	list, count, err := FromEnv(seedsVar, defSeeds, countVar, defCount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total T
+	var failed []uint64
+	start := time.Now()
+	for _, seed := range list {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			defer func() {
+				if t.Failed() {
+					failed = append(failed, seed)
+				}
+			}()
+			P(&total).Add(play(t, seed, count))
+		})
+	}
+	t.Logf("%d seeds of %d %s in %v: %v; failing seeds: %v", len(list), count, unit, time.Since(start).Round(time.Second), total, failed)
 }

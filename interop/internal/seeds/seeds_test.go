@@ -42,3 +42,28 @@ func TestFromEnv(t *testing.T) {
 		}
 	}
 }
+
+type tally struct{ seeds, ops int }
+
+func (t *tally) Add(o tally) { t.seeds += o.seeds; t.ops += o.ops }
+
+// TestRun: every seed the environment names is played once, in its own subtest, with the count
+// asked for.
+func TestRun(t *testing.T) {
+	t.Setenv("SEEDS_TEST_SEEDS", "3,5-6")
+	t.Setenv("SEEDS_TEST_COUNT", "4")
+	var played []uint64
+	Run(t, "SEEDS_TEST_SEEDS", "1", "SEEDS_TEST_COUNT", 2, "ops", func(st *testing.T, seed uint64, n int) tally {
+		if want := fmt.Sprintf("%s/seed=%d", t.Name(), seed); st.Name() != want {
+			t.Errorf("subtest %q, want %q", st.Name(), want)
+		}
+		if n != 4 {
+			t.Errorf("seed %d: count %d, want 4", seed, n)
+		}
+		played = append(played, seed)
+		return tally{1, n}
+	})
+	if fmt.Sprint(played) != "[3 5 6]" {
+		t.Errorf("played %v", played)
+	}
+}
