@@ -52,23 +52,30 @@ func TestSlowWatcherClosedWithoutError(t *testing.T) {
 	// Reading the slow watcher while the dispatcher still waits for it would rescue it: let the budget
 	// run out first.
 	e.eventually("the dispatcher gives up on the slow watcher", func() bool { return e.cacher.lastProcessedRV.Load() >= rvOf(t, more) })
-	var lastRV string
+	expectClosedPrefixThenResume(t, e, slow.nextStepping, "", created)
+}
+
+// expectClosedPrefixThenResume reads a slow watcher through next until it closes, requiring a
+// gap-free prefix of the ADDED events of created and no ERROR, then re-watches /pods/ from the last
+// resourceVersion it delivered (from, when it delivered none) and requires exactly the rest.
+func expectClosedPrefixThenResume(t *testing.T, e *env, next func() (watch.Event, bool), from string, created []*unstructured.Unstructured) {
+	t.Helper()
 	i := 0
 	for {
-		got, ok := slow.nextStepping()
+		got, ok := next()
 		if !ok {
 			break
 		}
 		if want := ev(watch.Added, created[i]); describe(got) != want {
 			t.Fatalf("slow watcher event %d: %s, want %s", i, describe(got), want)
 		}
-		lastRV = created[i].GetResourceVersion()
+		from = created[i].GetResourceVersion()
 		i++
 	}
 	if i == len(created) {
 		t.Fatal("the slow watcher was not closed")
 	}
-	resumed := e.watch("/pods/", storage.ListOptions{ResourceVersion: lastRV, Predicate: storage.Everything, Recursive: true})
+	resumed := e.watch("/pods/", storage.ListOptions{ResourceVersion: from, Predicate: storage.Everything, Recursive: true})
 	var want []string
 	for _, c := range created[i:] {
 		want = append(want, ev(watch.Added, c))

@@ -134,29 +134,7 @@ func TestBatchClosesSlowWatcherAfterPrefix(t *testing.T) {
 	created := queueBatch(e, pods)
 	// The clock moves until the budget the dispatcher waits with is spent.
 	e.eventually("the dispatcher gives up on the slow watcher", func() bool { return e.cacher.lastProcessedRV.Load() >= e.lastRV })
-	i := 0
-	lastRV := rv
-	for {
-		got, ok := slow.next()
-		if !ok {
-			break
-		}
-		if want := ev(watch.Added, created[i]); describe(got) != want {
-			t.Fatalf("slow watcher event %d: %s, want %s", i, describe(got), want)
-		}
-		lastRV = created[i].GetResourceVersion()
-		i++
-	}
-	if i == len(created) {
-		t.Fatal("the slow watcher was not closed")
-	}
-	resumed := e.watch("/pods/", storage.ListOptions{ResourceVersion: lastRV, Predicate: storage.Everything, Recursive: true})
-	var want []string
-	for _, c := range created[i:] {
-		want = append(want, ev(watch.Added, c))
-	}
-	resumed.expect(want...)
-	resumed.expectNothing()
+	expectClosedPrefixThenResume(t, e, slow.next, rv, created)
 }
 
 // TestBacklogCountsQueuedEvents: Backlog is how many events wait in a watcher's input, not yet in
