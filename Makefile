@@ -45,4 +45,4 @@ bench:
 
 # bench-packages runs every benchmark of the root module's packages on its own.
 bench-packages:
-	$(GO) test -run '^$$' -bench . -benchmem ./store/ ./etcd3/ ./cache/ ./httpwatch/ ./listwatchtest/
+	$(GO) test -run '^$$' -bench . -benchmem ./store/ ./watch/ ./cache/ ./httpwatch/ ./listwatchtest/

@@ -86,12 +86,12 @@ type Config struct {
 	DisableListFromCacheSnapshot bool
 	// DisableSizeBasedListCostEstimate turns upstream's SizeBasedListCostEstimate feature gate off
 	// (beta and on by default in v0.37, which the zero value mirrors). With it on, New enables the
-	// size estimate of a storage that keeps one (*etcd3.Store's EnableResourceSizeEstimation) with
+	// size estimate of a storage that keeps one (*watch.Store's EnableResourceSizeEstimation) with
 	// the cache's keys, so that Stats reports the average object size; off, Stats has no size.
 	DisableSizeBasedListCostEstimate bool
 }
 
-// sizeEstimator is a storage that can estimate the size of its objects, as *etcd3.Store does.
+// sizeEstimator is a storage that can estimate the size of its objects, as *watch.Store does.
 type sizeEstimator interface {
 	EnableResourceSizeEstimation(storage.KeysFunc) error
 }

@@ -11,7 +11,7 @@ import (
 // compactorPollPeriod is how often the compactor reads the storage's compaction.
 const compactorPollPeriod = 15 * time.Second
 
-// compactRevisioner is a storage that knows its last compaction, as *etcd3.Store does.
+// compactRevisioner is a storage that knows its last compaction, as *watch.Store does.
 type compactRevisioner interface {
 	CompactRevision() int64
 }

@@ -12,18 +12,18 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
 
-	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/storagetest"
 	"github.com/listwatch/listwatch/storage/storagetest/backend"
 	"github.com/listwatch/listwatch/store"
+	"github.com/listwatch/listwatch/watch"
 )
 
 // The storage conformance cases (package storagetest, ported from k8s.io/apiserver
-// pkg/storage/testing) played against the watch cache: a Cacher over an etcd3.Store on a fresh
+// pkg/storage/testing) played against the watch cache: a Cacher over an watch.Store on a fresh
 // in-process server for each case, as upstream's cacher_test.go plays them against its Cacher. The
 // Cacher starts as upstream's testSetup starts it: its first list fails, so every case runs after a
 // relist.
@@ -39,9 +39,9 @@ var notForCache = map[string]string{
 	"ErrorIsBlockingFurtherEvents":     "RunWatchErrorIsBlockingFurtherEvents runs against etcd3 only: the cache of storages that cannot decode never lists",
 	"ProgressNotify":                   "RunOptionalTestProgressNotify runs against etcd3 only: the Cacher does not forward the storage's progress notifications",
 	"ProgressBroadcast":                "etcd answers RequestWatchProgress on the watches of its client; the Cacher forwards no storage progress",
-	"WatchListGateOff":                 "the WatchList gate of etcd3.Features configures the etcd3 storage, not the cache",
+	"WatchListGateOff":                 "the WatchList gate of watch.Features configures the etcd3 storage, not the cache",
 	"BackPressure":                     "the etcd3 watch never drops; the cache closes a watcher that does not read (WatcherTimeout, DelayedWatchDelivery)",
-	"Update":                           "etcd3.Store.Update is not part of storage.Interface; the Cacher does not have it",
+	"Update":                           "watch.Store.Update is not part of storage.Interface; the Cacher does not have it",
 	"WatchErrorIncorrectConfiguration": "an etcd3 storage without NewFunc cannot be cached: the reflector's watch asks for progress notifications",
 }
 
@@ -159,12 +159,12 @@ type conformanceCachers struct {
 
 	mu      sync.Mutex
 	cachers []*Cacher
-	stores  []*etcd3.Store
+	stores  []*watch.Store
 }
 
-// newStorage is storagetest.Env.NewStorage: a ready Cacher over etcd3.New(client, cfg).
-func (cc *conformanceCachers) newStorage(cfg etcd3.Config) (storage.Interface, error) {
-	s, err := etcd3.New(cc.client, cfg)
+// newStorage is storagetest.Env.NewStorage: a ready Cacher over watch.New(client, cfg).
+func (cc *conformanceCachers) newStorage(cfg watch.Config) (storage.Interface, error) {
+	s, err := watch.New(cc.client, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +221,7 @@ func (cc *conformanceCachers) stop() {
 // it), a marker bookmark queued on the watcher's input follows every event dispatched to it. The
 // marker is not queued into a watch-list that still owes its initial-events-end bookmark, which it
 // would become.
-func requestProgress(ctx context.Context, s storage.Interface, w watch.Interface, rev int64) error {
+func requestProgress(ctx context.Context, s storage.Interface, w apiwatch.Interface, rev int64) error {
 	c, ok := s.(*Cacher)
 	if !ok {
 		return fmt.Errorf("not a Cacher: %T", s)
@@ -248,7 +248,7 @@ func requestProgress(ctx context.Context, s storage.Interface, w watch.Interface
 		return nil
 	}
 	select {
-	case cw.input <- &watchCacheEvent{Type: watch.Bookmark, Object: marker, ResourceVersion: processed}:
+	case cw.input <- &watchCacheEvent{Type: apiwatch.Bookmark, Object: marker, ResourceVersion: processed}:
 	default:
 	}
 	return nil

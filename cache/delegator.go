@@ -182,7 +182,7 @@ func validateListOptions(keyPrefix string, versioner storage.Versioner, opts sto
 }
 
 // CompactRevision is the storage's compaction the cache has seen: its compactor reads the storage's
-// CompactRevision (when the storage has one, as *etcd3.Store) every 15 s. 0 for none, and always 0
+// CompactRevision (when the storage has one, as *watch.Store) every 15 s. 0 for none, and always 0
 // without snapshots, which run no compactor.
 //
 // Mirrors CacheDelegator.CompactRevision.

@@ -1,7 +1,7 @@
 // Package cache is listwatch's mirror of the apiserver's watch cache (k8s.io/apiserver v0.37
 // pkg/storage/cacher: cacher.go, delegator.go, watch_cache.go, watch_cache_history.go,
 // watch_cache_interval.go, cache_watcher.go, caching_object.go, time_budget.go, ready.go, store/)
-// over a storage.Interface such as *etcd3.Store.
+// over a storage.Interface such as *watch.Store.
 //
 // # API
 //
@@ -31,7 +31,7 @@
 //     (beta, on by default in v0.37) turns on: the snapshots and their compactor (see Lists and gets).
 //   - Config.DisableSizeBasedListCostEstimate turns off what upstream's SizeBasedListCostEstimate
 //     gate (beta, on by default in v0.37) turns on: New enables the size estimate of a storage that
-//     keeps one (*etcd3.Store's EnableResourceSizeEstimation) with the cache's keys (see Stats).
+//     keeps one (*watch.Store's EnableResourceSizeEstimation) with the cache's keys (see Stats).
 //   - A watch's initialization signal (storage.WithWatchInitializedSignal on its context, where the
 //     apiserver carries API Priority and Fairness's) is called as upstream's Cacher calls
 //     utilflowcontrol.WatchInitialized (see Watch initialization).

@@ -17,16 +17,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/storagetest"
 	"github.com/listwatch/listwatch/store"
+	"github.com/listwatch/listwatch/watch"
 )
 
 func TestMain(m *testing.M) {
@@ -66,10 +66,10 @@ func (g *gate) opened() <-chan struct{} {
 	return g.closed
 }
 
-// testStorage wraps *etcd3.Store to inject list errors, hold back or break the reflector's watch,
+// testStorage wraps *watch.Store to inject list errors, hold back or break the reflector's watch,
 // and record what the Cacher asks of the storage.
 type testStorage struct {
-	*etcd3.Store
+	*watch.Store
 	gate gate
 
 	mu          sync.Mutex
@@ -148,12 +148,12 @@ func (s *testStorage) lastSuggestion() runtime.Object {
 	return s.suggestions[len(s.suggestions)-1]
 }
 
-func (s *testStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
+func (s *testStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (apiwatch.Interface, error) {
 	inner, err := s.Store.Watch(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
-	w := &injectableWatch{inner: inner, out: make(chan watch.Event), inject: make(chan watch.Event),
+	w := &injectableWatch{inner: inner, out: make(chan apiwatch.Event), inject: make(chan apiwatch.Event),
 		stop: make(chan struct{}), done: make(chan struct{}), gate: &s.gate}
 	go w.run()
 	s.mu.Lock()
@@ -181,7 +181,7 @@ func (s *testStorage) breakWatch(t tb, err *metav1.Status) int {
 			continue
 		}
 		select {
-		case w.inject <- watch.Event{Type: watch.Error, Object: err}:
+		case w.inject <- apiwatch.Event{Type: apiwatch.Error, Object: err}:
 			return opened
 		case <-w.done:
 			time.Sleep(time.Millisecond)
@@ -194,9 +194,9 @@ func (s *testStorage) breakWatch(t tb, err *metav1.Status) int {
 
 // injectableWatch forwards a storage watch through the gate and can interject events.
 type injectableWatch struct {
-	inner    watch.Interface
-	out      chan watch.Event
-	inject   chan watch.Event
+	inner    apiwatch.Interface
+	out      chan apiwatch.Event
+	inject   chan apiwatch.Event
 	gate     *gate
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -237,7 +237,7 @@ func (w *injectableWatch) run() {
 	}
 }
 
-func (w *injectableWatch) send(ev watch.Event) bool {
+func (w *injectableWatch) send(ev apiwatch.Event) bool {
 	select {
 	case w.out <- ev:
 		return true
@@ -246,7 +246,7 @@ func (w *injectableWatch) send(ev watch.Event) bool {
 	}
 }
 
-func (w *injectableWatch) ResultChan() <-chan watch.Event { return w.out }
+func (w *injectableWatch) ResultChan() <-chan apiwatch.Event { return w.out }
 
 func (w *injectableWatch) Stop() {
 	w.stopOnce.Do(func() { close(w.stop) })
@@ -333,7 +333,7 @@ func openEnv(t tb, opts ...envOption) (*env, func()) {
 		t.Fatal(err)
 	}
 	e.client = client
-	s, err := etcd3.New(client, etcd3.Config{ResourcePrefix: "/pods/", Logger: testutil.DiscardLogger()})
+	s, err := watch.New(client, watch.Config{ResourcePrefix: "/pods/", Logger: testutil.DiscardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,7 +531,7 @@ func (e *env) watchCtx(ctx context.Context, key string, opts storage.ListOptions
 // recorder reads a watch in the test goroutine.
 type recorder struct {
 	t      tb
-	w      watch.Interface
+	w      apiwatch.Interface
 	env    *env
 	closed bool
 }
@@ -543,7 +543,7 @@ func (r *recorder) stop() {
 }
 
 // next returns the next event; ok is false when the watch closed.
-func (r *recorder) next() (watch.Event, bool) {
+func (r *recorder) next() (apiwatch.Event, bool) {
 	r.t.Helper()
 	select {
 	case ev, ok := <-r.w.ResultChan():
@@ -554,11 +554,11 @@ func (r *recorder) next() (watch.Event, bool) {
 	case <-time.After(testutil.WaitTimeout):
 		r.t.Fatalf("no event within %v; %s", testutil.WaitTimeout, r.state())
 	}
-	return watch.Event{}, false
+	return apiwatch.Event{}, false
 }
 
 // nextStepping is next, stepping the fake clock by 100 ms while it waits.
-func (r *recorder) nextStepping() (watch.Event, bool) {
+func (r *recorder) nextStepping() (apiwatch.Event, bool) {
 	r.t.Helper()
 	deadline := time.After(testutil.WaitTimeout)
 	tick := time.NewTicker(time.Millisecond)
@@ -693,7 +693,7 @@ func (r *recorder) fence() []string {
 		r.t.Fatal("fence on a stopped watcher")
 	}
 	select {
-	case cw.input <- &watchCacheEvent{Type: watch.Bookmark, Object: marker, ResourceVersion: fenceRV}:
+	case cw.input <- &watchCacheEvent{Type: apiwatch.Bookmark, Object: marker, ResourceVersion: fenceRV}:
 	default:
 		c.mu.Unlock()
 		r.t.Fatal("fence: watcher input is full")
@@ -705,7 +705,7 @@ func (r *recorder) fence() []string {
 		if !ok {
 			r.t.Fatalf("watch closed before the fence; got %v", got)
 		}
-		if ev.Type == watch.Bookmark && rvOf(r.t, ev.Object) == fenceRV {
+		if ev.Type == apiwatch.Bookmark && rvOf(r.t, ev.Object) == fenceRV {
 			return got
 		}
 		got = append(got, describe(ev))
@@ -730,7 +730,7 @@ func plainObject(obj runtime.Object) runtime.Object {
 
 // describe renders an event: type, object (ns/name, resourceVersion, distinguishing fields) or a
 // bookmark's resourceVersion and annotation, or an error's Status.
-func describe(ev watch.Event) string {
+func describe(ev apiwatch.Event) string {
 	if st, ok := ev.Object.(*metav1.Status); ok {
 		return fmt.Sprintf("%s %d %s: %s", ev.Type, st.Code, st.Reason, st.Message)
 	}
@@ -738,7 +738,7 @@ func describe(ev watch.Event) string {
 	if !ok {
 		return fmt.Sprintf("%s %T", ev.Type, ev.Object)
 	}
-	if ev.Type == watch.Bookmark {
+	if ev.Type == apiwatch.Bookmark {
 		s := fmt.Sprintf("BOOKMARK rv=%s", u.GetResourceVersion())
 		if u.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
 			s += " end"
@@ -773,7 +773,7 @@ func describeObject(u *unstructured.Unstructured) string {
 }
 
 // ev renders the expected description of an event of u.
-func ev(t watch.EventType, u *unstructured.Unstructured) string {
+func ev(t apiwatch.EventType, u *unstructured.Unstructured) string {
 	return string(t) + " " + describeObject(u)
 }
 

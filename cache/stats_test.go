@@ -8,12 +8,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/watch"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
 
-	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/storagetest"
+	"github.com/listwatch/listwatch/watch"
 )
 
 // storedAverage is the average size of the pods' values as etcd holds them.
@@ -104,7 +104,7 @@ func TestStatsErrors(t *testing.T) {
 
 	// The storage already keeps an estimate (the env's Cacher enabled it): a second Cacher is refused.
 	_, err := New(Config{Storage: e.storage, ResourcePrefix: "/pods/", Logger: testutil.DiscardLogger()})
-	if !errors.Is(err, etcd3.ErrSizeEstimationEnabled) {
+	if !errors.Is(err, watch.ErrSizeEstimationEnabled) {
 		t.Errorf("New over a storage refusing the estimate: %v, want ErrSizeEstimationEnabled", err)
 	}
 }
@@ -144,13 +144,13 @@ func TestWatchSignalsInitialized(t *testing.T) {
 	ctx := storage.WithWatchInitializedSignal(e.ctx, rec.signal)
 	w := e.watchCtx(ctx, "/pods/", storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything, Recursive: true})
 	for range 2 {
-		if ev, _ := w.next(); ev.Type != watch.Added {
+		if ev, _ := w.next(); ev.Type != apiwatch.Added {
 			t.Fatalf("initial event %v", ev.Type)
 		}
 	}
 	e.waitFor("the initialization signal", func() bool { return rec.count() > 0 })
 	c := e.create(storagetest.Pod("ns", "c"))
-	w.expect(ev(watch.Added, c))
+	w.expect(ev(apiwatch.Added, c))
 	if rec.count() != 1 || !rec.registered {
 		t.Errorf("signalled %d times, registered %v; want once, registered", rec.count(), rec.registered)
 	}
@@ -165,7 +165,7 @@ func TestWatchSignalsInitialized(t *testing.T) {
 	e.storage.breakWatch(t, &apierrors.NewResourceExpired("The resourceVersion for the provided watch is too old.").ErrStatus)
 	e.eventually("the cache relists", func() bool { return e.generation() == gen+1 && e.storage.lists.Load() > lists })
 	tooOld := e.watchCtx(rctx, "/pods/", storage.ListOptions{ResourceVersion: a.GetResourceVersion(), Predicate: storage.Everything, Recursive: true})
-	if ev, _ := tooOld.next(); ev.Type != watch.Error {
+	if ev, _ := tooOld.next(); ev.Type != apiwatch.Error {
 		t.Fatalf("too old watch: %v, want ERROR", ev.Type)
 	}
 	e.cacher.Stop()

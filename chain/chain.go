@@ -20,11 +20,11 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/listwatch/listwatch/cache"
-	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/httpwatch"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/store"
+	"github.com/listwatch/listwatch/watch"
 )
 
 // ErrInvalidConfig is wrapped by the errors of New for a Config it refuses before starting anything.
@@ -72,7 +72,7 @@ type Config struct {
 	// WrapStorage, if set, returns what stands in for a resource's etcd3 storage: what its watch cache
 	// lists and watches, or what the HTTP handlers use when it has none. A test gates or counts the
 	// reflector's calls with it. The chain does not close what it returns.
-	WrapStorage func(httpwatch.Resource, *etcd3.Store) storage.Interface
+	WrapStorage func(httpwatch.Resource, *watch.Store) storage.Interface
 	// WrapServed, if set, returns what the HTTP handlers of a resource use in place of its watch cache
 	// (or its storage, when it has no cache).
 	WrapServed func(httpwatch.Resource, storage.Interface) storage.Interface
@@ -96,7 +96,7 @@ type Chain struct {
 	ownsStore  bool
 	client     *clientv3.Client
 	closeEtcd  func() error
-	storages   map[string]*etcd3.Store
+	storages   map[string]*watch.Store
 	cachers    map[string]*cache.Cacher
 	api        *httpwatch.Server
 	lis        net.Listener
@@ -127,7 +127,7 @@ func New(ctx context.Context, cfg Config) (*Chain, error) {
 			return nil, fmt.Errorf("chain: listening for the HTTP API: %w", err)
 		}
 	}
-	c := &Chain{lis: lis, storages: map[string]*etcd3.Store{}, cachers: map[string]*cache.Cacher{}, served: make(chan struct{})}
+	c := &Chain{lis: lis, storages: map[string]*watch.Store{}, cachers: map[string]*cache.Cacher{}, served: make(chan struct{})}
 	if err := c.assemble(ctx, cfg); err != nil {
 		// Nothing is served yet: releasing the parts is all there is to undo.
 		lis.Close()
@@ -177,7 +177,7 @@ func (c *Chain) assemble(ctx context.Context, cfg Config) error {
 		name := r.GroupResource().String()
 		sc := r.StorageConfig()
 		sc.Logger = cfg.Logger
-		s, err := etcd3.New(c.client, sc)
+		s, err := watch.New(c.client, sc)
 		if err != nil {
 			return fmt.Errorf("chain: the etcd3 storage of %s: %w", name, err)
 		}
@@ -305,7 +305,7 @@ func (c *Chain) Client() *clientv3.Client { return c.client }
 
 // Storage is the etcd3 storage of a resource, named as its GroupResource prints ("pods",
 // "widgets.example.com"); nil if the chain does not serve it.
-func (c *Chain) Storage(resource string) *etcd3.Store { return c.storages[resource] }
+func (c *Chain) Storage(resource string) *watch.Store { return c.storages[resource] }
 
 // Cacher is the watch cache of a resource, named as for Storage; nil if the resource is uncached or
 // not served.

@@ -16,15 +16,15 @@ import (
 
 	"go.uber.org/goleak"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
 
 	"github.com/listwatch/listwatch/chain"
-	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/httpwatch"
 	"github.com/listwatch/listwatch/httpwatch/watchclient"
 	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/store"
+	"github.com/listwatch/listwatch/watch"
 )
 
 func TestMain(m *testing.M) {
@@ -173,7 +173,7 @@ func nextFrame(t *testing.T, frames <-chan watchclient.Frame, ended <-chan error
 }
 
 // expectEvent reads the next frame and checks its type and object.
-func expectEvent(t *testing.T, frames <-chan watchclient.Frame, ended <-chan error, typ watch.EventType, name string) {
+func expectEvent(t *testing.T, frames <-chan watchclient.Frame, ended <-chan error, typ apiwatch.EventType, name string) {
 	t.Helper()
 	f := nextFrame(t, frames, ended)
 	_, m, err := f.Meta()
@@ -189,7 +189,7 @@ func expectServes(t *testing.T, c *chain.Chain) {
 	rv := create(t, hc, c, "a")
 	frames, ended := openWatch(t, hc, c, rv)
 	create(t, hc, c, "b")
-	expectEvent(t, frames, ended, watch.Added, "b")
+	expectEvent(t, frames, ended, apiwatch.Added, "b")
 	names, listRV := list(t, hc, c)
 	if names != "a,b" || listRV != strconv.FormatInt(c.Store().Rev(), 10) {
 		t.Errorf("list %q at %s, want a,b at the store's revision %d", names, listRV, c.Store().Rev())
@@ -266,7 +266,7 @@ type countingStorage struct {
 	watches, lists atomic.Int64
 }
 
-func (s *countingStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
+func (s *countingStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (apiwatch.Interface, error) {
 	s.watches.Add(1)
 	return s.Interface.Watch(ctx, key, opts)
 }
@@ -292,7 +292,7 @@ func TestChainHooks(t *testing.T) {
 	var requests atomic.Int64
 	c := newChain(t, chain.Config{
 		Uncached: []string{"pods"},
-		WrapStorage: func(r httpwatch.Resource, s *etcd3.Store) storage.Interface {
+		WrapStorage: func(r httpwatch.Resource, s *watch.Store) storage.Interface {
 			w := &countingStorage{Interface: s}
 			under[r.GroupResource().String()] = w
 			return w
@@ -410,7 +410,7 @@ func TestChainShutdown(t *testing.T) {
 	rv := create(t, hc, c, "a")
 	frames, ended := openWatch(t, hc, c, rv)
 	create(t, hc, c, "b")
-	expectEvent(t, frames, ended, watch.Added, "b")
+	expectEvent(t, frames, ended, apiwatch.Added, "b")
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 	defer cancel()
 	if err := c.Shutdown(ctx); err != nil {
@@ -458,7 +458,7 @@ func TestChainNewFailureReleases(t *testing.T) {
 		{"uncached unknown", t.Context(), chain.Config{Uncached: []string{"nodes"}}, `Uncached names "nodes"`, chain.ErrInvalidConfig},
 		{"API resources", t.Context(), chain.Config{API: httpwatch.Config{Resources: []httpwatch.ServedResource{{Resource: httpwatch.Pods()}}}}, "API.Resources set", chain.ErrInvalidConfig},
 		{"etcd3 storage", t.Context(), chain.Config{Resources: []httpwatch.Resource{httpwatch.ConfigMaps(), bad}}, "the etcd3 storage of bads: resourcePrefix needs to start from /", nil},
-		{"cache never ready", cancelled, chain.Config{WrapStorage: func(r httpwatch.Resource, s *etcd3.Store) storage.Interface {
+		{"cache never ready", cancelled, chain.Config{WrapStorage: func(r httpwatch.Resource, s *watch.Store) storage.Interface {
 			if r.Resource == "pods" {
 				return failingStorage{s}
 			}

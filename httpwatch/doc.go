@@ -31,7 +31,7 @@
 //     serves them: the watch cache's trigger is spec.nodeName and every pod list and watch names it
 //     in the predicate's IndexFields (as the pod registry's MatchPod), so a kubelet's watch
 //     (fieldSelector spec.nodeName=X) is offered only X's pods (TestPodsIndexedByNodeName).
-//   - Each ServedResource names its storage, a storage.Interface: the etcd3 storage (*etcd3.Store) or
+//   - Each ServedResource names its storage, a storage.Interface: the etcd3 storage (*watch.Store) or
 //     the watch cache over it (*cache.Cacher). The handlers use Get, GetList, Watch, Create,
 //     GuaranteedUpdate, Delete and Versioner, and map the storage errors to API errors as
 //     pkg/storage/errors does.

@@ -81,7 +81,7 @@ type envOption func(*Config)
 // reruns tests (which run one at a time) against the cache.
 var overWatchCache = false
 
-// newEnv serves DefaultResources, Gizmos and Gadgets, each over its own *etcd3.Store wrapped in a
+// newEnv serves DefaultResources, Gizmos and Gadgets, each over its own *watch.Store wrapped in a
 // spyStorage, with a fake clock and a jitter of 0.5.
 func newEnv(t *testing.T, opts ...envOption) *env { return newEnvWith(t, overWatchCache, nil, opts...) }
 

@@ -18,8 +18,8 @@ import (
 
 	"github.com/listwatch/listwatch/builtin"
 	"github.com/listwatch/listwatch/cache"
-	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/storage"
+	"github.com/listwatch/listwatch/watch"
 )
 
 // Resource describes one resource the server serves: where its paths are, what its objects are called
@@ -200,10 +200,10 @@ func (r Resource) NewObject() runtime.Object {
 	return u
 }
 
-// StorageConfig returns the etcd3.Config of the resource's etcd3 storage: its key prefix, its
+// StorageConfig returns the watch.Config of the resource's etcd3 storage: its key prefix, its
 // GroupResource for errors and NewObject for bookmarks. Callers may add a clock or logger.
-func (r Resource) StorageConfig() etcd3.Config {
-	return etcd3.Config{ResourcePrefix: r.keyPrefix(), GroupResource: r.GroupResource(), NewFunc: r.NewObject}
+func (r Resource) StorageConfig() watch.Config {
+	return watch.Config{ResourcePrefix: r.keyPrefix(), GroupResource: r.GroupResource(), NewFunc: r.NewObject}
 }
 
 // CacheConfig returns the configuration of a watch cache of the resource over s: its key prefix and

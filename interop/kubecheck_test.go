@@ -12,34 +12,34 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/listwatch/listwatch/chain"
+	"github.com/listwatch/listwatch/check/kube"
 	"github.com/listwatch/listwatch/interop/internal/kubeapiserver"
-	"github.com/listwatch/listwatch/kubecheck"
 )
 
 var widgets = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
 
-// kubeCheck runs kubecheck's workload (what `listwatch check --kube` runs) against the server
+// kubeCheck runs check/kube's workload (what `listwatch check --kube` runs) against the server
 // rc names, on widgets, and checks the history.
-func kubeCheck(t *testing.T, rc *rest.Config, seed uint64) (*kubecheck.History, *kubecheck.Result, time.Duration) {
+func kubeCheck(t *testing.T, rc *rest.Config, seed uint64) (*kube.History, *kube.Result, time.Duration) {
 	t.Helper()
 	ctx := context.Background()
-	res, err := kubecheck.Discover(ctx, rc, widgets)
+	res, err := kube.Discover(ctx, rc, widgets)
 	if err != nil {
 		t.Fatal(err)
 	}
 	res.Namespace = "check"
-	rec, err := kubecheck.NewRecorder(rc, res, nil)
+	rec, err := kube.NewRecorder(rc, res, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rec.Close()
 	start := time.Now()
-	if _, err := kubecheck.Run(ctx, rec, kubecheck.Config{Seed: seed, Clients: 4, Watchers: 4, Duration: 5 * time.Second}); err != nil {
+	if _, err := kube.Run(ctx, rec, kube.Config{Seed: seed, Clients: 4, Watchers: 4, Duration: 5 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	took := time.Since(start)
 	h := rec.History()
-	r, err := kubecheck.Check(h, kubecheck.Options{})
+	r, err := kube.Check(h, kube.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

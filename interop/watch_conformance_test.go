@@ -17,12 +17,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/interop/internal/etcdtest"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/storagetest"
 	"github.com/listwatch/listwatch/store"
+	"github.com/listwatch/listwatch/watch"
 )
 
 // The watch conformance cases (package storagetest) are played on a real embedded etcd v3.7 and on
@@ -97,9 +97,9 @@ type confServer struct {
 func (s *confServer) env(serial bool) storagetest.Env {
 	env := storagetest.Env{Client: s.client}
 	if serial {
-		env.NewStorage = func(cfg etcd3.Config) (storage.Interface, error) {
+		env.NewStorage = func(cfg watch.Config) (storage.Interface, error) {
 			cfg.Features.DisableConcurrentWatchObjectDecode = true
-			return etcd3.New(s.client, cfg)
+			return watch.New(s.client, cfg)
 		}
 	}
 	return env

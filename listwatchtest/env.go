@@ -21,11 +21,11 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/listwatch/listwatch/chain"
-	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/httpwatch"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/store"
+	"github.com/listwatch/listwatch/watch"
 )
 
 // Sentinel errors callers can match with errors.Is.
@@ -307,7 +307,7 @@ func (e *Env) start(ctx context.Context) error {
 		CacheClock:        e.clock,
 		API:               httpwatch.Config{Clock: e.clock},
 		Logger:            e.opts.logger,
-		WrapStorage: func(r httpwatch.Resource, s *etcd3.Store) storage.Interface {
+		WrapStorage: func(r httpwatch.Resource, s *watch.Store) storage.Interface {
 			return faultStorage{Interface: s, set: e.reflector[r.GroupResource().String()]}
 		},
 		WrapServed: func(r httpwatch.Resource, s storage.Interface) storage.Interface {

@@ -15,26 +15,26 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"pgregory.net/rapid"
 
+	"github.com/listwatch/listwatch/check/etcd"
+	"github.com/listwatch/listwatch/check/etcd/workload"
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/etcdrules"
-	"github.com/listwatch/listwatch/history"
 	"github.com/listwatch/listwatch/store"
-	"github.com/listwatch/listwatch/workload"
 )
 
 // checkerReferenceChecks is TestCheckerReferenceMatchesStore's own default number of checks: each
 // one runs a workload over gRPC, checks it, and replays it into a second store.
 const checkerReferenceChecks = 25
 
-// The checker (package history) imports nothing of what it judges: its reference model is its own.
+// The checker (package check/etcd) imports nothing of what it judges: its reference model is its own.
 // TestCheckerReferenceMatchesStore is the evidence that the model is the store's semantics. Each
 // check runs a seeded workload (package workload, either kind, drawn clients, watchers and
 // compactions) against the in-process store through etcdgrpc.NewClient and checks the history with
-// history.Check, which must accept it. Then it replays the linearization the checker found, one
+// etcd.Check, which must accept it. Then it replays the linearization the checker found, one
 // request at a time, into a fresh store.Store behind etcdgrpc, with a watch over every key with
 // prev_kv, and with requests that break one of etcd's request-shape rules (package etcdrules) slipped
 // in at drawn places. The replay is a sequential history, whose only linearization is its order, so
-// history.Check accepting it means every answer of the second store, refusals included, is the
+// etcd.Check accepting it means every answer of the second store, refusals included, is the
 // model's; and the events that store's watch delivered must be exactly the checker's reference event
 // log of the first history (PUT and DELETE, create and mod revisions, versions, leases, prev_kv).
 func TestCheckerReferenceMatchesStore(t *testing.T) {
@@ -66,7 +66,7 @@ func TestCheckerReferenceMatchesStore(t *testing.T) {
 			req := o.Request
 			if g := req.LeaseGrant; g != nil && g.ID == 0 && o.Response != nil {
 				// the first store chose the ID; the second must grant the same one
-				req.LeaseGrant = &history.LeaseGrantRequest{ID: o.Response.LeaseGrant.ID, TTL: g.TTL}
+				req.LeaseGrant = &etcd.LeaseGrantRequest{ID: o.Response.LeaseGrant.ID, TTL: g.TTL}
 			}
 			if req.Compact != nil {
 				compactions++
@@ -80,7 +80,7 @@ func TestCheckerReferenceMatchesStore(t *testing.T) {
 		received := rp.finish(t, final)
 		events += len(received)
 		rres := mustPass(rt, rp.rec.History(), "the replay of its linearization")
-		for name, log := range map[string][]history.Event{"the workload's": res.Events, "the replay's": rres.Events} {
+		for name, log := range map[string][]etcd.Event{"the workload's": res.Events, "the replay's": rres.Events} {
 			if diff := cmp.Diff(upTo(log, final), received, cmpopts.EquateEmpty()); diff != "" {
 				rt.Fatalf("%s reference event log is not what the store's watch delivered (-reference +store):\n%s", name, diff)
 			}
@@ -90,7 +90,7 @@ func TestCheckerReferenceMatchesStore(t *testing.T) {
 }
 
 // runWorkloadInProcess runs cfg against a fresh store served by etcdgrpc and returns its history.
-func runWorkloadInProcess(t *testing.T, cfg workload.Config) *history.History {
+func runWorkloadInProcess(t *testing.T, cfg workload.Config) *etcd.History {
 	st := store.New(store.Options{SyncInterval: 5 * time.Millisecond, ProgressNotifyInterval: 100 * time.Millisecond})
 	defer st.Close()
 	cli, closeClient, err := etcdgrpc.NewClient(st, etcdgrpc.Options{})
@@ -102,19 +102,19 @@ func runWorkloadInProcess(t *testing.T, cfg workload.Config) *history.History {
 			t.Error(err)
 		}
 	}()
-	rec := history.NewRecorder(cli, nil)
+	rec := etcd.NewRecorder(cli, nil)
 	if _, err := workload.Run(context.Background(), rec, cfg); err != nil {
 		t.Fatal(err)
 	}
 	return rec.History()
 }
 
-func mustPass(rt *rapid.T, h *history.History, what string) *history.Result {
-	res, err := history.Check(h, history.Options{Timeout: time.Minute})
+func mustPass(rt *rapid.T, h *etcd.History, what string) *etcd.Result {
+	res, err := etcd.Check(h, etcd.Options{Timeout: time.Minute})
 	if err != nil {
 		rt.Fatalf("%s: %v", what, err)
 	}
-	if !res.OK() || res.Verdict != history.VerdictLinearizable {
+	if !res.OK() || res.Verdict != etcd.VerdictLinearizable {
 		rt.Fatalf("%s fails the check: %v\nnotes: %v", what, res.Err(), res.Notes)
 	}
 	return res
@@ -122,7 +122,7 @@ func mustPass(rt *rapid.T, h *history.History, what string) *history.Result {
 
 // upTo drops the events after rev: the search may place the expiry of a lease that a request found
 // missing after everything the history shows, where nothing contradicts it.
-func upTo(events []history.Event, rev int64) []history.Event {
+func upTo(events []etcd.Event, rev int64) []etcd.Event {
 	i := len(events)
 	for i > 0 && events[i-1].Kv.ModRevision > rev {
 		i--
@@ -135,14 +135,14 @@ type replay struct {
 	st          *store.Store
 	cli         *clientv3.Client
 	closeClient func() error
-	rec         *history.Recorder
+	rec         *etcd.Recorder
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
 
 	mu       sync.Mutex
 	created  bool
 	seen     int64 // the highest revision of an event or progress notification received
-	received []history.Event
+	received []etcd.Event
 }
 
 func newReplay(t *testing.T) *replay {
@@ -153,14 +153,14 @@ func newReplay(t *testing.T) *replay {
 		t.Fatal(err)
 	}
 	rp.cli, rp.closeClient = cli, closeClient
-	rp.rec = history.NewRecorder(cli, nil)
+	rp.rec = etcd.NewRecorder(cli, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	rp.cancel = cancel
 	t.Cleanup(rp.close(t))
 	rp.wg.Add(1)
 	go func() {
 		defer rp.wg.Done()
-		_ = rp.rec.Watch(ctx, history.WatchRequest{Key: "\x00", RangeEnd: "\x00", PrevKV: true}, func(r history.WatchResponse) {
+		_ = rp.rec.Watch(ctx, etcd.WatchRequest{Key: "\x00", RangeEnd: "\x00", PrevKV: true}, func(r etcd.WatchResponse) {
 			rp.mu.Lock()
 			defer rp.mu.Unlock()
 			rp.created = rp.created || r.Created
@@ -188,7 +188,7 @@ func (rp *replay) caughtUp(t *testing.T, rev int64) {
 }
 
 // finish waits for the watch to reach rev, ends it and returns the events it received.
-func (rp *replay) finish(t *testing.T, rev int64) []history.Event {
+func (rp *replay) finish(t *testing.T, rev int64) []etcd.Event {
 	rp.caughtUp(t, rev)
 	rp.cancel()
 	rp.wg.Wait()
@@ -209,12 +209,12 @@ func (rp *replay) close(t *testing.T) func() {
 }
 
 // refused sends req, which breaks a request-shape rule, and fails unless the store refused it with
-// one of etcd's errors; whether it is the error the checker's model expects, history.Check of the
+// one of etcd's errors; whether it is the error the checker's model expects, etcd.Check of the
 // replay tells.
-func (rp *replay) refused(rt *rapid.T, name string, req history.Request) {
+func (rp *replay) refused(rt *rapid.T, name string, req etcd.Request) {
 	_, err := rp.rec.Do(context.Background(), req)
-	if err == nil || !history.IsDefiniteError(rpctypes.ErrorDesc(err)) {
-		rt.Fatalf("shape probe %q (%s): the store answered %v, not one of etcd's refusals", name, history.DescribeRequest(&req), err)
+	if err == nil || !etcd.IsDefiniteError(rpctypes.ErrorDesc(err)) {
+		rt.Fatalf("shape probe %q (%s): the store answered %v, not one of etcd's refusals", name, etcd.DescribeRequest(&req), err)
 	}
 }
 
@@ -233,66 +233,66 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // shapeProbes are requests etcd refuses whatever it holds, one per rule of package etcdrules.
 var shapeProbes = []struct {
 	name string
-	req  func() history.Request
+	req  func() etcd.Request
 }{
-	{"put without a key", func() history.Request { return history.Request{Put: &history.PutRequest{Value: "v"}} }},
-	{"range without a key", func() history.Request {
-		return history.Request{Range: &history.RangeRequest{RangeEnd: "z"}}
+	{"put without a key", func() etcd.Request { return etcd.Request{Put: &etcd.PutRequest{Value: "v"}} }},
+	{"range without a key", func() etcd.Request {
+		return etcd.Request{Range: &etcd.RangeRequest{RangeEnd: "z"}}
 	}},
-	{"delete without a key", func() history.Request {
-		return history.Request{DeleteRange: &history.DeleteRangeRequest{RangeEnd: "z"}}
+	{"delete without a key", func() etcd.Request {
+		return etcd.Request{DeleteRange: &etcd.DeleteRangeRequest{RangeEnd: "z"}}
 	}},
-	{"unknown sort order", func() history.Request {
-		return history.Request{Range: &history.RangeRequest{Key: "key/01", SortOrder: 3}}
+	{"unknown sort order", func() etcd.Request {
+		return etcd.Request{Range: &etcd.RangeRequest{Key: "key/01", SortOrder: 3}}
 	}},
-	{"unknown sort target", func() history.Request {
-		return history.Request{Range: &history.RangeRequest{Key: "key/01", SortOrder: history.SortAscend, SortTarget: 5}}
+	{"unknown sort target", func() etcd.Request {
+		return etcd.Request{Range: &etcd.RangeRequest{Key: "key/01", SortOrder: etcd.SortAscend, SortTarget: 5}}
 	}},
-	{"ignore_value with a value", func() history.Request {
-		return history.Request{Put: &history.PutRequest{Key: "key/01", Value: "v", IgnoreValue: true}}
+	{"ignore_value with a value", func() etcd.Request {
+		return etcd.Request{Put: &etcd.PutRequest{Key: "key/01", Value: "v", IgnoreValue: true}}
 	}},
-	{"ignore_lease with a lease", func() history.Request {
-		return history.Request{Put: &history.PutRequest{Key: "key/01", Lease: 7, IgnoreLease: true}}
+	{"ignore_lease with a lease", func() etcd.Request {
+		return etcd.Request{Put: &etcd.PutRequest{Key: "key/01", Lease: 7, IgnoreLease: true}}
 	}},
-	{"too many ops", func() history.Request {
-		return history.Request{Txn: &history.TxnRequest{Success: ranges(etcdrules.DefaultMaxTxnOps + 1)}}
+	{"too many ops", func() etcd.Request {
+		return etcd.Request{Txn: &etcd.TxnRequest{Success: ranges(etcdrules.DefaultMaxTxnOps + 1)}}
 	}},
-	{"too many ops, nested", func() history.Request {
-		return history.Request{Txn: &history.TxnRequest{
-			Compare: []history.Compare{{Key: "key/01", Target: history.CompareVersion}},
-			Success: []history.RequestOp{{Txn: &history.TxnRequest{Failure: ranges(etcdrules.DefaultMaxTxnOps)}}}}}
+	{"too many ops, nested", func() etcd.Request {
+		return etcd.Request{Txn: &etcd.TxnRequest{
+			Compare: []etcd.Compare{{Key: "key/01", Target: etcd.CompareVersion}},
+			Success: []etcd.RequestOp{{Txn: &etcd.TxnRequest{Failure: ranges(etcdrules.DefaultMaxTxnOps)}}}}}
 	}},
-	{"compare without a key", func() history.Request {
-		return history.Request{Txn: &history.TxnRequest{Compare: []history.Compare{{Target: history.CompareMod}}}}
+	{"compare without a key", func() etcd.Request {
+		return etcd.Request{Txn: &etcd.TxnRequest{Compare: []etcd.Compare{{Target: etcd.CompareMod}}}}
 	}},
-	{"empty op", func() history.Request {
-		return history.Request{Txn: &history.TxnRequest{Failure: []history.RequestOp{{}}}}
+	{"empty op", func() etcd.Request {
+		return etcd.Request{Txn: &etcd.TxnRequest{Failure: []etcd.RequestOp{{}}}}
 	}},
-	{"key put twice", func() history.Request {
-		return history.Request{Txn: &history.TxnRequest{Success: []history.RequestOp{
-			{Put: &history.PutRequest{Key: "key/01"}}, {Put: &history.PutRequest{Key: "key/01", Value: "v"}}}}}
+	{"key put twice", func() etcd.Request {
+		return etcd.Request{Txn: &etcd.TxnRequest{Success: []etcd.RequestOp{
+			{Put: &etcd.PutRequest{Key: "key/01"}}, {Put: &etcd.PutRequest{Key: "key/01", Value: "v"}}}}}
 	}},
-	{"put in a deleted range", func() history.Request {
-		return history.Request{Txn: &history.TxnRequest{Success: []history.RequestOp{
-			{DeleteRange: &history.DeleteRangeRequest{Key: "key/", RangeEnd: "key0"}}, {Put: &history.PutRequest{Key: "key/01"}}}}}
+	{"put in a deleted range", func() etcd.Request {
+		return etcd.Request{Txn: &etcd.TxnRequest{Success: []etcd.RequestOp{
+			{DeleteRange: &etcd.DeleteRangeRequest{Key: "key/", RangeEnd: "key0"}}, {Put: &etcd.PutRequest{Key: "key/01"}}}}}
 	}},
-	{"key put twice, nested", func() history.Request {
-		return history.Request{Txn: &history.TxnRequest{Success: []history.RequestOp{
-			{Put: &history.PutRequest{Key: "key/01"}},
-			{Txn: &history.TxnRequest{Failure: []history.RequestOp{{Put: &history.PutRequest{Key: "key/01"}}}}}}}}
+	{"key put twice, nested", func() etcd.Request {
+		return etcd.Request{Txn: &etcd.TxnRequest{Success: []etcd.RequestOp{
+			{Put: &etcd.PutRequest{Key: "key/01"}},
+			{Txn: &etcd.TxnRequest{Failure: []etcd.RequestOp{{Put: &etcd.PutRequest{Key: "key/01"}}}}}}}}
 	}},
-	{"request too large", func() history.Request {
-		return history.Request{Put: &history.PutRequest{Key: "key/01", Value: history.Bytes(strings.Repeat("x", etcdrules.DefaultMaxRequestBytes))}}
+	{"request too large", func() etcd.Request {
+		return etcd.Request{Put: &etcd.PutRequest{Key: "key/01", Value: etcd.Bytes(strings.Repeat("x", etcdrules.DefaultMaxRequestBytes))}}
 	}},
-	{"lease TTL too large", func() history.Request {
-		return history.Request{LeaseGrant: &history.LeaseGrantRequest{ID: 1 << 40, TTL: etcdrules.MaxLeaseTTL + 1}}
+	{"lease TTL too large", func() etcd.Request {
+		return etcd.Request{LeaseGrant: &etcd.LeaseGrantRequest{ID: 1 << 40, TTL: etcdrules.MaxLeaseTTL + 1}}
 	}},
 }
 
-func ranges(n int) []history.RequestOp {
-	ops := make([]history.RequestOp, n)
+func ranges(n int) []etcd.RequestOp {
+	ops := make([]etcd.RequestOp, n)
 	for i := range ops {
-		ops[i] = history.RequestOp{Range: &history.RangeRequest{Key: history.Bytes(fmt.Sprintf("key/%02d", i%40))}}
+		ops[i] = etcd.RequestOp{Range: &etcd.RangeRequest{Key: etcd.Bytes(fmt.Sprintf("key/%02d", i%40))}}
 	}
 	return ops
 }

@@ -16,9 +16,9 @@
 //     random puts, deletes, txns, ranges, compactions, leases on a fake clock, watch streams,
 //     cancels, progress requests and overflowing bursts (package storemodel lists the invariants;
 //     fuzz's FuzzStoreOps runs the same machine).
-//   - TestCheckerReferenceMatchesStore: the checker's reference model (package history) is etcd's
+//   - TestCheckerReferenceMatchesStore: the checker's reference model (package check/etcd) is etcd's
 //     semantics as the store has them. Seeded workloads of both kinds (package workload) pass
-//     history.Check over etcdgrpc; the linearization found, replayed one request at a time into a
+//     etcd.Check over etcdgrpc; the linearization found, replayed one request at a time into a
 //     fresh store with requests that break one of etcd's request-shape rules (package etcdrules)
 //     slipped in, passes too, and that store's watch delivers exactly the checker's reference event
 //     log of both histories.

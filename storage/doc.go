@@ -8,7 +8,7 @@
 // # API
 //
 //   - Interface (interfaces.go, mirroring pkg/storage/interfaces.go) is the storage of one
-//     resource; each method's contract is in its documentation. *etcd3.Store and *cache.Cacher
+//     resource; each method's contract is in its documentation. *watch.Store and *cache.Cacher
 //     implement it (compile-time assertions in their packages).
 //   - ListOptions, GetOptions, DeleteOptions mirror storage.ListOptions/GetOptions/DeleteOptions.
 //     ListOptions.ResourceVersion stays a string: "" (consistent or legacy) and "0" (any state) parse

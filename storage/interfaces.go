@@ -8,7 +8,7 @@ import (
 )
 
 // Interface is the storage of one resource: what the HTTP handlers and the watch cache consume, and
-// what the etcd3 storage (*etcd3.Store) and the watch cache (*cache.Cacher) both provide. Keys are
+// what the etcd3 storage (*watch.Store) and the watch cache (*cache.Cacher) both provide. Keys are
 // apiserver keys such as "/pods/<namespace>/<name>" under the implementation's resource prefix; a key
 // that PrepareKey rejects fails every method with an error matching ErrEmptyKey or ErrInvalidKey.
 // Objects carry their resourceVersion (the etcd mod revision) as set by Versioner. Failures on one key

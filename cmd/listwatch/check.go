@@ -23,11 +23,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 
+	"github.com/listwatch/listwatch/check/etcd"
+	"github.com/listwatch/listwatch/check/etcd/workload"
+	"github.com/listwatch/listwatch/check/kube"
 	"github.com/listwatch/listwatch/etcdgrpc"
-	"github.com/listwatch/listwatch/history"
-	"github.com/listwatch/listwatch/kubecheck"
 	"github.com/listwatch/listwatch/store"
-	"github.com/listwatch/listwatch/workload"
 )
 
 func init() {
@@ -76,13 +76,13 @@ type checkEnv struct {
 	terminal func(w io.Writer) bool
 	// started, if set, is called with the workload's stats once it runs.
 	started func(*workload.Stats)
-	// checkHistory checks a history: history.Check.
-	checkHistory func(*history.History, history.Options) (*history.Result, error)
-	// checkKube checks a Kubernetes API history: kubecheck.Check.
-	checkKube func(*kubecheck.History, kubecheck.Options) (*kubecheck.Result, error)
+	// checkHistory checks a history: etcd.Check.
+	checkHistory func(*etcd.History, etcd.Options) (*etcd.Result, error)
+	// checkKube checks a Kubernetes API history: kube.Check.
+	checkKube func(*kube.History, kube.Options) (*kube.Result, error)
 }
 
-var defaultCheckEnv = checkEnv{clock: clock.RealClock{}, terminal: isTerminal, checkHistory: history.Check, checkKube: kubecheck.Check}
+var defaultCheckEnv = checkEnv{clock: clock.RealClock{}, terminal: isTerminal, checkHistory: etcd.Check, checkKube: kube.Check}
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
@@ -132,7 +132,7 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 		fmt.Fprintln(stderr, "and every watch guarantee. Violations of known upstream bugs are labelled and counted apart.")
 		fmt.Fprintln(stderr, "Without --endpoints the store is listwatch's in-memory store, in process. With --kube")
 		fmt.Fprintln(stderr, "it runs a workload of writes, lists and watches against a Kubernetes API server instead, in a")
-		fmt.Fprintln(stderr, "namespace of its own, and checks the apiserver's guarantees (package kubecheck). Exit status:")
+		fmt.Fprintln(stderr, "namespace of its own, and checks the apiserver's guarantees (package check/kube). Exit status:")
 		fmt.Fprintln(stderr, "0 PASS, 1 a guarantee was violated or the check was inconclusive, 2 a bad command line.")
 		fmt.Fprintln(stderr, "\nflags:")
 		fs.PrintDefaults()
@@ -344,7 +344,7 @@ func (env checkEnv) run(ctx context.Context, args []string, stdout, stderr io.Wr
 		return env.check(nil, f, true, er, stdout, stderr)
 	}
 
-	rec := history.NewRecorder(target.client, env.clock)
+	rec := etcd.NewRecorder(target.client, env.clock)
 	start := env.clock.Now()
 	stopProgress := env.progress(stderr, stats, start)
 	if env.started != nil {
@@ -388,7 +388,7 @@ func (env checkEnv) checkFile(f *checkFlags, stdout, stderr io.Writer) error {
 	if isKubeHistory(file) {
 		return env.checkKubeFile(f, file, stdout, stderr)
 	}
-	h, err := history.ReadJSON(file)
+	h, err := etcd.ReadJSON(file)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.checkHistory, err)
 	}
@@ -400,11 +400,11 @@ func (env checkEnv) checkFile(f *checkFlags, stdout, stderr io.Writer) error {
 // check checks h (nil when only the scenarios ran) and reports, with what the etcd check learned
 // besides (er, nil for a submitted history); recorded says h comes from a run (saved on a failure if
 // --history did not save it).
-func (env checkEnv) check(h *history.History, f *checkFlags, recorded bool, er *etcdRun, stdout, stderr io.Writer) error {
+func (env checkEnv) check(h *etcd.History, f *checkFlags, recorded bool, er *etcdRun, stdout, stderr io.Writer) error {
 	if er == nil {
 		er = &etcdRun{}
 	}
-	var res *history.Result
+	var res *etcd.Result
 	var took time.Duration
 	if h != nil {
 		writeWatches(stdout, h)
@@ -415,7 +415,7 @@ func (env checkEnv) check(h *history.History, f *checkFlags, recorded bool, er *
 		fmt.Fprintf(stderr, "checking %d requests and %d watches (search %s)...\n", len(h.Operations), len(h.Watches), bound)
 		start := env.clock.Now()
 		var err error
-		opts := history.Options{Timeout: f.checkTimeout, IgnoreVersions: er.caps != nil && er.caps.NoKeyVersions()}
+		opts := etcd.Options{Timeout: f.checkTimeout, IgnoreVersions: er.caps != nil && er.caps.NoKeyVersions()}
 		if opts.IgnoreVersions {
 			fmt.Fprintln(stdout, "the store keeps no key versions: answers and events are compared without them")
 		}
@@ -431,9 +431,9 @@ func (env checkEnv) check(h *history.History, f *checkFlags, recorded bool, er *
 		}
 	}
 	missing := writeCoverage(stdout, res, er.scenarios)
-	var labels []history.Label
+	var labels []etcd.Label
 	if res != nil {
-		labels = history.Classify(h, res, er.target)
+		labels = etcd.Classify(h, res, er.target)
 	}
 	sum := er.summarize(labels)
 
@@ -448,7 +448,7 @@ func (env checkEnv) check(h *history.History, f *checkFlags, recorded bool, er *
 			}
 			fmt.Fprintf(stdout, "%s %s\n", labelText(labels[i]), v.String())
 		}
-	case res != nil && res.Verdict == history.VerdictTimeout:
+	case res != nil && res.Verdict == etcd.VerdictTimeout:
 		fmt.Fprintf(stdout, "checked in %v: INCONCLUSIVE: the linearizability search did not finish within --check-timeout %v, so the watch checks that need a linearization were skipped; no violation was found in what could be checked\n",
 			took, f.checkTimeout)
 		verdict = fmt.Errorf("%w: the linearizability search timed out after %v (raise --check-timeout)", errInconclusive, f.checkTimeout)
@@ -470,10 +470,10 @@ func (env checkEnv) check(h *history.History, f *checkFlags, recorded bool, er *
 	if h == nil {
 		return verdict
 	}
-	return f.keepEvidence(stdout, verdict, recorded, func(w io.Writer) error { return history.WriteReport(w, h, res) }, h.WriteJSON)
+	return f.keepEvidence(stdout, verdict, recorded, func(w io.Writer) error { return etcd.WriteReport(w, h, res) }, h.WriteJSON)
 }
 
-// guaranteeList names the guarantees, of package history or kubecheck, comma-separated.
+// guaranteeList names the guarantees, of package check/etcd or check/kube, comma-separated.
 func guaranteeList[G ~string](gs []G) string {
 	names := make([]string, len(gs))
 	for i, g := range gs {
@@ -653,7 +653,7 @@ func progressLine(s workload.Snapshot, elapsed time.Duration) string {
 }
 
 // historyCounts counts a history's operations by request type and outcome.
-func historyCounts(h *history.History) []workload.NameCount {
+func historyCounts(h *etcd.History) []workload.NameCount {
 	order := []string{"range", "put", "delete_range", "txn", "compact", "lease_grant", "lease_revoke", "lease_keep_alive"}
 	counts := make([]workload.NameCount, len(order))
 	for i, n := range order {
@@ -735,7 +735,7 @@ type watchCounts struct {
 	watches, responses, eventResponses, events, progress, compacted, serializable int
 }
 
-func countWatches(h *history.History) watchCounts {
+func countWatches(h *etcd.History) watchCounts {
 	c := watchCounts{watches: len(h.Watches)}
 	for _, w := range h.Watches {
 		for _, r := range w.Responses {
@@ -759,33 +759,33 @@ func countWatches(h *history.History) watchCounts {
 	return c
 }
 
-func writeWatches(w io.Writer, h *history.History) {
+func writeWatches(w io.Writer, h *etcd.History) {
 	c := countWatches(h)
 	fmt.Fprintf(w, "watches: %d, %d responses: %d events in %d responses, %d progress notifications, %d compaction answers\n",
 		c.watches, c.responses, c.events, c.eventResponses, c.progress, c.compacted)
 }
 
-// guarantees in the order package history's doc.go defines them; needsReference marks those
+// guarantees in the order package check/etcd's doc.go defines them; needsReference marks those
 // checked only against a linearization's event log.
 var guarantees = []struct {
-	g              history.Guarantee
+	g              etcd.Guarantee
 	needsReference bool
 	over           func(n int, c watchCounts) string
 }{
-	{history.Linearizable, false, func(n int, _ watchCounts) string { return fmt.Sprintf("%d requests", n) }},
-	{history.Serializable, true, func(_ int, c watchCounts) string { return fmt.Sprintf("%d serializable ranges", c.serializable) }},
-	{history.Filter, false, events},
-	{history.Unique, false, events},
-	{history.Ordered, false, events},
-	{history.Atomic, false, func(_ int, c watchCounts) string { return fmt.Sprintf("%d responses with events", c.eventResponses) }},
-	{history.Bookmarkable, false, func(_ int, c watchCounts) string { return fmt.Sprintf("%d progress notifications", c.progress) }},
-	{history.FirstRevision, true, events},
-	{history.Genuine, true, events},
-	{history.Resumable, true, watches},
-	{history.Reliable, true, watches},
-	{history.IsCreate, true, events},
-	{history.PrevKV, true, events},
-	{history.Compaction, false, func(_ int, c watchCounts) string {
+	{etcd.Linearizable, false, func(n int, _ watchCounts) string { return fmt.Sprintf("%d requests", n) }},
+	{etcd.Serializable, true, func(_ int, c watchCounts) string { return fmt.Sprintf("%d serializable ranges", c.serializable) }},
+	{etcd.Filter, false, events},
+	{etcd.Unique, false, events},
+	{etcd.Ordered, false, events},
+	{etcd.Atomic, false, func(_ int, c watchCounts) string { return fmt.Sprintf("%d responses with events", c.eventResponses) }},
+	{etcd.Bookmarkable, false, func(_ int, c watchCounts) string { return fmt.Sprintf("%d progress notifications", c.progress) }},
+	{etcd.FirstRevision, true, events},
+	{etcd.Genuine, true, events},
+	{etcd.Resumable, true, watches},
+	{etcd.Reliable, true, watches},
+	{etcd.IsCreate, true, events},
+	{etcd.PrevKV, true, events},
+	{etcd.Compaction, false, func(_ int, c watchCounts) string {
 		return fmt.Sprintf("%d watches, %d compaction answers", c.watches, c.compacted)
 	}},
 }
@@ -795,14 +795,14 @@ func watches(_ int, c watchCounts) string { return fmt.Sprintf("%d watches", c.w
 
 // writeGuarantees lists each guarantee with what the workload's history h checked it over (h nil
 // when only the scenarios ran), the scenarios that exercised it, and the violations of both.
-func writeGuarantees(w io.Writer, h *history.History, res *history.Result, scenarios []workload.ScenarioResult) {
-	violations := map[history.Guarantee]int{}
+func writeGuarantees(w io.Writer, h *etcd.History, res *etcd.Result, scenarios []workload.ScenarioResult) {
+	violations := map[etcd.Guarantee]int{}
 	if res != nil {
 		for _, v := range res.Violations {
 			violations[v.Guarantee]++
 		}
 	}
-	ran, passed := map[history.Guarantee]int{}, map[history.Guarantee]int{}
+	ran, passed := map[etcd.Guarantee]int{}, map[etcd.Guarantee]int{}
 	for _, r := range scenarios {
 		if r.Skipped != "" {
 			continue
@@ -820,7 +820,7 @@ func writeGuarantees(w io.Writer, h *history.History, res *history.Result, scena
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "guarantee\tchecked over\tscenarios\tviolations")
-	listed := map[history.Guarantee]bool{}
+	listed := map[etcd.Guarantee]bool{}
 	var c watchCounts
 	if h != nil {
 		c = countWatches(h)
@@ -830,7 +830,7 @@ func writeGuarantees(w io.Writer, h *history.History, res *history.Result, scena
 		over := "-"
 		switch {
 		case h == nil:
-		case g.needsReference && res.Verdict != history.VerdictLinearizable:
+		case g.needsReference && res.Verdict != etcd.VerdictLinearizable:
 			over = "skipped: no linearization"
 		default:
 			over = g.over(len(h.Operations), c)

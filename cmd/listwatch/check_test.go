@@ -21,10 +21,10 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/listwatch/listwatch/history"
+	"github.com/listwatch/listwatch/check/etcd"
+	"github.com/listwatch/listwatch/check/etcd/workload"
 	"github.com/listwatch/listwatch/internal/etcdprocess"
 	"github.com/listwatch/listwatch/internal/testutil"
-	"github.com/listwatch/listwatch/workload"
 )
 
 // runCheckCmd runs `listwatch check args...` in process and returns its exit status and output.
@@ -105,7 +105,7 @@ func recordedHistory(t *testing.T) []byte {
 // TestCheckHistoryViolation: a submitted history with one tampered watch event fails with exit
 // status 1, names the guarantee, and writes the report (to --report, or else a temporary file).
 func TestCheckHistoryViolation(t *testing.T) {
-	var h history.History
+	var h etcd.History
 	if err := json.Unmarshal(recordedHistory(t), &h); err != nil {
 		t.Fatal(err)
 	}
@@ -197,9 +197,9 @@ func TestCheckInconclusive(t *testing.T) {
 	}
 	env := defaultCheckEnv
 	var gotTimeout time.Duration
-	env.checkHistory = func(h *history.History, opts history.Options) (*history.Result, error) {
+	env.checkHistory = func(h *etcd.History, opts etcd.Options) (*etcd.Result, error) {
 		gotTimeout = opts.Timeout
-		return &history.Result{Verdict: history.VerdictTimeout, Notes: []string{"the linearizability search timed out"}}, nil
+		return &etcd.Result{Verdict: etcd.VerdictTimeout, Notes: []string{"the linearizability search timed out"}}, nil
 	}
 	report := filepath.Join(dir, "r.html")
 	var stdout, stderr bytes.Buffer

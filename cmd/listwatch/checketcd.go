@@ -11,14 +11,14 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
-	"github.com/listwatch/listwatch/history"
-	"github.com/listwatch/listwatch/workload"
+	"github.com/listwatch/listwatch/check/etcd"
+	"github.com/listwatch/listwatch/check/etcd/workload"
 )
 
 // etcdRun is what the etcd check learned of its target besides the workload's history: what the
 // store is, what it said of itself, what it supports, and what the scenarios found.
 type etcdRun struct {
-	target history.Target
+	target etcd.Target
 	// findings are what the store said of itself that etcd would not: a Status without revision.
 	findings []string
 	// notes are reported without failing the check: keys the store held outside the prefix.
@@ -33,7 +33,7 @@ const probeTimeout = 3 * time.Second
 // survey reads what the store says of itself, probes its capabilities and runs the scenarios (as
 // f asks), printing each part; it sets f.cfg's prefix and features for the workload.
 func (env checkEnv) survey(ctx context.Context, t *target, f *checkFlags, stdout, stderr io.Writer) (*etcdRun, error) {
-	er := &etcdRun{target: history.Target{Version: t.endpoints[0].Version}}
+	er := &etcdRun{target: etcd.Target{Version: t.endpoints[0].Version}}
 	for _, ep := range t.endpoints {
 		if ep.Revision == 0 {
 			er.findings = append(er.findings, fmt.Sprintf("Status of %s: header revision 0 (etcd gives the store's revision)", ep.Endpoint))
@@ -50,7 +50,7 @@ func (env checkEnv) survey(ctx context.Context, t *target, f *checkFlags, stdout
 	er.target.Product = caps.Product
 	writeCapabilities(stdout, caps, er.target)
 
-	gated := f.gating && er.target.Product == "etcd" && history.BugNamed("etcd-progress-ahead").Affects(er.target.Version)
+	gated := f.gating && er.target.Product == "etcd" && etcd.BugNamed("etcd-progress-ahead").Affects(er.target.Version)
 	f.cfg.Prefix = f.prefix + "run/"
 	f.cfg.Avoid = caps.Avoid()
 	if gated {
@@ -87,7 +87,7 @@ func ownKeys(ctx context.Context, t *target, prefix string) []string {
 	return nil
 }
 
-func writeCapabilities(w io.Writer, caps *workload.Capabilities, t history.Target) {
+func writeCapabilities(w io.Writer, caps *workload.Capabilities, t etcd.Target) {
 	product := t.Product
 	if product == "" {
 		product = "unknown"
@@ -133,7 +133,7 @@ func writeScenarios(w io.Writer, results []workload.ScenarioResult) {
 		}
 		if r.Result != nil {
 			// the scenario's own guarantee first, then one of each other
-			shown := map[history.Guarantee]bool{}
+			shown := map[etcd.Guarantee]bool{}
 			for pass := range 2 {
 				for i, v := range r.Result.Violations {
 					if (v.Guarantee == r.Scenario.Guarantee) != (pass == 0) || pass == 1 && shown[v.Guarantee] || pass == 0 && len(shown) > 0 {
@@ -150,14 +150,14 @@ func writeScenarios(w io.Writer, results []workload.ScenarioResult) {
 	}
 }
 
-func bugText(b *history.KnownBug) string {
+func bugText(b *etcd.KnownBug) string {
 	if b == nil {
 		return "[unexplained]"
 	}
 	return "[known: " + b.Trackers[0] + "]"
 }
 
-func labelText(l history.Label) string {
+func labelText(l etcd.Label) string {
 	switch {
 	case l.Known():
 		return "[known: " + l.Bug.Trackers[0] + "]"
@@ -168,9 +168,9 @@ func labelText(l history.Label) string {
 }
 
 // writeCoverage says what the run exercised, and names what it did not.
-func writeCoverage(w io.Writer, res *history.Result, scenarios []workload.ScenarioResult) (missing []string) {
-	var c history.Coverage
-	add := func(o history.Coverage) {
+func writeCoverage(w io.Writer, res *etcd.Result, scenarios []workload.ScenarioResult) (missing []string) {
+	var c etcd.Coverage
+	add := func(o etcd.Coverage) {
 		c.ProgressNotifications += o.ProgressNotifications
 		c.CompactionAnswers += o.CompactionAnswers
 		c.CompactedReads += o.CompactedReads
@@ -230,16 +230,16 @@ func writeCoverage(w io.Writer, res *history.Result, scenarios []workload.Scenar
 
 // summary counts what makes a check fail.
 type summary struct {
-	bugs        []*history.KnownBug // distinct known bugs seen
-	known       int                 // violations and findings they explain
+	bugs        []*etcd.KnownBug // distinct known bugs seen
+	known       int              // violations and findings they explain
 	unexplained int
 	deviations  int // capabilities refused or different, and the store's own findings
 }
 
-func (er *etcdRun) summarize(labels []history.Label) summary {
+func (er *etcdRun) summarize(labels []etcd.Label) summary {
 	var s summary
-	seen := map[*history.KnownBug]bool{}
-	count := func(l history.Label) {
+	seen := map[*etcd.KnownBug]bool{}
+	count := func(l etcd.Label) {
 		if !l.Known() {
 			s.unexplained++
 			return
@@ -258,7 +258,7 @@ func (er *etcdRun) summarize(labels []history.Label) summary {
 			count(l)
 		}
 		if r.Finding != "" {
-			count(history.Label{Bug: r.FindingBug})
+			count(etcd.Label{Bug: r.FindingBug})
 		}
 		if r.Err != nil && r.Finding == "" && (r.Result == nil || r.Result.OK()) {
 			s.unexplained++ // a scenario the store would not let run to its end

@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
-	"github.com/listwatch/listwatch/kubecheck"
-	"github.com/listwatch/listwatch/workload"
+	"github.com/listwatch/listwatch/check/etcd/workload"
+	"github.com/listwatch/listwatch/check/kube"
 )
 
 // defaultKubeResource is what `check --kube` runs on unless --resource names another.
@@ -56,7 +56,7 @@ func parseResource(s string) (schema.GroupVersionResource, error) {
 	return schema.GroupVersionResource{}, errors.New("want resource, version/resource or group/version/resource")
 }
 
-// isKubeHistory tells a Kubernetes API history (kubecheck's JSON, which names its resource at
+// isKubeHistory tells a Kubernetes API history (package check/kube's JSON, which names its resource at
 // the top level) from an etcd one; it leaves f at its start.
 func isKubeHistory(f *os.File) bool {
 	defer f.Seek(0, io.SeekStart)
@@ -72,7 +72,7 @@ func isKubeHistory(f *os.File) bool {
 func (env checkEnv) runKube(ctx context.Context, f *checkFlags, stdout, stderr io.Writer) error {
 	rc := &rest.Config{Host: f.kube}
 	dctx, cancel := context.WithTimeout(ctx, f.dialTimeout)
-	res, err := kubecheck.Discover(dctx, rc, f.resource)
+	res, err := kube.Discover(dctx, rc, f.resource)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.kube, err)
@@ -81,7 +81,7 @@ func (env checkEnv) runKube(ctx context.Context, f *checkFlags, stdout, stderr i
 	if res.Namespace == "" {
 		res.Namespace = "listwatch-check-" + strconv.FormatUint(f.cfg.Seed, 36)
 	}
-	rec, err := kubecheck.NewRecorder(rc, res, env.clock)
+	rec, err := kube.NewRecorder(rc, res, env.clock)
 	if err != nil {
 		return err
 	}
@@ -93,8 +93,8 @@ func (env checkEnv) runKube(ctx context.Context, f *checkFlags, stdout, stderr i
 		return fmt.Errorf("%s: %w", f.kube, err)
 	}
 
-	cfg := kubecheck.Config{Seed: f.cfg.Seed, Clients: f.cfg.Clients, Watchers: f.cfg.Watchers, Ops: f.cfg.Ops,
-		Duration: f.cfg.Duration, RequestTimeout: f.cfg.RequestTimeout, Clock: env.clock, Stats: &kubecheck.Stats{}}
+	cfg := kube.Config{Seed: f.cfg.Seed, Clients: f.cfg.Clients, Watchers: f.cfg.Watchers, Ops: f.cfg.Ops,
+		Duration: f.cfg.Duration, RequestTimeout: f.cfg.RequestTimeout, Clock: env.clock, Stats: &kube.Stats{}}
 	bound := fmt.Sprintf("for %v", cfg.Duration)
 	if cfg.Ops > 0 {
 		bound = fmt.Sprintf("for %d requests", cfg.Ops)
@@ -108,7 +108,7 @@ func (env checkEnv) runKube(ctx context.Context, f *checkFlags, stdout, stderr i
 		return fmt.Sprintf("%6.1fs  requests %d (%.0f/s)  errors %d failed, %d unknown  watches %d  frames %d",
 			elapsed.Seconds(), s.Requests, float64(s.Requests)/max(elapsed.Seconds(), 1e-9), s.Failed, s.Unknown, s.Watches, s.Frames)
 	})
-	snap, err := kubecheck.Run(ctx, rec, cfg)
+	snap, err := kube.Run(ctx, rec, cfg)
 	stop()
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.kube, err)
@@ -135,7 +135,7 @@ func (env checkEnv) runKube(ctx context.Context, f *checkFlags, stdout, stderr i
 
 // checkKubeFile is `listwatch check --check-history FILE` for a Kubernetes API history.
 func (env checkEnv) checkKubeFile(f *checkFlags, file io.Reader, stdout, stderr io.Writer) error {
-	h, err := kubecheck.ReadJSON(file)
+	h, err := kube.ReadJSON(file)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.checkHistory, err)
 	}
@@ -145,8 +145,8 @@ func (env checkEnv) checkKubeFile(f *checkFlags, file io.Reader, stdout, stderr 
 }
 
 // kubeCounts counts a history's requests by verb and outcome.
-func kubeCounts(h *kubecheck.History) []workload.NameCount {
-	order := []kubecheck.Verb{kubecheck.Create, kubecheck.Update, kubecheck.Delete, kubecheck.Get, kubecheck.List}
+func kubeCounts(h *kube.History) []workload.NameCount {
+	order := []kube.Verb{kube.Create, kube.Update, kube.Delete, kube.Get, kube.List}
 	counts := make([]workload.NameCount, len(order))
 	for i, v := range order {
 		counts[i].Name = string(v)
@@ -180,35 +180,35 @@ func kubeCounts(h *kubecheck.History) []workload.NameCount {
 
 // kubeGuarantees: what each guarantee is checked over, in doc.go's order.
 var kubeGuarantees = []struct {
-	g    kubecheck.Guarantee
-	over func(h *kubecheck.History, c kubecheck.Coverage) string
+	g    kube.Guarantee
+	over func(h *kube.History, c kube.Coverage) string
 }{
-	{kubecheck.Linearizable, func(h *kubecheck.History, c kubecheck.Coverage) string {
+	{kube.Linearizable, func(h *kube.History, c kube.Coverage) string {
 		return fmt.Sprintf("%d writes (%d took effect), consistent reads", c.Writes+c.Conflicts+c.NotFound+c.Unknown, c.Writes)
 	}},
-	{kubecheck.ReadRV, func(_ *kubecheck.History, c kubecheck.Coverage) string {
+	{kube.ReadRV, func(_ *kube.History, c kube.Coverage) string {
 		return fmt.Sprintf("%d lists, %d gets", sum(c.Lists), c.Gets)
 	}},
-	{kubecheck.ReadContent, func(_ *kubecheck.History, c kubecheck.Coverage) string {
+	{kube.ReadContent, func(_ *kube.History, c kube.Coverage) string {
 		return fmt.Sprintf("%d lists, %d gets", sum(c.Lists), c.Gets)
 	}},
-	{kubecheck.WatchStart, func(_ *kubecheck.History, c kubecheck.Coverage) string {
+	{kube.WatchStart, func(_ *kube.History, c kube.Coverage) string {
 		return fmt.Sprintf("%d watches", sum(c.Watches))
 	}},
-	{kubecheck.WatchReplay, func(_ *kubecheck.History, c kubecheck.Coverage) string {
+	{kube.WatchReplay, func(_ *kube.History, c kube.Coverage) string {
 		return fmt.Sprintf("%d events (%d replayed)", c.Events, c.EventsChecked)
 	}},
-	{kubecheck.BookmarkOrder, func(_ *kubecheck.History, c kubecheck.Coverage) string {
+	{kube.BookmarkOrder, func(_ *kube.History, c kube.Coverage) string {
 		return fmt.Sprintf("%d bookmarks", c.Bookmarks)
 	}},
-	{kubecheck.InitialEventsEnd, func(_ *kubecheck.History, c kubecheck.Coverage) string {
+	{kube.InitialEventsEnd, func(_ *kube.History, c kube.Coverage) string {
 		return fmt.Sprintf("%d initial-events-end bookmarks, %d watches with initial events", c.InitialEventsEnd, c.Watches["initial"])
 	}},
-	{kubecheck.Expired, func(_ *kubecheck.History, c kubecheck.Coverage) string {
+	{kube.Expired, func(_ *kube.History, c kube.Coverage) string {
 		return fmt.Sprintf("%d 410 answers", c.Expired)
 	}},
-	{kubecheck.Validation, func(_ *kubecheck.History, c kubecheck.Coverage) string {
-		return fmt.Sprintf("%d refused lists", c.Lists[kubecheck.Invalid])
+	{kube.Validation, func(_ *kube.History, c kube.Coverage) string {
+		return fmt.Sprintf("%d refused lists", c.Lists[kube.Invalid])
 	}},
 }
 
@@ -221,7 +221,7 @@ func sum(m map[string]int) int {
 }
 
 // checkKubeHistory checks h and reports as check does; recorded says h comes from a run.
-func (env checkEnv) checkKubeHistory(h *kubecheck.History, f *checkFlags, recorded bool, stdout, stderr io.Writer) error {
+func (env checkEnv) checkKubeHistory(h *kube.History, f *checkFlags, recorded bool, stdout, stderr io.Writer) error {
 	writeOperations(stdout, kubeCounts(h))
 	bound := "unbounded"
 	if f.checkTimeout > 0 {
@@ -229,19 +229,19 @@ func (env checkEnv) checkKubeHistory(h *kubecheck.History, f *checkFlags, record
 	}
 	fmt.Fprintf(stderr, "checking %d requests and %d watches (search %s)...\n", len(h.Operations), len(h.Watches), bound)
 	start := env.clock.Now()
-	res, err := env.checkKube(h, kubecheck.Options{Timeout: f.checkTimeout})
+	res, err := env.checkKube(h, kube.Options{Timeout: f.checkTimeout})
 	if err != nil {
 		return err
 	}
 	took := env.clock.Since(start).Round(time.Millisecond)
 	c := res.Coverage
 	fmt.Fprintf(stdout, "lists by resourceVersion: %d most recent, %d any (\"0\"), %d not older than, %d exact, %d continued pages, %d refused combinations\n",
-		c.Lists[kubecheck.MostRecent], c.Lists[kubecheck.Any], c.Lists[kubecheck.NotOlderThan], c.Lists[kubecheck.Exact], c.Lists[kubecheck.Continuation], c.Lists[kubecheck.Invalid])
+		c.Lists[kube.MostRecent], c.Lists[kube.Any], c.Lists[kube.NotOlderThan], c.Lists[kube.Exact], c.Lists[kube.Continuation], c.Lists[kube.Invalid])
 	fmt.Fprintf(stdout, "watches: %d (%d from a resourceVersion, %d with initial events, %d from now), %d resumed, %d with selectors\n",
 		sum(c.Watches), c.Watches["exact"], c.Watches["initial"], c.Watches["now"], c.Resumed, c.SelectorWatches)
 	fmt.Fprintf(stdout, "watch frames: %d events, %d bookmarks, %d initial-events-end bookmarks, %d 410 Expired, %d other errors\n",
 		c.Events, c.Bookmarks, c.InitialEventsEnd, c.Expired, c.Errors)
-	violations := map[kubecheck.Guarantee]int{}
+	violations := map[kube.Guarantee]int{}
 	for _, v := range res.Violations {
 		violations[v.Guarantee]++
 	}
@@ -250,7 +250,7 @@ func (env checkEnv) checkKubeHistory(h *kubecheck.History, f *checkFlags, record
 	fmt.Fprintln(tw, "guarantee\tchecked over\tviolations")
 	for _, g := range kubeGuarantees {
 		over := g.over(h, c)
-		if res.Verdict != kubecheck.VerdictLinearizable && g.g != kubecheck.Linearizable && g.g != kubecheck.Expired && g.g != kubecheck.Validation {
+		if res.Verdict != kube.VerdictLinearizable && g.g != kube.Linearizable && g.g != kube.Expired && g.g != kube.Validation {
 			over = "partly skipped: no linearization"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\n", g.g, over, violations[g.g])
@@ -279,5 +279,5 @@ func (env checkEnv) checkKubeHistory(h *kubecheck.History, f *checkFlags, record
 			took, f.checkTimeout)
 		verdict = fmt.Errorf("%w: the linearizability search timed out after %v (raise --check-timeout)", errInconclusive, f.checkTimeout)
 	}
-	return f.keepEvidence(stdout, verdict, recorded, func(w io.Writer) error { return kubecheck.WriteReport(w, h, res) }, h.WriteJSON)
+	return f.keepEvidence(stdout, verdict, recorded, func(w io.Writer) error { return kube.WriteReport(w, h, res) }, h.WriteJSON)
 }

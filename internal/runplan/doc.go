@@ -1,8 +1,8 @@
 // Package runplan holds how listwatch's two seeded workloads (package workload's against an etcd
-// store, package kubecheck's against a Kubernetes API) lay out a run: every client, watcher or
+// store, package check/kube's against a Kubernetes API) lay out a run: every client, watcher or
 // compactor draws from a generator of its own, seeded by the run's seed, its role and its index,
 // and the run's request bound is split among the clients. It imports nothing of listwatch, so that
-// kubecheck, which checks the Kubernetes API independently of the etcd side, can share it.
+// check/kube, which checks the Kubernetes API independently of the etcd side, can share it.
 //
 // # API
 //

@@ -21,9 +21,9 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/listwatch/listwatch/chain"
-	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
+	"github.com/listwatch/listwatch/watch"
 )
 
 // pollInterval is how often a wait re-checks its condition (and steps a fake clock).
@@ -110,7 +110,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 }
 
 // storage is the etcd3 storage of a resource ("configmaps", "widgets.example.com").
-func (e *env) storage(resource string) *etcd3.Store { return e.chain.Storage(resource) }
+func (e *env) storage(resource string) *watch.Store { return e.chain.Storage(resource) }
 
 // restConfig is a client configuration for the server; client-side rate limiting is off, since the
 // tests write in bursts.

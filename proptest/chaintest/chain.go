@@ -13,16 +13,16 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"k8s.io/apimachinery/pkg/watch"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/chain"
-	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/httpwatch"
 	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/store"
+	"github.com/listwatch/listwatch/watch"
 )
 
 // Options configures a Chain. The zero value is the chain `listwatch serve` runs for pods: a watch
@@ -53,7 +53,7 @@ type Options struct {
 type Chain struct {
 	Store   *store.Store
 	Client  *clientv3.Client
-	Storage *etcd3.Store
+	Storage *watch.Store
 	// Cacher is nil for an uncached chain.
 	Cacher *cache.Cacher
 	// CacheClock drives the Cacher; HTTPClock drives watch timeouts and object timestamps. They are
@@ -114,7 +114,7 @@ func New(opts Options) (*Chain, error) {
 		},
 	}
 	if !opts.Uncached {
-		cfg.WrapStorage = func(_ httpwatch.Resource, s *etcd3.Store) storage.Interface {
+		cfg.WrapStorage = func(_ httpwatch.Resource, s *watch.Store) storage.Interface {
 			c.reflector = newReflectorGate(s)
 			return c.reflector
 		}
@@ -211,7 +211,7 @@ type countingStorage struct {
 	openedCount int
 }
 
-func (s *countingStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
+func (s *countingStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (apiwatch.Interface, error) {
 	w, err := s.Interface.Watch(ctx, key, opts)
 	if err != nil {
 		return nil, err
@@ -236,7 +236,7 @@ func (s *countingStorage) opened() int {
 }
 
 type countedWatch struct {
-	watch.Interface
+	apiwatch.Interface
 	s    *countingStorage
 	once sync.Once
 }
@@ -255,7 +255,7 @@ func (w *countedWatch) Stop() {
 // resourceVersion) and hold the re-watch until a compaction has passed that resourceVersion, which
 // is how a real apiserver's reflector comes to relist after falling behind.
 type reflectorGate struct {
-	*etcd3.Store
+	*watch.Store
 
 	mu       sync.Mutex
 	cond     *sync.Cond
@@ -270,13 +270,13 @@ type reflectorGate struct {
 	breaks int
 }
 
-func newReflectorGate(s *etcd3.Store) *reflectorGate {
+func newReflectorGate(s *watch.Store) *reflectorGate {
 	g := &reflectorGate{Store: s}
 	g.cond = sync.NewCond(&g.mu)
 	return g
 }
 
-func (g *reflectorGate) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
+func (g *reflectorGate) Watch(ctx context.Context, key string, opts storage.ListOptions) (apiwatch.Interface, error) {
 	g.mu.Lock()
 	g.waiting++
 	g.cond.Broadcast()
@@ -390,17 +390,17 @@ func (g *reflectorGate) wait() { g.proxies.Wait() }
 // proxyWatch forwards a storage watch; Stop ends it as a broken connection would, closing the
 // result channel without an ERROR.
 type proxyWatch struct {
-	inner  watch.Interface
-	out    chan watch.Event
+	inner  apiwatch.Interface
+	out    chan apiwatch.Event
 	stop   chan struct{}
 	once   sync.Once
 	closed chan struct{}
 	events atomic.Int64
-	last   atomic.Value // watch.EventType of the last event passed on
+	last   atomic.Value // apiwatch.EventType of the last event passed on
 }
 
-func newProxyWatch(inner watch.Interface, wg *sync.WaitGroup) *proxyWatch {
-	p := &proxyWatch{inner: inner, out: make(chan watch.Event), stop: make(chan struct{}), closed: make(chan struct{})}
+func newProxyWatch(inner apiwatch.Interface, wg *sync.WaitGroup) *proxyWatch {
+	p := &proxyWatch{inner: inner, out: make(chan apiwatch.Event), stop: make(chan struct{}), closed: make(chan struct{})}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -432,7 +432,7 @@ func newProxyWatch(inner watch.Interface, wg *sync.WaitGroup) *proxyWatch {
 	return p
 }
 
-func (p *proxyWatch) ResultChan() <-chan watch.Event { return p.out }
+func (p *proxyWatch) ResultChan() <-chan apiwatch.Event { return p.out }
 
 // ended reports whether the proxy closed its result channel.
 func (p *proxyWatch) ended() bool {
@@ -445,8 +445,8 @@ func (p *proxyWatch) ended() bool {
 }
 
 // lastType is the type of the last event the proxy passed on ("" if none).
-func (p *proxyWatch) lastType() watch.EventType {
-	t, _ := p.last.Load().(watch.EventType)
+func (p *proxyWatch) lastType() apiwatch.EventType {
+	t, _ := p.last.Load().(apiwatch.EventType)
 	return t
 }
 

@@ -31,7 +31,7 @@
 //	}
 //
 // Env.NewStorage builds the storage under test (by default etcd3.New over Env.Client); a storage with a
-// Close method (*etcd3.Store) is closed when the case ends, so the caller closes only what it wraps
+// Close method (*watch.Store) is closed when the case ends, so the caller closes only what it wraps
 // (the Store under a watch cache). A storage that
 // does not forward etcd's progress notifications to its watches, such as the watch cache, also sets
 // Env.RequestProgress, with which W.Sync learns that a watch has delivered everything up to a

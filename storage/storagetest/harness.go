@@ -18,10 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
 
-	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/storage"
+	"github.com/listwatch/listwatch/watch"
 )
 
 // Env is the server a case runs against and the storage under test.
@@ -29,15 +29,15 @@ type Env struct {
 	// Client is connected to the server.
 	Client *clientv3.Client
 	// NewStorage builds the storage under test over an etcd3 configuration; nil means
-	// etcd3.New(Client, cfg). A watch cache builds its Cacher over etcd3.New(Client, cfg) and returns
+	// watch.New(Client, cfg). A watch cache builds its Cacher over watch.New(Client, cfg) and returns
 	// it once ready.
-	NewStorage func(cfg etcd3.Config) (storage.Interface, error)
+	NewStorage func(cfg watch.Config) (storage.Interface, error)
 	// RequestProgress, when set, replaces the progress requests of W.Sync and W.NextBookmark: it must
 	// make w, a watch of s, deliver a BOOKMARK at a revision at or after rev once it has delivered
 	// every event up to rev, or do nothing yet (it is called again every 20 ms). nil means
 	// s.RequestWatchProgress, which etcd answers on every watch of the client. A watch cache, which
 	// forwards no storage progress, passes a marker bookmark behind the events it has dispatched.
-	RequestProgress func(ctx context.Context, s storage.Interface, w watch.Interface, rev int64) error
+	RequestProgress func(ctx context.Context, s storage.Interface, w apiwatch.Interface, rev int64) error
 	// Compact, when set, replaces H.Compact's compaction of etcd at rev; a watch cache drops its
 	// history up to rev too, as upstream's cacher tests do (cacher_testing_utils_test.go compactWatch).
 	Compact func(ctx context.Context, s storage.Interface, rev int64) error
@@ -98,7 +98,7 @@ type H struct {
 	lines   []string
 	watches []*W
 	storage storage.Interface
-	// closers close the storages of the case that have a Close (*etcd3.Store stops its watch of
+	// closers close the storages of the case that have a Close (*watch.Store stops its watch of
 	// compact_rev_key) once it ends.
 	closers []func()
 }
@@ -117,7 +117,7 @@ func newH(ctx context.Context, env Env) (*H, error) {
 		base:   resp.Header.Revision,
 		prefix: fmt.Sprintf("/registry-%d-%d", time.Now().UnixNano(), prefixSeq.Add(1)),
 	}
-	h.storage = h.NewStorage(etcd3.Config{})
+	h.storage = h.NewStorage(watch.Config{})
 	return h, nil
 }
 
@@ -163,7 +163,7 @@ func (h *H) relRV(rv string) string {
 
 // NewStorage builds a storage for pods under the case's own etcd prefix. cfg.Prefix, ResourcePrefix
 // and GroupResource are set unless given.
-func (h *H) NewStorage(cfg etcd3.Config) storage.Interface {
+func (h *H) NewStorage(cfg watch.Config) storage.Interface {
 	if cfg.Prefix == "" {
 		cfg.Prefix = h.prefix
 	}
@@ -182,7 +182,7 @@ func (h *H) NewStorage(cfg etcd3.Config) storage.Interface {
 	if h.env.NewStorage != nil {
 		s, err = h.env.NewStorage(cfg)
 	} else {
-		s, err = etcd3.New(h.env.Client, cfg)
+		s, err = watch.New(h.env.Client, cfg)
 	}
 	h.check(err, "new storage")
 	if c, ok := s.(interface{ Close() }); ok {
@@ -336,7 +336,7 @@ func (h *H) Delete(key string) *unstructured.Unstructured {
 type W struct {
 	h    *H
 	name string
-	w    watch.Interface
+	w    apiwatch.Interface
 	s    storage.Interface
 	// syncedRev is the highest revision a Sync or NextBookmark reached. Progress requests are repeated
 	// until answered, so answers to the earlier ones can still arrive afterwards; plain bookmarks at
@@ -382,7 +382,7 @@ func (h *H) stopAll() {
 	}
 }
 
-func (w *W) next() (watch.Event, bool) {
+func (w *W) next() (apiwatch.Event, bool) {
 	select {
 	case ev, ok := <-w.w.ResultChan():
 		return ev, ok
@@ -391,7 +391,7 @@ func (w *W) next() (watch.Event, bool) {
 	case <-w.h.ctx.Done():
 		w.h.Fail("%s: %v", w.name, w.h.ctx.Err())
 	}
-	return watch.Event{}, false
+	return apiwatch.Event{}, false
 }
 
 // Next records the next n events (or the close, which ends the reading).
@@ -462,7 +462,7 @@ func (w *W) syncTo(target int64, recordBookmark bool) {
 					w.logClosed()
 					return
 				}
-				if ev.Type == watch.Bookmark && !isEndBookmark(ev.Object) {
+				if ev.Type == apiwatch.Bookmark && !isEndBookmark(ev.Object) {
 					if objectRV(ev.Object) >= target {
 						if recordBookmark {
 							w.log(ev)
@@ -521,15 +521,15 @@ func objectRV(obj runtime.Object) int64 {
 }
 
 // record writes an event to the transcript, except a late answer to one of Sync's progress requests.
-func (w *W) record(ev watch.Event) {
-	if ev.Type == watch.Bookmark && !isEndBookmark(ev.Object) && objectRV(ev.Object) <= w.syncedRev {
+func (w *W) record(ev apiwatch.Event) {
+	if ev.Type == apiwatch.Bookmark && !isEndBookmark(ev.Object) && objectRV(ev.Object) <= w.syncedRev {
 		return
 	}
 	w.log(ev)
 }
 
-func (w *W) log(ev watch.Event) {
-	if ev.Type == watch.Bookmark && !isEndBookmark(ev.Object) && w.bookmarksWithin[1] != 0 {
+func (w *W) log(ev apiwatch.Event) {
+	if ev.Type == apiwatch.Bookmark && !isEndBookmark(ev.Object) && w.bookmarksWithin[1] != 0 {
 		if rv := objectRV(ev.Object); rv >= w.bookmarksWithin[0] && rv <= w.bookmarksWithin[1] {
 			w.h.Logf("%s BOOKMARK", w.name)
 			return

@@ -8,13 +8,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
-	"k8s.io/apimachinery/pkg/watch"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
 
-	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/storagetest"
 	"github.com/listwatch/listwatch/storage/storagetest/backend"
 	"github.com/listwatch/listwatch/store"
+	"github.com/listwatch/listwatch/watch"
 )
 
 func TestMain(m *testing.M) {
@@ -23,16 +23,16 @@ func TestMain(m *testing.M) {
 
 // filteredStore is an etcd3 storage whose watches pass through filter, to make it misbehave.
 type filteredStore struct {
-	*etcd3.Store
-	filter watch.FilterFunc
+	*watch.Store
+	filter apiwatch.FilterFunc
 }
 
-func (s filteredStore) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
+func (s filteredStore) Watch(ctx context.Context, key string, opts storage.ListOptions) (apiwatch.Interface, error) {
 	w, err := s.Store.Watch(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
-	return watch.Filter(w, s.filter), nil
+	return apiwatch.Filter(w, s.filter), nil
 }
 
 func caseNamed(t *testing.T, name string) storagetest.Case {
@@ -53,18 +53,18 @@ func TestPlayFailsOnDeviation(t *testing.T) {
 	c := caseNamed(t, "WatchFromNonZero")
 	for _, tc := range []struct {
 		name     string
-		filter   watch.FilterFunc
+		filter   apiwatch.FilterFunc
 		wantDiff string // a line the transcript must have instead of Want's
 		wantErr  string
 	}{
 		{name: "faithful"},
-		{name: "wrong event type", filter: func(e watch.Event) (watch.Event, bool) {
-			if e.Type == watch.Modified {
-				e.Type = watch.Added
+		{name: "wrong event type", filter: func(e apiwatch.Event) (apiwatch.Event, bool) {
+			if e.Type == apiwatch.Modified {
+				e.Type = apiwatch.Added
 			}
 			return e, true
 		}, wantDiff: "w ADDED test-ns/foo rv=+2 annotations=version=2"},
-		{name: "no events", filter: func(watch.Event) (watch.Event, bool) { return watch.Event{}, false },
+		{name: "no events", filter: func(apiwatch.Event) (apiwatch.Event, bool) { return apiwatch.Event{}, false },
 			wantErr: "WatchFromNonZero: w: no event within"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,8 +79,8 @@ func TestPlayFailsOnDeviation(t *testing.T) {
 			}()
 			env := storagetest.Env{Client: b.Client, Timeout: time.Second}
 			if tc.filter != nil {
-				env.NewStorage = func(cfg etcd3.Config) (storage.Interface, error) {
-					s, err := etcd3.New(b.Client, cfg)
+				env.NewStorage = func(cfg watch.Config) (storage.Interface, error) {
+					s, err := watch.New(b.Client, cfg)
 					return filteredStore{Store: s, filter: tc.filter}, err
 				}
 			}

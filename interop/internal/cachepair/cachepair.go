@@ -30,13 +30,13 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/listwatch/listwatch/cache"
-	"github.com/listwatch/listwatch/etcd3"
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/interop/internal/etcdtest"
 	"github.com/listwatch/listwatch/interop/internal/storageadapter"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/store"
+	"github.com/listwatch/listwatch/watch"
 )
 
 // The resource both caches serve, as upstream's cacher tests configure it
@@ -236,9 +236,9 @@ func Storage(tb testing.TB, cli *clientv3.Client, s Setup) k8sstorage.Interface 
 	return storageadapter.New(listwatchStorage(tb, cli, s.withDefaults()), storageadapter.Options{})
 }
 
-func listwatchStorage(tb testing.TB, cli *clientv3.Client, s Setup) *etcd3.Store {
+func listwatchStorage(tb testing.TB, cli *clientv3.Client, s Setup) *watch.Store {
 	tb.Helper()
-	st, err := etcd3.New(cli, etcd3.Config{
+	st, err := watch.New(cli, watch.Config{
 		Prefix:         EtcdPrefix,
 		ResourcePrefix: ResourcePrefix,
 		GroupResource:  GroupResource,
@@ -247,7 +247,7 @@ func listwatchStorage(tb testing.TB, cli *clientv3.Client, s Setup) *etcd3.Store
 		Transformer:    storageadapter.Transformer(s.Transformer),
 		Logger:         testutil.DiscardLogger(),
 		// As upstream's NewCompactor, which follows compact_rev_key only with the gate on.
-		Features: etcd3.Features{DisableListFromCacheSnapshot: !listFromCacheSnapshot()},
+		Features: watch.Features{DisableListFromCacheSnapshot: !listFromCacheSnapshot()},
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -338,8 +338,8 @@ func (c *Cache) ObserveCompaction(ctx context.Context, tb testing.TB, rev int64)
 	}
 }
 
-// CompactEtcd compacts etcd at rev through upstream's etcd3.Compact, as upstream's compactStore
-// does, and returns etcd's revision after it (the compaction writes compact_rev_key). etcd3.Compact
+// CompactEtcd compacts etcd at rev through upstream's watch.Compact, as upstream's compactStore
+// does, and returns etcd's revision after it (the compaction writes compact_rev_key). watch.Compact
 // writes compact_rev_key only at the version it is told (the compactor's guard against concurrent
 // compactors); when another compaction moved it, CompactEtcd retries at the version found, as the
 // apiserver's compactor does on its next round.

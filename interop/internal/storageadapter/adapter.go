@@ -23,7 +23,7 @@ var ErrNotSupported = errors.New("not part of listwatch's storage.Interface")
 // Options complete what listwatch's storage.Interface leaves out.
 type Options struct {
 	// CompactRevision answers CompactRevision. Default: the adapted storage's own CompactRevision
-	// method when it has one (*etcd3.Store does), else 0. A watch cache answers with its storage's,
+	// method when it has one (*watch.Store does), else 0. A watch cache answers with its storage's,
 	// as upstream's CacheDelegator.CompactRevision does.
 	CompactRevision func() int64
 }
@@ -148,7 +148,7 @@ func (a *Storage) GetCurrentResourceVersion(ctx context.Context) (uint64, error)
 }
 
 // EnableResourceSizeEstimation implements storage.Interface with the adapted storage's
-// EnableResourceSizeEstimation when it has one (*etcd3.Store does; a watch cache enables its
+// EnableResourceSizeEstimation when it has one (*watch.Store does; a watch cache enables its
 // storage's itself), else ErrNotSupported.
 func (a *Storage) EnableResourceSizeEstimation(keys k8sstorage.KeysFunc) error {
 	e, ok := a.s.(interface {

@@ -75,7 +75,7 @@ func (f *fakeStorage) RequestWatchProgress(context.Context) error               
 func (f *fakeStorage) Ready() bool                                               { return f.ready }
 func (f *fakeStorage) Stats(context.Context) (storage.Stats, error)              { return f.stats, f.err }
 
-// estimating is a storage with a size estimate, as *etcd3.Store.
+// estimating is a storage with a size estimate, as *watch.Store.
 type estimating struct {
 	fakeStorage
 	keys storage.KeysFunc

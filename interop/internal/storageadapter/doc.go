@@ -11,7 +11,7 @@
 //     WatchInitializedSignalOf API Priority and Fairness's watch initialization signal into
 //     listwatch's (storage.WithWatchInitializedSignal); Watch applies both.
 //   - Stats is the adapted storage's; EnableResourceSizeEstimation is the adapted storage's when it
-//     has one (*etcd3.Store), else ErrNotSupported.
+//     has one (*watch.Store), else ErrNotSupported.
 //   - ListOptions, Predicate and Preconditions convert upstream's arguments; ToUpstreamError and
 //     ToListwatchError convert errors each way; Transformer turns an upstream value.Transformer into
 //     listwatch's storage.Transformer. Objects are not converted: both sides hold the same

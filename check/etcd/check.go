@@ -1,0 +1,682 @@
+package etcd
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/listwatch/listwatch/etcdrules"
+)
+
+// Options tune Check.
+type Options struct {
+	// Timeout bounds the linearizability search; 0 means no bound. When it runs out the verdict is
+	// VerdictTimeout and the watch checks that need a reference are skipped.
+	Timeout time.Duration
+	// IgnoreVersions compares keys in answers and events without their Version, for a store that
+	// keeps none (kine answers version 0): the rest of each answer is still judged.
+	IgnoreVersions bool
+}
+
+// Check verifies a history: the KV operations must be linearizable against the reference semantics,
+// and every watch must keep the watch guarantees against the reference event log of the
+// linearization found. It returns an error wrapping ErrInvalidHistory for a malformed history, and
+// one wrapping ErrModelDivergence if the linearization the search found does not replay on the
+// model (a bug in this package); violations are in the Result.
+func Check(h *History, opts Options) (*Result, error) {
+	if err := h.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.IgnoreVersions {
+		h = withoutVersions(h)
+	}
+	c := newChecker(h)
+	c.noVersions = opts.IgnoreVersions
+	res := &Result{}
+	c.linearize(res, opts.Timeout)
+	if res.Verdict != VerdictLinearizable {
+		res.Notes = append(res.Notes, "watch checks against the reference event log skipped: the KV history has no linearization")
+		c.checkWatches(res, nil)
+		c.finish(res)
+		return res, nil
+	}
+	ref, final, gaps, err := c.replay(res.lin)
+	if err != nil {
+		return nil, err
+	}
+	res.Events, res.Gaps = ref.events, gaps
+	c.checkSerializable(res, final)
+	c.checkWatches(res, ref)
+	c.finish(res)
+	return res, nil
+}
+
+// finish adds what every verdict reports: the notes about what was left unjudged, and the coverage.
+func (c *checker) finish(res *Result) {
+	if c.below > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%d reads at revisions below the start revision %d not judged: the history does not show the store there", c.below, c.start))
+	}
+	res.Coverage = c.coverage(res)
+}
+
+// revCheck says which header revisions a successful response may carry from a state at revision r.
+type revCheck uint8
+
+const (
+	revSame       revCheck = iota // r
+	revNext                       // r+1
+	revSameOrNext                 // r or r+1
+	revAny                        // not compared
+)
+
+// kvOp is an operation prepared for the search.
+type kvOp struct {
+	index    int // in History.Operations; -1 for a lease expiry
+	call     int64
+	ret      int64 // math.MaxInt64 when the outcome is unknown
+	client   int
+	req      *Request
+	resp     *Response
+	errMsg   string
+	unknown  bool
+	shapeErr error
+	grantID  int64
+	rev      revCheck
+	// reach, for the watch-guided search only: the store must be at this revision by ret, because a
+	// watch received it (index -1, watch in watch).
+	reach int64
+	watch int
+	// observation marks what the guided search adds: reach operations, and serializable reads
+	// (which hold at their header revision at any time before they returned)
+	observation bool
+}
+
+func (op *kvOp) revisionFits(r int64) bool {
+	got := op.resp.Revision
+	switch op.rev {
+	case revSame:
+		return got == r
+	case revNext:
+		return got == r+1
+	case revSameOrNext:
+		return got == r || got == r+1
+	}
+	return true
+}
+
+type observedEvent struct {
+	typ   EventType
+	key   Bytes
+	value Bytes
+}
+
+// watchGuide is what one watch saw, for the watch-guided search: within [first, last] a correct
+// watch received exactly the matching events of every revision.
+type watchGuide struct {
+	wc          *watchChecker
+	first, last int64
+	lastTime    int64 // when last was first received
+	byRev       map[int64][]observedEvent
+}
+
+func newWatchGuide(w *Watch, wi int) *watchGuide {
+	g := &watchGuide{wc: newWatchChecker(w, wi, nil, nil), byRev: map[int64][]observedEvent{}}
+	g.first = w.Request.StartRevision
+	minEvent := int64(0)
+	for _, r := range w.Responses {
+		if r.Canceled || r.IsCompacted() {
+			break
+		}
+		if r.Created {
+			if g.first <= 0 {
+				g.first = r.Revision + 1
+			}
+			continue
+		}
+		if r.IsProgressNotify() && r.Revision > g.last {
+			g.last, g.lastTime = r.Revision, r.Time
+		}
+		for _, ev := range r.Events {
+			rev := ev.Kv.ModRevision
+			o := observedEvent{typ: ev.Type, key: ev.Kv.Key}
+			if ev.Type == Put {
+				o.value = ev.Kv.Value
+			}
+			g.byRev[rev] = append(g.byRev[rev], o)
+			if rev > g.last {
+				g.last, g.lastTime = rev, r.Time
+			}
+			if minEvent == 0 || rev < minEvent {
+				minEvent = rev
+			}
+		}
+	}
+	if g.first <= 0 {
+		g.first = minEvent
+		if g.first == 0 {
+			g.first = g.last + 1
+		}
+	}
+	return g
+}
+
+// agrees reports whether changes made at rev are exactly what the watch received at rev, if its
+// window covers rev.
+func (g *watchGuide) agrees(rev int64, changes []change) bool {
+	if rev < g.first || rev > g.last {
+		return true
+	}
+	seen := g.byRev[rev]
+	j := 0
+	for _, ch := range changes {
+		if !g.wc.wants(ch.typ, ch.kv.Key) {
+			continue
+		}
+		o := observedEvent{typ: ch.typ, key: ch.kv.Key}
+		if ch.typ == Put {
+			o.value = ch.kv.Value
+		}
+		if j >= len(seen) || seen[j] != o {
+			return false
+		}
+		j++
+	}
+	return j == len(seen)
+}
+
+type checker struct {
+	h            *History
+	ops          []*kvOp // in the search
+	serializable []*kvOp
+	// claimed maps a revision to the successful operation whose response shows it created it.
+	claimed map[int64]*kvOp
+	guides  []*watchGuide
+	// guided is set during the watch-guided search
+	guided bool
+	// open: the history began at start, and others may write outside its prefix
+	open  bool
+	start int64
+	// noVersions: Options.IgnoreVersions
+	noVersions bool
+	// below counts the reads left out of an open history's search: at revisions below its start,
+	// which it cannot judge
+	below int
+}
+
+func newChecker(h *History) *checker {
+	c := &checker{h: h, claimed: map[int64]*kvOp{}, open: h.Open(), start: h.StartRevision}
+	onlyDeletes := map[int64]bool{} // revisions watches saw, and whether they saw only deletes there
+	for i := range h.Watches {
+		c.guides = append(c.guides, newWatchGuide(&h.Watches[i], i))
+		for _, r := range h.Watches[i].Responses {
+			for _, ev := range r.Events {
+				rev := ev.Kv.ModRevision
+				d, seen := onlyDeletes[rev]
+				onlyDeletes[rev] = (d || !seen) && ev.Type == Delete
+			}
+		}
+	}
+	maxClient := 0
+	granted := map[int64]int64{} // lease ID -> the earliest time it may expire: its grant's call + its TTL
+	leaseMissing := map[int64]bool{}
+	for i := range h.Operations {
+		o := &h.Operations[i]
+		maxClient = max(maxClient, o.Client)
+		op := &kvOp{index: i, call: o.Call, ret: o.Return, client: o.Client, req: &o.Request,
+			resp: o.Response, errMsg: o.Error, unknown: o.Unknown}
+		req := &o.Request
+		if op.unknown {
+			op.ret = math.MaxInt64
+			if isReadOnly(req) {
+				continue // an unanswered read tells nothing
+			}
+		}
+		if isSerializableRead(req) && op.resp == nil {
+			continue // a stale read may fail where a linearizable one would not
+		}
+		if c.open && req.Range != nil && req.Range.Revision > 0 && req.Range.Revision < c.start {
+			c.below++
+			continue // a read of what the history does not show
+		}
+		if g := req.LeaseGrant; g != nil {
+			// a grant that names its ID must get it; one that does not gets the ID its answer says
+			op.grantID = g.ID
+			if op.grantID == 0 && op.resp != nil {
+				op.grantID = op.resp.LeaseGrant.ID
+			}
+			if op.grantID == 0 {
+				continue // nobody can know the lease it may have created
+			}
+			// a lease lives at least its TTL (the larger of the one asked for and the one granted)
+			ttl := g.TTL
+			if op.resp != nil && op.resp.LeaseGrant != nil {
+				ttl = max(ttl, op.resp.LeaseGrant.TTL)
+			}
+			earliest := o.Call + ttl*int64(time.Second)
+			if t, ok := granted[op.grantID]; !ok || earliest < t {
+				granted[op.grantID] = earliest
+			}
+		}
+		if o.Error == etcdrules.ErrLeaseNotFound.Error() {
+			for _, id := range leasesNamed(req) {
+				leaseMissing[id] = true
+			}
+		}
+		op.shapeErr = shapeError(req)
+		if op.resp != nil {
+			op.rev = revisionCheck(req, op.resp)
+			if op.rev == revNext {
+				c.claimed[op.resp.Revision] = op
+			}
+			if isSerializableRead(req) {
+				c.serializable = append(c.serializable, op)
+				continue
+			}
+		}
+		c.ops = append(c.ops, op)
+	}
+	// Leases may expire: where the history shows it may have happened (a lease reported missing, or
+	// a revision of deletes no request claims), the lease gets an expiry that may take effect at any
+	// time after its grant.
+	expireAll := false
+	revoked := map[int64]bool{} // revisions a revoke answered with, which it may have created
+	for _, o := range h.Operations {
+		if o.Request.LeaseRevoke != nil && o.Response != nil {
+			revoked[o.Response.Revision] = true
+		}
+	}
+	for rev, d := range onlyDeletes {
+		if d && c.claimed[rev] == nil && !revoked[rev] {
+			expireAll = true
+		}
+	}
+	end := int64(math.MinInt64) // the last time the history shows
+	for _, o := range h.Operations {
+		end = max(end, o.Return)
+	}
+	for _, w := range h.Watches {
+		for _, r := range w.Responses {
+			end = max(end, r.Time)
+		}
+	}
+	ids := make([]int64, 0, len(granted))
+	for id, earliest := range granted {
+		if (expireAll || leaseMissing[id]) && earliest <= end {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		c.ops = append(c.ops, &kvOp{index: -1, call: granted[id], ret: math.MaxInt64, client: maxClient + 1,
+			req: &Request{LeaseRevoke: &LeaseRevokeRequest{ID: id}}, unknown: true})
+	}
+	return c
+}
+
+func isReadOnly(req *Request) bool {
+	switch {
+	case req.Range != nil, req.LeaseKeepAlive != nil:
+		return true
+	case req.Txn != nil:
+		return txnReadOnly(req.Txn)
+	}
+	return false
+}
+
+// isSerializableRead reports whether etcd serves the request from the member's local state without a
+// linearizable read: a serializable range, or a txn whose every top-level op of both branches is a
+// serializable range, an empty txn included (etcdserver/v3_server.go Txn with IsTxnReadonly and
+// IsTxnSerializable).
+func isSerializableRead(req *Request) bool {
+	switch {
+	case req.Range != nil:
+		return req.Range.Serializable
+	case req.Txn != nil:
+		for _, ops := range [][]RequestOp{req.Txn.Success, req.Txn.Failure} {
+			for _, op := range ops {
+				if op.Range == nil || !op.Range.Serializable {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func txnReadOnly(t *TxnRequest) bool {
+	for _, ops := range [][]RequestOp{t.Success, t.Failure} {
+		for _, op := range ops {
+			if op.Put != nil || op.DeleteRange != nil || (op.Txn != nil && !txnReadOnly(op.Txn)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// leasesNamed lists the leases a request refers to.
+func leasesNamed(req *Request) []int64 {
+	switch {
+	case req.Put != nil:
+		return []int64{req.Put.Lease}
+	case req.LeaseRevoke != nil:
+		return []int64{req.LeaseRevoke.ID}
+	case req.LeaseKeepAlive != nil:
+		return []int64{req.LeaseKeepAlive.ID}
+	case req.Txn != nil:
+		var ids []int64
+		var walk func(t *TxnRequest)
+		walk = func(t *TxnRequest) {
+			for _, ops := range [][]RequestOp{t.Success, t.Failure} {
+				for _, op := range ops {
+					if op.Put != nil && op.Put.Lease != 0 {
+						ids = append(ids, op.Put.Lease)
+					}
+					if op.Txn != nil {
+						walk(op.Txn)
+					}
+				}
+			}
+		}
+		walk(req.Txn)
+		return ids
+	}
+	return nil
+}
+
+func revisionCheck(req *Request, resp *Response) revCheck {
+	switch {
+	case req.Put != nil:
+		return revNext
+	case req.DeleteRange != nil:
+		if resp.DeleteRange != nil && resp.DeleteRange.Deleted > 0 {
+			return revNext
+		}
+		return revSame
+	case req.Txn != nil:
+		if txnChanged(resp.Txn) {
+			return revNext
+		}
+		return revSame
+	case req.LeaseRevoke != nil:
+		return revSameOrNext
+	case req.LeaseKeepAlive != nil:
+		return revAny
+	}
+	return revSame
+}
+
+func txnChanged(t *TxnResponse) bool {
+	if t == nil {
+		return false
+	}
+	for _, r := range t.Responses {
+		switch {
+		case r.Put != nil:
+			return true
+		case r.DeleteRange != nil && r.DeleteRange.Deleted > 0:
+			return true
+		case r.Txn != nil && txnChanged(r.Txn):
+			return true
+		}
+	}
+	return false
+}
+
+// step is the porcupine model's step: whether op can take effect on s with its recorded outcome, and
+// the state after it.
+func (c *checker) step(s *mstate, op *kvOp) (bool, *mstate) {
+	ok, _, o := c.apply(s, op)
+	if !ok {
+		return false, nil
+	}
+	return true, o.state
+}
+
+// apply evaluates op on s with its recorded outcome: whether it can take effect there, the state it
+// runs on and its outcome. In an open history the state it runs on is s advanced past the writes of
+// others to where the revision of its response says it ran.
+func (c *checker) apply(s *mstate, op *kvOp) (bool, *mstate, outcome) {
+	if op.reach > 0 {
+		if c.open {
+			// a revision a watch saw was reached, by the history's writes or by others'
+			n := s.advance(op.reach)
+			return true, n, outcome{state: n}
+		}
+		return s.rev >= op.reach, s, outcome{state: s}
+	}
+	if op.resp != nil {
+		base, ok := c.fit(s, op)
+		if !ok {
+			return false, nil, outcome{}
+		}
+		s = base
+	}
+	o := eval(s, op)
+	switch {
+	case op.unknown:
+		if o.state.rev != s.rev {
+			// a revision that a successful request shows it created cannot be another's
+			if c.claimed[o.state.rev] != nil {
+				return false, nil, outcome{}
+			}
+			if c.guided {
+				for _, g := range c.guides {
+					if !g.agrees(o.state.rev, o.changes) {
+						return false, nil, outcome{}
+					}
+				}
+			}
+		}
+		return true, s, o
+	case op.resp != nil:
+		if c.noVersions && o.err == nil {
+			zeroResponseVersions(o.resp, o.ties)
+		}
+		if o.err != nil || !responseMatches(op.req, o.resp, o.ties, op.resp) {
+			return false, nil, outcome{}
+		}
+		return true, s, o
+	default:
+		ok := o.err != nil && o.err.Error() == op.errMsg
+		if !ok && c.compactBelowStart(s, op) && op.errMsg == etcdrules.ErrCompacted.Error() {
+			// the store may have been compacted there before the history began
+			ok = true
+		}
+		return ok, s, outcome{state: s}
+	}
+}
+
+// compactBelowStart reports whether op compacts at or below an open history's start revision and
+// above what the history compacted: whether it succeeds depends on compactions made before the
+// history began, which it does not show.
+func (c *checker) compactBelowStart(s *mstate, op *kvOp) bool {
+	r := op.req.Compact
+	return c.open && r != nil && r.Revision <= c.start && r.Revision > s.compactRev
+}
+
+// fit returns the state op's response says it ran on, and whether s can get there. In a closed
+// history that is s itself, if the response's revision is the one op gives there. In an open one
+// the store may have moved on by others' writes: a write that changed something ran on the
+// revision before its response's, anything else on its response's.
+func (c *checker) fit(s *mstate, op *kvOp) (*mstate, bool) {
+	if !c.open {
+		return s, op.revisionFits(s.rev)
+	}
+	got := op.resp.Revision
+	switch op.rev {
+	case revNext:
+		return s.advance(got - 1), got > s.rev
+	case revSame:
+		return s.advance(got), got >= s.rev
+	case revSameOrNext:
+		if got < s.rev {
+			return nil, false
+		}
+		if revokes(s, op.req.LeaseRevoke.ID) {
+			return s.advance(got - 1), got > s.rev
+		}
+		return s.advance(got), true
+	}
+	return s, true
+}
+
+// revokes reports whether revoking lease id on s deletes a key.
+func revokes(s *mstate, id int64) bool {
+	found := false
+	s.kv().ascend(keyRange{key: "", isRange: true}, func(_ Bytes, rc *krec) bool {
+		found = rc.lease == id
+		return !found
+	})
+	return found
+}
+
+func (c *checker) model() porcupine.Model {
+	return porcupine.Model{
+		Init: func() any { return initialState(c.h) },
+		Step: func(st, in, _ any) (bool, any) {
+			ok, n := c.step(st.(*mstate), in.(*kvOp))
+			if !ok {
+				return false, nil
+			}
+			return true, n
+		},
+		Equal:             func(a, b any) bool { return statesEqual(a.(*mstate), b.(*mstate)) },
+		Hash:              func(st any) uint64 { return st.(*mstate).hash },
+		DescribeOperation: func(in, _ any) string { return describeOp(in.(*kvOp)) },
+		DescribeState:     func(st any) string { return describeState(st.(*mstate)) },
+	}
+}
+
+func porcupineOps(kops []*kvOp) []porcupine.Operation {
+	ops := make([]porcupine.Operation, len(kops))
+	for i, op := range kops {
+		ops[i] = porcupine.Operation{ClientId: op.client, Input: op, Call: op.call, Return: op.ret}
+	}
+	return ops
+}
+
+// guidedOps adds to the operations what else the history observed: for each watch, that the store
+// reached the highest revision the watch saw by the time it saw it; and each serializable read, at
+// its header revision at any time before it returned.
+func (c *checker) guidedOps() []*kvOp {
+	ops := slices.Clone(c.ops)
+	lane := 0
+	for _, op := range c.ops {
+		lane = max(lane, op.client+1)
+	}
+	for i, g := range c.guides {
+		if g.last > 1 {
+			ops = append(ops, &kvOp{index: -1, reach: g.last, watch: i, call: c.h.Watches[i].Call, ret: g.lastTime, client: lane, observation: true})
+		}
+	}
+	for _, op := range c.serializable {
+		o := *op
+		o.call, o.observation = math.MinInt64, true
+		ops = append(ops, &o)
+	}
+	return ops
+}
+
+// linearize searches for a linearization. With unknown-outcome writes it first runs a guided search:
+// an unknown-outcome write may create a revision only with exactly the events each watch whose
+// window covers that revision received there, the store must reach each watch's highest revision
+// by the time the watch saw it, and each serializable read must fit the store at its header
+// revision some time before it returned. Should that find nothing (a watch or a serializable read
+// is wrong), it searches again unguided, so that the checks that follow can say which is wrong.
+func (c *checker) linearize(res *Result, timeout time.Duration) {
+	hasUnknown := slices.ContainsFunc(c.ops, func(op *kvOp) bool { return op.unknown })
+	model := c.model()
+	result := porcupine.Unknown
+	var info porcupine.LinearizationInfo
+	kops := c.ops
+	if hasUnknown && (len(c.guides) > 0 || len(c.serializable) > 0) {
+		c.guided = true
+		kops = c.guidedOps()
+		result, info = porcupine.CheckOperationsVerbose(model, porcupineOps(kops), timeout)
+		c.guided = false
+	}
+	if result != porcupine.Ok {
+		if c.guided = false; len(kops) != len(c.ops) {
+			res.Notes = append(res.Notes, "no linearization agrees with every watch: the unknown-outcome writes were placed without their guidance")
+		}
+		kops = c.ops
+		result, info = porcupine.CheckOperationsVerbose(model, porcupineOps(kops), timeout)
+	}
+	res.model, res.info, res.hasInfo = model, info, true
+	switch result {
+	case porcupine.Ok:
+		res.Verdict = VerdictLinearizable
+		if parts := info.PartialLinearizations(); len(parts) > 0 && len(parts[0]) > 0 {
+			// unknown-outcome writes after the last operation of known outcome (or watch
+			// observation) are the ones nothing shows to have happened: they are left out
+			full := parts[0][0]
+			last := -1
+			for j, i := range full {
+				if !kops[i].unknown {
+					last = j
+				}
+			}
+			for _, i := range full[:last+1] {
+				if !kops[i].observation {
+					res.lin = append(res.lin, kops[i])
+				}
+			}
+		}
+		for _, op := range res.lin {
+			if op.index >= 0 {
+				res.Linearization = append(res.Linearization, op.index)
+			}
+		}
+	case porcupine.Illegal:
+		res.Verdict = VerdictNotLinearizable
+		res.Violations = append(res.Violations, c.explainIllegal(info))
+	default:
+		res.Verdict = VerdictTimeout
+		res.Notes = append(res.Notes, "the linearizability search timed out")
+	}
+}
+
+// explainIllegal picks, after the longest partial linearization, the operation that could not follow
+// it (the one that returned first among those left out) and says what the model expected of it there.
+func (c *checker) explainIllegal(info porcupine.LinearizationInfo) Violation {
+	v := Violation{Guarantee: Linearizable, Operation: -1, Watch: -1, Response: -1, Signature: SigNotLinearizable}
+	var longest []int
+	for _, part := range info.PartialLinearizations() {
+		for _, l := range part {
+			if len(l) > len(longest) {
+				longest = l
+			}
+		}
+	}
+	s := initialState(c.h)
+	in := make([]bool, len(c.ops))
+	for _, i := range longest {
+		in[i] = true
+		if ok, n := c.step(s, c.ops[i]); ok {
+			s = n
+		}
+	}
+	var culprit *kvOp
+	for i, op := range c.ops {
+		if !in[i] && (culprit == nil || op.ret < culprit.ret) {
+			culprit = op
+		}
+	}
+	if culprit == nil {
+		v.Message = "no linearization of the operations exists"
+		return v
+	}
+	v.Operation = culprit.index
+	v.Revision = s.rev
+	o := eval(s, culprit)
+	v.Message = "no linearization: after the longest linearizable prefix (" + itoa(len(longest)) + " of " +
+		itoa(len(c.ops)) + " operations, store at revision " + itoa64(s.rev) + ") " + describeOp(culprit) +
+		" cannot take effect: no point between its call and its return gives its recorded outcome"
+	v.Diff = diffOutcome(o, culprit)
+	return v
+}

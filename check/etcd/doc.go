@@ -1,0 +1,315 @@
+// Package etcd checks a recorded history of an etcd v3 client session against etcd's
+// consistency and watch guarantees, the way porcupine checks a history against a model: the KV
+// operations must be linearizable with etcd v3.7's semantics, as this package's own reference model
+// has them (below), and every watch must keep the guarantees etcd's robustness tests check
+// (tests/robustness/validate/watch.go), judged against the event log of the linearization found.
+// The checker imports nothing of what it judges: not listwatch's store, nor its gRPC server; only
+// package etcdrules, etcd's error values and request-shape rules, which the store shares.
+//
+// # API
+//
+//   - History, Operation, Watch and their parts are the input, in Go or in JSON (below).
+//   - Check(h, Options) verifies a history and returns a *Result: the Verdict of the
+//     linearizability search, the Violations found (each naming its Guarantee, the operation or the
+//     watch and response, the revision, and a go-cmp diff of expected against received), the
+//     Linearization found and the reference event log (Events). Result.Err wraps ErrViolation
+//     (TestEachMutationBreaksExactlyItsGuarantee, which also requires each violation to say where
+//     it is; TestLinearizability/stale_read shows the diff) or ErrInconclusive (TestTimeout).
+//     Check's own error wraps ErrInvalidHistory for a malformed history, naming the first problem
+//     (TestInvalidHistories), or ErrModelDivergence for a bug of this package (no test can provoke
+//     it; every test that checks a history fails on it).
+//   - WriteReport(w, h, res) writes an HTML page of a checked history: violations and their diffs,
+//     a timeline of operations and watch responses with the violating ones in red, the responses of
+//     each failing watch, the reference event log and porcupine's visualisation of the search, as
+//     well-formed XHTML (TestReportOfFailingHistory, TestReportOfPassingHistory).
+//   - Recorder records a History from any clientv3 endpoint: Begin makes it an open history under a
+//     prefix (Recording, below; a second Begin is ErrBegun), Do sends a request, Watch runs a
+//     watch, RequestProgress asks the watches for progress notifications, History returns what was
+//     recorded. It is safe for concurrent use: each operation in flight has a client lane of its
+//     own (TestRecorderConcurrentUse); its times come from an injectable clock. Histories recorded
+//     through clientv3 from the store served by etcdgrpc pass (TestRecorderWithClientv3).
+//   - ReadJSON, History.WriteJSON and History.Validate read, write and validate the JSON form
+//     (TestJSONRoundTrip, TestReadJSONErrors, TestExampleHistory).
+//   - IsDefiniteError tells an error after which a request certainly changed nothing
+//     (TestRecorderUnknownOutcome); DescribeRequest and DescribeOutcome describe an operation on
+//     one line (used in violations and the report; no test of their own).
+//   - ExampleCheck and ExampleCheck_violation show a history built in Go being checked.
+//   - Options.IgnoreVersions compares answers and events without key versions, for a store that
+//     keeps none (kine), judging the rest of each (TestIgnoreVersions).
+//   - Result.Coverage counts what the history exercised (progress notifications, compaction
+//     answers, reads below, at and above the revision window, compactions, lease expiries, gaps);
+//     Result.Gaps lists the revisions an open history's writes did not make
+//     (TestOpenHistoryWithForeignWrites).
+//   - Each Violation carries a Signature (the Sig constants) and the Events at fault. KnownBugs are
+//     public upstream bugs with the signature of their violations (Known bugs, below); Classify
+//     labels a result's violations for a Target (a product and its version), a version with the
+//     fix making the match a regression, and TallyLabels counts them (TestClassify,
+//     TestClassifyNeedsTheSignature).
+//
+// # Recording
+//
+// A closed history starts on an empty store (revision 1) and holds every write made to it. An open
+// one (Recorder.Begin) names a key prefix, the revision it started at and the state of the prefix's
+// keys there (read by one range, not an operation of the history); every request and watch names
+// keys under the prefix only (Validate refuses others, and a txn reading below the start revision,
+// TestOpenHistoryValidate), and others may write outside it while it runs. For each
+// operation it gives the call and return times (int64 nanoseconds from an origin shared by the
+// whole history, from a monotonic clock), the request and either the response or the error. An
+// error is definite when it is one of etcd's errors that mean the request was refused (package
+// etcdrules' values: "etcdserver: key is not provided", "etcdserver: mvcc: required revision has
+// been compacted", ...); any other failure (a timeout, a lost connection, a canceled context) must
+// set Unknown: the request may or may not have taken effect (TestRecorderUnknownOutcome records
+// both). Each watch gives the time it was called, its request and every response it received, in
+// order, with the time it was received. The created response (clientv3 WithCreatedNotify) tells at
+// which revision a watch from 0 starts; without it the first revision is guessed as etcd's tests
+// guess it (no test records a watch without it).
+//
+// # JSON form
+//
+// encoding/json of History, with the field names of the struct tags: snake_case names after etcd's
+// protobuf fields. An open history has "prefix", "start_revision" and "initial" (the keys of the
+// prefix at the start revision, in key order, as KeyValues). Enums are strings: event types "PUT" and "DELETE"; watch filters "NOPUT" and
+// "NODELETE"; sort orders "NONE", "ASCEND", "DESCEND"; sort targets "KEY", "VERSION", "CREATE",
+// "MOD", "VALUE"; compare results "EQUAL", "GREATER", "LESS", "NOT_EQUAL"; compare targets
+// "VERSION", "CREATE", "MOD", "VALUE", "LEASE". Keys, range ends and values (Bytes) are JSON
+// strings when they are valid UTF-8 and {"base64": "<standard base64>"} otherwise; both forms are
+// read. A request is an object with exactly one of "range", "put", "delete_range", "txn",
+// "compact", "lease_grant", "lease_revoke", "lease_keep_alive"; a response has "revision" (the
+// header revision) and the body named like the request, which may be left out when empty. Unknown
+// fields are rejected (TestBytesJSON, TestReadJSONErrors; TestJSONRoundTrip: a recorded history
+// survives WriteJSON and ReadJSON unchanged). testdata/history.json is a complete example, checked
+// by TestExampleHistory:
+//
+//	{"operations": [
+//	  {"client": 0, "call": 20, "return": 25, "request": {"put": {"key": "a", "value": "1"}},
+//	   "response": {"revision": 2}},
+//	  {"client": 1, "call": 70, "return": 75, "request": {"range": {"key": "a", "revision": 2}},
+//	   "error": "etcdserver: mvcc: required revision has been compacted"},
+//	  {"client": 0, "call": 80, "return": 85, "request": {"put": {"key": "c", "value": "1"}},
+//	   "error": "context deadline exceeded", "unknown": true}],
+//	 "watches": [
+//	  {"client": 2, "call": 5, "request": {"key": "a", "range_end": "d", "prev_kv": true},
+//	   "responses": [
+//	    {"time": 6, "revision": 1, "created": true},
+//	    {"time": 24, "revision": 2, "events": [{"type": "PUT", "kv": {"key": "a",
+//	      "create_revision": 2, "mod_revision": 2, "version": 1, "value": "1"}}]},
+//	    {"time": 120, "revision": 7}]}]}
+//
+// # Linearizability
+//
+// Linearizable: there is an order of the KV operations, each placed between its call and its
+// return, in which each one's outcome is what the reference semantics give: the same response
+// (header revision included) or the same definite error (TestLinearizability: sequential histories,
+// a stale read, a lost write, a concurrent read that sees either state, a wrong revision, definite
+// and shape errors). Compared: every field of every response, with a nil body read as empty, except
+// lease TTLs and a keepalive's header revision (filled when the answer is sent)
+// (TestLeaseGrantGetsItsID, TestLinearizability/leases); a range sorted by a target other than the
+// key may order equal sort keys any way etcd's unstable sort could (exercised by
+// TestWildSequentialHistoriesPass, whose ranges use every sort; no test of its own). An
+// unknown-outcome write may take effect at any point after its call, including after everything
+// else, which is how "it did not happen" is expressed: such writes, after the last operation of
+// known outcome, are left out of the linearization and of the reference log
+// (TestLinearizability/unknown_outcome; TestValidHistoriesPass turns write responses into unknown
+// outcomes and adds unknown writes that never arrived; TestExampleHistory places one).
+// Unknown-outcome reads are ignored (TestLinearizability/unknown_read_is_ignored). Serializable: a
+// serializable range, or a txn whose top-level ops are all serializable ranges (an empty txn
+// included), which etcd serves from a member's local state (server/etcdserver/v3_server.go Txn,
+// IsTxnSerializable), is not ordered in real time; it must be the answer of the store at its header
+// revision in the linearization found (TestSerializableReadMayBeStale,
+// TestSerializableTxnMayBeStale).
+//
+// The search is porcupine's (github.com/anishathalye/porcupine), in one partition, with a model
+// whose states are immutable: a persistent treap of the keyspace plus a snapshot per revision
+// linked by jump pointers, hashed incrementally, so that forking, caching and comparing states is
+// cheap; two states are equal, and hash alike, exactly when their keyspace, leases, compaction and
+// whole revision history are (TestStateEquality). The linearization found is replayed on the model,
+// which must accept every operation where the search placed it (else ErrModelDivergence, a bug of
+// this package); its changes are the reference event log. Three things keep the search small: a
+// response's revision says at which store revision the operation can take effect (a put at r+1, a
+// read at r, and so on), so operations are tried only there; a revision a successful response shows
+// its request created cannot be taken by an unknown-outcome write; and, when there are
+// unknown-outcome writes, a first guided search asks that such a write create a revision only with
+// exactly the events each watch covering that revision received there, that the store reach each
+// watch's highest revision before the watch saw it, and that each serializable read fit the store
+// at its header revision some time before it returned (if that finds nothing, an unguided search
+// follows, so the checks that follow can name the watch or the read at fault). Leases never expire
+// on their own in the model, except where the history shows a lease may have expired (a request
+// naming it answered "lease not found", or a revision that no request created and in which watches
+// saw only deletes): then each such lease may expire at any time after its grant (TestLeaseExpiry:
+// a revision nobody made that watches saw as deletes of a lease's keys passes, a put nobody made
+// does not). A grant with server-chosen ID whose outcome is unknown is assumed to have created no
+// lease anyone used (no test of its own). Options.Timeout bounds the search: a search that cannot
+// finish in time gives VerdictTimeout, not a verdict (TestTimeout).
+//
+// # Open histories
+//
+// Against a store others write to, revisions are opaque increasing numbers: between two operations
+// of the history the store may have moved on by any number of revisions made outside the prefix.
+// The model's state keeps the prefix's keys and the store's revision apart: an operation whose
+// answer shows a later revision moves the store there first (a write that changed something ran on
+// the revision before its answer's, anything else at its answer's), and nothing else may: a revision
+// never goes back, a write never takes a revision another write's answer shows, reads of the
+// prefix see exactly its writes (TestOpenHistoryViolations: a stale read, a revision going back, a
+// watch missing an event of the prefix all fail). The runs of revisions no write of the history
+// made are Result.Gaps. What the history cannot show is not judged: reads below the start
+// revision (a note counts them), watch events at or below it, whether a compaction at or below it
+// succeeds (the store may have been compacted before), a compaction answer naming a compaction no
+// request made (another client's: a note), and a progress notification above every revision the
+// history saw.
+//
+// # Reference model
+//
+// The model (model.go over state.go) is written from etcd v3.7: server/etcdserver/txn (range.go
+// executeRange, put.go, delete.go, txn.go compareToPath, checkTxn and executeTxn) over
+// server/storage/mvcc (kvstore_txn.go storeTxnWrite, key_index.go) and server/lease/lessor.go;
+// request-shape errors are package etcdrules' (v3rpc/key.go). A state is the keyspace of every
+// revision since the first, the compact revision and the live leases. Every rule below is held to
+// listwatch's store by TestWildSequentialHistoriesPass and proptest's
+// TestCheckerReferenceMatchesStore (Evidence, below); a rule with a test of its own names it.
+//
+//   - Writes. A write that changes something raises the revision by one; its events (PUT with
+//     create and mod revision, version and lease; DELETE with the key and mod revision) follow its
+//     execution order. A put's version is one more than the key's, its create revision kept unless
+//     the key did not exist in the txn's view (its own earlier writes included). Deleting nothing,
+//     reads, failures, lease grants, keepalives and compactions keep the revision.
+//   - Txns. Every compare, of nested txns on the chosen branches too, reads the state at the txn's
+//     start; a compare over a range holds when it holds for every key, and one on a missing key
+//     compares zero values (a value compare on a missing key fails); the chosen branch is checked
+//     in full before anything is written (txn.go checkTxn); reads inside the txn see its own
+//     writes. etcd's quirk is kept: a delete whose range end is "\x00" is the empty interval to
+//     v3rpc's checkIntervals, so a txn may put a key and delete it in one revision, giving a PUT
+//     and a DELETE event of one key at one revision, which is not a duplicate
+//     (TestPutThenDeleteInOneTxn); a put with ignore_value or ignore_lease after such a delete
+//     fails with ErrKeyNotFound (etcd would panic applying it; no test of its own).
+//   - Ranges. limit, count, more, the revision filters, keys_only (which drops the lease too
+//     unless sorted by value, as v3.7 serves it from its index) and count_only as executeRange
+//     does; a range with a sort target but SortNone sorts ascending by that target, and its limit
+//     is applied before the sort, to the first keys in key order (rangeLimit reads the request's
+//     SortNone as the default ordering). Ties of a sort by another target are accepted in any order
+//     etcd's unstable sort.Sort could give.
+//   - Compaction. Compacting at C fails with ErrCompacted unless C is above the compact revision,
+//     and with ErrFutureRev above the current revision; afterwards a read below C fails with
+//     ErrCompacted and one at C works (TestLinearizability/definite_errors_must_be_right). For each
+//     key etcd keeps its newest version at or below C, and a tombstone only if it is at exactly C
+//     (v3.6+, key_index.go compact), so a watch from C still receives every event at C: the model
+//     keeps every revision and owes them all; a watch from below a completed compaction is owed the
+//     compacted answer (the compaction guarantee). TestPrevKVAndCompaction watches from the
+//     compaction revision.
+//   - Leases. A grant creates the lease with the ID the request or the response names
+//     (ErrLeaseExists if it lives); a put attaches its key to a lease that must live
+//     (ErrLeaseNotFound), and a put without a lease detaches it; a revoke deletes the lease's keys
+//     in key order in one revision (none if it has no keys) and then the lease; a keepalive of a
+//     missing lease fails with ErrLeaseNotFound. TTLs are not modelled: leases never expire but
+//     where the history shows they may have (Linearizability, above), and then no sooner than
+//     their TTL (the larger of the one asked for and the one granted) after their grant was called
+//     (TestLinearizability/leases, TestLeaseGrantGetsItsID, TestLeaseExpiry).
+//   - Events. The reference log's prev_kv is what etcd's watch sends (v3rpc/watch.go sendLoop reads
+//     the key at the event's revision - 1): the key's version before the write, none if it had
+//     none, and none for a PUT that creates its key (TestPrevKVAndCompaction).
+//
+// # Evidence
+//
+// The model is held to etcd by tests, not by shared code: TestWildSequentialHistoriesPass (random
+// requests, shape errors included, sent one at a time to listwatch's store while a watch with
+// prev_kv runs: the history must pass and the model's event log must be what the watch received);
+// proptest's TestCheckerReferenceMatchesStore (seeded concurrent workloads over etcdgrpc, every
+// checked linearization replayed into a fresh store with shape probes slipped in, answers and event
+// log compared with the model's); etcdrules' tests (the shape rules and error wording against
+// etcd's); and the workloads run against a real etcd (workload's TestWorkloadsAgainstEtcd and
+// TestWorkloadsAgainstEtcdCluster, where only the known bugs of Debian's etcd 3.4.23 show, and
+// interop's TestCheckCommandAgainstEmbeddedEtcd, where nothing does). That the
+// checker catches what it must is TestMutatedHistoriesFail and
+// TestEachMutationBreaksExactlyItsGuarantee (mutate_test.go: one injected violation, exactly its
+// guarantee reported); that it accepts what it must, TestScenarioPasses, TestValidHistoriesPass,
+// TestSmokeSequential and TestRecorderWithClientv3 (faithfully recorded histories pass); the
+// examples (ExampleCheck, ExampleCheck_violation) show a history built in Go being checked.
+//
+// # Watch guarantees
+//
+// Each watch is checked on its own. Its first revision F is its start revision, or for a watch
+// from 0 its created revision + 1. Its last revision L is the highest of its last event's revision
+// and its highest progress notification. Its owed events are the reference events at revisions
+// in [F, L] whose key is in the watch's range and whose type its filters keep. An event is
+// identified by (revision, key, type): etcd can emit a PUT and a DELETE of one key at one revision
+// (a txn that puts a key, then deletes it with a range ending in "\x00", which etcd's
+// checkIntervals allows). An event that breaks filter, unique or ordered is judged no further.
+//
+// Each guarantee names, in quotes, the mutations of mutate_test.go that break it alone:
+// TestEachMutationBreaksExactlyItsGuarantee applies each at its first and at its last place in a
+// recorded scenario, TestMutatedHistoriesFail at random places of random workloads, and both
+// require exactly its guarantee reported. (The KV ones: linearizable, "stale read" and "lost
+// write"; serializable, "serializable read of a value never stored".)
+//
+//   - filter: every event's key is in the watched range and its type is not filtered out ("event
+//     outside the watched range").
+//   - unique: no event arrives twice (more often than the reference has it at its revision)
+//     ("duplicate an event"; TestPutThenDeleteInOneTxn: a PUT and a DELETE of one key at one
+//     revision are two events).
+//   - ordered: event revisions never decrease ("swap two responses").
+//   - atomic: no revision is split: a response's first event is at a revision after the previous
+//     response's last event ("split a revision between responses").
+//   - bookmarkable: progress notifications never go backwards, are never below an event already
+//     received, never above a revision the history reached, and every event after one is above it
+//     ("progress notification behind an event"; workload's TestKnownBugsAreReal/etcd-progress-ahead,
+//     on an etcd with that bug, one ahead of the events still to come).
+//   - first_revision: no event is below F ("event below the first revision").
+//   - genuine (nothing invented): every event is in the reference log ("invent an event").
+//   - resumable: the first event received is the first owed event ("drop the first event").
+//   - reliable: after the first, the events received are the owed ones, in order, within a revision
+//     too, none missing up to L; and each equals the reference event (type, key, value, create and
+//     mod revision, version, lease) ("drop an event", "corrupt an event's value";
+//     TestExampleHistory).
+//   - is_create: an event's is-create (create revision == mod revision) is the reference's: true
+//     exactly when the key did not exist at the previous revision ("wrong is-create").
+//   - prev_kv: prev_kv is present if and only if the watch asked for it (one not asked for is judged
+//     without the reference, like the structural guarantees), except for an event that
+//     creates its key (never one) and an event at revision r for which a compaction at or above r
+//     may have run before the response was received (etcd then omits it silently); when present it
+//     is the key's value at r-1 ("corrupt a prev_kv"; TestPrevKVAndCompaction: missing only after a
+//     compaction, present only when asked for).
+//   - compaction: a watch answered "compacted at C" must need a revision below C (its next
+//     revision: after its last event or progress notification, else F) and there must be a
+//     compaction at C requested before; a watch from R below a compaction that completed before the
+//     watch was called must be answered "compacted" before it receives any event or progress
+//     notification; nothing follows a compaction answer ("compaction answer the watch did not
+//     deserve", "missing compaction answer"). What cannot be known is not judged: a compaction
+//     concurrent with the watch's creation may or may not cancel it (no test of its own).
+//
+// Without a linearization (or when the search times out) only filter, unique, ordered, atomic,
+// bookmarkable, compaction and a prev_kv not asked for are checked, since the others need the
+// reference, and a note says so
+// (TestNoLinearizationChecksOnlyStructure). At most 20 violations of one guarantee are listed per
+// watch; Result.Notes counts the rest (TestViolationsCappedPerWatch).
+//
+// # Known bugs
+//
+// KnownBugs lists, for etcd and kine, the public bugs whose violations have a signature this
+// package can tell: etcd's requested progress notification ahead of pending events
+// (etcd-io/etcd#15220: an event after a progress notification at or above it, a notification
+// below an event, or, when the watch ended before the events came, events missing below a
+// notification it received, or a compaction answer for the revision after one), etcd's compaction
+// at a delete dropping the tombstone (etcd-io/etcd#18089, #19179: missing DELETEs at exactly a
+// compaction revision the watch started at or before), kine's progress notifications ahead of
+// events (k3s-io/kine#731) and its refusal of a watch from exactly the compaction revision
+// (k3s-io/kine#747); etcd-progress-unsynced (etcd-io/etcd#17507) has no signature: the scenarios
+// that wait for the answer name it. Each bug says the versions it affects and those that fixed it.
+//
+// # Complexity
+//
+// Preparing the search and the replay are linear in the history (times log of the keyspace). The
+// search is NP-hard in general; with the revisions in the responses it is close to linear for
+// histories of successful operations (a step costs O(log K) for K keys, plus the size of what a
+// range reads), and unknown-outcome writes each add a cheap step per state. Options.Timeout bounds
+// it. The watch checks are linear in the events received plus, per watch, the reference events at
+// the revisions it covers (a one-key watch reads only its key's events): O(E + W·L) for E events
+// received, W watches and L events in the reference log, at some millions of events a second
+// (BenchmarkWatchCheck; BenchmarkCheck measures a whole check; TestSyntheticHistoryPasses checks
+// that their history passes).
+//
+// # Assumptions
+//
+// A closed history began on an empty store at revision 1 and no one else wrote to it; an open one
+// began with the initial state it names, and no one else wrote under its prefix. The store enforces
+// etcd's default limits (1.5 MiB requests, 128 ops per txn); in a closed history compactions are
+// requested by the history's clients (etcd's auto-compaction would not be in it).
+package etcd

@@ -1,0 +1,275 @@
+package etcd
+
+import (
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/version"
+)
+
+// Target says what a history was recorded against, for matching its violations with known bugs.
+type Target struct {
+	// Product is "etcd", "kine", or "" when unknown.
+	Product string
+	// Version is the version the store reports (kine reports the etcd version it emulates).
+	Version string
+}
+
+// KnownBug is a public upstream bug that breaks a guarantee Check holds etcd to, with the signature
+// its violations have.
+type KnownBug struct {
+	// Name is a short name; Product the store it is a bug of ("etcd", "kine").
+	Name, Product string
+	// Title says what goes wrong.
+	Title string
+	// Trackers are the upstream issues and pull requests ("etcd-io/etcd#15220").
+	Trackers []string
+	// Affected and FixedIn name the versions, in words; FixedIn is empty while the bug is open.
+	Affected, FixedIn string
+	// Guarantees and Signatures are what its violations look like.
+	Guarantees []Guarantee
+	Signatures []string
+	// affects reports whether a version has the bug; nil: every version.
+	affects func(v *version.Version) bool
+	// also is a further condition on the violation; nil: none.
+	also func(h *History, v *Violation) bool
+}
+
+// Label is the known bug a violation matches, if any.
+type Label struct {
+	// Bug is nil for an unexplained violation.
+	Bug *KnownBug
+	// Regression: the violation has the bug's signature but the target's version has the fix; it
+	// counts as unexplained.
+	Regression bool
+}
+
+// Known reports whether the violation is explained by a known bug of the target's version.
+func (l Label) Known() bool { return l.Bug != nil && !l.Regression }
+
+var (
+	v3_4_31 = version.MustParseSemantic("3.4.31")
+	v3_4_36 = version.MustParseSemantic("3.4.36")
+	v3_5_0  = version.MustParseSemantic("3.5.0")
+	v3_5_13 = version.MustParseSemantic("3.5.13")
+	v3_5_18 = version.MustParseSemantic("3.5.18")
+)
+
+// KnownBugs are the upstream bugs Classify recognises.
+var KnownBugs = []*KnownBug{
+	{
+		Name: "etcd-progress-ahead", Product: "etcd",
+		Title:    "a requested progress notification is not synchronised with the watch stream: it can be sent ahead of events still to be sent, or below one sent",
+		Trackers: []string{"etcd-io/etcd#15220", "etcd-io/etcd#15237"},
+		// fixed by #15237, whose backports first shipped before these; these are the releases the
+		// apiserver trusts RequestProgress from, the ones with #17557 (etcd-progress-unsynced) too
+		Affected: "etcd before 3.4.31, 3.5.0 to 3.5.12", FixedIn: "3.4.31, 3.5.13",
+		Guarantees: progressAheadGuarantees, Signatures: progressAheadSignatures,
+		// k8s.io/apiserver pkg/storage/feature/feature_support_checker.go endpointSupportsRequestWatchProgress
+		affects: func(v *version.Version) bool {
+			return v.LessThan(v3_4_31) || v.AtLeast(v3_5_0) && v.LessThan(v3_5_13)
+		},
+		also: progressAhead,
+	},
+	{
+		// no violation of a history shows it (a missing answer is no event): scenarios that wait
+		// for the answer name it
+		Name: "etcd-progress-unsynced", Product: "etcd",
+		Title:    "a RequestProgress is never answered while a watch that started in the past has caught up without receiving an event",
+		Trackers: []string{"etcd-io/etcd#17507", "etcd-io/etcd#17557"},
+		Affected: "etcd releases with the fix of etcd-io/etcd#15220 (#15237) and without #17557, before 3.4.31 and 3.5.13", FixedIn: "3.4.31, 3.5.13",
+		affects: func(v *version.Version) bool {
+			return v.LessThan(v3_4_31) || v.AtLeast(v3_5_0) && v.LessThan(v3_5_13)
+		},
+	},
+	{
+		Name: "etcd-compacted-tombstone", Product: "etcd",
+		Title:    "a compaction at the revision of a delete drops its tombstone: a watch from that revision never gets the DELETE",
+		Trackers: []string{"etcd-io/etcd#18089", "etcd-io/etcd#19179", "etcd-io/etcd#18274"},
+		Affected: "etcd before 3.4.36, 3.5.0 to 3.5.17", FixedIn: "3.4.36, 3.5.18, 3.6.0",
+		Guarantees: []Guarantee{Resumable, Reliable}, Signatures: []string{SigMissing},
+		affects: func(v *version.Version) bool {
+			return v.LessThan(v3_4_36) || v.AtLeast(v3_5_0) && v.LessThan(v3_5_18)
+		},
+		also: deletesAtCompactions,
+	},
+	{
+		Name: "kine-progress-ahead", Product: "kine",
+		Title:      "a progress notification can carry the current revision before the events of that revision reached the watch",
+		Trackers:   []string{"k3s-io/kine#731"},
+		Affected:   "kine (open)",
+		Guarantees: progressAheadGuarantees, Signatures: progressAheadSignatures,
+		also: progressAhead,
+	},
+	{
+		Name: "kine-compact-revision-watch", Product: "kine",
+		Title:      "a watch from exactly the compaction revision is refused as compacted, though etcd serves it",
+		Trackers:   []string{"k3s-io/kine#747"},
+		Affected:   "kine's SQL drivers (#747 fixed the t4 driver only)",
+		Guarantees: []Guarantee{Compaction}, Signatures: []string{SigCompactedNotNeeded},
+		also: compactedAtStart,
+	},
+}
+
+// A progress notification ahead of events still to be sent shows as an event after it, or, when the
+// watch ends before they come (the run closes it, believing it synced, or a compaction cancels it,
+// from the revision after the notification), as events missing below it.
+var (
+	progressAheadGuarantees = []Guarantee{Bookmarkable, Reliable, Resumable, Compaction}
+	progressAheadSignatures = []string{SigEventAfterProgress, SigProgressBelowEvent, SigMissing, SigCompactedNotNeeded}
+)
+
+func progressAhead(h *History, v *Violation) bool {
+	switch v.Signature {
+	case SigMissing:
+		return missingBelowProgress(h, v)
+	case SigCompactedNotNeeded:
+		return neededFromProgress(h, v)
+	}
+	return true
+}
+
+// missingBelowProgress: every missing event is at or below a progress notification the watch
+// received.
+func missingBelowProgress(h *History, v *Violation) bool {
+	if v.Watch < 0 || len(v.Events) == 0 {
+		return false
+	}
+	var p int64
+	for _, r := range h.Watches[v.Watch].Responses {
+		if r.IsProgressNotify() {
+			p = max(p, r.Revision)
+		}
+	}
+	for _, ev := range v.Events {
+		if ev.Kv.ModRevision > p {
+			return false
+		}
+	}
+	return true
+}
+
+// neededFromProgress: the revision the compacted watch needed next, by the checker's reckoning, is
+// the one after a progress notification above every event it received, and the compaction did not
+// remove it (the notification is at or above the compaction's revision minus one).
+func neededFromProgress(h *History, v *Violation) bool {
+	if v.Watch < 0 || v.Response < 0 {
+		return false
+	}
+	var p, last int64
+	for _, r := range h.Watches[v.Watch].Responses[:v.Response] {
+		if r.IsProgressNotify() {
+			p = max(p, r.Revision)
+		}
+		for _, ev := range r.Events {
+			last = max(last, ev.Kv.ModRevision)
+		}
+	}
+	return p+1 >= v.Revision && p > last
+}
+
+// deletesAtCompactions: every missing event is a DELETE at a revision some successful compaction
+// of the history was made at, which the watch started at or before.
+func deletesAtCompactions(h *History, v *Violation) bool {
+	if len(v.Events) == 0 || v.Watch < 0 {
+		return false
+	}
+	compacted := map[int64]bool{}
+	for _, o := range h.Operations {
+		if o.Request.Compact != nil && o.Response != nil {
+			compacted[o.Request.Compact.Revision] = true
+		}
+	}
+	start := h.Watches[v.Watch].Request.StartRevision
+	for _, ev := range v.Events {
+		rev := ev.Kv.ModRevision
+		if ev.Type != Delete || !compacted[rev] || start == 0 || start > rev {
+			return false
+		}
+	}
+	return true
+}
+
+// compactedAtStart: the watch was canceled as compacted at exactly the revision it started from.
+func compactedAtStart(h *History, v *Violation) bool {
+	return v.Watch >= 0 && h.Watches[v.Watch].Request.StartRevision == v.Revision
+}
+
+// Affects reports whether version v (as a store reports it) has the bug; a version that does not
+// parse is taken to have it.
+func (b *KnownBug) Affects(v string) bool {
+	ver, err := version.ParseGeneric(v)
+	return b.affects == nil || err != nil || b.affects(ver)
+}
+
+// BugNamed returns the known bug of that name, nil if none.
+func BugNamed(name string) *KnownBug {
+	for _, b := range KnownBugs {
+		if b.Name == name {
+			return b
+		}
+	}
+	return nil
+}
+
+// Reference is the bug in one line: its trackers, title and versions.
+func (b *KnownBug) Reference() string {
+	s := strings.Join(b.Trackers, ", ") + " (" + b.Title + "; affects " + b.Affected
+	if b.FixedIn != "" {
+		s += "; fixed in " + b.FixedIn
+	} else {
+		s += "; open"
+	}
+	return s + ")"
+}
+
+func (b *KnownBug) matches(h *History, v *Violation) bool {
+	return slices.Contains(b.Guarantees, v.Guarantee) && slices.Contains(b.Signatures, v.Signature) &&
+		(b.also == nil || b.also(h, v))
+}
+
+// Classify labels each violation of res (in order) with the known bug of the target's product it
+// matches. A version that does not parse is taken to have every bug; a version with the fix makes
+// the match a regression.
+func Classify(h *History, res *Result, t Target) []Label {
+	labels := make([]Label, len(res.Violations))
+	for i := range res.Violations {
+		v := &res.Violations[i]
+		for _, b := range KnownBugs {
+			if b.Product != t.Product || !b.matches(h, v) {
+				continue
+			}
+			labels[i] = Label{Bug: b, Regression: !b.Affects(t.Version)}
+			break
+		}
+	}
+	return labels
+}
+
+// Tally counts labelled violations: the distinct known bugs (in KnownBugs order), the violations
+// they explain, and the unexplained ones.
+type Tally struct {
+	Bugs        []*KnownBug
+	Known       int
+	Unexplained int
+}
+
+// TallyLabels counts labels.
+func TallyLabels(labels []Label) Tally {
+	var t Tally
+	seen := map[*KnownBug]bool{}
+	for _, l := range labels {
+		if !l.Known() {
+			t.Unexplained++
+			continue
+		}
+		t.Known++
+		seen[l.Bug] = true
+	}
+	for _, b := range KnownBugs {
+		if seen[b] {
+			t.Bugs = append(t.Bugs, b)
+		}
+	}
+	return t
+}

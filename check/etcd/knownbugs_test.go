@@ -1,0 +1,126 @@
+package etcd
+
+import (
+	"fmt"
+	"testing"
+)
+
+// tombstoneHistory is etcd-io/etcd#18089 as a history: a compaction at the revision of a delete,
+// then a watch from that revision that gets the put after it but not the DELETE.
+func tombstoneHistory() *History {
+	b := &builder{}
+	b.op(0, put("a", "1"), rev(2))
+	b.op(0, put("b", "1"), rev(3))
+	b.op(0, del("a"), &Response{Revision: 4, DeleteRange: &DeleteRangeResponse{Deleted: 1}})
+	b.op(0, Request{Compact: &CompactRequest{Revision: 4}}, rev(4))
+	b.op(0, put("c", "1"), rev(5))
+	b.h.Watches = []Watch{{Client: 1, Call: 100, Request: WatchRequest{Key: "a", RangeEnd: "z", StartRevision: 4},
+		Responses: []WatchResponse{{Time: 101, Revision: 5, Created: true},
+			{Time: 102, Revision: 5, Events: []Event{{Type: Put, Kv: kv("c", "1", 5, 5, 1)}}}}}}
+	return &b.h
+}
+
+// progressAheadHistory is etcd-io/etcd#15220 as a history: a progress notification at 3 before the
+// event at 3.
+func progressAheadHistory() *History {
+	b := &builder{}
+	b.op(0, put("a", "1"), rev(2))
+	b.op(0, put("a", "2"), rev(3))
+	b.h.Watches = []Watch{{Client: 1, Call: 100, Request: WatchRequest{Key: "a", StartRevision: 2},
+		Responses: []WatchResponse{{Time: 101, Revision: 3, Created: true},
+			{Time: 102, Revision: 3, Events: []Event{{Type: Put, Kv: kv("a", "1", 2, 2, 1)}}},
+			{Time: 103, Revision: 3},
+			{Time: 104, Revision: 3, Events: []Event{{Type: Put, Kv: kv("a", "2", 2, 3, 2)}}}}}}
+	return &b.h
+}
+
+// progressAheadCompactedHistory is etcd-io/etcd#15220 ending in a compaction: a progress notification
+// at 4 before the events at 2 to 4, then a compaction at 5 cancels the watch, which still needed 2.
+// From the notification alone the watch needed 5, which the compaction kept.
+func progressAheadCompactedHistory() *History {
+	b := &builder{}
+	for i := range 4 {
+		b.op(0, put("a", fmt.Sprint(i)), rev(int64(i+2)))
+	}
+	b.op(0, Request{Compact: &CompactRequest{Revision: 5}}, rev(5))
+	b.h.Watches = []Watch{{Client: 1, Call: 35, Request: WatchRequest{Key: "a", StartRevision: 2},
+		Responses: []WatchResponse{{Time: 36, Revision: 4, Created: true},
+			{Time: 37, Revision: 4},
+			{Time: 60, Revision: 5, Canceled: true, CompactRevision: 5}}}}
+	return &b.h
+}
+
+// TestClassifyProgressAheadThenCompacted: every violation of a watch canceled as compacted after a
+// progress notification one below the compaction is etcd-progress-ahead on 3.4.23.
+func TestClassifyProgressAheadThenCompacted(t *testing.T) {
+	h := progressAheadCompactedHistory()
+	res := mustCheck(t, h)
+	found := false
+	for i, l := range Classify(h, res, Target{"etcd", "3.4.23"}) {
+		v := res.Violations[i]
+		found = found || v.Signature == SigCompactedNotNeeded
+		if l.Bug == nil || l.Bug.Name != "etcd-progress-ahead" {
+			t.Errorf("violation %v: label %+v, want etcd-progress-ahead", v, l)
+		}
+	}
+	if !found {
+		t.Fatalf("no %s violation: %v", SigCompactedNotNeeded, res.Err())
+	}
+}
+
+// TestClassify: a violation with a known bug's signature is labelled with it for a version that has
+// the bug, is a regression for a version with the fix, and is unexplained for another product.
+func TestClassify(t *testing.T) {
+	cases := []struct {
+		name       string
+		h          *History
+		target     Target
+		bug        string
+		regression bool
+	}{
+		{"tombstone on 3.4.23", tombstoneHistory(), Target{"etcd", "3.4.23"}, "etcd-compacted-tombstone", false},
+		{"tombstone on 3.5.17", tombstoneHistory(), Target{"etcd", "3.5.17"}, "etcd-compacted-tombstone", false},
+		{"tombstone on 3.7.3", tombstoneHistory(), Target{"etcd", "3.7.3"}, "etcd-compacted-tombstone", true},
+		{"tombstone on kine", tombstoneHistory(), Target{"kine", "3.5.13"}, "", false},
+		{"progress ahead on 3.4.23", progressAheadHistory(), Target{"etcd", "3.4.23"}, "etcd-progress-ahead", false},
+		{"progress ahead on 3.5.13", progressAheadHistory(), Target{"etcd", "3.5.13"}, "etcd-progress-ahead", true},
+		{"progress ahead on an unknown version", progressAheadHistory(), Target{"etcd", "dev"}, "etcd-progress-ahead", false},
+		{"progress ahead on kine", progressAheadHistory(), Target{"kine", "3.5.13"}, "kine-progress-ahead", false},
+		{"progress ahead on something else", progressAheadHistory(), Target{}, "", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res := mustCheck(t, c.h)
+			if len(res.Violations) != 1 {
+				t.Fatalf("want one violation: %v", res.Err())
+			}
+			l := Classify(c.h, res, c.target)[0]
+			name := ""
+			if l.Bug != nil {
+				name = l.Bug.Name
+			}
+			if name != c.bug || l.Regression != c.regression {
+				t.Fatalf("label %q regression %v, want %q regression %v (violation %v)", name, l.Regression, c.bug, c.regression, res.Violations[0])
+			}
+			tally := TallyLabels(Classify(c.h, res, c.target))
+			if known := c.bug != "" && !c.regression; (tally.Known == 1) != known || (tally.Unexplained == 1) == known {
+				t.Errorf("tally %+v", tally)
+			}
+		})
+	}
+}
+
+// TestClassifyNeedsTheSignature: a missing event that is not a compacted delete is no
+// etcd-compacted-tombstone, on any version.
+func TestClassifyNeedsTheSignature(t *testing.T) {
+	h := tombstoneHistory()
+	h.Operations[3].Request.Compact.Revision = 3
+	h.Operations[3].Response = rev(4)
+	res := mustCheck(t, h)
+	if len(res.Violations) != 1 {
+		t.Fatalf("want one violation: %v", res.Err())
+	}
+	if l := Classify(h, res, Target{"etcd", "3.4.23"})[0]; l.Bug != nil {
+		t.Fatalf("labelled %s", l.Bug.Name)
+	}
+}

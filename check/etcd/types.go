@@ -1,0 +1,509 @@
+package etcd
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+)
+
+// Bytes is a byte string: a key, a range end or a value. In JSON it is a string when it is valid UTF-8
+// and {"base64": "..."} (standard encoding, with padding) otherwise; both forms are accepted on input.
+type Bytes string
+
+// MarshalJSON writes b as a JSON string, or as {"base64": ...} if b is not valid UTF-8.
+func (b Bytes) MarshalJSON() ([]byte, error) {
+	if utf8.ValidString(string(b)) {
+		return json.Marshal(string(b))
+	}
+	return json.Marshal(struct {
+		Base64 string `json:"base64"`
+	}{base64.StdEncoding.EncodeToString([]byte(b))})
+}
+
+// UnmarshalJSON reads a JSON string or a {"base64": ...} object.
+func (b *Bytes) UnmarshalJSON(data []byte) error {
+	var s string
+	if err := json.Unmarshal(data, &s); err == nil {
+		*b = Bytes(s)
+		return nil
+	}
+	var obj struct {
+		Base64 *string `json:"base64"`
+	}
+	if err := json.Unmarshal(data, &obj); err != nil || obj.Base64 == nil {
+		return fmt.Errorf("bytes must be a JSON string or {\"base64\": string}, got %s", data)
+	}
+	raw, err := base64.StdEncoding.DecodeString(*obj.Base64)
+	if err != nil {
+		return fmt.Errorf("bytes: invalid base64: %w", err)
+	}
+	*b = Bytes(raw)
+	return nil
+}
+
+// History is what a set of clients did against one etcd-compatible store: every KV and lease
+// request with its outcome, and every watch with the responses it received. Times are int64
+// nanoseconds from any origin shared by the whole history, taken from a monotonic clock.
+//
+// A closed history (StartRevision 0) began on an empty store at revision 1 that nobody else wrote
+// to. An open history (StartRevision > 0) began at StartRevision, with Initial the state of the
+// keys under Prefix at that revision: every key its requests and watches name lies under Prefix,
+// and other clients (or the store itself) may have written outside it meanwhile, so that
+// revisions advance by more than the history's own writes (gaps).
+type History struct {
+	// Prefix bounds the keys an open history names; empty: the whole keyspace.
+	Prefix Bytes `json:"prefix,omitempty"`
+	// StartRevision is the revision at which Initial was read; 0 for a closed history.
+	StartRevision int64 `json:"start_revision,omitempty"`
+	// Initial is the state of the keys under Prefix at StartRevision, in key order.
+	Initial    []KeyValue  `json:"initial,omitempty"`
+	Operations []Operation `json:"operations"`
+	Watches    []Watch     `json:"watches,omitempty"`
+}
+
+// Open reports whether the history began at a StartRevision on a store others may write to.
+func (h *History) Open() bool { return h.StartRevision > 0 }
+
+// PrefixEnd is the end of the range of keys under prefix (clientv3.GetPrefixRangeEnd): "\x00",
+// every key, when prefix is empty or all 0xff.
+func PrefixEnd(prefix Bytes) Bytes {
+	b := []byte(prefix)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return Bytes(b[:i+1])
+		}
+	}
+	return "\x00"
+}
+
+// Operation is one request and its outcome. Exactly one of Response and Error is set. An error is a
+// definite failure (the request changed nothing) unless Unknown is set: then the request may or may
+// not have taken effect (a timeout, a lost connection).
+type Operation struct {
+	// Client is the lane the operation is drawn in; an operation never overlaps another of its client.
+	Client int `json:"client"`
+	// Call is when the request was sent, Return when its outcome was known.
+	Call   int64 `json:"call"`
+	Return int64 `json:"return"`
+
+	Request  Request   `json:"request"`
+	Response *Response `json:"response,omitempty"`
+	// Error is the error message; for a definite failure, etcd's message (for example
+	// "etcdserver: mvcc: required revision has been compacted").
+	Error   string `json:"error,omitempty"`
+	Unknown bool   `json:"unknown,omitempty"`
+}
+
+// Request is one KV or lease request: exactly one field is set.
+type Request struct {
+	Range          *RangeRequest          `json:"range,omitempty"`
+	Put            *PutRequest            `json:"put,omitempty"`
+	DeleteRange    *DeleteRangeRequest    `json:"delete_range,omitempty"`
+	Txn            *TxnRequest            `json:"txn,omitempty"`
+	Compact        *CompactRequest        `json:"compact,omitempty"`
+	LeaseGrant     *LeaseGrantRequest     `json:"lease_grant,omitempty"`
+	LeaseRevoke    *LeaseRevokeRequest    `json:"lease_revoke,omitempty"`
+	LeaseKeepAlive *LeaseKeepAliveRequest `json:"lease_keep_alive,omitempty"`
+}
+
+// RangeRequest is etcdserverpb.RangeRequest. RangeEnd empty reads Key alone, "\x00" every key from
+// Key on, otherwise [Key, RangeEnd).
+type RangeRequest struct {
+	Key               Bytes      `json:"key"`
+	RangeEnd          Bytes      `json:"range_end,omitempty"`
+	Limit             int64      `json:"limit,omitempty"`
+	Revision          int64      `json:"revision,omitempty"`
+	SortOrder         SortOrder  `json:"sort_order,omitempty"`
+	SortTarget        SortTarget `json:"sort_target,omitempty"`
+	Serializable      bool       `json:"serializable,omitempty"`
+	KeysOnly          bool       `json:"keys_only,omitempty"`
+	CountOnly         bool       `json:"count_only,omitempty"`
+	MinModRevision    int64      `json:"min_mod_revision,omitempty"`
+	MaxModRevision    int64      `json:"max_mod_revision,omitempty"`
+	MinCreateRevision int64      `json:"min_create_revision,omitempty"`
+	MaxCreateRevision int64      `json:"max_create_revision,omitempty"`
+}
+
+// PutRequest is etcdserverpb.PutRequest.
+type PutRequest struct {
+	Key         Bytes `json:"key"`
+	Value       Bytes `json:"value,omitempty"`
+	Lease       int64 `json:"lease,omitempty"`
+	PrevKV      bool  `json:"prev_kv,omitempty"`
+	IgnoreValue bool  `json:"ignore_value,omitempty"`
+	IgnoreLease bool  `json:"ignore_lease,omitempty"`
+}
+
+// DeleteRangeRequest is etcdserverpb.DeleteRangeRequest; RangeEnd as in RangeRequest.
+type DeleteRangeRequest struct {
+	Key      Bytes `json:"key"`
+	RangeEnd Bytes `json:"range_end,omitempty"`
+	PrevKV   bool  `json:"prev_kv,omitempty"`
+}
+
+// TxnRequest is etcdserverpb.TxnRequest.
+type TxnRequest struct {
+	Compare []Compare   `json:"compare,omitempty"`
+	Success []RequestOp `json:"success,omitempty"`
+	Failure []RequestOp `json:"failure,omitempty"`
+}
+
+// Compare is etcdserverpb.Compare: only the field Target names is read. RangeEnd as in RangeRequest.
+type Compare struct {
+	Result         CompareResult `json:"result"`
+	Target         CompareTarget `json:"target"`
+	Key            Bytes         `json:"key"`
+	RangeEnd       Bytes         `json:"range_end,omitempty"`
+	Version        int64         `json:"version,omitempty"`
+	CreateRevision int64         `json:"create_revision,omitempty"`
+	ModRevision    int64         `json:"mod_revision,omitempty"`
+	Value          Bytes         `json:"value,omitempty"`
+	Lease          int64         `json:"lease,omitempty"`
+}
+
+// RequestOp is one operation of a txn branch: exactly one field is set.
+type RequestOp struct {
+	Range       *RangeRequest       `json:"range,omitempty"`
+	Put         *PutRequest         `json:"put,omitempty"`
+	DeleteRange *DeleteRangeRequest `json:"delete_range,omitempty"`
+	Txn         *TxnRequest         `json:"txn,omitempty"`
+}
+
+// CompactRequest is etcdserverpb.CompactionRequest.
+type CompactRequest struct {
+	Revision int64 `json:"revision"`
+	Physical bool  `json:"physical,omitempty"`
+}
+
+// LeaseGrantRequest is etcdserverpb.LeaseGrantRequest; ID 0 lets the server choose.
+type LeaseGrantRequest struct {
+	ID  int64 `json:"id,omitempty"`
+	TTL int64 `json:"ttl"`
+}
+
+// LeaseRevokeRequest is etcdserverpb.LeaseRevokeRequest.
+type LeaseRevokeRequest struct {
+	ID int64 `json:"id"`
+}
+
+// LeaseKeepAliveRequest is one etcdserverpb.LeaseKeepAliveRequest (clientv3 KeepAliveOnce).
+type LeaseKeepAliveRequest struct {
+	ID int64 `json:"id"`
+}
+
+// Response is the successful answer to a Request: Revision is its header revision, and the field
+// named like the request's holds the rest (a nil field reads as its zero value).
+type Response struct {
+	Revision       int64                   `json:"revision"`
+	Range          *RangeResponse          `json:"range,omitempty"`
+	Put            *PutResponse            `json:"put,omitempty"`
+	DeleteRange    *DeleteRangeResponse    `json:"delete_range,omitempty"`
+	Txn            *TxnResponse            `json:"txn,omitempty"`
+	LeaseGrant     *LeaseGrantResponse     `json:"lease_grant,omitempty"`
+	LeaseKeepAlive *LeaseKeepAliveResponse `json:"lease_keep_alive,omitempty"`
+}
+
+// RangeResponse is etcdserverpb.RangeResponse without its header.
+type RangeResponse struct {
+	Kvs   []KeyValue `json:"kvs,omitempty"`
+	More  bool       `json:"more,omitempty"`
+	Count int64      `json:"count,omitempty"`
+}
+
+// PutResponse is etcdserverpb.PutResponse without its header.
+type PutResponse struct {
+	PrevKV *KeyValue `json:"prev_kv,omitempty"`
+}
+
+// DeleteRangeResponse is etcdserverpb.DeleteRangeResponse without its header.
+type DeleteRangeResponse struct {
+	Deleted int64      `json:"deleted,omitempty"`
+	PrevKVs []KeyValue `json:"prev_kvs,omitempty"`
+}
+
+// TxnResponse is etcdserverpb.TxnResponse without its header (nested headers are not recorded).
+type TxnResponse struct {
+	Succeeded bool         `json:"succeeded,omitempty"`
+	Responses []ResponseOp `json:"responses,omitempty"`
+}
+
+// ResponseOp answers the RequestOp at the same position; exactly one field is set.
+type ResponseOp struct {
+	Range       *RangeResponse       `json:"range,omitempty"`
+	Put         *PutResponse         `json:"put,omitempty"`
+	DeleteRange *DeleteRangeResponse `json:"delete_range,omitempty"`
+	Txn         *TxnResponse         `json:"txn,omitempty"`
+}
+
+// LeaseGrantResponse is etcdserverpb.LeaseGrantResponse without its header. TTL is not checked: it
+// depends on the server's minimum TTL.
+type LeaseGrantResponse struct {
+	ID  int64 `json:"id"`
+	TTL int64 `json:"ttl,omitempty"`
+}
+
+// LeaseKeepAliveResponse is etcdserverpb.LeaseKeepAliveResponse without its header. Neither its TTL
+// nor its header revision (filled when the answer is sent, not when it takes effect) is checked.
+type LeaseKeepAliveResponse struct {
+	ID  int64 `json:"id"`
+	TTL int64 `json:"ttl,omitempty"`
+}
+
+// KeyValue is mvccpb.KeyValue.
+type KeyValue struct {
+	Key            Bytes `json:"key"`
+	CreateRevision int64 `json:"create_revision,omitempty"`
+	ModRevision    int64 `json:"mod_revision,omitempty"`
+	Version        int64 `json:"version,omitempty"`
+	Value          Bytes `json:"value,omitempty"`
+	Lease          int64 `json:"lease,omitempty"`
+}
+
+// Watch is one watch request and the responses it received, in order. A watch that clientv3 resumed
+// after a reconnection is still one watch: its guarantees hold across the break.
+type Watch struct {
+	Client    int             `json:"client"`
+	Call      int64           `json:"call"`
+	Request   WatchRequest    `json:"request"`
+	Responses []WatchResponse `json:"responses,omitempty"`
+}
+
+// WatchRequest is etcdserverpb.WatchCreateRequest. Key empty means "\x00"; RangeEnd as in
+// RangeRequest. StartRevision 0 means "from the revision after the watch was created".
+type WatchRequest struct {
+	Key            Bytes         `json:"key"`
+	RangeEnd       Bytes         `json:"range_end,omitempty"`
+	StartRevision  int64         `json:"start_revision,omitempty"`
+	PrevKV         bool          `json:"prev_kv,omitempty"`
+	ProgressNotify bool          `json:"progress_notify,omitempty"`
+	Filters        []WatchFilter `json:"filters,omitempty"`
+	Fragment       bool          `json:"fragment,omitempty"`
+}
+
+// WatchResponse is one response a watch received (fragments joined), Time when it was received and
+// Revision its header revision. A response with no events that is neither created, canceled nor
+// compacted and has a revision is a progress notification, as clientv3 decides.
+type WatchResponse struct {
+	Time            int64   `json:"time"`
+	Revision        int64   `json:"revision"`
+	Events          []Event `json:"events,omitempty"`
+	Created         bool    `json:"created,omitempty"`
+	Canceled        bool    `json:"canceled,omitempty"`
+	CompactRevision int64   `json:"compact_revision,omitempty"`
+	CancelReason    string  `json:"cancel_reason,omitempty"`
+}
+
+// IsProgressNotify reports whether r is a progress notification (clientv3 WatchResponse.IsProgressNotify).
+func (r *WatchResponse) IsProgressNotify() bool {
+	return len(r.Events) == 0 && !r.Canceled && !r.Created && r.CompactRevision == 0 && r.Revision != 0
+}
+
+// IsCompacted reports whether r cancels its watch because the revision it needed was compacted.
+func (r *WatchResponse) IsCompacted() bool { return r.CompactRevision != 0 }
+
+// Event is mvccpb.Event. A DELETE event's Kv has only Key and ModRevision.
+type Event struct {
+	Type   EventType `json:"type"`
+	Kv     KeyValue  `json:"kv"`
+	PrevKV *KeyValue `json:"prev_kv,omitempty"`
+}
+
+// IsCreate reports whether the event created its key: a PUT whose create and mod revisions agree.
+func (e *Event) IsCreate() bool {
+	return e.Type == Put && e.Kv.CreateRevision == e.Kv.ModRevision
+}
+
+// EventType is mvccpb.Event_EventType; JSON "PUT" or "DELETE".
+type EventType int32
+
+// The event types.
+const (
+	Put    EventType = 0
+	Delete EventType = 1
+)
+
+// WatchFilter is WatchCreateRequest.FilterType; JSON "NOPUT" or "NODELETE".
+type WatchFilter int32
+
+// The watch filters.
+const (
+	FilterNoPut    WatchFilter = 0
+	FilterNoDelete WatchFilter = 1
+)
+
+// SortOrder is RangeRequest.SortOrder; JSON "NONE", "ASCEND" or "DESCEND".
+type SortOrder int32
+
+// The sort orders.
+const (
+	SortNone    SortOrder = 0
+	SortAscend  SortOrder = 1
+	SortDescend SortOrder = 2
+)
+
+// SortTarget is RangeRequest.SortTarget; JSON "KEY", "VERSION", "CREATE", "MOD" or "VALUE".
+type SortTarget int32
+
+// The sort targets.
+const (
+	SortByKey     SortTarget = 0
+	SortByVersion SortTarget = 1
+	SortByCreate  SortTarget = 2
+	SortByMod     SortTarget = 3
+	SortByValue   SortTarget = 4
+)
+
+// CompareResult is Compare.Result; JSON "EQUAL", "GREATER", "LESS" or "NOT_EQUAL".
+type CompareResult int32
+
+// The compare results.
+const (
+	CompareEqual    CompareResult = 0
+	CompareGreater  CompareResult = 1
+	CompareLess     CompareResult = 2
+	CompareNotEqual CompareResult = 3
+)
+
+// CompareTarget is Compare.Target; JSON "VERSION", "CREATE", "MOD", "VALUE" or "LEASE".
+type CompareTarget int32
+
+// The compare targets.
+const (
+	CompareVersion CompareTarget = 0
+	CompareCreate  CompareTarget = 1
+	CompareMod     CompareTarget = 2
+	CompareValue   CompareTarget = 3
+	CompareLease   CompareTarget = 4
+)
+
+var (
+	eventTypeNames     = []string{"PUT", "DELETE"}
+	watchFilterNames   = []string{"NOPUT", "NODELETE"}
+	sortOrderNames     = []string{"NONE", "ASCEND", "DESCEND"}
+	sortTargetNames    = []string{"KEY", "VERSION", "CREATE", "MOD", "VALUE"}
+	compareResultNames = []string{"EQUAL", "GREATER", "LESS", "NOT_EQUAL"}
+	compareTargetNames = []string{"VERSION", "CREATE", "MOD", "VALUE", "LEASE"}
+)
+
+func enumString(names []string, v int32) string {
+	if v >= 0 && int(v) < len(names) {
+		return names[v]
+	}
+	return fmt.Sprintf("%d", v)
+}
+
+func enumMarshal(kind string, names []string, v int32) ([]byte, error) {
+	if v >= 0 && int(v) < len(names) {
+		return []byte(names[v]), nil
+	}
+	return nil, fmt.Errorf("invalid %s %d", kind, v)
+}
+
+func enumUnmarshal(kind string, names []string, text []byte) (int32, error) {
+	for i, n := range names {
+		if n == string(text) {
+			return int32(i), nil
+		}
+	}
+	return 0, fmt.Errorf("invalid %s %q (want one of %v)", kind, text, names)
+}
+
+// String returns the event type's name, as in JSON.
+func (t EventType) String() string { return enumString(eventTypeNames, int32(t)) }
+
+// MarshalText implements encoding.TextMarshaler.
+func (t EventType) MarshalText() ([]byte, error) {
+	return enumMarshal("event type", eventTypeNames, int32(t))
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (t *EventType) UnmarshalText(b []byte) error {
+	v, err := enumUnmarshal("event type", eventTypeNames, b)
+	*t = EventType(v)
+	return err
+}
+
+// String returns the filter's name, as in JSON.
+func (f WatchFilter) String() string { return enumString(watchFilterNames, int32(f)) }
+
+// MarshalText implements encoding.TextMarshaler.
+func (f WatchFilter) MarshalText() ([]byte, error) {
+	return enumMarshal("watch filter", watchFilterNames, int32(f))
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (f *WatchFilter) UnmarshalText(b []byte) error {
+	v, err := enumUnmarshal("watch filter", watchFilterNames, b)
+	*f = WatchFilter(v)
+	return err
+}
+
+// String returns the order's name, as in JSON.
+func (o SortOrder) String() string { return enumString(sortOrderNames, int32(o)) }
+
+// MarshalText implements encoding.TextMarshaler. Out-of-range orders are kept as numbers, since etcd
+// answers them with an error the history may record.
+func (o SortOrder) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler; it also accepts a decimal number.
+func (o *SortOrder) UnmarshalText(b []byte) error {
+	v, err := enumOrNumber("sort order", sortOrderNames, b)
+	*o = SortOrder(v)
+	return err
+}
+
+// String returns the target's name, as in JSON.
+func (t SortTarget) String() string { return enumString(sortTargetNames, int32(t)) }
+
+// MarshalText implements encoding.TextMarshaler; out-of-range targets are kept as numbers.
+func (t SortTarget) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler; it also accepts a decimal number.
+func (t *SortTarget) UnmarshalText(b []byte) error {
+	v, err := enumOrNumber("sort target", sortTargetNames, b)
+	*t = SortTarget(v)
+	return err
+}
+
+// String returns the result's name, as in JSON.
+func (r CompareResult) String() string { return enumString(compareResultNames, int32(r)) }
+
+// MarshalText implements encoding.TextMarshaler.
+func (r CompareResult) MarshalText() ([]byte, error) {
+	return enumMarshal("compare result", compareResultNames, int32(r))
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (r *CompareResult) UnmarshalText(b []byte) error {
+	v, err := enumUnmarshal("compare result", compareResultNames, b)
+	*r = CompareResult(v)
+	return err
+}
+
+// String returns the target's name, as in JSON.
+func (t CompareTarget) String() string { return enumString(compareTargetNames, int32(t)) }
+
+// MarshalText implements encoding.TextMarshaler.
+func (t CompareTarget) MarshalText() ([]byte, error) {
+	return enumMarshal("compare target", compareTargetNames, int32(t))
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (t *CompareTarget) UnmarshalText(b []byte) error {
+	v, err := enumUnmarshal("compare target", compareTargetNames, b)
+	*t = CompareTarget(v)
+	return err
+}
+
+func enumOrNumber(kind string, names []string, b []byte) (int32, error) {
+	if v, err := enumUnmarshal(kind, names, b); err == nil {
+		return v, nil
+	}
+	var n int32
+	if _, err := fmt.Sscanf(string(b), "%d", &n); err == nil && fmt.Sprint(n) == string(b) {
+		return n, nil
+	}
+	return 0, fmt.Errorf("invalid %s %q (want one of %v or a number)", kind, b, names)
+}

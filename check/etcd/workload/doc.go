@@ -1,0 +1,126 @@
+// Package workload drives an etcd v3 endpoint with seeded, randomized, concurrent traffic and
+// records it through an etcd.Recorder, so that the history can be judged by etcd.Check. It is
+// what `listwatch check` runs, and tests and interop reuse it against any clientv3 endpoint: the
+// in-process store (etcdgrpc.NewClient), a real etcd, or another etcd-compatible store.
+//
+// # API
+//
+//   - Run(ctx, rec, Config) runs one workload through rec and returns a Snapshot of what it did.
+//     Config names the Kind (K8s or Etcd), the Seed, the number of Clients and Watchers, the bound
+//     (Ops, Duration, or neither: until ctx ends), CompactEvery, the RequestTimeout of each
+//     request, the Prefix its keys go under, the features to Avoid and the Clock. Config.Validate's
+//     errors wrap ErrInvalidConfig and name the field; ParseKind's wrap ErrUnknownKind
+//     (TestConfigValidate). Duration is measured on the Clock (TestDurationBound).
+//   - With a Prefix the history is an open one (etcd.Recorder.Begin): the store need not be
+//     fresh, may hold keys of the prefix already, and others may write outside it meanwhile; the
+//     workload reads and watches from the start revision on (TestWorkloadsUnderPrefix: both
+//     workloads pass with another client writing all along, its revisions reported as gaps;
+//     TestRunBeginsOnce: a recorder that recorded already is refused with history.ErrBegun).
+//   - Stats counts, safely for concurrent use, what a running workload did: operations by name and
+//     outcome (Outcome), watches, watch events, progress notifications. Pass one in Config.Stats to
+//     watch a run progress; Stats.Snapshot reads it. Its count of operations is the history's
+//     (TestWorkloadsPassInMemory).
+//   - Status(ctx, c) asks every endpoint of c its version, revision and member ID.
+//   - ProbeCapabilities(ctx, c, ProbeConfig) tries, under a prefix, each Feature of etcd's API a
+//     workload may use, and says of each whether the store answers as etcd, REFUSED it or DIFFERS;
+//     Capabilities.Avoid is what the workload then does without, and Capabilities.Product names a
+//     store that named itself (kine does, in its refusals). A refusal is a finding, never a reason
+//     to stop: the probe fails (ErrProbe) only where a plain put is refused
+//     (TestProbeInMemoryStore: all as etcd; TestProbeRefusals: refusals quoted, the features that
+//     need them not probed, and the workload then runs with what works and passes;
+//     TestProbeFailsWithoutPuts).
+//   - RunScenarios(ctx, c, ScenarioConfig) runs Scenarios, a suite of short deterministic sequences,
+//     one per guarantee and per known real-world watch bug (Scenario.Mirrors names it), each
+//     recorded under a prefix of its own, checked by etcd.Check and labelled by
+//     history.Classify; a scenario that waits for an answer that never comes (a progress
+//     notification, a lease expiry) reports a Finding. TestScenariosPassInMemory: every scenario
+//     passes against listwatch's store and together they cover every guarantee;
+//     TestScenariosFail: a store that sends prev_kv unasked and leaves RequestProgress unanswered
+//     (kine's ways) fails exactly the scenarios for those.
+//   - Known bugs are provoked, not avoided: the workloads use every feature the store does not
+//     refuse, whatever its version. What a version is known to get wrong is told apart afterwards
+//     (history.KnownBugs): TestWorkloadsAgainstEtcd and TestWorkloadsAgainstEtcdCluster run against
+//     etcd processes and accept only violations of its version's known bugs;
+//     TestKnownBugsAreReal reproduces each on a version that has it and sees it labelled.
+//     Avoiding RequestProgress (the apiserver's gating, for `check --apiserver-gating`) sends none
+//     (TestAvoidRequestProgress).
+//   - The tests run the workloads against real etcd processes too: package internal/etcdprocess
+//     starts one member (Start) or a cluster (StartCluster).
+//
+// # The workloads
+//
+// K8s is the apiserver's etcd3 storage (k8s.io/apiserver pkg/storage/etcd3/store.go over
+// go.etcd.io/etcd/client/v3/kubernetes): objects at /registry/<resource>/<namespace>/<name> whose
+// values are JSON objects carrying a generation counter that each update raises; create is a txn
+// (mod_revision == 0 ? put), update and delete are optimistic txns (mod_revision == X ? put or
+// delete : get) retried from the state the failed txn returned, starting from the client's cached
+// copy or a fresh get; events are created with a lease reused for several objects, like the
+// apiserver's lease manager; list reads a prefix in pages (limit, then key after the last +
+// "\x00"), every page pinned to the revision of the first, and falls back to a full list when a
+// page's revision was compacted, as client-go's pager does. Watchers list, then watch the prefix
+// from the list's revision + 1 with prev_kv and progress_notify; they end their watch after a drawn
+// number of events and resume from the last revision seen + 1, and relist after a compaction
+// answer, as a reflector does (TestWatchersResume). With CompactEvery, two compactors (two
+// apiservers) run the apiserver's compaction protocol (pkg/storage/etcd3/compact.go): a
+// compare-and-swap on the version of compact_rev_key, then a compaction at the revision seen in the
+// previous round.
+//
+// Under a Prefix the k8s workload's keys are <prefix>registry/... and its compactors coordinate
+// on <prefix>compact_rev_key (never an apiserver's own); where the store refuses txns but the
+// apiserver's shapes (kine), its compactors compact without the protocol's txn.
+//
+// Etcd is raw etcd v3 traffic over 40 keys (key/00 ... key/39, under the Prefix): ranges with limits, revisions
+// (current, past, compacted, future), every sort order and target, serializable, keys-only,
+// count-only and revision filters; puts with prev_kv, leases, ignore_value and ignore_lease;
+// deletes of a key, a range or a prefix; txns with up to three compares of every target and result
+// and branches of reads, puts and deletes (and read-only nested txns); lease grant (server- or
+// client-chosen IDs), revoke and keepalive, including on leases that are gone. Watchers watch a
+// drawn range (a key, a range, a prefix, from a key) from now or a past revision, with drawn
+// prev_kv, progress_notify, filters and fragment; they end after a drawn number of events and
+// resume from the last revision + 1, or open a new drawn watch, and resume from the compaction
+// revision after every other compaction answer (a watch that starts behind may be compacted again
+// before it catches up) and open a new drawn watch after the others (TestWatchersResume). With
+// CompactEvery, a compactor compacts at a revision drawn among the recent ones (and sometimes at a
+// compacted or a future one). Leases are attached to key/30 ... key/39 only, and a keys-only range
+// over them is sorted by value: etcd 3.7 answers other keys-only ranges from its index, without the
+// leases, where etcd 3.4 to 3.6 give them, and the workload is meant to pass on both. A lease once
+// revoked is never named again (a "lease not found" about a granted lease tells the checker the
+// lease may have expired, which widens its search); leases that never existed are. One grant in
+// four is of a lease of 2 s (etcd's minimum) with one key on it, left to expire, which the checker
+// finds in a revision no request made. Where the store refuses a feature the workload does
+// without it: deletes through the apiserver's conditional delete txn where the delete RPC is
+// refused, txns of the apiserver's shapes where others are, no leases, sorts, filters, and so on.
+//
+// Both workloads pass etcd.Check against listwatch's store and do what they are for: watch
+// events, resumed watches, compactions, compares lost to other clients (TestWorkloadsPassInMemory);
+// against etcd v3.7.3 embedded (interop's TestCheckCommandAgainstEmbeddedEtcd); and against
+// Debian's etcd 3.4.23 they find its known bugs and nothing else (TestWorkloadsAgainstEtcd,
+// TestWorkloadsAgainstEtcdCluster, interop's TestCheckCommandAgainstEtcd34). BenchmarkWorkload
+// measures a run and its check.
+//
+// # Invariants
+//
+//   - Determinism. Every client, watcher and compactor draws from its own generator seeded by
+//     (Seed, its role and index), and the Ops bound is split among the clients before they start,
+//     so each one makes the same choices in every run with the same Seed; what the endpoint answers
+//     still depends on how the clients interleave. One client, no watcher and no compaction against
+//     a fresh store gives the same history every time (times aside), and another Seed another one
+//     (TestDeterministic).
+//   - Every request goes through the Recorder, so the history holds all the workload did; nothing
+//     else may write to the store (TestWorkloadsPassInMemory: as many operations in the history as
+//     in the Stats). Requests run with their own timeout and are not canceled by ctx: when ctx
+//     ends, clients stop after their request in flight, which keeps the history's unknown outcomes
+//     to real failures (TestStopsWhenContextEnds: none after a stop, and the history passes).
+//   - The end. Once the clients and compactors are done, a final read learns the revision, and each
+//     open watch is given time to reach it (by requested progress notifications, or without them
+//     until no watch has received an event for half a second) before the watches are closed, so the
+//     check can judge each watch up to its end (TestWatchersResume: the watch open at the end
+//     reached the final read's revision). The idle wait without RequestProgress has no test of its
+//     own.
+//   - No leaks. Run starts every goroutine it needs and returns only once all of them have ended
+//     (the package's TestMain runs goleak after the tests, which call Run in every mode).
+//   - Only the Recorder's history is kept; a failing request is never an error of Run (it is in the
+//     history and the Stats: the etcd workload's refused requests in TestWorkloadsPassInMemory),
+//     and Run fails only for an invalid Config (TestConfigValidate) or, under a Prefix, when the
+//     initial state cannot be read (TestRunBeginsOnce).
+package workload
