@@ -4,6 +4,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
+	"github.com/listwatch/listwatch/etcdrules"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -20,8 +21,8 @@ func rangeFromPB(r *pb.RangeRequest) *store.RangeRequest {
 		RangeEnd:          r.RangeEnd,
 		Limit:             r.Limit,
 		Revision:          r.Revision,
-		SortOrder:         store.SortOrder(r.SortOrder),
-		SortTarget:        store.SortTarget(r.SortTarget),
+		SortOrder:         etcdrules.SortOrder(r.SortOrder),
+		SortTarget:        etcdrules.SortTarget(r.SortTarget),
 		Serializable:      r.Serializable,
 		KeysOnly:          r.KeysOnly,
 		CountOnly:         r.CountOnly,
@@ -40,7 +41,7 @@ func putFromPB(r *pb.PutRequest) *store.PutRequest {
 		Key:         r.Key,
 		Value:       r.Value,
 		Lease:       r.Lease,
-		PrevKv:      r.PrevKv,
+		PrevKV:      r.PrevKv,
 		IgnoreValue: r.IgnoreValue,
 		IgnoreLease: r.IgnoreLease,
 	}
@@ -50,7 +51,7 @@ func deleteRangeFromPB(r *pb.DeleteRangeRequest) *store.DeleteRangeRequest {
 	if r == nil {
 		return &store.DeleteRangeRequest{}
 	}
-	return &store.DeleteRangeRequest{Key: r.Key, RangeEnd: r.RangeEnd, PrevKv: r.PrevKv}
+	return &store.DeleteRangeRequest{Key: r.Key, RangeEnd: r.RangeEnd, PrevKV: r.PrevKv}
 }
 
 func compareFromPB(c *pb.Compare) store.Compare {
@@ -58,8 +59,8 @@ func compareFromPB(c *pb.Compare) store.Compare {
 		return store.Compare{}
 	}
 	out := store.Compare{
-		Result:   store.CompareResult(c.Result),
-		Target:   store.CompareTarget(c.Target),
+		Result:   etcdrules.CompareResult(c.Result),
+		Target:   etcdrules.CompareTarget(c.Target),
 		Key:      c.Key,
 		RangeEnd: c.RangeEnd,
 	}
@@ -209,12 +210,12 @@ func watchFromPB(r *pb.WatchCreateRequest) *store.WatchRequest {
 		RangeEnd:       r.RangeEnd,
 		StartRevision:  r.StartRevision,
 		ProgressNotify: r.ProgressNotify,
-		PrevKv:         r.PrevKv,
+		PrevKV:         r.PrevKv,
 		WatchID:        r.WatchId,
 		Fragment:       r.Fragment,
 	}
 	for _, f := range r.Filters {
-		out.Filters = append(out.Filters, store.WatchFilter(f))
+		out.Filters = append(out.Filters, etcdrules.WatchFilter(f))
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/listwatch/listwatch/etcdrules"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -52,7 +53,7 @@ func (k *kvServer) checkRangeStreamRequest(r *store.RangeRequest) error {
 		return toGRPCError(err)
 	}
 	// A sort other than by key would order each chunk on its own, not the whole range.
-	if !(r.SortOrder == store.SortNone || (r.SortTarget == store.SortByKey && r.SortOrder == store.SortAscend)) {
+	if !(r.SortOrder == etcdrules.SortNone || (r.SortTarget == etcdrules.SortByKey && r.SortOrder == etcdrules.SortAscend)) {
 		return status.Errorf(codes.Unimplemented, "RangeStream does not support custom sort orders")
 	}
 	if r.MinModRevision != 0 || r.MaxModRevision != 0 || r.MinCreateRevision != 0 || r.MaxCreateRevision != 0 {

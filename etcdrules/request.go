@@ -4,81 +4,99 @@ package etcdrules
 // a string type for a recorded history. The rules read them without copying.
 type Bytes interface{ ~string | ~[]byte }
 
-// The values of etcdserverpb's enums that the rules read (api/etcdserverpb/rpc.proto
-// RangeRequest.SortOrder, RangeRequest.SortTarget, Compare.CompareResult, Compare.CompareTarget).
-const (
-	SortNone    int32 = 0
-	SortAscend  int32 = 1
-	SortDescend int32 = 2
+// The types below are etcdserverpb's request messages and mvccpb's KeyValue, field for field, with
+// the caller's byte-string type: listwatch's store instantiates them with []byte, the history
+// checker with a string type whose JSON form is its history format (hence the JSON tags, which
+// only the checker reads). A message of one instantiation converts to another field by field
+// (Convert* below); filling one from etcdserverpb shares the byte slices.
 
-	SortByKey     int32 = 0
-	SortByVersion int32 = 1
-	SortByCreate  int32 = 2
-	SortByMod     int32 = 3
-	SortByValue   int32 = 4
-
-	CompareEqual    int32 = 0
-	CompareGreater  int32 = 1
-	CompareLess     int32 = 2
-	CompareNotEqual int32 = 3
-
-	CompareVersion int32 = 0
-	CompareCreate  int32 = 1
-	CompareMod     int32 = 2
-	CompareValue   int32 = 3
-	CompareLease   int32 = 4
-)
-
-// The shapes below are etcdserverpb's request messages, field for field as far as the rules read
-// them (every field, since the size limit counts them all), with the caller's byte-string type.
-// A caller fills one from its own request type; the fields are values and the byte strings are
-// shared, so filling one copies no key and no value.
-
-// Range is etcdserverpb.RangeRequest.
-type Range[B Bytes] struct {
-	Key, RangeEnd                        B
-	Limit, Revision                      int64
-	SortOrder, SortTarget                int32
-	Serializable, KeysOnly, CountOnly    bool
-	MinModRevision, MaxModRevision       int64
-	MinCreateRevision, MaxCreateRevision int64
+// RangeRequest is etcdserverpb.RangeRequest. RangeEnd empty reads Key alone, "\x00" every key from
+// Key on, otherwise [Key, RangeEnd).
+type RangeRequest[B Bytes] struct {
+	Key               B          `json:"key"`
+	RangeEnd          B          `json:"range_end,omitempty"`
+	Limit             int64      `json:"limit,omitempty"`
+	Revision          int64      `json:"revision,omitempty"`
+	SortOrder         SortOrder  `json:"sort_order,omitempty"`
+	SortTarget        SortTarget `json:"sort_target,omitempty"`
+	Serializable      bool       `json:"serializable,omitempty"`
+	KeysOnly          bool       `json:"keys_only,omitempty"`
+	CountOnly         bool       `json:"count_only,omitempty"`
+	MinModRevision    int64      `json:"min_mod_revision,omitempty"`
+	MaxModRevision    int64      `json:"max_mod_revision,omitempty"`
+	MinCreateRevision int64      `json:"min_create_revision,omitempty"`
+	MaxCreateRevision int64      `json:"max_create_revision,omitempty"`
 }
 
-// Put is etcdserverpb.PutRequest.
-type Put[B Bytes] struct {
-	Key, Value                       B
-	Lease                            int64
-	PrevKV, IgnoreValue, IgnoreLease bool
+// PutRequest is etcdserverpb.PutRequest.
+type PutRequest[B Bytes] struct {
+	Key         B     `json:"key"`
+	Value       B     `json:"value,omitempty"`
+	Lease       int64 `json:"lease,omitempty"`
+	PrevKV      bool  `json:"prev_kv,omitempty"`
+	IgnoreValue bool  `json:"ignore_value,omitempty"`
+	IgnoreLease bool  `json:"ignore_lease,omitempty"`
 }
 
-// DeleteRange is etcdserverpb.DeleteRangeRequest.
-type DeleteRange[B Bytes] struct {
-	Key, RangeEnd B
-	PrevKV        bool
+// DeleteRangeRequest is etcdserverpb.DeleteRangeRequest; RangeEnd as in RangeRequest.
+type DeleteRangeRequest[B Bytes] struct {
+	Key      B    `json:"key"`
+	RangeEnd B    `json:"range_end,omitempty"`
+	PrevKV   bool `json:"prev_kv,omitempty"`
 }
 
-// Compare is etcdserverpb.Compare; of Version, CreateRevision, ModRevision, Value and Lease only
-// the one Target names is part of the message.
+// Compare is etcdserverpb.Compare, one txn guard: of Version, CreateRevision, ModRevision, Value
+// and Lease only the one Target names is part of the message. RangeEnd as in RangeRequest; over a
+// range every key must satisfy the compare.
 type Compare[B Bytes] struct {
-	Result, Target              int32
-	Key, RangeEnd               B
-	Version                     int64
-	CreateRevision, ModRevision int64
-	Value                       B
-	Lease                       int64
+	Result         CompareResult `json:"result"`
+	Target         CompareTarget `json:"target"`
+	Key            B             `json:"key"`
+	RangeEnd       B             `json:"range_end,omitempty"`
+	Version        int64         `json:"version,omitempty"`
+	CreateRevision int64         `json:"create_revision,omitempty"`
+	ModRevision    int64         `json:"mod_revision,omitempty"`
+	Value          B             `json:"value,omitempty"`
+	Lease          int64         `json:"lease,omitempty"`
 }
 
-// Op is etcdserverpb.RequestOp: one of its fields should be set. None set is etcd's "empty op";
-// more than one cannot be sent to etcd (the protobuf field is a oneof), and is refused here.
-type Op[B Bytes] struct {
-	Range       *Range[B]
-	Put         *Put[B]
-	DeleteRange *DeleteRange[B]
-	Txn         *Txn[B]
+// RequestOp is etcdserverpb.RequestOp, one operation of a txn branch: one of its fields should be
+// set. None set is etcd's "empty op"; more than one cannot be sent to etcd (the protobuf field is a
+// oneof), and is refused here.
+type RequestOp[B Bytes] struct {
+	Range       *RangeRequest[B]       `json:"range,omitempty"`
+	Put         *PutRequest[B]         `json:"put,omitempty"`
+	DeleteRange *DeleteRangeRequest[B] `json:"delete_range,omitempty"`
+	Txn         *TxnRequest[B]         `json:"txn,omitempty"`
 }
 
-// Txn is etcdserverpb.TxnRequest.
-type Txn[B Bytes] struct {
-	Compare          []Compare[B]
-	Success, Failure []Op[B]
+// TxnRequest is etcdserverpb.TxnRequest.
+type TxnRequest[B Bytes] struct {
+	Compare []Compare[B]   `json:"compare,omitempty"`
+	Success []RequestOp[B] `json:"success,omitempty"`
+	Failure []RequestOp[B] `json:"failure,omitempty"`
+}
+
+// KeyValue is mvccpb.KeyValue, one revision of a key.
+type KeyValue[B Bytes] struct {
+	Key            B     `json:"key"`
+	CreateRevision int64 `json:"create_revision,omitempty"`
+	ModRevision    int64 `json:"mod_revision,omitempty"`
+	Version        int64 `json:"version,omitempty"`
+	Value          B     `json:"value,omitempty"`
+	Lease          int64 `json:"lease,omitempty"`
+}
+
+// WatchRequest is etcdserverpb.WatchCreateRequest. Key empty means "\x00"; RangeEnd as in
+// RangeRequest. StartRevision 0 means "from the revision after the watch was created". WatchID is
+// the stream's choice of ID (0: the next free one); a history does not record it.
+type WatchRequest[B Bytes] struct {
+	Key            B             `json:"key"`
+	RangeEnd       B             `json:"range_end,omitempty"`
+	StartRevision  int64         `json:"start_revision,omitempty"`
+	PrevKV         bool          `json:"prev_kv,omitempty"`
+	ProgressNotify bool          `json:"progress_notify,omitempty"`
+	Filters        []WatchFilter `json:"filters,omitempty"`
+	Fragment       bool          `json:"fragment,omitempty"`
+	WatchID        int64         `json:"-"`
 }

@@ -36,7 +36,7 @@ func (l Limits) checkSize(n int) error {
 // Check returns the error etcd gives r before reading any state.
 // Mirrors server/etcdserver/api/v3rpc/key.go checkRangeRequest. A range is a read, which etcd
 // serves without proposing it, so no size limit applies.
-func (r *Range[B]) Check() error {
+func (r *RangeRequest[B]) Check() error {
 	if len(r.Key) == 0 {
 		return ErrEmptyKey
 	}
@@ -48,7 +48,7 @@ func (r *Range[B]) Check() error {
 
 // Check returns the error etcd gives r before reading any state: v3rpc/key.go checkPutRequest,
 // then the size of the proposal (etcdserver/v3_server.go processInternalRaftRequestOnce).
-func (r *Put[B]) Check(l Limits) error {
+func (r *PutRequest[B]) Check(l Limits) error {
 	if err := r.checkShape(); err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func (r *Put[B]) Check(l Limits) error {
 }
 
 // checkShape mirrors v3rpc/key.go checkPutRequest.
-func (r *Put[B]) checkShape() error {
+func (r *PutRequest[B]) checkShape() error {
 	if len(r.Key) == 0 {
 		return ErrEmptyKey
 	}
@@ -71,7 +71,7 @@ func (r *Put[B]) checkShape() error {
 
 // Check returns the error etcd gives r before reading any state: v3rpc/key.go checkDeleteRequest,
 // then the size of the proposal.
-func (r *DeleteRange[B]) Check(l Limits) error {
+func (r *DeleteRangeRequest[B]) Check(l Limits) error {
 	if len(r.Key) == 0 {
 		return ErrEmptyKey
 	}
@@ -82,7 +82,7 @@ func (r *DeleteRange[B]) Check(l Limits) error {
 // checkTxnRequest, then checkIntervals on each branch, then the proposal's size is checked. A txn
 // of ranges only is no proposal: etcd serves it without raft (etcdserver/v3_server.go Txn), so only
 // gRPC's receive limit bounds its size.
-func (r *Txn[B]) Check(l Limits) error {
+func (r *TxnRequest[B]) Check(l Limits) error {
 	l = l.withDefaults()
 	if err := r.checkShape(l.MaxTxnOps); err != nil {
 		return err
@@ -101,8 +101,8 @@ func (r *Txn[B]) Check(l Limits) error {
 
 // readOnly mirrors server/etcdserver/txn/txn.go IsTxnReadonly: ranges only, in both branches; a
 // nested txn counts as a write even if it holds ranges only.
-func (r *Txn[B]) readOnly() bool {
-	for _, ops := range [][]Op[B]{r.Success, r.Failure} {
+func (r *TxnRequest[B]) readOnly() bool {
+	for _, ops := range [][]RequestOp[B]{r.Success, r.Failure} {
 		for i := range ops {
 			if ops[i].Range == nil {
 				return false
@@ -129,7 +129,7 @@ func CheckLeaseGrant(ttl int64) error {
 
 // checkShape mirrors v3rpc/key.go checkTxnRequest: the compares and each branch count against
 // maxTxnOps, and a nested txn gets what its parent left.
-func (r *Txn[B]) checkShape(maxTxnOps int) error {
+func (r *TxnRequest[B]) checkShape(maxTxnOps int) error {
 	opc := max(len(r.Compare), len(r.Success), len(r.Failure))
 	if opc > maxTxnOps {
 		return ErrTooManyOps
@@ -139,7 +139,7 @@ func (r *Txn[B]) checkShape(maxTxnOps int) error {
 			return ErrEmptyKey
 		}
 	}
-	for _, ops := range [][]Op[B]{r.Success, r.Failure} {
+	for _, ops := range [][]RequestOp[B]{r.Success, r.Failure} {
 		for i := range ops {
 			if err := ops[i].checkShape(maxTxnOps - opc); err != nil {
 				return err
@@ -150,7 +150,7 @@ func (r *Txn[B]) checkShape(maxTxnOps int) error {
 }
 
 // checkShape mirrors v3rpc/key.go checkRequestOp.
-func (op *Op[B]) checkShape(maxTxnOps int) error {
+func (op *RequestOp[B]) checkShape(maxTxnOps int) error {
 	set := 0
 	for _, b := range []bool{op.Range != nil, op.Put != nil, op.DeleteRange != nil, op.Txn != nil} {
 		if b {
@@ -200,7 +200,7 @@ func (iv interval) containsPoint(k string) bool {
 // Mirrors v3rpc/key.go checkIntervals, quirk included: a delete with range end "\x00" is the empty
 // interval [key, "\x00") there, so it conflicts with no put, and such a txn may put and delete one
 // key in one revision.
-func checkIntervals[B Bytes](ops []Op[B]) (map[string]struct{}, []interval, error) {
+func checkIntervals[B Bytes](ops []RequestOp[B]) (map[string]struct{}, []interval, error) {
 	var dels []interval
 	for _, op := range ops {
 		if d := op.DeleteRange; d != nil {

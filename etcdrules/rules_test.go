@@ -59,17 +59,17 @@ func check(t *testing.T, name string, got, want error) {
 // TestRangeRules follows v3rpc/key_test.go TestCheckRangeRequest, with the empty key added.
 func TestRangeRules(t *testing.T) {
 	for name, c := range map[string]struct {
-		r    Range[S]
+		r    RangeRequest[S]
 		want error
 	}{
-		"ascend by create":  {Range[S]{Key: S("a"), SortOrder: SortAscend, SortTarget: SortByCreate}, nil},
-		"descend by value":  {Range[S]{Key: S("a"), SortOrder: SortDescend, SortTarget: SortByValue}, nil},
-		"unknown target":    {Range[S]{Key: S("a"), SortOrder: SortAscend, SortTarget: 100}, ErrInvalidSortOption},
-		"unknown order":     {Range[S]{Key: S("a"), SortOrder: 200, SortTarget: SortByMod}, ErrInvalidSortOption},
-		"negative order":    {Range[S]{Key: S("a"), SortOrder: -1}, ErrInvalidSortOption},
-		"empty key":         {Range[S]{RangeEnd: S("b")}, ErrEmptyKey},
-		"empty key first":   {Range[S]{SortOrder: 7}, ErrEmptyKey},
-		"huge range passes": {Range[S]{Key: S(strings.Repeat("k", 2*DefaultMaxRequestBytes))}, nil},
+		"ascend by create":  {RangeRequest[S]{Key: S("a"), SortOrder: SortAscend, SortTarget: SortByCreate}, nil},
+		"descend by value":  {RangeRequest[S]{Key: S("a"), SortOrder: SortDescend, SortTarget: SortByValue}, nil},
+		"unknown target":    {RangeRequest[S]{Key: S("a"), SortOrder: SortAscend, SortTarget: 100}, ErrInvalidSortOption},
+		"unknown order":     {RangeRequest[S]{Key: S("a"), SortOrder: 200, SortTarget: SortByMod}, ErrInvalidSortOption},
+		"negative order":    {RangeRequest[S]{Key: S("a"), SortOrder: -1}, ErrInvalidSortOption},
+		"empty key":         {RangeRequest[S]{RangeEnd: S("b")}, ErrEmptyKey},
+		"empty key first":   {RangeRequest[S]{SortOrder: 7}, ErrEmptyKey},
+		"huge range passes": {RangeRequest[S]{Key: S(strings.Repeat("k", 2*DefaultMaxRequestBytes))}, nil},
 	} {
 		check(t, name, c.r.Check(), c.want)
 	}
@@ -77,41 +77,43 @@ func TestRangeRules(t *testing.T) {
 
 func TestPutRules(t *testing.T) {
 	for name, c := range map[string]struct {
-		r    Put[string]
+		r    PutRequest[string]
 		want error
 	}{
-		"plain":                     {Put[string]{Key: "a", Value: "v", Lease: 5}, nil},
-		"empty key":                 {Put[string]{Value: "v"}, ErrEmptyKey},
-		"ignore_value":              {Put[string]{Key: "a", IgnoreValue: true, Lease: 5}, nil},
-		"ignore_value with a value": {Put[string]{Key: "a", Value: "v", IgnoreValue: true}, ErrValueProvided},
-		"ignore_lease":              {Put[string]{Key: "a", Value: "v", IgnoreLease: true}, nil},
-		"ignore_lease with a lease": {Put[string]{Key: "a", Lease: 5, IgnoreLease: true}, ErrLeaseProvided},
-		"both, value checked first": {Put[string]{Key: "a", Value: "v", Lease: 5, IgnoreValue: true, IgnoreLease: true}, ErrValueProvided},
-		"too large":                 {Put[string]{Key: "a", Value: strings.Repeat("x", DefaultMaxRequestBytes)}, ErrRequestTooLarge},
-		"shape before size":         {Put[string]{Value: strings.Repeat("x", DefaultMaxRequestBytes)}, ErrEmptyKey},
+		"plain":                     {PutRequest[string]{Key: "a", Value: "v", Lease: 5}, nil},
+		"empty key":                 {PutRequest[string]{Value: "v"}, ErrEmptyKey},
+		"ignore_value":              {PutRequest[string]{Key: "a", IgnoreValue: true, Lease: 5}, nil},
+		"ignore_value with a value": {PutRequest[string]{Key: "a", Value: "v", IgnoreValue: true}, ErrValueProvided},
+		"ignore_lease":              {PutRequest[string]{Key: "a", Value: "v", IgnoreLease: true}, nil},
+		"ignore_lease with a lease": {PutRequest[string]{Key: "a", Lease: 5, IgnoreLease: true}, ErrLeaseProvided},
+		"both, value checked first": {PutRequest[string]{Key: "a", Value: "v", Lease: 5, IgnoreValue: true, IgnoreLease: true}, ErrValueProvided},
+		"too large":                 {PutRequest[string]{Key: "a", Value: strings.Repeat("x", DefaultMaxRequestBytes)}, ErrRequestTooLarge},
+		"shape before size":         {PutRequest[string]{Value: strings.Repeat("x", DefaultMaxRequestBytes)}, ErrEmptyKey},
 	} {
 		check(t, name, c.r.Check(Limits{}), c.want)
 	}
 }
 
 func TestDeleteRules(t *testing.T) {
-	check(t, "plain", (&DeleteRange[S]{Key: S("a"), RangeEnd: S("\x00")}).Check(Limits{}), nil)
-	check(t, "empty key", (&DeleteRange[S]{RangeEnd: S("b")}).Check(Limits{}), ErrEmptyKey)
-	check(t, "too large", (&DeleteRange[S]{Key: make(S, DefaultMaxRequestBytes)}).Check(Limits{}), ErrRequestTooLarge)
-	check(t, "limit", (&DeleteRange[S]{Key: make(S, 100)}).Check(Limits{MaxRequestBytes: 100}), ErrRequestTooLarge)
+	check(t, "plain", (&DeleteRangeRequest[S]{Key: S("a"), RangeEnd: S("\x00")}).Check(Limits{}), nil)
+	check(t, "empty key", (&DeleteRangeRequest[S]{RangeEnd: S("b")}).Check(Limits{}), ErrEmptyKey)
+	check(t, "too large", (&DeleteRangeRequest[S]{Key: make(S, DefaultMaxRequestBytes)}).Check(Limits{}), ErrRequestTooLarge)
+	check(t, "limit", (&DeleteRangeRequest[S]{Key: make(S, 100)}).Check(Limits{MaxRequestBytes: 100}), ErrRequestTooLarge)
 }
 
-func rangeOp(k string) Op[string] { return Op[string]{Range: &Range[string]{Key: k}} }
-func putOp(k string) Op[string]   { return Op[string]{Put: &Put[string]{Key: k}} }
-func delOp(k, end string) Op[string] {
-	return Op[string]{DeleteRange: &DeleteRange[string]{Key: k, RangeEnd: end}}
+func rangeOp(k string) RequestOp[string] {
+	return RequestOp[string]{Range: &RangeRequest[string]{Key: k}}
 }
-func txnOp(then, els []Op[string]) Op[string] {
-	return Op[string]{Txn: &Txn[string]{Success: then, Failure: els}}
+func putOp(k string) RequestOp[string] { return RequestOp[string]{Put: &PutRequest[string]{Key: k}} }
+func delOp(k, end string) RequestOp[string] {
+	return RequestOp[string]{DeleteRange: &DeleteRangeRequest[string]{Key: k, RangeEnd: end}}
+}
+func txnOp(then, els []RequestOp[string]) RequestOp[string] {
+	return RequestOp[string]{Txn: &TxnRequest[string]{Success: then, Failure: els}}
 }
 
-func ops(n int) []Op[string] {
-	out := make([]Op[string], n)
+func ops(n int) []RequestOp[string] {
+	out := make([]RequestOp[string], n)
 	for i := range out {
 		out[i] = rangeOp(fmt.Sprint(i))
 	}
@@ -131,41 +133,41 @@ func compares(n int) []Compare[string] {
 func TestTxnRules(t *testing.T) {
 	big := strings.Repeat("x", 800*1024)
 	for name, c := range map[string]struct {
-		r      Txn[string]
+		r      TxnRequest[string]
 		limits Limits
 		want   error
 	}{
-		"empty":                    {Txn[string]{}, Limits{}, nil},
-		"128 ops":                  {Txn[string]{Success: ops(128)}, Limits{}, nil},
-		"129 ops":                  {Txn[string]{Failure: ops(129)}, Limits{}, ErrTooManyOps},
-		"129 compares":             {Txn[string]{Compare: compares(129)}, Limits{}, ErrTooManyOps},
-		"the largest counts":       {Txn[string]{Compare: compares(3), Success: ops(3), Failure: ops(4)}, Limits{MaxTxnOps: 3}, ErrTooManyOps},
-		"nested budget":            {Txn[string]{Success: []Op[string]{txnOp(ops(127), nil)}}, Limits{}, nil},
-		"nested too many":          {Txn[string]{Success: []Op[string]{txnOp(ops(128), nil)}}, Limits{}, ErrTooManyOps},
-		"empty compare key":        {Txn[string]{Compare: []Compare[string]{{}}}, Limits{}, ErrEmptyKey},
-		"empty op":                 {Txn[string]{Success: []Op[string]{{}}}, Limits{}, ErrKeyNotFound},
-		"two requests in one op":   {Txn[string]{Success: []Op[string]{{Range: &Range[string]{Key: "a"}, Put: &Put[string]{Key: "a"}}}}, Limits{}, ErrInvalidRequestOp},
-		"bad range in an op":       {Txn[string]{Failure: []Op[string]{{Range: &Range[string]{Key: "a", SortTarget: 9}}}}, Limits{}, ErrInvalidSortOption},
-		"bad put in an op":         {Txn[string]{Failure: []Op[string]{{Put: &Put[string]{Key: "a", Lease: 1, IgnoreLease: true}}}}, Limits{}, ErrLeaseProvided},
-		"empty delete key":         {Txn[string]{Success: []Op[string]{delOp("", "")}}, Limits{}, ErrEmptyKey},
-		"put twice":                {Txn[string]{Success: []Op[string]{putOp("a"), putOp("a")}}, Limits{}, ErrDuplicateKey},
-		"put in each branch":       {Txn[string]{Success: []Op[string]{putOp("a")}, Failure: []Op[string]{putOp("a")}}, Limits{}, nil},
-		"put in a deleted range":   {Txn[string]{Success: []Op[string]{delOp("a", "c"), putOp("b")}}, Limits{}, ErrDuplicateKey},
-		"put then delete key":      {Txn[string]{Success: []Op[string]{putOp("a"), delOp("a", "")}}, Limits{}, ErrDuplicateKey},
-		"put past a deleted range": {Txn[string]{Success: []Op[string]{delOp("a", "c"), putOp("c")}}, Limits{}, nil},
-		"delete to \\x00 is empty": {Txn[string]{Success: []Op[string]{delOp("a", "\x00"), putOp("b"), putOp("a")}}, Limits{}, nil},
-		"then/else share":          {Txn[string]{Success: []Op[string]{txnOp([]Op[string]{putOp("a")}, []Op[string]{putOp("a")})}}, Limits{}, nil},
-		"nested duplicate":         {Txn[string]{Success: []Op[string]{putOp("a"), txnOp(nil, []Op[string]{putOp("a")})}}, Limits{}, ErrDuplicateKey},
-		"two nested txns":          {Txn[string]{Success: []Op[string]{txnOp([]Op[string]{putOp("a")}, nil), txnOp(nil, []Op[string]{putOp("a")})}}, Limits{}, ErrDuplicateKey},
-		"nested delete, outer put": {Txn[string]{Success: []Op[string]{putOp("b"), txnOp([]Op[string]{delOp("a", "c")}, nil)}}, Limits{}, ErrDuplicateKey},
-		"outer delete, nested put": {Txn[string]{Success: []Op[string]{delOp("a", "c"), txnOp(nil, []Op[string]{putOp("b")})}}, Limits{}, ErrDuplicateKey},
-		"too large":                {Txn[string]{Success: []Op[string]{{Put: &Put[string]{Key: "a", Value: big}}, {Put: &Put[string]{Key: "b", Value: big}}}}, Limits{}, ErrRequestTooLarge},
-		"read-only, large":         {Txn[string]{Compare: []Compare[string]{{Key: "a", Target: CompareValue, Value: big + big}}, Success: []Op[string]{rangeOp("a")}, Failure: []Op[string]{rangeOp("b")}}, Limits{}, nil},
-		"large, no ops":            {Txn[string]{Compare: []Compare[string]{{Key: "a", Target: CompareValue, Value: big + big}}}, Limits{}, nil},
-		"nested read is a write":   {Txn[string]{Compare: []Compare[string]{{Key: "a", Target: CompareValue, Value: big + big}}, Success: []Op[string]{txnOp(ops(1), nil)}}, Limits{}, ErrRequestTooLarge},
-		"large, may write":         {Txn[string]{Compare: []Compare[string]{{Key: "a", Target: CompareValue, Value: big + big}}, Success: []Op[string]{rangeOp("a")}, Failure: []Op[string]{delOp("b", "")}}, Limits{}, ErrRequestTooLarge},
-		"shape before intervals":   {Txn[string]{Success: []Op[string]{putOp("a"), putOp("a"), {}}}, Limits{}, ErrKeyNotFound},
-		"intervals before size":    {Txn[string]{Success: []Op[string]{{Put: &Put[string]{Key: "a", Value: big}}, {Put: &Put[string]{Key: "a", Value: big}}}}, Limits{}, ErrDuplicateKey},
+		"empty":                    {TxnRequest[string]{}, Limits{}, nil},
+		"128 ops":                  {TxnRequest[string]{Success: ops(128)}, Limits{}, nil},
+		"129 ops":                  {TxnRequest[string]{Failure: ops(129)}, Limits{}, ErrTooManyOps},
+		"129 compares":             {TxnRequest[string]{Compare: compares(129)}, Limits{}, ErrTooManyOps},
+		"the largest counts":       {TxnRequest[string]{Compare: compares(3), Success: ops(3), Failure: ops(4)}, Limits{MaxTxnOps: 3}, ErrTooManyOps},
+		"nested budget":            {TxnRequest[string]{Success: []RequestOp[string]{txnOp(ops(127), nil)}}, Limits{}, nil},
+		"nested too many":          {TxnRequest[string]{Success: []RequestOp[string]{txnOp(ops(128), nil)}}, Limits{}, ErrTooManyOps},
+		"empty compare key":        {TxnRequest[string]{Compare: []Compare[string]{{}}}, Limits{}, ErrEmptyKey},
+		"empty op":                 {TxnRequest[string]{Success: []RequestOp[string]{{}}}, Limits{}, ErrKeyNotFound},
+		"two requests in one op":   {TxnRequest[string]{Success: []RequestOp[string]{{Range: &RangeRequest[string]{Key: "a"}, Put: &PutRequest[string]{Key: "a"}}}}, Limits{}, ErrInvalidRequestOp},
+		"bad range in an op":       {TxnRequest[string]{Failure: []RequestOp[string]{{Range: &RangeRequest[string]{Key: "a", SortTarget: 9}}}}, Limits{}, ErrInvalidSortOption},
+		"bad put in an op":         {TxnRequest[string]{Failure: []RequestOp[string]{{Put: &PutRequest[string]{Key: "a", Lease: 1, IgnoreLease: true}}}}, Limits{}, ErrLeaseProvided},
+		"empty delete key":         {TxnRequest[string]{Success: []RequestOp[string]{delOp("", "")}}, Limits{}, ErrEmptyKey},
+		"put twice":                {TxnRequest[string]{Success: []RequestOp[string]{putOp("a"), putOp("a")}}, Limits{}, ErrDuplicateKey},
+		"put in each branch":       {TxnRequest[string]{Success: []RequestOp[string]{putOp("a")}, Failure: []RequestOp[string]{putOp("a")}}, Limits{}, nil},
+		"put in a deleted range":   {TxnRequest[string]{Success: []RequestOp[string]{delOp("a", "c"), putOp("b")}}, Limits{}, ErrDuplicateKey},
+		"put then delete key":      {TxnRequest[string]{Success: []RequestOp[string]{putOp("a"), delOp("a", "")}}, Limits{}, ErrDuplicateKey},
+		"put past a deleted range": {TxnRequest[string]{Success: []RequestOp[string]{delOp("a", "c"), putOp("c")}}, Limits{}, nil},
+		"delete to \\x00 is empty": {TxnRequest[string]{Success: []RequestOp[string]{delOp("a", "\x00"), putOp("b"), putOp("a")}}, Limits{}, nil},
+		"then/else share":          {TxnRequest[string]{Success: []RequestOp[string]{txnOp([]RequestOp[string]{putOp("a")}, []RequestOp[string]{putOp("a")})}}, Limits{}, nil},
+		"nested duplicate":         {TxnRequest[string]{Success: []RequestOp[string]{putOp("a"), txnOp(nil, []RequestOp[string]{putOp("a")})}}, Limits{}, ErrDuplicateKey},
+		"two nested txns":          {TxnRequest[string]{Success: []RequestOp[string]{txnOp([]RequestOp[string]{putOp("a")}, nil), txnOp(nil, []RequestOp[string]{putOp("a")})}}, Limits{}, ErrDuplicateKey},
+		"nested delete, outer put": {TxnRequest[string]{Success: []RequestOp[string]{putOp("b"), txnOp([]RequestOp[string]{delOp("a", "c")}, nil)}}, Limits{}, ErrDuplicateKey},
+		"outer delete, nested put": {TxnRequest[string]{Success: []RequestOp[string]{delOp("a", "c"), txnOp(nil, []RequestOp[string]{putOp("b")})}}, Limits{}, ErrDuplicateKey},
+		"too large":                {TxnRequest[string]{Success: []RequestOp[string]{{Put: &PutRequest[string]{Key: "a", Value: big}}, {Put: &PutRequest[string]{Key: "b", Value: big}}}}, Limits{}, ErrRequestTooLarge},
+		"read-only, large":         {TxnRequest[string]{Compare: []Compare[string]{{Key: "a", Target: CompareValue, Value: big + big}}, Success: []RequestOp[string]{rangeOp("a")}, Failure: []RequestOp[string]{rangeOp("b")}}, Limits{}, nil},
+		"large, no ops":            {TxnRequest[string]{Compare: []Compare[string]{{Key: "a", Target: CompareValue, Value: big + big}}}, Limits{}, nil},
+		"nested read is a write":   {TxnRequest[string]{Compare: []Compare[string]{{Key: "a", Target: CompareValue, Value: big + big}}, Success: []RequestOp[string]{txnOp(ops(1), nil)}}, Limits{}, ErrRequestTooLarge},
+		"large, may write":         {TxnRequest[string]{Compare: []Compare[string]{{Key: "a", Target: CompareValue, Value: big + big}}, Success: []RequestOp[string]{rangeOp("a")}, Failure: []RequestOp[string]{delOp("b", "")}}, Limits{}, ErrRequestTooLarge},
+		"shape before intervals":   {TxnRequest[string]{Success: []RequestOp[string]{putOp("a"), putOp("a"), {}}}, Limits{}, ErrKeyNotFound},
+		"intervals before size":    {TxnRequest[string]{Success: []RequestOp[string]{{Put: &PutRequest[string]{Key: "a", Value: big}}, {Put: &PutRequest[string]{Key: "a", Value: big}}}}, Limits{}, ErrDuplicateKey},
 	} {
 		check(t, name, c.r.Check(c.limits), c.want)
 	}
@@ -182,7 +184,7 @@ func TestLeaseGrantRules(t *testing.T) {
 // TestSizeLimit: a put whose proposal is exactly the limit passes, one byte more fails.
 func TestSizeLimit(t *testing.T) {
 	for _, n := range []int{1000, DefaultMaxRequestBytes} {
-		p := Put[S]{Key: S("k")}
+		p := PutRequest[S]{Key: S("k")}
 		for raftRequest(fieldRaftPut, p.body()) < n {
 			p.Value = append(p.Value, 'x')
 		}
@@ -242,30 +244,30 @@ func (g *shapeGen) int(label string) int64 {
 	return rapid.SampledFrom([]int64{0, 1, 127, 128, 1 << 20, 1<<62 + 3}).Draw(g.t, label)
 }
 
-func (g *shapeGen) put(label string) Put[S] {
-	return Put[S]{Key: g.bytes(label + "Key"), Value: g.bytes(label + "Value"), Lease: g.int(label + "Lease"),
+func (g *shapeGen) put(label string) PutRequest[S] {
+	return PutRequest[S]{Key: g.bytes(label + "Key"), Value: g.bytes(label + "Value"), Lease: g.int(label + "Lease"),
 		PrevKV: rapid.Bool().Draw(g.t, label+"PrevKV"), IgnoreValue: rapid.Bool().Draw(g.t, label+"IgnoreValue"),
 		IgnoreLease: rapid.Bool().Draw(g.t, label+"IgnoreLease")}
 }
 
-func (g *shapeGen) del(label string) DeleteRange[S] {
-	return DeleteRange[S]{Key: g.bytes(label + "Key"), RangeEnd: g.bytes(label + "End"), PrevKV: rapid.Bool().Draw(g.t, label+"PrevKV")}
+func (g *shapeGen) del(label string) DeleteRangeRequest[S] {
+	return DeleteRangeRequest[S]{Key: g.bytes(label + "Key"), RangeEnd: g.bytes(label + "End"), PrevKV: rapid.Bool().Draw(g.t, label+"PrevKV")}
 }
 
-func (g *shapeGen) rng(label string) Range[S] {
-	return Range[S]{Key: g.bytes(label + "Key"), RangeEnd: g.bytes(label + "End"), Limit: g.int(label + "Limit"),
-		Revision: g.int(label + "Rev"), SortOrder: rapid.Int32Range(0, 2).Draw(g.t, label+"Order"),
-		SortTarget: rapid.Int32Range(0, 4).Draw(g.t, label+"Target"), Serializable: rapid.Bool().Draw(g.t, label+"Ser"),
+func (g *shapeGen) rng(label string) RangeRequest[S] {
+	return RangeRequest[S]{Key: g.bytes(label + "Key"), RangeEnd: g.bytes(label + "End"), Limit: g.int(label + "Limit"),
+		Revision: g.int(label + "Rev"), SortOrder: SortOrder(rapid.Int32Range(0, 2).Draw(g.t, label+"Order")),
+		SortTarget: SortTarget(rapid.Int32Range(0, 4).Draw(g.t, label+"Target")), Serializable: rapid.Bool().Draw(g.t, label+"Ser"),
 		KeysOnly: rapid.Bool().Draw(g.t, label+"KeysOnly"), CountOnly: rapid.Bool().Draw(g.t, label+"CountOnly"),
 		MinModRevision: g.int(label + "MinMod"), MaxModRevision: g.int(label + "MaxMod"),
 		MinCreateRevision: g.int(label + "MinCreate"), MaxCreateRevision: g.int(label + "MaxCreate")}
 }
 
-func (g *shapeGen) txn(label string, depth int) Txn[S] {
-	var t Txn[S]
+func (g *shapeGen) txn(label string, depth int) TxnRequest[S] {
+	var t TxnRequest[S]
 	for i := range rapid.IntRange(0, 3).Draw(g.t, label+"Compares") {
 		l := fmt.Sprintf("%sCmp%d", label, i)
-		c := Compare[S]{Result: rapid.Int32Range(0, 3).Draw(g.t, l+"Result"), Target: rapid.Int32Range(0, 4).Draw(g.t, l+"Target"),
+		c := Compare[S]{Result: CompareResult(rapid.Int32Range(0, 3).Draw(g.t, l+"Result")), Target: CompareTarget(rapid.Int32Range(0, 4).Draw(g.t, l+"Target")),
 			Key: g.bytes(l + "Key"), RangeEnd: g.bytes(l + "End")}
 		switch c.Target {
 		case CompareVersion:
@@ -281,11 +283,11 @@ func (g *shapeGen) txn(label string, depth int) Txn[S] {
 		}
 		t.Compare = append(t.Compare, c)
 	}
-	branch := func(l string) []Op[S] {
-		var out []Op[S]
+	branch := func(l string) []RequestOp[S] {
+		var out []RequestOp[S]
 		for i := range rapid.IntRange(0, 3).Draw(g.t, l+"N") {
 			ol := fmt.Sprintf("%s%d", l, i)
-			var op Op[S]
+			var op RequestOp[S]
 			switch k := rapid.IntRange(0, 3).Draw(g.t, ol+"Kind"); {
 			case k == 0:
 				r := g.rng(ol)
@@ -309,15 +311,15 @@ func (g *shapeGen) txn(label string, depth int) Txn[S] {
 	return t
 }
 
-func pbPut(p *Put[S]) *pb.PutRequest {
+func pbPut(p *PutRequest[S]) *pb.PutRequest {
 	return &pb.PutRequest{Key: p.Key, Value: p.Value, Lease: p.Lease, PrevKv: p.PrevKV, IgnoreValue: p.IgnoreValue, IgnoreLease: p.IgnoreLease}
 }
 
-func pbDelete(d *DeleteRange[S]) *pb.DeleteRangeRequest {
+func pbDelete(d *DeleteRangeRequest[S]) *pb.DeleteRangeRequest {
 	return &pb.DeleteRangeRequest{Key: d.Key, RangeEnd: d.RangeEnd, PrevKv: d.PrevKV}
 }
 
-func pbTxn(t *Txn[S]) *pb.TxnRequest {
+func pbTxn(t *TxnRequest[S]) *pb.TxnRequest {
 	out := &pb.TxnRequest{Success: pbOps(t.Success), Failure: pbOps(t.Failure)}
 	for _, c := range t.Compare {
 		pc := &pb.Compare{Result: pb.Compare_CompareResult(c.Result), Target: pb.Compare_CompareTarget(c.Target), Key: c.Key, RangeEnd: c.RangeEnd}
@@ -338,7 +340,7 @@ func pbTxn(t *Txn[S]) *pb.TxnRequest {
 	return out
 }
 
-func pbOps(ops []Op[S]) []*pb.RequestOp {
+func pbOps(ops []RequestOp[S]) []*pb.RequestOp {
 	var out []*pb.RequestOp
 	for _, op := range ops {
 		po := &pb.RequestOp{}

@@ -47,16 +47,16 @@ func msgField(field, n int) int { return tagSize(field) + varintSize(uint64(n)) 
 
 func raftRequest(field, n int) int { return raftHeaderSize + msgField(field, n) }
 
-func (r *Put[B]) body() int {
+func (r *PutRequest[B]) body() int {
 	return bytesField(1, r.Key) + bytesField(2, r.Value) + intField(3, r.Lease) +
 		boolField(4, r.PrevKV) + boolField(5, r.IgnoreValue) + boolField(6, r.IgnoreLease)
 }
 
-func (r *DeleteRange[B]) body() int {
+func (r *DeleteRangeRequest[B]) body() int {
 	return bytesField(1, r.Key) + bytesField(2, r.RangeEnd) + boolField(3, r.PrevKV)
 }
 
-func (r *Range[B]) body() int {
+func (r *RangeRequest[B]) body() int {
 	return bytesField(1, r.Key) + bytesField(2, r.RangeEnd) + intField(3, r.Limit) + intField(4, r.Revision) +
 		intField(5, int64(r.SortOrder)) + intField(6, int64(r.SortTarget)) + boolField(7, r.Serializable) +
 		boolField(8, r.KeysOnly) + boolField(9, r.CountOnly) + intField(10, r.MinModRevision) +
@@ -81,7 +81,7 @@ func (c *Compare[B]) body() int {
 	return n
 }
 
-func (op *Op[B]) body() int {
+func (op *RequestOp[B]) body() int {
 	switch {
 	case op.Range != nil:
 		return msgField(1, op.Range.body())
@@ -95,7 +95,7 @@ func (op *Op[B]) body() int {
 	return 0
 }
 
-func (r *Txn[B]) body() int {
+func (r *TxnRequest[B]) body() int {
 	n := 0
 	for i := range r.Compare {
 		n += msgField(1, r.Compare[i].body())

@@ -12,6 +12,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/listwatch/listwatch/etcdrules"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -53,7 +54,7 @@ func BenchmarkTxn(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		k := i % len(keys)
 		r, err := s.Txn(&store.TxnRequest{
-			Compare: []store.Compare{{Key: keys[k], Target: store.CompareMod, Result: store.CompareEqual, ModRevision: mods[k]}},
+			Compare: []store.Compare{{Key: keys[k], Target: etcdrules.CompareMod, Result: etcdrules.CompareEqual, ModRevision: mods[k]}},
 			Success: []store.RequestOp{{Put: &store.PutRequest{Key: keys[k], Value: val}}},
 			Failure: []store.RequestOp{{Range: &store.RangeRequest{Key: keys[k]}}},
 		})

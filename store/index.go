@@ -4,6 +4,8 @@ import (
 	"sort"
 
 	"github.com/google/btree"
+
+	"github.com/listwatch/listwatch/etcdrules"
 )
 
 // rec is one revision of one key. Records live inline in the log's chunks and hold no pointers, so
@@ -100,7 +102,7 @@ func (a *arena) event(x *index, r *rec) *Event {
 	box := &a.boxes[len(a.boxes)-1]
 	box.ev.Kv = &box.kv
 	if r.tombstone() {
-		box.ev.Type = EventDelete
+		box.ev.Type = etcdrules.EventDelete
 		key := x.tab[r.key].key
 		box.kv = KeyValue{Key: a.alloc(len(key)), ModRevision: r.mod}
 		copy(box.kv.Key, key)

@@ -11,7 +11,7 @@ import (
 // Range reads keys at a revision. Its checks and results follow etcd's v3rpc checkRangeRequest and
 // server/etcdserver/txn/range.go executeRange.
 func (s *Store) Range(r *RangeRequest) (*RangeResponse, error) {
-	if err := checkRangeRequest(r); err != nil {
+	if err := r.Check(); err != nil {
 		return nil, err
 	}
 	s.mu.RLock()
@@ -25,7 +25,7 @@ func (s *Store) Range(r *RangeRequest) (*RangeResponse, error) {
 // Put stores a value under a key; it always raises the revision. Checks follow v3rpc checkPutRequest,
 // the request-size check of etcdserver, then txn/put.go checkLease and checkAndGetPrevKV.
 func (s *Store) Put(r *PutRequest) (*PutResponse, error) {
-	if err := s.checkPut(r); err != nil {
+	if err := r.Check(s.limits()); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -44,7 +44,7 @@ func (s *Store) Put(r *PutRequest) (*PutResponse, error) {
 
 // DeleteRange deletes the keys in a range that exist; deleting nothing keeps the revision.
 func (s *Store) DeleteRange(r *DeleteRangeRequest) (*DeleteRangeResponse, error) {
-	if err := s.checkDeleteRange(r); err != nil {
+	if err := r.Check(s.limits()); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -62,7 +62,7 @@ func (s *Store) DeleteRange(r *DeleteRangeRequest) (*DeleteRangeResponse, error)
 // atomically. It follows v3rpc checkTxnRequest and checkIntervals, then txn/txn.go Txn: the branch is
 // checked in full before anything is written, so a failing txn changes nothing.
 func (s *Store) Txn(r *TxnRequest) (*TxnResponse, error) {
-	if err := s.checkTxn(r); err != nil {
+	if err := r.Check(s.limits()); err != nil {
 		return nil, err
 	}
 	if isTxnReadOnly(r) {
@@ -149,38 +149,19 @@ func (s *Store) compactLocked(rev int64) {
 func (s *Store) CheckRequest(req any) error {
 	switch r := req.(type) {
 	case *RangeRequest:
-		return checkRangeRequest(r)
+		return r.Check()
 	case *PutRequest:
-		return s.checkPut(r)
+		return r.Check(s.limits())
 	case *DeleteRangeRequest:
-		return s.checkDeleteRange(r)
+		return r.Check(s.limits())
 	case *TxnRequest:
-		return s.checkTxn(r)
+		return r.Check(s.limits())
 	}
 	return nil
 }
 
 func (s *Store) limits() etcdrules.Limits {
 	return etcdrules.Limits{MaxTxnOps: s.opts.MaxTxnOps, MaxRequestBytes: s.opts.MaxRequestBytes}
-}
-
-func checkRangeRequest(r *RangeRequest) error {
-	rr := rangeShape(r)
-	return rr.Check()
-}
-
-func (s *Store) checkPut(r *PutRequest) error {
-	p := putShape(r)
-	return p.Check(s.limits())
-}
-
-func (s *Store) checkDeleteRange(r *DeleteRangeRequest) error {
-	d := deleteShape(r)
-	return d.Check(s.limits())
-}
-
-func (s *Store) checkTxn(r *TxnRequest) error {
-	return checkTxnShape(r, s.limits())
 }
 
 // isTxnReadOnly is txn/txn.go IsTxnReadonly: ranges only; a nested txn counts as a write.
@@ -241,7 +222,7 @@ func (s *Store) rangeLocked(r *RangeRequest, curRev int64) (*RangeResponse, erro
 		resp.More = true
 	}
 	// keys_only without a value sort is served from the index in etcd v3.7: no value and no lease
-	fastKeysOnly := r.KeysOnly && r.SortTarget != SortByValue
+	fastKeysOnly := r.KeysOnly && r.SortTarget != etcdrules.SortByValue
 	if len(recs) == 0 {
 		return resp, nil
 	}
@@ -278,8 +259,8 @@ func rangeLimit(r *RangeRequest) int64 {
 	return limit
 }
 
-func isDefaultOrdering(t SortTarget, o SortOrder) bool {
-	return o == SortNone || (t == SortByKey && o == SortAscend)
+func isDefaultOrdering(t etcdrules.SortTarget, o etcdrules.SortOrder) bool {
+	return o == etcdrules.SortNone || (t == etcdrules.SortByKey && o == etcdrules.SortAscend)
 }
 
 func hasRevisionFilters(r *RangeRequest) bool {
@@ -308,26 +289,26 @@ func filterRecs(recs []*rec, r *RangeRequest) []*rec {
 func (s *Store) sortRecs(recs []*rec, r *RangeRequest) {
 	x := s.idx
 	order := r.SortOrder
-	if r.SortTarget != SortByKey && order == SortNone {
-		order = SortAscend
+	if r.SortTarget != etcdrules.SortByKey && order == etcdrules.SortNone {
+		order = etcdrules.SortAscend
 	}
 	if isDefaultOrdering(r.SortTarget, order) {
 		return
 	}
 	var less func(a, b *rec) bool
 	switch r.SortTarget {
-	case SortByKey:
+	case etcdrules.SortByKey:
 		less = func(a, b *rec) bool { return x.keyOf(a) < x.keyOf(b) }
-	case SortByVersion:
+	case etcdrules.SortByVersion:
 		less = func(a, b *rec) bool { return a.ver < b.ver }
-	case SortByCreate:
+	case etcdrules.SortByCreate:
 		less = func(a, b *rec) bool { return a.create < b.create }
-	case SortByMod:
+	case etcdrules.SortByMod:
 		less = func(a, b *rec) bool { return a.mod < b.mod }
-	case SortByValue:
+	case etcdrules.SortByValue:
 		less = func(a, b *rec) bool { return bytes.Compare(x.vals.get(a), x.vals.get(b)) < 0 }
 	}
-	if order == SortDescend {
+	if order == etcdrules.SortDescend {
 		asc := less
 		less = func(a, b *rec) bool { return asc(b, a) }
 	}
@@ -386,7 +367,7 @@ func (s *Store) applyCompare(c *Compare) bool {
 		return true
 	})
 	if !found {
-		if c.Target == CompareValue {
+		if c.Target == etcdrules.CompareValue {
 			return false
 		}
 		return s.compareRec(c, &rec{})
@@ -397,25 +378,25 @@ func (s *Store) applyCompare(c *Compare) bool {
 func (s *Store) compareRec(c *Compare, rc *rec) bool {
 	var result int
 	switch c.Target {
-	case CompareValue:
+	case etcdrules.CompareValue:
 		result = bytes.Compare(s.idx.vals.get(rc), c.Value)
-	case CompareCreate:
+	case etcdrules.CompareCreate:
 		result = cmpInt(rc.create, c.CreateRevision)
-	case CompareMod:
+	case etcdrules.CompareMod:
 		result = cmpInt(rc.mod, c.ModRevision)
-	case CompareVersion:
+	case etcdrules.CompareVersion:
 		result = cmpInt(rc.ver, c.Version)
-	case CompareLease:
+	case etcdrules.CompareLease:
 		result = cmpInt(rc.lease, c.Lease)
 	}
 	switch c.Result {
-	case CompareEqual:
+	case etcdrules.CompareEqual:
 		return result == 0
-	case CompareNotEqual:
+	case etcdrules.CompareNotEqual:
 		return result != 0
-	case CompareGreater:
+	case etcdrules.CompareGreater:
 		return result > 0
-	case CompareLess:
+	case etcdrules.CompareLess:
 		return result < 0
 	}
 	return true
@@ -525,7 +506,7 @@ func (tw *writeTxn) put(r *PutRequest) *PutResponse {
 	ki := x.getOrCreate(r.Key)
 	prev := ki.at(rev)
 	resp := &PutResponse{Header: Header{Revision: rev}}
-	if r.PrevKv && prev != nil {
+	if r.PrevKV && prev != nil {
 		resp.PrevKv = x.keyValue(prev, false)
 	}
 	nr := rec{key: ki.id, create: rev, mod: rev, ver: 1, lease: r.Lease}
@@ -563,14 +544,14 @@ func (tw *writeTxn) deleteRange(r *DeleteRangeRequest) *DeleteRangeResponse {
 	s.idx.visit(rangeOf(r.Key, r.RangeEnd), func(ki *keyIndex) bool {
 		if rc := ki.at(readRev); rc != nil {
 			victims = append(victims, ki)
-			if r.PrevKv {
+			if r.PrevKV {
 				prevs = append(prevs, s.idx.keyValue(rc, false))
 			}
 		}
 		return true
 	})
 	resp := &DeleteRangeResponse{Deleted: int64(len(victims))}
-	if r.PrevKv {
+	if r.PrevKV {
 		resp.PrevKvs = prevs
 	}
 	for _, ki := range victims {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/listwatch/listwatch/etcdrules"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -60,7 +61,7 @@ func TestNoOpWritesKeepRevision(t *testing.T) {
 	}
 	// read-only txn, and a failed compare whose branch is empty
 	r, err := e.s.Txn(&store.TxnRequest{
-		Compare: []store.Compare{{Key: []byte("a"), Target: store.CompareValue, Result: store.CompareEqual, Value: []byte("nope")}},
+		Compare: []store.Compare{{Key: []byte("a"), Target: etcdrules.CompareValue, Result: etcdrules.CompareEqual, Value: []byte("nope")}},
 		Success: []store.RequestOp{{Put: &store.PutRequest{Key: []byte("a")}}},
 	})
 	if err != nil || r.Succeeded || r.Header.Revision != 2 {
@@ -188,12 +189,12 @@ func TestRangeLimitCountSortFilters(t *testing.T) {
 		req  store.RangeRequest
 		want string
 	}{
-		{store.RangeRequest{SortTarget: store.SortByValue}, "bca"}, // a non-key target with NONE ascends
-		{store.RangeRequest{SortTarget: store.SortByValue, SortOrder: store.SortDescend}, "acb"},
-		{store.RangeRequest{SortTarget: store.SortByKey, SortOrder: store.SortDescend}, "cba"},
-		{store.RangeRequest{SortTarget: store.SortByMod, SortOrder: store.SortDescend}, "acb"},
-		{store.RangeRequest{SortTarget: store.SortByCreate, SortOrder: store.SortAscend}, "abc"},
-		{store.RangeRequest{SortTarget: store.SortByVersion, SortOrder: store.SortDescend, Limit: 1}, "a"},
+		{store.RangeRequest{SortTarget: etcdrules.SortByValue}, "bca"}, // a non-key target with NONE ascends
+		{store.RangeRequest{SortTarget: etcdrules.SortByValue, SortOrder: etcdrules.SortDescend}, "acb"},
+		{store.RangeRequest{SortTarget: etcdrules.SortByKey, SortOrder: etcdrules.SortDescend}, "cba"},
+		{store.RangeRequest{SortTarget: etcdrules.SortByMod, SortOrder: etcdrules.SortDescend}, "acb"},
+		{store.RangeRequest{SortTarget: etcdrules.SortByCreate, SortOrder: etcdrules.SortAscend}, "abc"},
+		{store.RangeRequest{SortTarget: etcdrules.SortByVersion, SortOrder: etcdrules.SortDescend, Limit: 1}, "a"},
 		{store.RangeRequest{MinModRevision: 4}, "ac"},
 		{store.RangeRequest{MaxModRevision: 4}, "bc"},
 		{store.RangeRequest{MinCreateRevision: 3, MaxCreateRevision: 3}, "b"},
@@ -229,7 +230,7 @@ func TestKeysOnlyOmitsValueAndLease(t *testing.T) {
 	if diff := cmp.Diff(kv("a", "", 2, 2, 1), r.Kvs[0]); diff != "" {
 		t.Fatalf("keys only from the index (-want +got):\n%s", diff)
 	}
-	r, _ = e.s.Range(&store.RangeRequest{Key: []byte("a"), KeysOnly: true, SortTarget: store.SortByValue})
+	r, _ = e.s.Range(&store.RangeRequest{Key: []byte("a"), KeysOnly: true, SortTarget: etcdrules.SortByValue})
 	if r.Kvs[0].Value != nil || r.Kvs[0].Lease != l.ID {
 		t.Fatalf("keys only sorted by value keeps the lease: %+v", r.Kvs[0])
 	}
@@ -261,7 +262,7 @@ func TestPutOptionsAndErrors(t *testing.T) {
 	if _, err := e.s.Put(&store.PutRequest{Key: []byte("a"), Value: []byte("1"), Lease: l.ID}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := e.s.Put(&store.PutRequest{Key: []byte("a"), IgnoreValue: true, PrevKv: true})
+	r, err := e.s.Put(&store.PutRequest{Key: []byte("a"), IgnoreValue: true, PrevKV: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +295,7 @@ func TestDeleteRangePrevKvsInKeyOrder(t *testing.T) {
 	e.put("b", "2")
 	e.put("a", "1")
 	e.put("c", "3")
-	r, err := e.s.DeleteRange(&store.DeleteRangeRequest{Key: []byte("a"), RangeEnd: []byte("c"), PrevKv: true})
+	r, err := e.s.DeleteRange(&store.DeleteRangeRequest{Key: []byte("a"), RangeEnd: []byte("c"), PrevKV: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +382,7 @@ func TestTombstoneAtCompactRevisionIsWatchable(t *testing.T) {
 	id := ws.watch(&store.WatchRequest{Key: []byte("a"), RangeEnd: []byte("c"), StartRevision: 4})
 	e.step(store.DefaultSyncInterval)
 	r := ws.next()
-	if r.WatchID != id || len(r.Events) != 1 || r.Events[0].Type != store.EventDelete || string(r.Events[0].Kv.Key) != "a" {
+	if r.WatchID != id || len(r.Events) != 1 || r.Events[0].Type != etcdrules.EventDelete || string(r.Events[0].Kv.Key) != "a" {
 		t.Fatalf("watch from the compact revision must see the delete at it: %+v", r)
 	}
 	if _, err := e.s.Compact(5); !errors.Is(err, store.ErrFutureRev) {
@@ -487,7 +488,7 @@ func TestCompactionAtPutThenDeleteRevision(t *testing.T) {
 				t.Fatalf("k at the compact revision: %+v, want deleted", got)
 			}
 			s := openStream(t, e)
-			s.watch(&store.WatchRequest{Key: []byte("k"), StartRevision: 3, PrevKv: true})
+			s.watch(&store.WatchRequest{Key: []byte("k"), StartRevision: 3, PrevKV: true})
 			e.step(store.DefaultSyncInterval)
 			if r := s.next(); diffStrings(evsOf(r), "DELETE k=@3") != "" {
 				t.Fatalf("watch from the compact revision: %s, want the DELETE alone", describe(r))
@@ -508,7 +509,7 @@ func TestReadOnlyTxnNotBoundByRequestSize(t *testing.T) {
 	e := newEnv(t, store.Options{})
 	e.put("a", "x") // 2
 	big := bytes.Repeat([]byte("y"), store.DefaultMaxRequestBytes)
-	cmpBig := []store.Compare{{Key: []byte("a"), Target: store.CompareValue, Result: store.CompareEqual, Value: big}}
+	cmpBig := []store.Compare{{Key: []byte("a"), Target: etcdrules.CompareValue, Result: etcdrules.CompareEqual, Value: big}}
 	ro := &store.TxnRequest{Compare: cmpBig, Success: []store.RequestOp{get("a")}, Failure: []store.RequestOp{get("a")}}
 	if err := e.s.CheckRequest(ro); err != nil {
 		t.Fatalf("CheckRequest of a read-only txn over MaxRequestBytes: %v", err)

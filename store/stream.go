@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/listwatch/listwatch/etcdrules"
 )
 
 // WatchStream multiplexes watchers over one channel of responses, as an etcd gRPC watch stream does:
@@ -123,7 +125,7 @@ func (ws *WatchStream) Watch(ctx context.Context, req *WatchRequest) (int64, err
 		id:             id,
 		kr:             kr,
 		startRev:       req.StartRevision,
-		prevKV:         req.PrevKv,
+		prevKV:         req.PrevKV,
 		progress:       req.ProgressNotify,
 		creating:       true,
 		quietSinceTick: true,
@@ -132,9 +134,9 @@ func (ws *WatchStream) Watch(ctx context.Context, req *WatchRequest) (int64, err
 	}
 	for _, f := range req.Filters {
 		switch f {
-		case FilterNoPut:
+		case etcdrules.FilterNoPut:
 			w.noPut = true
-		case FilterNoDelete:
+		case etcdrules.FilterNoDelete:
 			w.noDelete = true
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/listwatch/listwatch/etcdrules"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -22,8 +23,8 @@ func get(k string) store.RequestOp {
 	return store.RequestOp{Range: &store.RangeRequest{Key: []byte(k)}}
 }
 
-func cmpVersion(k string, r store.CompareResult, v int64) store.Compare {
-	return store.Compare{Key: []byte(k), Target: store.CompareVersion, Result: r, Version: v}
+func cmpVersion(k string, r etcdrules.CompareResult, v int64) store.Compare {
+	return store.Compare{Key: []byte(k), Target: etcdrules.CompareVersion, Result: r, Version: v}
 }
 
 func TestTxnCompares(t *testing.T) {
@@ -38,21 +39,21 @@ func TestTxnCompares(t *testing.T) {
 		c    store.Compare
 		want bool
 	}{
-		{"version =", cmpVersion("a", store.CompareEqual, 1), true},
-		{"version >", cmpVersion("a", store.CompareGreater, 1), false},
-		{"version <", cmpVersion("a", store.CompareLess, 2), true},
-		{"version !=", cmpVersion("a", store.CompareNotEqual, 1), false},
-		{"create =", store.Compare{Key: []byte("a"), Target: store.CompareCreate, CreateRevision: 2}, true},
-		{"mod >", store.Compare{Key: []byte("b"), Target: store.CompareMod, Result: store.CompareGreater, ModRevision: 2}, true},
-		{"value =", store.Compare{Key: []byte("a"), Target: store.CompareValue, Value: []byte("10")}, true},
-		{"value <", store.Compare{Key: []byte("a"), Target: store.CompareValue, Result: store.CompareLess, Value: []byte("9")}, true},
-		{"lease =", store.Compare{Key: []byte("b"), Target: store.CompareLease, Lease: l.ID}, true},
-		{"missing key create = 0", store.Compare{Key: []byte("zz"), Target: store.CompareCreate}, true},
-		{"missing key version = 0", cmpVersion("zz", store.CompareEqual, 0), true},
-		{"missing key value always fails", store.Compare{Key: []byte("zz"), Target: store.CompareValue, Result: store.CompareNotEqual, Value: []byte("x")}, false},
-		{"range: every key", store.Compare{Key: []byte("a"), RangeEnd: []byte("c"), Target: store.CompareVersion, Result: store.CompareEqual, Version: 1}, true},
-		{"range: one key fails", store.Compare{Key: []byte("a"), RangeEnd: []byte("c"), Target: store.CompareMod, Result: store.CompareLess, ModRevision: 3}, false},
-		{"empty range compares against zero", store.Compare{Key: []byte("x"), RangeEnd: []byte("y"), Target: store.CompareLease, Lease: 0}, true},
+		{"version =", cmpVersion("a", etcdrules.CompareEqual, 1), true},
+		{"version >", cmpVersion("a", etcdrules.CompareGreater, 1), false},
+		{"version <", cmpVersion("a", etcdrules.CompareLess, 2), true},
+		{"version !=", cmpVersion("a", etcdrules.CompareNotEqual, 1), false},
+		{"create =", store.Compare{Key: []byte("a"), Target: etcdrules.CompareCreate, CreateRevision: 2}, true},
+		{"mod >", store.Compare{Key: []byte("b"), Target: etcdrules.CompareMod, Result: etcdrules.CompareGreater, ModRevision: 2}, true},
+		{"value =", store.Compare{Key: []byte("a"), Target: etcdrules.CompareValue, Value: []byte("10")}, true},
+		{"value <", store.Compare{Key: []byte("a"), Target: etcdrules.CompareValue, Result: etcdrules.CompareLess, Value: []byte("9")}, true},
+		{"lease =", store.Compare{Key: []byte("b"), Target: etcdrules.CompareLease, Lease: l.ID}, true},
+		{"missing key create = 0", store.Compare{Key: []byte("zz"), Target: etcdrules.CompareCreate}, true},
+		{"missing key version = 0", cmpVersion("zz", etcdrules.CompareEqual, 0), true},
+		{"missing key value always fails", store.Compare{Key: []byte("zz"), Target: etcdrules.CompareValue, Result: etcdrules.CompareNotEqual, Value: []byte("x")}, false},
+		{"range: every key", store.Compare{Key: []byte("a"), RangeEnd: []byte("c"), Target: etcdrules.CompareVersion, Result: etcdrules.CompareEqual, Version: 1}, true},
+		{"range: one key fails", store.Compare{Key: []byte("a"), RangeEnd: []byte("c"), Target: etcdrules.CompareMod, Result: etcdrules.CompareLess, ModRevision: 3}, false},
+		{"empty range compares against zero", store.Compare{Key: []byte("x"), RangeEnd: []byte("y"), Target: etcdrules.CompareLease, Lease: 0}, true},
 	}
 	for _, c := range cases {
 		r, err := e.s.Txn(&store.TxnRequest{Compare: []store.Compare{c.c}, Success: []store.RequestOp{get("a")}})
@@ -69,12 +70,12 @@ func TestTxnBranchesAndNesting(t *testing.T) {
 	e := newEnv(t, store.Options{})
 	e.put("a", "1") // 2
 	r, err := e.s.Txn(&store.TxnRequest{
-		Compare: []store.Compare{cmpVersion("a", store.CompareEqual, 1)},
+		Compare: []store.Compare{cmpVersion("a", etcdrules.CompareEqual, 1)},
 		Success: []store.RequestOp{
 			put("b", "1"),
 			get("b"), // a range inside a write txn sees the txn's own writes
 			{Txn: &store.TxnRequest{
-				Compare: []store.Compare{cmpVersion("b", store.CompareEqual, 0)}, // compares read the start state
+				Compare: []store.Compare{cmpVersion("b", etcdrules.CompareEqual, 0)}, // compares read the start state
 				Success: []store.RequestOp{put("c", "yes")},
 				Failure: []store.RequestOp{put("c", "no")},
 			}},
@@ -190,7 +191,7 @@ func TestTxnDeleteThenPutSameKeyFromKeyQuirk(t *testing.T) {
 	e := newEnv(t, store.Options{})
 	e.put("b", "old") // 2
 	s := openStream(t, e)
-	s.watch(&store.WatchRequest{Key: []byte("b"), PrevKv: true})
+	s.watch(&store.WatchRequest{Key: []byte("b"), PrevKV: true})
 	if _, err := e.s.Txn(&store.TxnRequest{Success: []store.RequestOp{del("a", "\x00"), put("b", "new")}}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,10 @@
 package store
 
-import "time"
+import (
+	"time"
+
+	"github.com/listwatch/listwatch/etcdrules"
+)
 
 // watcher is one watch on a stream. It lives in exactly one place: the synced group, the unsynced
 // group, a victim batch, or nowhere once compacted or canceled (mvcc/watcher.go watcher).
@@ -37,7 +41,7 @@ type watcher struct {
 func (w *watcher) filtered() bool { return w.noPut || w.noDelete }
 
 func (w *watcher) drops(ev *Event) bool {
-	return (w.noPut && ev.Type == EventPut) || (w.noDelete && ev.Type == EventDelete)
+	return (w.noPut && ev.Type == etcdrules.EventPut) || (w.noDelete && ev.Type == etcdrules.EventDelete)
 }
 
 // eventBatch is the events a watcher is owed from one sync pass: at most watchBatchMaxRevs revisions;

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/listwatch/listwatch/etcdrules"
 	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
@@ -225,8 +226,8 @@ func TestWatchFiltersAndPrevKV(t *testing.T) {
 	e := newEnv(t, store.Options{})
 	e.put("a", "1") // 2
 	s := openStream(t, e)
-	noPut := s.watch(&store.WatchRequest{Key: []byte("a"), Filters: []store.WatchFilter{store.FilterNoPut}, PrevKv: true})
-	noDel := s.watch(&store.WatchRequest{Key: []byte("a"), Filters: []store.WatchFilter{store.FilterNoDelete}, PrevKv: true})
+	noPut := s.watch(&store.WatchRequest{Key: []byte("a"), Filters: []etcdrules.WatchFilter{etcdrules.FilterNoPut}, PrevKV: true})
+	noDel := s.watch(&store.WatchRequest{Key: []byte("a"), Filters: []etcdrules.WatchFilter{etcdrules.FilterNoDelete}, PrevKV: true})
 	e.put("a", "2") // 3
 	r := s.next()
 	if r.WatchID != noDel || diffStrings(evsOf(r), "PUT a=2@3/1@2") != "" {
@@ -257,7 +258,7 @@ func TestPrevKVMissingOnceCompacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := openStream(t, e)
-	s.watch(&store.WatchRequest{Key: []byte("a"), StartRevision: 3, PrevKv: true})
+	s.watch(&store.WatchRequest{Key: []byte("a"), StartRevision: 3, PrevKV: true})
 	e.step(store.DefaultSyncInterval)
 	// the event at 3 needs revision 2, which is compacted: prev kv is silently omitted
 	if r := s.next(); diffStrings(evsOf(r), "PUT a=2@3", "PUT a=3@4/2@3") != "" {
@@ -357,7 +358,7 @@ func TestTxnIsOneResponse(t *testing.T) {
 	e := newEnv(t, store.Options{})
 	e.put("a", "0")
 	s := openStream(t, e)
-	s.watch(&store.WatchRequest{Key: []byte("a"), RangeEnd: []byte("z"), PrevKv: true})
+	s.watch(&store.WatchRequest{Key: []byte("a"), RangeEnd: []byte("z"), PrevKV: true})
 	only := s.watch(&store.WatchRequest{Key: []byte("b")})
 	_, err := e.s.Txn(&store.TxnRequest{Success: []store.RequestOp{
 		{Put: &store.PutRequest{Key: []byte("b"), Value: []byte("1")}},

@@ -13,7 +13,7 @@ import (
 func toStoreRange(r *RangeRequest) *store.RangeRequest {
 	return &store.RangeRequest{
 		Key: bs(r.Key), RangeEnd: bs(r.RangeEnd), Limit: r.Limit, Revision: r.Revision,
-		SortOrder: store.SortOrder(r.SortOrder), SortTarget: store.SortTarget(r.SortTarget),
+		SortOrder: r.SortOrder, SortTarget: r.SortTarget,
 		Serializable: r.Serializable, KeysOnly: r.KeysOnly, CountOnly: r.CountOnly,
 		MinModRevision: r.MinModRevision, MaxModRevision: r.MaxModRevision,
 		MinCreateRevision: r.MinCreateRevision, MaxCreateRevision: r.MaxCreateRevision,
@@ -21,19 +21,19 @@ func toStoreRange(r *RangeRequest) *store.RangeRequest {
 }
 
 func toStorePut(r *PutRequest) *store.PutRequest {
-	return &store.PutRequest{Key: bs(r.Key), Value: bs(r.Value), Lease: r.Lease, PrevKv: r.PrevKV,
+	return &store.PutRequest{Key: bs(r.Key), Value: bs(r.Value), Lease: r.Lease, PrevKV: r.PrevKV,
 		IgnoreValue: r.IgnoreValue, IgnoreLease: r.IgnoreLease}
 }
 
 func toStoreDelete(r *DeleteRangeRequest) *store.DeleteRangeRequest {
-	return &store.DeleteRangeRequest{Key: bs(r.Key), RangeEnd: bs(r.RangeEnd), PrevKv: r.PrevKV}
+	return &store.DeleteRangeRequest{Key: bs(r.Key), RangeEnd: bs(r.RangeEnd), PrevKV: r.PrevKV}
 }
 
 func toStoreTxn(r *TxnRequest) *store.TxnRequest {
 	t := &store.TxnRequest{}
 	for _, c := range r.Compare {
 		t.Compare = append(t.Compare, store.Compare{
-			Result: store.CompareResult(c.Result), Target: store.CompareTarget(c.Target),
+			Result: c.Result, Target: c.Target,
 			Key: bs(c.Key), RangeEnd: bs(c.RangeEnd), Version: c.Version, CreateRevision: c.CreateRevision,
 			ModRevision: c.ModRevision, Value: bs(c.Value), Lease: c.Lease,
 		})
@@ -120,7 +120,7 @@ func fromStoreTxn(r *store.TxnResponse) *TxnResponse {
 
 // fromStoreEvent converts an event delivered by a store watch stream.
 func fromStoreEvent(ev *store.Event) Event {
-	return Event{Type: EventType(ev.Type), Kv: fromStoreKV(ev.Kv), PrevKV: fromStoreKVPtr(ev.PrevKv)}
+	return Event{Type: ev.Type, Kv: fromStoreKV(ev.Kv), PrevKV: fromStoreKVPtr(ev.PrevKv)}
 }
 
 // fromStoreWatchResponse converts a store watch response; t is when it was received.
@@ -135,12 +135,8 @@ func fromStoreWatchResponse(wr *store.WatchResponse, t int64) WatchResponse {
 
 // toStoreWatchRequest converts a watch request for a store watch stream.
 func toStoreWatchRequest(r *WatchRequest) *store.WatchRequest {
-	w := &store.WatchRequest{Key: bs(r.Key), RangeEnd: bs(r.RangeEnd), StartRevision: r.StartRevision,
-		ProgressNotify: r.ProgressNotify, PrevKv: r.PrevKV, Fragment: r.Fragment}
-	for _, f := range r.Filters {
-		w.Filters = append(w.Filters, store.WatchFilter(f))
-	}
-	return w
+	return &store.WatchRequest{Key: bs(r.Key), RangeEnd: bs(r.RangeEnd), StartRevision: r.StartRevision,
+		ProgressNotify: r.ProgressNotify, PrevKV: r.PrevKV, Fragment: r.Fragment, Filters: r.Filters}
 }
 
 // applyToStore executes req on st, as a server backed by st would, and converts the answer. A lease

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/listwatch/listwatch/etcdrules"
 )
 
 // Bytes is a byte string: a key, a range end or a value. In JSON it is a string when it is valid UTF-8
@@ -108,69 +110,6 @@ type Request struct {
 	LeaseKeepAlive *LeaseKeepAliveRequest `json:"lease_keep_alive,omitempty"`
 }
 
-// RangeRequest is etcdserverpb.RangeRequest. RangeEnd empty reads Key alone, "\x00" every key from
-// Key on, otherwise [Key, RangeEnd).
-type RangeRequest struct {
-	Key               Bytes      `json:"key"`
-	RangeEnd          Bytes      `json:"range_end,omitempty"`
-	Limit             int64      `json:"limit,omitempty"`
-	Revision          int64      `json:"revision,omitempty"`
-	SortOrder         SortOrder  `json:"sort_order,omitempty"`
-	SortTarget        SortTarget `json:"sort_target,omitempty"`
-	Serializable      bool       `json:"serializable,omitempty"`
-	KeysOnly          bool       `json:"keys_only,omitempty"`
-	CountOnly         bool       `json:"count_only,omitempty"`
-	MinModRevision    int64      `json:"min_mod_revision,omitempty"`
-	MaxModRevision    int64      `json:"max_mod_revision,omitempty"`
-	MinCreateRevision int64      `json:"min_create_revision,omitempty"`
-	MaxCreateRevision int64      `json:"max_create_revision,omitempty"`
-}
-
-// PutRequest is etcdserverpb.PutRequest.
-type PutRequest struct {
-	Key         Bytes `json:"key"`
-	Value       Bytes `json:"value,omitempty"`
-	Lease       int64 `json:"lease,omitempty"`
-	PrevKV      bool  `json:"prev_kv,omitempty"`
-	IgnoreValue bool  `json:"ignore_value,omitempty"`
-	IgnoreLease bool  `json:"ignore_lease,omitempty"`
-}
-
-// DeleteRangeRequest is etcdserverpb.DeleteRangeRequest; RangeEnd as in RangeRequest.
-type DeleteRangeRequest struct {
-	Key      Bytes `json:"key"`
-	RangeEnd Bytes `json:"range_end,omitempty"`
-	PrevKV   bool  `json:"prev_kv,omitempty"`
-}
-
-// TxnRequest is etcdserverpb.TxnRequest.
-type TxnRequest struct {
-	Compare []Compare   `json:"compare,omitempty"`
-	Success []RequestOp `json:"success,omitempty"`
-	Failure []RequestOp `json:"failure,omitempty"`
-}
-
-// Compare is etcdserverpb.Compare: only the field Target names is read. RangeEnd as in RangeRequest.
-type Compare struct {
-	Result         CompareResult `json:"result"`
-	Target         CompareTarget `json:"target"`
-	Key            Bytes         `json:"key"`
-	RangeEnd       Bytes         `json:"range_end,omitempty"`
-	Version        int64         `json:"version,omitempty"`
-	CreateRevision int64         `json:"create_revision,omitempty"`
-	ModRevision    int64         `json:"mod_revision,omitempty"`
-	Value          Bytes         `json:"value,omitempty"`
-	Lease          int64         `json:"lease,omitempty"`
-}
-
-// RequestOp is one operation of a txn branch: exactly one field is set.
-type RequestOp struct {
-	Range       *RangeRequest       `json:"range,omitempty"`
-	Put         *PutRequest         `json:"put,omitempty"`
-	DeleteRange *DeleteRangeRequest `json:"delete_range,omitempty"`
-	Txn         *TxnRequest         `json:"txn,omitempty"`
-}
-
 // CompactRequest is etcdserverpb.CompactionRequest.
 type CompactRequest struct {
 	Revision int64 `json:"revision"`
@@ -251,16 +190,6 @@ type LeaseKeepAliveResponse struct {
 	TTL int64 `json:"ttl,omitempty"`
 }
 
-// KeyValue is mvccpb.KeyValue.
-type KeyValue struct {
-	Key            Bytes `json:"key"`
-	CreateRevision int64 `json:"create_revision,omitempty"`
-	ModRevision    int64 `json:"mod_revision,omitempty"`
-	Version        int64 `json:"version,omitempty"`
-	Value          Bytes `json:"value,omitempty"`
-	Lease          int64 `json:"lease,omitempty"`
-}
-
 // Watch is one watch request and the responses it received, in order. A watch that clientv3 resumed
 // after a reconnection is still one watch: its guarantees hold across the break.
 type Watch struct {
@@ -268,18 +197,6 @@ type Watch struct {
 	Call      int64           `json:"call"`
 	Request   WatchRequest    `json:"request"`
 	Responses []WatchResponse `json:"responses,omitempty"`
-}
-
-// WatchRequest is etcdserverpb.WatchCreateRequest. Key empty means "\x00"; RangeEnd as in
-// RangeRequest. StartRevision 0 means "from the revision after the watch was created".
-type WatchRequest struct {
-	Key            Bytes         `json:"key"`
-	RangeEnd       Bytes         `json:"range_end,omitempty"`
-	StartRevision  int64         `json:"start_revision,omitempty"`
-	PrevKV         bool          `json:"prev_kv,omitempty"`
-	ProgressNotify bool          `json:"progress_notify,omitempty"`
-	Filters        []WatchFilter `json:"filters,omitempty"`
-	Fragment       bool          `json:"fragment,omitempty"`
 }
 
 // WatchResponse is one response a watch received (fragments joined), Time when it was received and
@@ -315,195 +232,71 @@ func (e *Event) IsCreate() bool {
 	return e.Type == Put && e.Kv.CreateRevision == e.Kv.ModRevision
 }
 
-// EventType is mvccpb.Event_EventType; JSON "PUT" or "DELETE".
-type EventType int32
+// The request messages, KeyValue and the enums are package etcdrules', with Bytes: the store and
+// the gRPC layer use the same types with byte slices. Their JSON form is the history format doc.go
+// describes.
+type (
+	// RangeRequest is etcdserverpb.RangeRequest. RangeEnd empty reads Key alone, "\x00" every key
+	// from Key on, otherwise [Key, RangeEnd).
+	RangeRequest = etcdrules.RangeRequest[Bytes]
+	// PutRequest is etcdserverpb.PutRequest.
+	PutRequest = etcdrules.PutRequest[Bytes]
+	// DeleteRangeRequest is etcdserverpb.DeleteRangeRequest; RangeEnd as in RangeRequest.
+	DeleteRangeRequest = etcdrules.DeleteRangeRequest[Bytes]
+	// TxnRequest is etcdserverpb.TxnRequest.
+	TxnRequest = etcdrules.TxnRequest[Bytes]
+	// Compare is etcdserverpb.Compare: only the field Target names is read.
+	Compare = etcdrules.Compare[Bytes]
+	// RequestOp is one operation of a txn branch: exactly one field is set.
+	RequestOp = etcdrules.RequestOp[Bytes]
+	// KeyValue is mvccpb.KeyValue.
+	KeyValue = etcdrules.KeyValue[Bytes]
+	// WatchRequest is etcdserverpb.WatchCreateRequest. Key empty means "\x00"; RangeEnd as in
+	// RangeRequest. StartRevision 0 means "from the revision after the watch was created".
+	WatchRequest = etcdrules.WatchRequest[Bytes]
 
-// The event types.
+	// EventType is mvccpb.Event_EventType; JSON "PUT" or "DELETE".
+	EventType = etcdrules.EventType
+	// WatchFilter is WatchCreateRequest.FilterType; JSON "NOPUT" or "NODELETE".
+	WatchFilter = etcdrules.WatchFilter
+	// SortOrder is RangeRequest.SortOrder; JSON "NONE", "ASCEND" or "DESCEND" (or a number, kept
+	// for out-of-range orders, which etcd answers with an error the history may record).
+	SortOrder = etcdrules.SortOrder
+	// SortTarget is RangeRequest.SortTarget; JSON "KEY", "VERSION", "CREATE", "MOD" or "VALUE" (or a
+	// number, as SortOrder).
+	SortTarget = etcdrules.SortTarget
+	// CompareResult is Compare.Result; JSON "EQUAL", "GREATER", "LESS" or "NOT_EQUAL".
+	CompareResult = etcdrules.CompareResult
+	// CompareTarget is Compare.Target; JSON "VERSION", "CREATE", "MOD", "VALUE" or "LEASE".
+	CompareTarget = etcdrules.CompareTarget
+)
+
+// The enums' values, etcdrules' under the history's names.
 const (
-	Put    EventType = 0
-	Delete EventType = 1
+	Put    = etcdrules.EventPut
+	Delete = etcdrules.EventDelete
+
+	FilterNoPut    = etcdrules.FilterNoPut
+	FilterNoDelete = etcdrules.FilterNoDelete
+
+	SortNone    = etcdrules.SortNone
+	SortAscend  = etcdrules.SortAscend
+	SortDescend = etcdrules.SortDescend
+
+	SortByKey     = etcdrules.SortByKey
+	SortByVersion = etcdrules.SortByVersion
+	SortByCreate  = etcdrules.SortByCreate
+	SortByMod     = etcdrules.SortByMod
+	SortByValue   = etcdrules.SortByValue
+
+	CompareEqual    = etcdrules.CompareEqual
+	CompareGreater  = etcdrules.CompareGreater
+	CompareLess     = etcdrules.CompareLess
+	CompareNotEqual = etcdrules.CompareNotEqual
+
+	CompareVersion = etcdrules.CompareVersion
+	CompareCreate  = etcdrules.CompareCreate
+	CompareMod     = etcdrules.CompareMod
+	CompareValue   = etcdrules.CompareValue
+	CompareLease   = etcdrules.CompareLease
 )
-
-// WatchFilter is WatchCreateRequest.FilterType; JSON "NOPUT" or "NODELETE".
-type WatchFilter int32
-
-// The watch filters.
-const (
-	FilterNoPut    WatchFilter = 0
-	FilterNoDelete WatchFilter = 1
-)
-
-// SortOrder is RangeRequest.SortOrder; JSON "NONE", "ASCEND" or "DESCEND".
-type SortOrder int32
-
-// The sort orders.
-const (
-	SortNone    SortOrder = 0
-	SortAscend  SortOrder = 1
-	SortDescend SortOrder = 2
-)
-
-// SortTarget is RangeRequest.SortTarget; JSON "KEY", "VERSION", "CREATE", "MOD" or "VALUE".
-type SortTarget int32
-
-// The sort targets.
-const (
-	SortByKey     SortTarget = 0
-	SortByVersion SortTarget = 1
-	SortByCreate  SortTarget = 2
-	SortByMod     SortTarget = 3
-	SortByValue   SortTarget = 4
-)
-
-// CompareResult is Compare.Result; JSON "EQUAL", "GREATER", "LESS" or "NOT_EQUAL".
-type CompareResult int32
-
-// The compare results.
-const (
-	CompareEqual    CompareResult = 0
-	CompareGreater  CompareResult = 1
-	CompareLess     CompareResult = 2
-	CompareNotEqual CompareResult = 3
-)
-
-// CompareTarget is Compare.Target; JSON "VERSION", "CREATE", "MOD", "VALUE" or "LEASE".
-type CompareTarget int32
-
-// The compare targets.
-const (
-	CompareVersion CompareTarget = 0
-	CompareCreate  CompareTarget = 1
-	CompareMod     CompareTarget = 2
-	CompareValue   CompareTarget = 3
-	CompareLease   CompareTarget = 4
-)
-
-var (
-	eventTypeNames     = []string{"PUT", "DELETE"}
-	watchFilterNames   = []string{"NOPUT", "NODELETE"}
-	sortOrderNames     = []string{"NONE", "ASCEND", "DESCEND"}
-	sortTargetNames    = []string{"KEY", "VERSION", "CREATE", "MOD", "VALUE"}
-	compareResultNames = []string{"EQUAL", "GREATER", "LESS", "NOT_EQUAL"}
-	compareTargetNames = []string{"VERSION", "CREATE", "MOD", "VALUE", "LEASE"}
-)
-
-func enumString(names []string, v int32) string {
-	if v >= 0 && int(v) < len(names) {
-		return names[v]
-	}
-	return fmt.Sprintf("%d", v)
-}
-
-func enumMarshal(kind string, names []string, v int32) ([]byte, error) {
-	if v >= 0 && int(v) < len(names) {
-		return []byte(names[v]), nil
-	}
-	return nil, fmt.Errorf("invalid %s %d", kind, v)
-}
-
-func enumUnmarshal(kind string, names []string, text []byte) (int32, error) {
-	for i, n := range names {
-		if n == string(text) {
-			return int32(i), nil
-		}
-	}
-	return 0, fmt.Errorf("invalid %s %q (want one of %v)", kind, text, names)
-}
-
-// String returns the event type's name, as in JSON.
-func (t EventType) String() string { return enumString(eventTypeNames, int32(t)) }
-
-// MarshalText implements encoding.TextMarshaler.
-func (t EventType) MarshalText() ([]byte, error) {
-	return enumMarshal("event type", eventTypeNames, int32(t))
-}
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (t *EventType) UnmarshalText(b []byte) error {
-	v, err := enumUnmarshal("event type", eventTypeNames, b)
-	*t = EventType(v)
-	return err
-}
-
-// String returns the filter's name, as in JSON.
-func (f WatchFilter) String() string { return enumString(watchFilterNames, int32(f)) }
-
-// MarshalText implements encoding.TextMarshaler.
-func (f WatchFilter) MarshalText() ([]byte, error) {
-	return enumMarshal("watch filter", watchFilterNames, int32(f))
-}
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (f *WatchFilter) UnmarshalText(b []byte) error {
-	v, err := enumUnmarshal("watch filter", watchFilterNames, b)
-	*f = WatchFilter(v)
-	return err
-}
-
-// String returns the order's name, as in JSON.
-func (o SortOrder) String() string { return enumString(sortOrderNames, int32(o)) }
-
-// MarshalText implements encoding.TextMarshaler. Out-of-range orders are kept as numbers, since etcd
-// answers them with an error the history may record.
-func (o SortOrder) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
-
-// UnmarshalText implements encoding.TextUnmarshaler; it also accepts a decimal number.
-func (o *SortOrder) UnmarshalText(b []byte) error {
-	v, err := enumOrNumber("sort order", sortOrderNames, b)
-	*o = SortOrder(v)
-	return err
-}
-
-// String returns the target's name, as in JSON.
-func (t SortTarget) String() string { return enumString(sortTargetNames, int32(t)) }
-
-// MarshalText implements encoding.TextMarshaler; out-of-range targets are kept as numbers.
-func (t SortTarget) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
-
-// UnmarshalText implements encoding.TextUnmarshaler; it also accepts a decimal number.
-func (t *SortTarget) UnmarshalText(b []byte) error {
-	v, err := enumOrNumber("sort target", sortTargetNames, b)
-	*t = SortTarget(v)
-	return err
-}
-
-// String returns the result's name, as in JSON.
-func (r CompareResult) String() string { return enumString(compareResultNames, int32(r)) }
-
-// MarshalText implements encoding.TextMarshaler.
-func (r CompareResult) MarshalText() ([]byte, error) {
-	return enumMarshal("compare result", compareResultNames, int32(r))
-}
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (r *CompareResult) UnmarshalText(b []byte) error {
-	v, err := enumUnmarshal("compare result", compareResultNames, b)
-	*r = CompareResult(v)
-	return err
-}
-
-// String returns the target's name, as in JSON.
-func (t CompareTarget) String() string { return enumString(compareTargetNames, int32(t)) }
-
-// MarshalText implements encoding.TextMarshaler.
-func (t CompareTarget) MarshalText() ([]byte, error) {
-	return enumMarshal("compare target", compareTargetNames, int32(t))
-}
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (t *CompareTarget) UnmarshalText(b []byte) error {
-	v, err := enumUnmarshal("compare target", compareTargetNames, b)
-	*t = CompareTarget(v)
-	return err
-}
-
-func enumOrNumber(kind string, names []string, b []byte) (int32, error) {
-	if v, err := enumUnmarshal(kind, names, b); err == nil {
-		return v, nil
-	}
-	var n int32
-	if _, err := fmt.Sscanf(string(b), "%d", &n); err == nil && fmt.Sprint(n) == string(b) {
-		return n, nil
-	}
-	return 0, fmt.Errorf("invalid %s %q (want one of %v or a number)", kind, b, names)
-}

@@ -12,6 +12,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"pgregory.net/rapid"
 
+	"github.com/listwatch/listwatch/etcdrules"
 	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
@@ -160,7 +161,7 @@ func genValue(t *rapid.T, label string) []byte {
 func (sm *storeMachine) genPut(t *rapid.T, label string) *store.PutRequest {
 	r := &store.PutRequest{Key: []byte(genKey(t, label+"-key")), Lease: sm.genLease(t, label+"-lease")}
 	r.Value = genValue(t, label)
-	r.PrevKv = rapid.Bool().Draw(t, label+"-prev")
+	r.PrevKV = rapid.Bool().Draw(t, label+"-prev")
 	switch rapid.IntRange(0, 9).Draw(t, label+"-ignore") {
 	case 0:
 		r.IgnoreValue, r.Value = true, nil
@@ -180,8 +181,8 @@ func (sm *storeMachine) genRangeReq(t *rapid.T, label string) *store.RangeReques
 	r := &store.RangeRequest{Key: []byte(key), RangeEnd: []byte(end)}
 	r.Revision = rapid.Int64Range(-1, sm.m.rev+1).Draw(t, label+"-rev")
 	r.Limit = rapid.Int64Range(0, 3).Draw(t, label+"-limit")
-	r.SortOrder = store.SortOrder(rapid.IntRange(0, 2).Draw(t, label+"-order"))
-	r.SortTarget = store.SortTarget(rapid.IntRange(0, 4).Draw(t, label+"-target"))
+	r.SortOrder = etcdrules.SortOrder(rapid.IntRange(0, 2).Draw(t, label+"-order"))
+	r.SortTarget = etcdrules.SortTarget(rapid.IntRange(0, 4).Draw(t, label+"-target"))
 	r.KeysOnly = rapid.IntRange(0, 3).Draw(t, label+"-keysonly") == 0
 	r.CountOnly = rapid.IntRange(0, 5).Draw(t, label+"-countonly") == 0
 	if rapid.IntRange(0, 3).Draw(t, label+"-filters") == 0 {
@@ -201,7 +202,7 @@ func (sm *storeMachine) genOp(t *rapid.T, label string, depth int) store.Request
 		return store.RequestOp{Put: sm.genPut(t, label)}
 	case 1:
 		key, end := genRange(t, label)
-		return store.RequestOp{DeleteRange: &store.DeleteRangeRequest{Key: []byte(key), RangeEnd: []byte(end), PrevKv: rapid.Bool().Draw(t, label+"-prev")}}
+		return store.RequestOp{DeleteRange: &store.DeleteRangeRequest{Key: []byte(key), RangeEnd: []byte(end), PrevKV: rapid.Bool().Draw(t, label+"-prev")}}
 	case 2:
 		return store.RequestOp{Range: sm.genRangeReq(t, label)}
 	default:
@@ -214,8 +215,8 @@ func (sm *storeMachine) genTxn(t *rapid.T, label string, depth int) *store.TxnRe
 	for i := range rapid.IntRange(0, 2).Draw(t, label+"-ncmp") {
 		key, end := genRange(t, fmt.Sprint(label, "-cmp", i))
 		c := store.Compare{Key: []byte(key), RangeEnd: []byte(end),
-			Result: store.CompareResult(rapid.IntRange(0, 3).Draw(t, label+"-result")),
-			Target: store.CompareTarget(rapid.IntRange(0, 4).Draw(t, label+"-target"))}
+			Result: etcdrules.CompareResult(rapid.IntRange(0, 3).Draw(t, label+"-result")),
+			Target: etcdrules.CompareTarget(rapid.IntRange(0, 4).Draw(t, label+"-target"))}
 		v := rapid.Int64Range(0, sm.m.rev+1).Draw(t, label+"-cmpval")
 		c.Version, c.CreateRevision, c.ModRevision = v%4, v, v
 		c.Value = []byte(rapid.SampledFrom([]string{"", "x", "y"}).Draw(t, label+"-cmpvalue"))
@@ -239,7 +240,7 @@ func (sm *storeMachine) genTxn(t *rapid.T, label string, depth int) *store.TxnRe
 	if rapid.IntRange(0, 4).Draw(t, label+"-overlap") == 0 {
 		k := genKey(t, label+"-okey")
 		p := store.RequestOp{Put: &store.PutRequest{Key: []byte(k), Value: genValue(t, label+"-oval")}}
-		d := store.RequestOp{DeleteRange: &store.DeleteRangeRequest{Key: []byte(k), RangeEnd: []byte{0}, PrevKv: rapid.Bool().Draw(t, label+"-oprev")}}
+		d := store.RequestOp{DeleteRange: &store.DeleteRangeRequest{Key: []byte(k), RangeEnd: []byte{0}, PrevKV: rapid.Bool().Draw(t, label+"-oprev")}}
 		if rapid.Bool().Draw(t, label+"-putfirst") {
 			r.Success = append(r.Success, p, d)
 		} else {
@@ -284,7 +285,7 @@ func (sm *storeMachine) Put(t *rapid.T) {
 
 func (sm *storeMachine) Delete(t *rapid.T) {
 	key, end := genRange(t, "del")
-	r := &store.DeleteRangeRequest{Key: []byte(key), RangeEnd: []byte(end), PrevKv: rapid.Bool().Draw(t, "prev")}
+	r := &store.DeleteRangeRequest{Key: []byte(key), RangeEnd: []byte(end), PrevKV: rapid.Bool().Draw(t, "prev")}
 	got, err := sm.s.DeleteRange(r)
 	want, werr := sm.m.deleteRange(r)
 	sm.agree("delete", got, want, err, werr)
@@ -313,16 +314,16 @@ func (sm *storeMachine) Range(t *rapid.T) {
 // normalizeSort makes tie order irrelevant: etcd's sort is not stable, so when the sort target is
 // not the key, results that agree on the sequence of sort values and on each key's contents match.
 func normalizeSort(r *store.RangeRequest, got, want *store.RangeResponse) {
-	if r.SortTarget == store.SortByKey || len(got.Kvs) != len(want.Kvs) {
+	if r.SortTarget == etcdrules.SortByKey || len(got.Kvs) != len(want.Kvs) {
 		return
 	}
 	val := func(kv *store.KeyValue) string {
 		switch r.SortTarget {
-		case store.SortByVersion:
+		case etcdrules.SortByVersion:
 			return fmt.Sprint(kv.Version)
-		case store.SortByCreate:
+		case etcdrules.SortByCreate:
 			return fmt.Sprint(kv.CreateRevision)
-		case store.SortByMod:
+		case etcdrules.SortByMod:
 			return fmt.Sprint(kv.ModRevision)
 		}
 		return string(kv.Value)
@@ -512,8 +513,8 @@ func (sm *storeMachine) OverlapThenCompact(t *rapid.T) {
 		sm.OpenStream(t)
 	}
 	st := sm.pickStream(t)
-	req := &store.WatchRequest{Key: []byte(k), RangeEnd: []byte{0}, StartRevision: rev, PrevKv: rapid.Bool().Draw(t, "prev")}
-	sm.createWatch(st, req, &smWatcher{key: k, end: "\x00", startRev: rev, prevKV: req.PrevKv})
+	req := &store.WatchRequest{Key: []byte(k), RangeEnd: []byte{0}, StartRevision: rev, PrevKV: rapid.Bool().Draw(t, "prev")}
+	sm.createWatch(st, req, &smWatcher{key: k, end: "\x00", startRev: rev, prevKV: req.PrevKV})
 }
 
 // BurstThenCompact writes past a stream channel's capacity and compacts at once, before anything is
@@ -594,18 +595,18 @@ func (sm *storeMachine) Watch(t *rapid.T) {
 	req := &store.WatchRequest{
 		Key: []byte(key), RangeEnd: []byte(end),
 		StartRevision:  rapid.Int64Range(-1, sm.m.rev+2).Draw(t, "start"),
-		PrevKv:         rapid.Bool().Draw(t, "prev"),
+		PrevKV:         rapid.Bool().Draw(t, "prev"),
 		ProgressNotify: rapid.Bool().Draw(t, "progress"),
 	}
 	if rapid.IntRange(0, 3).Draw(t, "start-zero") == 0 {
 		req.StartRevision = 0
 	}
-	w := &smWatcher{key: key, end: end, startRev: req.StartRevision, prevKV: req.PrevKv, progress: req.ProgressNotify}
+	w := &smWatcher{key: key, end: end, startRev: req.StartRevision, prevKV: req.PrevKV, progress: req.ProgressNotify}
 	switch rapid.IntRange(0, 5).Draw(t, "filter") {
 	case 0:
-		req.Filters, w.noPut = []store.WatchFilter{store.FilterNoPut}, true
+		req.Filters, w.noPut = []etcdrules.WatchFilter{etcdrules.FilterNoPut}, true
 	case 1:
-		req.Filters, w.noDelete = []store.WatchFilter{store.FilterNoDelete}, true
+		req.Filters, w.noDelete = []etcdrules.WatchFilter{etcdrules.FilterNoDelete}, true
 	}
 	sm.createWatch(st, req, w)
 }
@@ -879,7 +880,7 @@ func (sm *storeMachine) checkPrefix(w *smWatcher) {
 
 // sameChange reports whether got is the model's change ev: the same key, type and revision.
 func sameChange(got *store.Event, ev mevent) bool {
-	return string(got.Kv.Key) == ev.key && (got.Type == store.EventDelete) == ev.del && got.Kv.ModRevision == ev.kv.mod
+	return string(got.Kv.Key) == ev.key && (got.Type == etcdrules.EventDelete) == ev.del && got.Kv.ModRevision == ev.kv.mod
 }
 
 func (sm *storeMachine) checkComplete(w *smWatcher) {
@@ -892,9 +893,9 @@ func (sm *storeMachine) checkComplete(w *smWatcher) {
 }
 
 func (sm *storeMachine) checkEvent(w *smWatcher, i int, got *store.Event, want mevent) {
-	exp := &store.Event{Type: store.EventPut, Kv: toKV(want.key, want.kv)}
+	exp := &store.Event{Type: etcdrules.EventPut, Kv: toKV(want.key, want.kv)}
 	if want.del {
-		exp.Type = store.EventDelete
+		exp.Type = etcdrules.EventDelete
 		exp.Kv = &store.KeyValue{Key: []byte(want.key), ModRevision: want.kv.mod}
 	}
 	isCreate := !want.del && want.kv.create == want.kv.mod

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/listwatch/listwatch/etcdrules"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -186,7 +187,7 @@ func (m *model) put(r *store.PutRequest) (*store.PutResponse, error) {
 	tx.put(string(r.Key), string(r.Value), r.Lease, r.IgnoreValue, r.IgnoreLease)
 	tx.commit()
 	resp := &store.PutResponse{Header: store.Header{Revision: m.rev}}
-	if r.PrevKv && exists {
+	if r.PrevKV && exists {
 		resp.PrevKv = toKV(string(r.Key), old)
 	}
 	return resp, nil
@@ -200,7 +201,7 @@ func (m *model) deleteRange(r *store.DeleteRangeRequest) (*store.DeleteRangeResp
 	deleted, prevs := tx.deleteRange(string(r.Key), string(r.RangeEnd))
 	tx.commit()
 	resp := &store.DeleteRangeResponse{Header: store.Header{Revision: m.rev}, Deleted: int64(len(deleted))}
-	if r.PrevKv {
+	if r.PrevKV {
 		for i, k := range deleted {
 			resp.PrevKvs = append(resp.PrevKvs, toKV(k, prevs[i]))
 		}
@@ -240,7 +241,7 @@ func (m *model) rangeAt(r *store.RangeRequest, state map[string]mkv, cur int64) 
 	// etcd quirk (txn/range.go rangeLimit): with sort order NONE and no revision filters the limit
 	// is applied in key order before sorting, even when a non-key target then sorts the result
 	hasFilters := r.MinModRevision != 0 || r.MaxModRevision != 0 || r.MinCreateRevision != 0 || r.MaxCreateRevision != 0
-	defaultOrder := r.SortOrder == store.SortNone || (r.SortTarget == store.SortByKey && r.SortOrder == store.SortAscend)
+	defaultOrder := r.SortOrder == etcdrules.SortNone || (r.SortTarget == etcdrules.SortByKey && r.SortOrder == etcdrules.SortAscend)
 	if r.Limit > 0 && defaultOrder && !hasFilters && int64(len(kvs)) > r.Limit+1 {
 		kvs = kvs[:r.Limit+1]
 	}
@@ -254,18 +255,18 @@ func (m *model) rangeAt(r *store.RangeRequest, state map[string]mkv, cur int64) 
 		}
 	}
 	order := r.SortOrder
-	if r.SortTarget != store.SortByKey && order == store.SortNone {
-		order = store.SortAscend
+	if r.SortTarget != etcdrules.SortByKey && order == etcdrules.SortNone {
+		order = etcdrules.SortAscend
 	}
-	if order != store.SortNone {
-		less := map[store.SortTarget]func(a, b *store.KeyValue) bool{
-			store.SortByKey:     func(a, b *store.KeyValue) bool { return bytes.Compare(a.Key, b.Key) < 0 },
-			store.SortByVersion: func(a, b *store.KeyValue) bool { return a.Version < b.Version },
-			store.SortByCreate:  func(a, b *store.KeyValue) bool { return a.CreateRevision < b.CreateRevision },
-			store.SortByMod:     func(a, b *store.KeyValue) bool { return a.ModRevision < b.ModRevision },
-			store.SortByValue:   func(a, b *store.KeyValue) bool { return bytes.Compare(a.Value, b.Value) < 0 },
+	if order != etcdrules.SortNone {
+		less := map[etcdrules.SortTarget]func(a, b *store.KeyValue) bool{
+			etcdrules.SortByKey:     func(a, b *store.KeyValue) bool { return bytes.Compare(a.Key, b.Key) < 0 },
+			etcdrules.SortByVersion: func(a, b *store.KeyValue) bool { return a.Version < b.Version },
+			etcdrules.SortByCreate:  func(a, b *store.KeyValue) bool { return a.CreateRevision < b.CreateRevision },
+			etcdrules.SortByMod:     func(a, b *store.KeyValue) bool { return a.ModRevision < b.ModRevision },
+			etcdrules.SortByValue:   func(a, b *store.KeyValue) bool { return bytes.Compare(a.Value, b.Value) < 0 },
 		}[r.SortTarget]
-		if order == store.SortDescend {
+		if order == etcdrules.SortDescend {
 			asc := less
 			less = func(a, b *store.KeyValue) bool { return asc(b, a) }
 		}
@@ -278,7 +279,7 @@ func (m *model) rangeAt(r *store.RangeRequest, state map[string]mkv, cur int64) 
 	for _, kv := range kept {
 		if r.KeysOnly {
 			kv.Value = nil
-			if r.SortTarget != store.SortByValue {
+			if r.SortTarget != etcdrules.SortByValue {
 				kv.Lease = 0
 			}
 		}
@@ -445,7 +446,7 @@ func (m *model) compares(cs []store.Compare, state map[string]mkv) bool {
 			}
 		}
 		if len(matched) == 0 {
-			if c.Target == store.CompareValue {
+			if c.Target == etcdrules.CompareValue {
 				return false
 			}
 			matched = []mkv{{}}
@@ -453,20 +454,20 @@ func (m *model) compares(cs []store.Compare, state map[string]mkv) bool {
 		for _, kv := range matched {
 			var res int
 			switch c.Target {
-			case store.CompareValue:
+			case etcdrules.CompareValue:
 				res = strings.Compare(kv.value, string(c.Value))
-			case store.CompareVersion:
+			case etcdrules.CompareVersion:
 				res = cmp3(kv.ver, c.Version)
-			case store.CompareCreate:
+			case etcdrules.CompareCreate:
 				res = cmp3(kv.create, c.CreateRevision)
-			case store.CompareMod:
+			case etcdrules.CompareMod:
 				res = cmp3(kv.mod, c.ModRevision)
-			case store.CompareLease:
+			case etcdrules.CompareLease:
 				res = cmp3(kv.lease, c.Lease)
 			}
-			ok := map[store.CompareResult]bool{
-				store.CompareEqual: res == 0, store.CompareNotEqual: res != 0,
-				store.CompareGreater: res > 0, store.CompareLess: res < 0,
+			ok := map[etcdrules.CompareResult]bool{
+				etcdrules.CompareEqual: res == 0, etcdrules.CompareNotEqual: res != 0,
+				etcdrules.CompareGreater: res > 0, etcdrules.CompareLess: res < 0,
 			}[c.Result]
 			if !ok {
 				return false
@@ -559,7 +560,7 @@ func (m *model) execTxn(tx *mtxn, r *store.TxnRequest, start map[string]mkv, res
 			p := op.Put
 			old, ok := tx.state[string(p.Key)]
 			pr := &store.PutResponse{Header: store.Header{Revision: tx.next()}}
-			if p.PrevKv && ok {
+			if p.PrevKV && ok {
 				pr.PrevKv = toKV(string(p.Key), old)
 			}
 			tx.put(string(p.Key), string(p.Value), p.Lease, p.IgnoreValue, p.IgnoreLease)
@@ -568,7 +569,7 @@ func (m *model) execTxn(tx *mtxn, r *store.TxnRequest, start map[string]mkv, res
 			d := op.DeleteRange
 			deleted, prevs := tx.deleteRange(string(d.Key), string(d.RangeEnd))
 			dr := &store.DeleteRangeResponse{Deleted: int64(len(deleted)), Header: store.Header{Revision: seen()}}
-			if d.PrevKv {
+			if d.PrevKV {
 				for j, k := range deleted {
 					dr.PrevKvs = append(dr.PrevKvs, toKV(k, prevs[j]))
 				}
