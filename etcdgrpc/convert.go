@@ -146,13 +146,13 @@ func kvToPB(kv *store.KeyValue) *mvccpb.KeyValue {
 	}
 }
 
-func kvsToPB(kvs []*store.KeyValue) []*mvccpb.KeyValue {
+func kvsToPB(kvs []store.KeyValue) []*mvccpb.KeyValue {
 	if len(kvs) == 0 {
 		return nil
 	}
 	out := make([]*mvccpb.KeyValue, len(kvs))
-	for i, kv := range kvs {
-		out[i] = kvToPB(kv)
+	for i := range kvs {
+		out[i] = kvToPB(&kvs[i])
 	}
 	return out
 }
@@ -170,14 +170,14 @@ func rangeToPB(r *store.RangeResponse) *pb.RangeResponse {
 }
 
 func putToPB(r *store.PutResponse) *pb.PutResponse {
-	return &pb.PutResponse{Header: &pb.ResponseHeader{Revision: r.Header.Revision}, PrevKv: kvToPB(r.PrevKv)}
+	return &pb.PutResponse{Header: &pb.ResponseHeader{Revision: r.Header.Revision}, PrevKv: kvToPB(r.PrevKV)}
 }
 
 func deleteRangeToPB(r *store.DeleteRangeResponse) *pb.DeleteRangeResponse {
 	return &pb.DeleteRangeResponse{
 		Header:  &pb.ResponseHeader{Revision: r.Header.Revision},
 		Deleted: r.Deleted,
-		PrevKvs: kvsToPB(r.PrevKvs),
+		PrevKvs: kvsToPB(r.PrevKVs),
 	}
 }
 
@@ -228,8 +228,8 @@ func eventsToPB(evs []*store.Event) []*mvccpb.Event {
 	for i, ev := range evs {
 		out[i] = &mvccpb.Event{
 			Type:   mvccpb.Event_EventType(ev.Type),
-			Kv:     kvToPB(ev.Kv),
-			PrevKv: kvToPB(ev.PrevKv),
+			Kv:     kvToPB(&ev.Kv),
+			PrevKv: kvToPB(ev.PrevKV),
 		}
 	}
 	return out

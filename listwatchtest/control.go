@@ -70,11 +70,11 @@ func (e *Env) Raw(key string) (*store.KeyValue, error) {
 	if len(resp.Kvs) == 0 {
 		return nil, nil
 	}
-	return resp.Kvs[0], nil
+	return &resp.Kvs[0], nil
 }
 
 // RawList reads every key under prefix straight from the store, in key order.
-func (e *Env) RawList(prefix string) ([]*store.KeyValue, error) {
+func (e *Env) RawList(prefix string) ([]store.KeyValue, error) {
 	if e.isClosed() {
 		return nil, ErrClosed
 	}

@@ -129,7 +129,7 @@ func benchChannels(b *testing.B, n int) {
 		barrier[i].Add(n)
 	}
 	var readers sync.WaitGroup
-	ev := []*store.Event{{Kv: &store.KeyValue{}}}
+	ev := []*store.Event{{}}
 	b.ResetTimer()
 	start := time.Now()
 	for _, ch := range chs {

@@ -63,17 +63,12 @@ func (x *index) fillKeyValue(kv *KeyValue, r *rec, keysOnly bool, buf []byte) {
 	}
 }
 
-// arena hands out KeyValues and Events carved from shared chunks, so that a range or a sync pass
-// makes a few allocations instead of two per record. What it hands out is never reused; a chunk lives
-// as long as anything carved from it.
+// arena hands out Events and their bytes carved from shared chunks, so that a sync pass makes a few
+// allocations instead of two per record. What it hands out is never reused; a chunk lives as long as
+// anything carved from it.
 type arena struct {
-	boxes []eventBox
-	bytes []byte
-}
-
-type eventBox struct {
-	ev Event
-	kv KeyValue
+	events []Event
+	bytes  []byte
 }
 
 const (
@@ -95,21 +90,20 @@ func (a *arena) alloc(n int) []byte {
 
 // event builds the watch event of a record.
 func (a *arena) event(x *index, r *rec) *Event {
-	if len(a.boxes) == cap(a.boxes) {
-		a.boxes = make([]eventBox, 0, arenaItems)
+	if len(a.events) == cap(a.events) {
+		a.events = make([]Event, 0, arenaItems)
 	}
-	a.boxes = a.boxes[:len(a.boxes)+1]
-	box := &a.boxes[len(a.boxes)-1]
-	box.ev.Kv = &box.kv
+	a.events = a.events[:len(a.events)+1]
+	ev := &a.events[len(a.events)-1]
 	if r.tombstone() {
-		box.ev.Type = etcdrules.EventDelete
+		ev.Type = etcdrules.EventDelete
 		key := x.tab[r.key].key
-		box.kv = KeyValue{Key: a.alloc(len(key)), ModRevision: r.mod}
-		copy(box.kv.Key, key)
+		ev.Kv = KeyValue{Key: a.alloc(len(key)), ModRevision: r.mod}
+		copy(ev.Kv.Key, key)
 	} else {
-		x.fillKeyValue(&box.kv, r, false, a.alloc(x.recSize(r, false)))
+		x.fillKeyValue(&ev.Kv, r, false, a.alloc(x.recSize(r, false)))
 	}
-	return &box.ev
+	return ev
 }
 
 // keyIndex is the history of one key: pointers to its records in ascending revision order, tombstones

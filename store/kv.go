@@ -232,16 +232,14 @@ func (s *Store) rangeLocked(r *RangeRequest, curRev int64) (*RangeResponse, erro
 		size += s.idx.recSize(rc, r.KeysOnly)
 	}
 	buf := make([]byte, size)
-	kvs := make([]KeyValue, len(recs))
-	resp.Kvs = make([]*KeyValue, len(recs))
+	resp.Kvs = make([]KeyValue, len(recs))
 	for i, rc := range recs {
-		kv := &kvs[i]
+		kv := &resp.Kvs[i]
 		s.idx.fillKeyValue(kv, rc, r.KeysOnly, buf)
 		buf = buf[len(kv.Key)+len(kv.Value):]
 		if fastKeysOnly {
 			kv.Lease = 0
 		}
-		resp.Kvs[i] = kv
 	}
 	return resp, nil
 }
@@ -507,7 +505,7 @@ func (tw *writeTxn) put(r *PutRequest) *PutResponse {
 	prev := ki.at(rev)
 	resp := &PutResponse{Header: Header{Revision: rev}}
 	if r.PrevKV && prev != nil {
-		resp.PrevKv = x.keyValue(prev, false)
+		resp.PrevKV = x.keyValue(prev, false)
 	}
 	nr := rec{key: ki.id, create: rev, mod: rev, ver: 1, lease: r.Lease}
 	oldLease := int64(0)
@@ -540,19 +538,20 @@ func (tw *writeTxn) deleteRange(r *DeleteRangeRequest) *DeleteRangeResponse {
 	s := tw.s
 	readRev := tw.rev()
 	var victims []*keyIndex
-	var prevs []*KeyValue
+	var prevs []KeyValue
 	s.idx.visit(rangeOf(r.Key, r.RangeEnd), func(ki *keyIndex) bool {
 		if rc := ki.at(readRev); rc != nil {
 			victims = append(victims, ki)
 			if r.PrevKV {
-				prevs = append(prevs, s.idx.keyValue(rc, false))
+				prevs = append(prevs, KeyValue{})
+				s.idx.fillKeyValue(&prevs[len(prevs)-1], rc, false, nil)
 			}
 		}
 		return true
 	})
 	resp := &DeleteRangeResponse{Deleted: int64(len(victims))}
 	if r.PrevKV {
-		resp.PrevKvs = prevs
+		resp.PrevKVs = prevs
 	}
 	for _, ki := range victims {
 		tw.delete(ki)

@@ -227,7 +227,7 @@ func TestKeysOnlyOmitsValueAndLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, _ := e.s.Range(&store.RangeRequest{Key: []byte("a"), KeysOnly: true})
-	if diff := cmp.Diff(kv("a", "", 2, 2, 1), r.Kvs[0]); diff != "" {
+	if diff := cmp.Diff(kv("a", "", 2, 2, 1), &r.Kvs[0]); diff != "" {
 		t.Fatalf("keys only from the index (-want +got):\n%s", diff)
 	}
 	r, _ = e.s.Range(&store.RangeRequest{Key: []byte("a"), KeysOnly: true, SortTarget: etcdrules.SortByValue})
@@ -268,7 +268,7 @@ func TestPutOptionsAndErrors(t *testing.T) {
 	}
 	want := kv("a", "1", 2, 2, 1)
 	want.Lease = 7
-	if diff := cmp.Diff(want, r.PrevKv); diff != "" {
+	if diff := cmp.Diff(want, r.PrevKV); diff != "" {
 		t.Fatalf("prev kv (-want +got):\n%s", diff)
 	}
 	// ignore_value kept the value; the plain put without lease detached the lease
@@ -302,7 +302,7 @@ func TestDeleteRangePrevKvsInKeyOrder(t *testing.T) {
 	want := &store.DeleteRangeResponse{
 		Header:  store.Header{Revision: 5},
 		Deleted: 2,
-		PrevKvs: []*store.KeyValue{kv("a", "1", 3, 3, 1), kv("b", "2", 2, 2, 1)},
+		PrevKVs: []store.KeyValue{*kv("a", "1", 3, 3, 1), *kv("b", "2", 2, 2, 1)},
 	}
 	if diff := cmp.Diff(want, r); diff != "" {
 		t.Fatalf("delete range (-want +got):\n%s", diff)

@@ -64,7 +64,7 @@ func (e *env) get(k string, rev int64) *store.KeyValue {
 	if len(r.Kvs) == 0 {
 		return nil
 	}
-	return r.Kvs[0]
+	return &r.Kvs[0]
 }
 
 func kv(k, v string, create, mod, ver int64) *store.KeyValue {

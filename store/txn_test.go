@@ -91,7 +91,7 @@ func TestTxnBranchesAndNesting(t *testing.T) {
 		Succeeded: true,
 		Responses: []store.ResponseOp{
 			{Put: &store.PutResponse{Header: store.Header{Revision: 3}}},
-			{Range: &store.RangeResponse{Header: store.Header{Revision: 3}, Kvs: []*store.KeyValue{kv("b", "1", 3, 3, 1)}, Count: 1}},
+			{Range: &store.RangeResponse{Header: store.Header{Revision: 3}, Kvs: []store.KeyValue{*kv("b", "1", 3, 3, 1)}, Count: 1}},
 			{Txn: &store.TxnResponse{Succeeded: true, Responses: []store.ResponseOp{
 				{Put: &store.PutResponse{Header: store.Header{Revision: 3}}},
 			}}},

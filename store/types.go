@@ -2,13 +2,14 @@ package store
 
 import "github.com/listwatch/listwatch/etcdrules"
 
-// The request types and KeyValue are package etcdrules' etcd messages with byte slices, shared with
-// the gRPC layer and the history checker; the enums they carry (etcdrules.SortOrder,
-// etcdrules.CompareResult, ...) and their values are etcdrules'. The response types below mirror
-// etcdserverpb and mvccpb field for field, so that the gRPC layer converts them mechanically. Byte
-// slices in requests are never retained: the store copies what it keeps. Responses are freshly
-// allocated and belong to the caller, except Event and KeyValue values delivered on a watch stream,
-// which are shared by every watcher that receives them and must be treated as read-only.
+// The request and response types, KeyValue and Event are package etcdrules' etcd messages with byte
+// slices, shared with the gRPC layer and the history checker; the enums they carry
+// (etcdrules.SortOrder, etcdrules.CompareResult, ...) and their values are etcdrules'. The store's
+// own response types below mirror etcdserverpb and mvccpb field for field as well, so that the gRPC
+// layer converts all of them mechanically. Byte slices in requests are never retained: the store
+// copies what it keeps. Responses are freshly allocated and belong to the caller, except Events (and
+// their KeyValues) delivered on a watch stream, which are shared by every watcher that receives them
+// and must be treated as read-only.
 type (
 	// KeyValue is one revision of a key, as mvccpb.KeyValue.
 	KeyValue = etcdrules.KeyValue[[]byte]
@@ -30,85 +31,36 @@ type (
 	// RangeEnd as in RangeRequest. StartRevision 0 means "from the next revision". Fragment is
 	// carried for the gRPC layer, which splits large responses; the store ignores it.
 	WatchRequest = etcdrules.WatchRequest[[]byte]
+
+	// Header is the response header the store fills: the store revision the response reflects.
+	Header = etcdrules.ResponseHeader
+	// RangeResponse is etcdserverpb.RangeResponse.
+	RangeResponse = etcdrules.RangeResponse[[]byte]
+	// PutResponse is etcdserverpb.PutResponse.
+	PutResponse = etcdrules.PutResponse[[]byte]
+	// DeleteRangeResponse is etcdserverpb.DeleteRangeResponse.
+	DeleteRangeResponse = etcdrules.DeleteRangeResponse[[]byte]
+	// TxnResponse is etcdserverpb.TxnResponse.
+	TxnResponse = etcdrules.TxnResponse[[]byte]
+	// ResponseOp holds the response of the RequestOp at the same position.
+	ResponseOp = etcdrules.ResponseOp[[]byte]
+	// LeaseGrantResponse is etcdserverpb.LeaseGrantResponse.
+	LeaseGrantResponse = etcdrules.LeaseGrantResponse
+	// LeaseKeepAliveResponse is etcdserverpb.LeaseKeepAliveResponse.
+	LeaseKeepAliveResponse = etcdrules.LeaseKeepAliveResponse
+	// Event is one change of one key. A DELETE event's Kv carries only Key and ModRevision (the
+	// deletion revision); the deleted value is in PrevKV when the watcher asked for it.
+	Event = etcdrules.Event[[]byte]
 )
-
-// Event is one change of one key. A DELETE event's Kv carries only Key and ModRevision (the deletion
-// revision); the deleted value is in PrevKv when the watcher asked for it.
-type Event struct {
-	Type   etcdrules.EventType
-	Kv     *KeyValue
-	PrevKv *KeyValue
-}
-
-// IsCreate reports whether the event created its key (a PUT whose create and mod revisions agree).
-func (e *Event) IsCreate() bool {
-	return e.Type == etcdrules.EventPut && e.Kv.CreateRevision == e.Kv.ModRevision
-}
-
-// Header is the response header the store fills: the store revision the response reflects. The gRPC
-// layer adds cluster_id, member_id and raft_term.
-type Header struct {
-	Revision int64
-}
-
-// RangeResponse is etcdserverpb.RangeResponse.
-type RangeResponse struct {
-	Header Header
-	Kvs    []*KeyValue
-	More   bool
-	Count  int64
-}
-
-// PutResponse is etcdserverpb.PutResponse.
-type PutResponse struct {
-	Header Header
-	PrevKv *KeyValue
-}
-
-// DeleteRangeResponse is etcdserverpb.DeleteRangeResponse.
-type DeleteRangeResponse struct {
-	Header  Header
-	Deleted int64
-	PrevKvs []*KeyValue
-}
-
-// ResponseOp holds the response of the RequestOp at the same position.
-type ResponseOp struct {
-	Range       *RangeResponse
-	Put         *PutResponse
-	DeleteRange *DeleteRangeResponse
-	Txn         *TxnResponse
-}
-
-// TxnResponse is etcdserverpb.TxnResponse.
-type TxnResponse struct {
-	Header    Header
-	Succeeded bool
-	Responses []ResponseOp
-}
 
 // CompactResponse is etcdserverpb.CompactionResponse.
 type CompactResponse struct {
 	Header Header
 }
 
-// LeaseGrantResponse is etcdserverpb.LeaseGrantResponse.
-type LeaseGrantResponse struct {
-	Header Header
-	ID     int64
-	TTL    int64
-}
-
 // LeaseRevokeResponse is etcdserverpb.LeaseRevokeResponse.
 type LeaseRevokeResponse struct {
 	Header Header
-}
-
-// LeaseKeepAliveResponse is etcdserverpb.LeaseKeepAliveResponse.
-type LeaseKeepAliveResponse struct {
-	Header Header
-	ID     int64
-	TTL    int64
 }
 
 // LeaseTimeToLiveResponse is etcdserverpb.LeaseTimeToLiveResponse.

@@ -159,7 +159,7 @@ func offer(w *watcher, wr WatchResponse) bool {
 // eventCache builds, once per pass, the variant of an event that carries prev_kv.
 type eventCache map[*Event]*Event
 
-// withPrev returns ev with PrevKv filled as v3rpc's sendLoop fills it: from a range at mod-1, skipped for
+// withPrev returns ev with PrevKV filled as v3rpc's sendLoop fills it: from a range at mod-1, skipped for
 // a creating put and silently missing once that revision is compacted.
 func (s *Store) withPrev(ev *Event, cache eventCache) *Event {
 	if ev.IsCreate() {
@@ -173,7 +173,7 @@ func (s *Store) withPrev(ev *Event, cache eventCache) *Event {
 	if rev >= s.compactRev {
 		if ki := s.idx.get(string(ev.Kv.Key)); ki != nil {
 			if rc := ki.at(rev); rc != nil {
-				out = &Event{Type: ev.Type, Kv: ev.Kv, PrevKv: s.idx.keyValue(rc, false)}
+				out = &Event{Type: ev.Type, Kv: ev.Kv, PrevKV: s.idx.keyValue(rc, false)}
 			}
 		}
 	}

@@ -83,8 +83,8 @@ func evsOf(r store.WatchResponse) []string {
 	var out []string
 	for _, ev := range r.Events {
 		s := fmt.Sprintf("%s %s=%s@%d", ev.Type, ev.Kv.Key, ev.Kv.Value, ev.Kv.ModRevision)
-		if ev.PrevKv != nil {
-			s += fmt.Sprintf("/%s@%d", ev.PrevKv.Value, ev.PrevKv.ModRevision)
+		if ev.PrevKV != nil {
+			s += fmt.Sprintf("/%s@%d", ev.PrevKV.Value, ev.PrevKV.ModRevision)
 		}
 		out = append(out, s)
 	}

@@ -77,13 +77,13 @@ func fromStoreKVPtr(kv *store.KeyValue) *KeyValue {
 	return &k
 }
 
-func fromStoreKVs(kvs []*store.KeyValue) []KeyValue {
+func fromStoreKVs(kvs []store.KeyValue) []KeyValue {
 	if len(kvs) == 0 {
 		return nil
 	}
 	out := make([]KeyValue, len(kvs))
-	for i, kv := range kvs {
-		out[i] = fromStoreKV(kv)
+	for i := range kvs {
+		out[i] = fromStoreKV(&kvs[i])
 	}
 	return out
 }
@@ -96,7 +96,7 @@ func fromStoreRange(r *store.RangeResponse) *RangeResponse {
 }
 
 func fromStoreDelete(r *store.DeleteRangeResponse) *DeleteRangeResponse {
-	return &DeleteRangeResponse{Deleted: r.Deleted, PrevKVs: fromStoreKVs(r.PrevKvs)}
+	return &DeleteRangeResponse{Deleted: r.Deleted, PrevKVs: fromStoreKVs(r.PrevKVs)}
 }
 
 func fromStoreTxn(r *store.TxnResponse) *TxnResponse {
@@ -107,7 +107,7 @@ func fromStoreTxn(r *store.TxnResponse) *TxnResponse {
 		case op.Range != nil:
 			ro.Range = fromStoreRange(op.Range)
 		case op.Put != nil:
-			ro.Put = &PutResponse{PrevKV: fromStoreKVPtr(op.Put.PrevKv)}
+			ro.Put = &PutResponse{PrevKV: fromStoreKVPtr(op.Put.PrevKV)}
 		case op.DeleteRange != nil:
 			ro.DeleteRange = fromStoreDelete(op.DeleteRange)
 		case op.Txn != nil:
@@ -120,7 +120,7 @@ func fromStoreTxn(r *store.TxnResponse) *TxnResponse {
 
 // fromStoreEvent converts an event delivered by a store watch stream.
 func fromStoreEvent(ev *store.Event) Event {
-	return Event{Type: ev.Type, Kv: fromStoreKV(ev.Kv), PrevKV: fromStoreKVPtr(ev.PrevKv)}
+	return Event{Type: ev.Type, Kv: fromStoreKV(&ev.Kv), PrevKV: fromStoreKVPtr(ev.PrevKV)}
 }
 
 // fromStoreWatchResponse converts a store watch response; t is when it was received.
@@ -154,7 +154,7 @@ func applyToStore(st *store.Store, req *Request) (*Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Response{Revision: r.Header.Revision, Put: &PutResponse{PrevKV: fromStoreKVPtr(r.PrevKv)}}, nil
+		return &Response{Revision: r.Header.Revision, Put: &PutResponse{PrevKV: fromStoreKVPtr(r.PrevKV)}}, nil
 	case req.DeleteRange != nil:
 		r, err := st.DeleteRange(toStoreDelete(req.DeleteRange))
 		if err != nil {

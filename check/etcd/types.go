@@ -144,52 +144,6 @@ type Response struct {
 	LeaseKeepAlive *LeaseKeepAliveResponse `json:"lease_keep_alive,omitempty"`
 }
 
-// RangeResponse is etcdserverpb.RangeResponse without its header.
-type RangeResponse struct {
-	Kvs   []KeyValue `json:"kvs,omitempty"`
-	More  bool       `json:"more,omitempty"`
-	Count int64      `json:"count,omitempty"`
-}
-
-// PutResponse is etcdserverpb.PutResponse without its header.
-type PutResponse struct {
-	PrevKV *KeyValue `json:"prev_kv,omitempty"`
-}
-
-// DeleteRangeResponse is etcdserverpb.DeleteRangeResponse without its header.
-type DeleteRangeResponse struct {
-	Deleted int64      `json:"deleted,omitempty"`
-	PrevKVs []KeyValue `json:"prev_kvs,omitempty"`
-}
-
-// TxnResponse is etcdserverpb.TxnResponse without its header (nested headers are not recorded).
-type TxnResponse struct {
-	Succeeded bool         `json:"succeeded,omitempty"`
-	Responses []ResponseOp `json:"responses,omitempty"`
-}
-
-// ResponseOp answers the RequestOp at the same position; exactly one field is set.
-type ResponseOp struct {
-	Range       *RangeResponse       `json:"range,omitempty"`
-	Put         *PutResponse         `json:"put,omitempty"`
-	DeleteRange *DeleteRangeResponse `json:"delete_range,omitempty"`
-	Txn         *TxnResponse         `json:"txn,omitempty"`
-}
-
-// LeaseGrantResponse is etcdserverpb.LeaseGrantResponse without its header. TTL is not checked: it
-// depends on the server's minimum TTL.
-type LeaseGrantResponse struct {
-	ID  int64 `json:"id"`
-	TTL int64 `json:"ttl,omitempty"`
-}
-
-// LeaseKeepAliveResponse is etcdserverpb.LeaseKeepAliveResponse without its header. Neither its TTL
-// nor its header revision (filled when the answer is sent, not when it takes effect) is checked.
-type LeaseKeepAliveResponse struct {
-	ID  int64 `json:"id"`
-	TTL int64 `json:"ttl,omitempty"`
-}
-
 // Watch is one watch request and the responses it received, in order. A watch that clientv3 resumed
 // after a reconnection is still one watch: its guarantees hold across the break.
 type Watch struct {
@@ -220,21 +174,9 @@ func (r *WatchResponse) IsProgressNotify() bool {
 // IsCompacted reports whether r cancels its watch because the revision it needed was compacted.
 func (r *WatchResponse) IsCompacted() bool { return r.CompactRevision != 0 }
 
-// Event is mvccpb.Event. A DELETE event's Kv has only Key and ModRevision.
-type Event struct {
-	Type   EventType `json:"type"`
-	Kv     KeyValue  `json:"kv"`
-	PrevKV *KeyValue `json:"prev_kv,omitempty"`
-}
-
-// IsCreate reports whether the event created its key: a PUT whose create and mod revisions agree.
-func (e *Event) IsCreate() bool {
-	return e.Type == Put && e.Kv.CreateRevision == e.Kv.ModRevision
-}
-
-// The request messages, KeyValue and the enums are package etcdrules', with Bytes: the store and
-// the gRPC layer use the same types with byte slices. Their JSON form is the history format doc.go
-// describes.
+// The request and response messages, KeyValue, Event and the enums are package etcdrules', with
+// Bytes: the store and the gRPC layer use the same types with byte slices. Their JSON form is the
+// history format doc.go describes; the headers of responses are not part of it.
 type (
 	// RangeRequest is etcdserverpb.RangeRequest. RangeEnd empty reads Key alone, "\x00" every key
 	// from Key on, otherwise [Key, RangeEnd).
@@ -254,6 +196,26 @@ type (
 	// WatchRequest is etcdserverpb.WatchCreateRequest. Key empty means "\x00"; RangeEnd as in
 	// RangeRequest. StartRevision 0 means "from the revision after the watch was created".
 	WatchRequest = etcdrules.WatchRequest[Bytes]
+
+	// RangeResponse is etcdserverpb.RangeResponse; the history keeps no header (Response.Revision
+	// is the top-level one, nested ones are not recorded).
+	RangeResponse = etcdrules.RangeResponse[Bytes]
+	// PutResponse is etcdserverpb.PutResponse.
+	PutResponse = etcdrules.PutResponse[Bytes]
+	// DeleteRangeResponse is etcdserverpb.DeleteRangeResponse.
+	DeleteRangeResponse = etcdrules.DeleteRangeResponse[Bytes]
+	// TxnResponse is etcdserverpb.TxnResponse.
+	TxnResponse = etcdrules.TxnResponse[Bytes]
+	// ResponseOp answers the RequestOp at the same position; exactly one field is set.
+	ResponseOp = etcdrules.ResponseOp[Bytes]
+	// LeaseGrantResponse is etcdserverpb.LeaseGrantResponse. TTL is not checked: it depends on the
+	// server's minimum TTL.
+	LeaseGrantResponse = etcdrules.LeaseGrantResponse
+	// LeaseKeepAliveResponse is etcdserverpb.LeaseKeepAliveResponse. Neither its TTL nor its header
+	// revision (filled when the answer is sent, not when it takes effect) is checked.
+	LeaseKeepAliveResponse = etcdrules.LeaseKeepAliveResponse
+	// Event is mvccpb.Event. A DELETE event's Kv has only Key and ModRevision.
+	Event = etcdrules.Event[Bytes]
 
 	// EventType is mvccpb.Event_EventType; JSON "PUT" or "DELETE".
 	EventType = etcdrules.EventType

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -329,7 +330,7 @@ func normalizeSort(r *store.RangeRequest, got, want *store.RangeResponse) {
 		return string(kv.Value)
 	}
 	for i := range got.Kvs {
-		if val(got.Kvs[i]) != val(want.Kvs[i]) {
+		if val(&got.Kvs[i]) != val(&want.Kvs[i]) {
 			return // a real difference: leave it for the diff
 		}
 	}
@@ -341,13 +342,14 @@ func normalizeSort(r *store.RangeRequest, got, want *store.RangeResponse) {
 		}
 		return
 	}
+	wants := slices.Clone(want.Kvs) // want.Kvs is rewritten below
 	byKey := map[string]*store.KeyValue{}
-	for _, kv := range want.Kvs {
-		byKey[string(kv.Key)] = kv
+	for i := range wants {
+		byKey[string(wants[i].Key)] = &wants[i]
 	}
-	for i, kv := range got.Kvs {
-		if w := byKey[string(kv.Key)]; w != nil && val(w) == val(kv) {
-			want.Kvs[i] = w
+	for i := range got.Kvs {
+		if w := byKey[string(got.Kvs[i].Key)]; w != nil && val(w) == val(&got.Kvs[i]) {
+			want.Kvs[i] = *w
 		}
 	}
 }
@@ -893,18 +895,18 @@ func (sm *storeMachine) checkComplete(w *smWatcher) {
 }
 
 func (sm *storeMachine) checkEvent(w *smWatcher, i int, got *store.Event, want mevent) {
-	exp := &store.Event{Type: etcdrules.EventPut, Kv: toKV(want.key, want.kv)}
+	exp := &store.Event{Type: etcdrules.EventPut, Kv: *toKV(want.key, want.kv)}
 	if want.del {
 		exp.Type = etcdrules.EventDelete
-		exp.Kv = &store.KeyValue{Key: []byte(want.key), ModRevision: want.kv.mod}
+		exp.Kv = store.KeyValue{Key: []byte(want.key), ModRevision: want.kv.mod}
 	}
 	isCreate := !want.del && want.kv.create == want.kv.mod
 	// prev_kv is the key at the revision before the event (v3rpc sendLoop reads it then), which
 	// for the second change of a key within one txn is not the first change
 	if prev := sm.m.snapAt(want.kv.mod-1, want.key); w.prevKV && !isCreate && prev != nil {
 		switch {
-		case got.PrevKv != nil:
-			exp.PrevKv = toKV(want.key, *prev)
+		case got.PrevKV != nil:
+			exp.PrevKV = toKV(want.key, *prev)
 		case want.kv.mod-1 < sm.m.compactRev:
 			// prev_kv is read when the response is sent; it is silently missing once compacted
 		default:
@@ -921,7 +923,7 @@ func (sm *storeMachine) checkEvent(w *smWatcher, i int, got *store.Event, want m
 
 // sameEvent is cmp.Equal for events, without its cost: every delivered event is compared.
 func sameEvent(a, b *store.Event) bool {
-	return a.Type == b.Type && sameKV(a.Kv, b.Kv) && sameKV(a.PrevKv, b.PrevKv)
+	return a.Type == b.Type && sameKV(&a.Kv, &b.Kv) && sameKV(a.PrevKV, b.PrevKV)
 }
 
 func sameKV(a, b *store.KeyValue) bool {

@@ -188,7 +188,7 @@ func (m *model) put(r *store.PutRequest) (*store.PutResponse, error) {
 	tx.commit()
 	resp := &store.PutResponse{Header: store.Header{Revision: m.rev}}
 	if r.PrevKV && exists {
-		resp.PrevKv = toKV(string(r.Key), old)
+		resp.PrevKV = toKV(string(r.Key), old)
 	}
 	return resp, nil
 }
@@ -203,7 +203,7 @@ func (m *model) deleteRange(r *store.DeleteRangeRequest) (*store.DeleteRangeResp
 	resp := &store.DeleteRangeResponse{Header: store.Header{Revision: m.rev}, Deleted: int64(len(deleted))}
 	if r.PrevKV {
 		for i, k := range deleted {
-			resp.PrevKvs = append(resp.PrevKvs, toKV(k, prevs[i]))
+			resp.PrevKVs = append(resp.PrevKVs, *toKV(k, prevs[i]))
 		}
 	}
 	return resp, nil
@@ -284,7 +284,9 @@ func (m *model) rangeAt(r *store.RangeRequest, state map[string]mkv, cur int64) 
 			}
 		}
 	}
-	resp.Kvs = kept
+	for _, kv := range kept {
+		resp.Kvs = append(resp.Kvs, *kv)
+	}
 	return resp, nil
 }
 
@@ -561,7 +563,7 @@ func (m *model) execTxn(tx *mtxn, r *store.TxnRequest, start map[string]mkv, res
 			old, ok := tx.state[string(p.Key)]
 			pr := &store.PutResponse{Header: store.Header{Revision: tx.next()}}
 			if p.PrevKV && ok {
-				pr.PrevKv = toKV(string(p.Key), old)
+				pr.PrevKV = toKV(string(p.Key), old)
 			}
 			tx.put(string(p.Key), string(p.Value), p.Lease, p.IgnoreValue, p.IgnoreLease)
 			out.Put = pr
@@ -571,7 +573,7 @@ func (m *model) execTxn(tx *mtxn, r *store.TxnRequest, start map[string]mkv, res
 			dr := &store.DeleteRangeResponse{Deleted: int64(len(deleted)), Header: store.Header{Revision: seen()}}
 			if d.PrevKV {
 				for j, k := range deleted {
-					dr.PrevKvs = append(dr.PrevKvs, toKV(k, prevs[j]))
+					dr.PrevKVs = append(dr.PrevKVs, *toKV(k, prevs[j]))
 				}
 			}
 			out.DeleteRange = dr
