@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"math"
 	"sort"
 
 	"github.com/listwatch/listwatch/etcdrules"
@@ -204,7 +203,7 @@ func (s *Store) rangeLocked(r *RangeRequest, curRev int64) (*RangeResponse, erro
 		return resp, nil
 	}
 
-	limit := rangeLimit(r)
+	limit := r.FetchLimit()
 	var recs []*rec
 	s.idx.visit(kr, func(ki *keyIndex) bool {
 		if rc := ki.at(rev); rc != nil {
@@ -244,39 +243,14 @@ func (s *Store) rangeLocked(r *RangeRequest, curRev int64) (*RangeResponse, erro
 	return resp, nil
 }
 
-// rangeLimit is txn/range.go rangeLimit: one more than asked, to tell More, unless the result is
-// re-sorted or filtered afterwards.
-func rangeLimit(r *RangeRequest) int64 {
-	limit := r.Limit
-	if !isDefaultOrdering(r.SortTarget, r.SortOrder) || hasRevisionFilters(r) {
-		limit = 0
-	}
-	if limit > 0 && limit < math.MaxInt64 {
-		limit++
-	}
-	return limit
-}
-
-func isDefaultOrdering(t etcdrules.SortTarget, o etcdrules.SortOrder) bool {
-	return o == etcdrules.SortNone || (t == etcdrules.SortByKey && o == etcdrules.SortAscend)
-}
-
-func hasRevisionFilters(r *RangeRequest) bool {
-	return r.MinModRevision != 0 || r.MaxModRevision != 0 || r.MinCreateRevision != 0 || r.MaxCreateRevision != 0
-}
-
+// filterRecs prunes recs by r's revision filters.
 func filterRecs(recs []*rec, r *RangeRequest) []*rec {
-	if !hasRevisionFilters(r) {
+	if !r.HasRevisionFilters() {
 		return recs
 	}
 	out := recs[:0]
 	for _, rc := range recs {
-		switch {
-		case r.MaxModRevision != 0 && rc.mod > r.MaxModRevision:
-		case r.MinModRevision != 0 && rc.mod < r.MinModRevision:
-		case r.MaxCreateRevision != 0 && rc.create > r.MaxCreateRevision:
-		case r.MinCreateRevision != 0 && rc.create < r.MinCreateRevision:
-		default:
+		if r.Keeps(rc.create, rc.mod) {
 			out = append(out, rc)
 		}
 	}
@@ -286,11 +260,8 @@ func filterRecs(recs []*rec, r *RangeRequest) []*rec {
 // sortRecs is txn/range.go sortRangeResults; like etcd's sort.Sort it is not stable on ties.
 func (s *Store) sortRecs(recs []*rec, r *RangeRequest) {
 	x := s.idx
-	order := r.SortOrder
-	if r.SortTarget != etcdrules.SortByKey && order == etcdrules.SortNone {
-		order = etcdrules.SortAscend
-	}
-	if isDefaultOrdering(r.SortTarget, order) {
+	order, sorted := r.Sort()
+	if !sorted {
 		return
 	}
 	var less func(a, b *rec) bool

@@ -114,7 +114,7 @@ func (w *writer) rangeAt(r *RangeRequest, curRev int64) (*RangeResponse, error) 
 		kv.ascend(kr, func(Bytes, *krec) bool { resp.Count++; return true })
 		return resp, nil
 	}
-	limit := rangeLimit(r)
+	limit := r.FetchLimit()
 	var recs []KeyValue
 	kv.ascend(kr, func(k Bytes, rc *krec) bool {
 		if limit <= 0 || int64(len(recs)) < limit {
@@ -159,37 +159,14 @@ func keysOnlyKV(kv *KeyValue, r *RangeRequest) {
 	}
 }
 
-func rangeLimit(r *RangeRequest) int64 {
-	limit := r.Limit
-	if !isDefaultOrdering(r.SortTarget, r.SortOrder) || hasRevisionFilters(r) {
-		limit = 0
-	}
-	if limit > 0 && limit < 1<<63-1 {
-		limit++
-	}
-	return limit
-}
-
-func isDefaultOrdering(t SortTarget, o SortOrder) bool {
-	return o == SortNone || (t == SortByKey && o == SortAscend)
-}
-
-func hasRevisionFilters(r *RangeRequest) bool {
-	return r.MinModRevision != 0 || r.MaxModRevision != 0 || r.MinCreateRevision != 0 || r.MaxCreateRevision != 0
-}
-
+// filterKVs prunes kvs by r's revision filters.
 func filterKVs(kvs []KeyValue, r *RangeRequest) []KeyValue {
-	if !hasRevisionFilters(r) {
+	if !r.HasRevisionFilters() {
 		return kvs
 	}
 	out := kvs[:0]
 	for _, kv := range kvs {
-		switch {
-		case r.MaxModRevision != 0 && kv.ModRevision > r.MaxModRevision:
-		case r.MinModRevision != 0 && kv.ModRevision < r.MinModRevision:
-		case r.MaxCreateRevision != 0 && kv.CreateRevision > r.MaxCreateRevision:
-		case r.MinCreateRevision != 0 && kv.CreateRevision < r.MinCreateRevision:
-		default:
+		if r.Keeps(kv.CreateRevision, kv.ModRevision) {
 			out = append(out, kv)
 		}
 	}
@@ -198,11 +175,8 @@ func filterKVs(kvs []KeyValue, r *RangeRequest) []KeyValue {
 
 // sortOf returns the effective order and the comparison a range sorts by, nil for key order.
 func sortOf(r *RangeRequest) (SortOrder, func(a, b KeyValue) int) {
-	order := r.SortOrder
-	if r.SortTarget != SortByKey && order == SortNone {
-		order = SortAscend
-	}
-	if isDefaultOrdering(r.SortTarget, order) {
+	order, sorted := r.Sort()
+	if !sorted {
 		return order, nil
 	}
 	by := sortKey(r.SortTarget)
