@@ -1,9 +1,11 @@
-// Package etcdrules holds what etcd v3.7 decides about a request before it reads any state: its
-// client-facing error values and the request-shape rules of its v3 API. It is a stateless leaf (it
-// keeps nothing, reads no store and never modifies a request it checks) that both listwatch's store
-// (which enforces the rules) and the history checker (which predicts the errors a recorded request
-// must have got) use, so that the checker's model never imports what it judges. It imports none of
-// listwatch's packages.
+// Package etcdrules holds etcd v3's request vocabulary and what etcd v3.7 decides about a request
+// before it reads any state: the request and response value types, its client-facing error values,
+// the request-shape rules of its v3 API and the rules a range reads from its request. It is a
+// stateless leaf (it keeps nothing, reads no store and never modifies a request it checks) that
+// listwatch's store (which enforces the rules), its gRPC layer (which converts etcdserverpb to and
+// from the types) and the history checker (which records and judges the types and predicts the
+// errors a recorded request must have got) all use, so that a request or response is defined once
+// and the checker's model never imports what it judges. It imports none of listwatch's packages.
 //
 // # API
 //
@@ -11,9 +13,16 @@
 //     ErrDuplicateKey, ErrInvalidSortOption, ErrCompacted, ErrFutureRev, ErrRequestTooLarge,
 //     ErrLeaseNotFound, ErrLeaseExists, ErrLeaseTTLTooLarge, the watch errors ErrEmptyWatcherRange,
 //     ErrWatcherDuplicateID and ErrWatcherNotExist, and ErrInvalidRequestOp.
-//   - The request shapes Range, Put, DeleteRange, Txn (with Compare and Op), generic over the
-//     caller's byte-string type (Bytes: []byte or a string type), and their Check methods;
-//     CheckCompact and CheckLeaseGrant. Limits (zero value: etcd's defaults, DefaultMaxTxnOps and
+//   - The types, etcdserverpb's and mvccpb's messages field for field, generic over the caller's
+//     byte-string type (Bytes: []byte for the store, a string type for the checker): RangeRequest,
+//     PutRequest, DeleteRangeRequest, TxnRequest (with Compare and RequestOp), WatchRequest,
+//     KeyValue, Event, RangeResponse, PutResponse, DeleteRangeResponse, TxnResponse (with
+//     ResponseOp), LeaseGrantResponse, LeaseKeepAliveResponse and ResponseHeader; the enums
+//     EventType, WatchFilter, SortOrder, SortTarget, CompareResult, CompareTarget, whose text is
+//     their protobuf name. The JSON tags are the checker's history format; headers and watch IDs
+//     are not part of it.
+//   - The requests' Check methods; CheckCompact and CheckLeaseGrant. A range's FetchLimit, Sort,
+//     HasRevisionFilters and Keeps. Limits (zero value: etcd's defaults, DefaultMaxTxnOps and
 //     DefaultMaxRequestBytes) bound txns and proposals; MaxLeaseTTL bounds lease TTLs.
 //
 // # Invariants
@@ -45,4 +54,12 @@
 //     (lease/lessor.go Grant; TestLeaseGrantRules).
 //   - Order. The first rule a request breaks, in etcd's order, gives its error: shape, then
 //     intervals, then size (TestTxnRules).
+//   - Enums. Each enum value's text is its name in etcd's protobuf definitions and reads back as
+//     the value; an out-of-range sort order or target is kept as a number, any other enum out of
+//     range cannot be written (TestEnumNamesAreProtobufs, TestEnumsOutOfRange). Response headers
+//     and watch IDs are left out of JSON (TestHeadersAreNotInJSON).
+//   - Range reads. A range reads Limit+1 keys in key order, all when it asks for another order (as
+//     given: SortNone with a non-key target keeps the limit) or filters by revision; a non-key
+//     target without an order sorts ascending; the revision filters are inclusive bounds
+//     (txn/range.go rangeLimit, executeRange; TestRangeReadRules).
 package etcdrules

@@ -71,5 +71,8 @@
 // etcdrules' values, re-exported here under the same names (ErrEmptyKey is etcdrules.ErrEmptyKey),
 // which the checker of recorded histories shares without importing the store. A request is checked
 // before any state is read with etcdrules' request-shape rules under the store's MaxTxnOps and
-// MaxRequestBytes (CheckRequest gives those errors alone); a rejected request changes nothing.
+// MaxRequestBytes (CheckRequest gives those errors alone); a rejected request changes nothing. The
+// request and response types, KeyValue and Event are etcdrules' with byte slices, aliased here
+// (RangeRequest is etcdrules.RangeRequest[[]byte]); their enums and values are etcdrules'
+// (etcdrules.SortAscend, etcdrules.EventDelete).
 package store

@@ -4,7 +4,8 @@
 // has them (below), and every watch must keep the guarantees etcd's robustness tests check
 // (tests/robustness/validate/watch.go), judged against the event log of the linearization found.
 // The checker imports nothing of what it judges: not listwatch's store, nor its gRPC server; only
-// package etcdrules, etcd's error values and request-shape rules, which the store shares.
+// package etcdrules, etcd's error values, request-shape rules and request and response types,
+// which the store shares (History's parts are those types with Bytes; their JSON form is below).
 //
 // # API
 //
