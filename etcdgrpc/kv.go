@@ -56,7 +56,7 @@ func (k *kvServer) checkRangeStreamRequest(r *store.RangeRequest) error {
 	if !(r.SortOrder == etcdrules.SortNone || (r.SortTarget == etcdrules.SortByKey && r.SortOrder == etcdrules.SortAscend)) {
 		return status.Errorf(codes.Unimplemented, "RangeStream does not support custom sort orders")
 	}
-	if r.MinModRevision != 0 || r.MaxModRevision != 0 || r.MinCreateRevision != 0 || r.MaxCreateRevision != 0 {
+	if r.HasRevisionFilters() {
 		return status.Errorf(codes.Unimplemented, "RangeStream does not support revision filters")
 	}
 	return nil
