@@ -22,7 +22,7 @@
 //     their protobuf name. The JSON tags are the checker's history format; headers and watch IDs
 //     are not part of it.
 //   - The requests' Check methods; CheckCompact and CheckLeaseGrant. A range's FetchLimit, Sort,
-//     HasRevisionFilters and Keeps. Limits (zero value: etcd's defaults, DefaultMaxTxnOps and
+//     HasRevisionFilters and Keeps; a compare's Holds. Limits (zero value: etcd's defaults, DefaultMaxTxnOps and
 //     DefaultMaxRequestBytes) bound txns and proposals; MaxLeaseTTL bounds lease TTLs.
 //
 // # Invariants
@@ -62,4 +62,6 @@
 //     given: SortNone with a non-key target keeps the limit) or filters by revision; a non-key
 //     target without an order sorts ascending; the revision filters are inclusive bounds
 //     (txn/range.go rangeLimit, executeRange; TestRangeReadRules).
+//   - Compares. A compare holds as its result says of how the key compares to its value; a result
+//     etcdserverpb does not define holds (txn/txn.go compareKV; TestCompareHolds).
 package etcdrules

@@ -121,3 +121,22 @@ func TestRangeReadRules(t *testing.T) {
 		t.Error("a range without revision filters filters, or one with them does not")
 	}
 }
+
+// TestCompareHolds: each compare result against a key that compares below, equal to and above its
+// value; an undefined result holds.
+func TestCompareHolds(t *testing.T) {
+	for result, want := range map[CompareResult][3]bool{
+		CompareEqual:    {false, true, false},
+		CompareNotEqual: {true, false, true},
+		CompareGreater:  {false, false, true},
+		CompareLess:     {true, false, false},
+		9:               {true, true, true},
+	} {
+		c := Compare[string]{Result: result}
+		for i, cmp := range []int{-1, 0, 1} {
+			if got := c.Holds(cmp); got != want[i] {
+				t.Errorf("%s with the key comparing %d: holds %v", result, cmp, got)
+			}
+		}
+	}
+}

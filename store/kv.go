@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"sort"
 
 	"github.com/listwatch/listwatch/etcdrules"
@@ -350,35 +351,15 @@ func (s *Store) compareRec(c *Compare, rc *rec) bool {
 	case etcdrules.CompareValue:
 		result = bytes.Compare(s.idx.vals.get(rc), c.Value)
 	case etcdrules.CompareCreate:
-		result = cmpInt(rc.create, c.CreateRevision)
+		result = cmp.Compare(rc.create, c.CreateRevision)
 	case etcdrules.CompareMod:
-		result = cmpInt(rc.mod, c.ModRevision)
+		result = cmp.Compare(rc.mod, c.ModRevision)
 	case etcdrules.CompareVersion:
-		result = cmpInt(rc.ver, c.Version)
+		result = cmp.Compare(rc.ver, c.Version)
 	case etcdrules.CompareLease:
-		result = cmpInt(rc.lease, c.Lease)
+		result = cmp.Compare(rc.lease, c.Lease)
 	}
-	switch c.Result {
-	case etcdrules.CompareEqual:
-		return result == 0
-	case etcdrules.CompareNotEqual:
-		return result != 0
-	case etcdrules.CompareGreater:
-		return result > 0
-	case etcdrules.CompareLess:
-		return result < 0
-	}
-	return true
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return c.Holds(result)
 }
 
 // checkTxnLocked checks the chosen branch against the state at txn start before anything is written,

@@ -10,47 +10,30 @@ import "github.com/listwatch/listwatch/etcdrules"
 // copies what it keeps. Responses are freshly allocated and belong to the caller, except Events (and
 // their KeyValues) delivered on a watch stream, which are shared by every watcher that receives them
 // and must be treated as read-only.
+//
+// The aliases name etcdrules' types as the store's API has them. A RequestOp with no request set is
+// rejected with ErrKeyNotFound, as etcd rejects an empty RequestOp; a WatchRequest's Fragment is
+// carried for the gRPC layer, which splits large responses, and the store ignores it; Header is the
+// part of the response header the store fills (the revision), the gRPC layer adds the rest.
 type (
-	// KeyValue is one revision of a key, as mvccpb.KeyValue.
-	KeyValue = etcdrules.KeyValue[[]byte]
-	// RangeRequest reads a key or a range, as etcdserverpb.RangeRequest. RangeEnd empty reads Key
-	// alone; RangeEnd "\x00" reads every key >= Key; otherwise [Key, RangeEnd).
-	RangeRequest = etcdrules.RangeRequest[[]byte]
-	// PutRequest is etcdserverpb.PutRequest.
-	PutRequest = etcdrules.PutRequest[[]byte]
-	// DeleteRangeRequest is etcdserverpb.DeleteRangeRequest; RangeEnd as in RangeRequest.
+	KeyValue           = etcdrules.KeyValue[[]byte]
+	Event              = etcdrules.Event[[]byte]
+	RangeRequest       = etcdrules.RangeRequest[[]byte]
+	PutRequest         = etcdrules.PutRequest[[]byte]
 	DeleteRangeRequest = etcdrules.DeleteRangeRequest[[]byte]
-	// Compare is one txn guard, as etcdserverpb.Compare. Only the field that Target names is read.
-	Compare = etcdrules.Compare[[]byte]
-	// RequestOp is one operation of a txn branch: exactly one field is set. An op with none set is
-	// rejected with ErrKeyNotFound, as etcd rejects an empty RequestOp.
-	RequestOp = etcdrules.RequestOp[[]byte]
-	// TxnRequest is etcdserverpb.TxnRequest.
-	TxnRequest = etcdrules.TxnRequest[[]byte]
-	// WatchRequest creates a watcher, as etcdserverpb.WatchCreateRequest. Key empty means "\x00";
-	// RangeEnd as in RangeRequest. StartRevision 0 means "from the next revision". Fragment is
-	// carried for the gRPC layer, which splits large responses; the store ignores it.
-	WatchRequest = etcdrules.WatchRequest[[]byte]
+	Compare            = etcdrules.Compare[[]byte]
+	RequestOp          = etcdrules.RequestOp[[]byte]
+	TxnRequest         = etcdrules.TxnRequest[[]byte]
+	WatchRequest       = etcdrules.WatchRequest[[]byte]
 
-	// Header is the response header the store fills: the store revision the response reflects.
-	Header = etcdrules.ResponseHeader
-	// RangeResponse is etcdserverpb.RangeResponse.
-	RangeResponse = etcdrules.RangeResponse[[]byte]
-	// PutResponse is etcdserverpb.PutResponse.
-	PutResponse = etcdrules.PutResponse[[]byte]
-	// DeleteRangeResponse is etcdserverpb.DeleteRangeResponse.
-	DeleteRangeResponse = etcdrules.DeleteRangeResponse[[]byte]
-	// TxnResponse is etcdserverpb.TxnResponse.
-	TxnResponse = etcdrules.TxnResponse[[]byte]
-	// ResponseOp holds the response of the RequestOp at the same position.
-	ResponseOp = etcdrules.ResponseOp[[]byte]
-	// LeaseGrantResponse is etcdserverpb.LeaseGrantResponse.
-	LeaseGrantResponse = etcdrules.LeaseGrantResponse
-	// LeaseKeepAliveResponse is etcdserverpb.LeaseKeepAliveResponse.
+	Header                 = etcdrules.ResponseHeader
+	RangeResponse          = etcdrules.RangeResponse[[]byte]
+	PutResponse            = etcdrules.PutResponse[[]byte]
+	DeleteRangeResponse    = etcdrules.DeleteRangeResponse[[]byte]
+	TxnResponse            = etcdrules.TxnResponse[[]byte]
+	ResponseOp             = etcdrules.ResponseOp[[]byte]
+	LeaseGrantResponse     = etcdrules.LeaseGrantResponse
 	LeaseKeepAliveResponse = etcdrules.LeaseKeepAliveResponse
-	// Event is one change of one key. A DELETE event's Kv carries only Key and ModRevision (the
-	// deletion revision); the deleted value is in PrevKV when the watcher asked for it.
-	Event = etcdrules.Event[[]byte]
 )
 
 // CompactResponse is etcdserverpb.CompactionResponse.

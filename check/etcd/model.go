@@ -318,17 +318,7 @@ func compareRec(c *Compare, rc *krec) bool {
 	case CompareLease:
 		result = cmp.Compare(rc.lease, c.Lease)
 	}
-	switch c.Result {
-	case CompareEqual:
-		return result == 0
-	case CompareNotEqual:
-		return result != 0
-	case CompareGreater:
-		return result > 0
-	case CompareLess:
-		return result < 0
-	}
-	return true
+	return c.Holds(result)
 }
 
 // checkTxn follows etcd's txn/txn.go checkTxn: the chosen branch is checked against the start

@@ -2,9 +2,9 @@ package etcdrules
 
 import "math"
 
-// The rules below are what etcd decides about a range from the request alone, before it reads
-// keys: how many keys it reads, which revision filters it prunes by and how it sorts. The store
-// and the checker's model apply them to the keys they hold.
+// The rules below are what etcd decides from a request alone about how it reads keys: how many keys
+// a range reads, which revision filters it prunes by and how it sorts, and when a txn compare
+// holds. The store and the checker's model apply them to the keys they hold.
 
 // FetchLimit is how many keys in key order a range reads before it prunes and sorts them, 0 for
 // all: one more than Limit, to tell More, unless the request asks for an order other than key order
@@ -54,4 +54,21 @@ func (r *RangeRequest[B]) Keeps(create, mod int64) bool {
 		return true
 	}
 	return false
+}
+
+// Holds reports whether a key whose target field compares to c's value as cmp (negative, zero or
+// positive, as cmp.Compare) satisfies c; a result etcdserverpb does not define holds. Mirrors
+// server/etcdserver/txn/txn.go compareKV.
+func (c *Compare[B]) Holds(cmp int) bool {
+	switch c.Result {
+	case CompareEqual:
+		return cmp == 0
+	case CompareNotEqual:
+		return cmp != 0
+	case CompareGreater:
+		return cmp > 0
+	case CompareLess:
+		return cmp < 0
+	}
+	return true
 }
