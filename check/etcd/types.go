@@ -176,60 +176,35 @@ func (r *WatchResponse) IsCompacted() bool { return r.CompactRevision != 0 }
 
 // The request and response messages, KeyValue, Event and the enums are package etcdrules', with
 // Bytes: the store and the gRPC layer use the same types with byte slices. Their JSON form is the
-// history format doc.go describes; the headers of responses are not part of it.
+// history format doc.go describes (an enum is its protobuf name; a sort order or target out of
+// range, which etcd answers with an error the history may record, is a number). Response headers
+// are not part of it: Response.Revision is the top-level one, nested ones are not recorded. A lease
+// grant's TTL is not checked (it depends on the server's minimum TTL), nor a keep-alive's TTL or
+// header revision (filled when the answer is sent, not when it takes effect).
 type (
-	// RangeRequest is etcdserverpb.RangeRequest. RangeEnd empty reads Key alone, "\x00" every key
-	// from Key on, otherwise [Key, RangeEnd).
-	RangeRequest = etcdrules.RangeRequest[Bytes]
-	// PutRequest is etcdserverpb.PutRequest.
-	PutRequest = etcdrules.PutRequest[Bytes]
-	// DeleteRangeRequest is etcdserverpb.DeleteRangeRequest; RangeEnd as in RangeRequest.
+	KeyValue           = etcdrules.KeyValue[Bytes]
+	Event              = etcdrules.Event[Bytes]
+	RangeRequest       = etcdrules.RangeRequest[Bytes]
+	PutRequest         = etcdrules.PutRequest[Bytes]
 	DeleteRangeRequest = etcdrules.DeleteRangeRequest[Bytes]
-	// TxnRequest is etcdserverpb.TxnRequest.
-	TxnRequest = etcdrules.TxnRequest[Bytes]
-	// Compare is etcdserverpb.Compare: only the field Target names is read.
-	Compare = etcdrules.Compare[Bytes]
-	// RequestOp is one operation of a txn branch: exactly one field is set.
-	RequestOp = etcdrules.RequestOp[Bytes]
-	// KeyValue is mvccpb.KeyValue.
-	KeyValue = etcdrules.KeyValue[Bytes]
-	// WatchRequest is etcdserverpb.WatchCreateRequest. Key empty means "\x00"; RangeEnd as in
-	// RangeRequest. StartRevision 0 means "from the revision after the watch was created".
-	WatchRequest = etcdrules.WatchRequest[Bytes]
+	Compare            = etcdrules.Compare[Bytes]
+	RequestOp          = etcdrules.RequestOp[Bytes]
+	TxnRequest         = etcdrules.TxnRequest[Bytes]
+	WatchRequest       = etcdrules.WatchRequest[Bytes]
 
-	// RangeResponse is etcdserverpb.RangeResponse; the history keeps no header (Response.Revision
-	// is the top-level one, nested ones are not recorded).
-	RangeResponse = etcdrules.RangeResponse[Bytes]
-	// PutResponse is etcdserverpb.PutResponse.
-	PutResponse = etcdrules.PutResponse[Bytes]
-	// DeleteRangeResponse is etcdserverpb.DeleteRangeResponse.
-	DeleteRangeResponse = etcdrules.DeleteRangeResponse[Bytes]
-	// TxnResponse is etcdserverpb.TxnResponse.
-	TxnResponse = etcdrules.TxnResponse[Bytes]
-	// ResponseOp answers the RequestOp at the same position; exactly one field is set.
-	ResponseOp = etcdrules.ResponseOp[Bytes]
-	// LeaseGrantResponse is etcdserverpb.LeaseGrantResponse. TTL is not checked: it depends on the
-	// server's minimum TTL.
-	LeaseGrantResponse = etcdrules.LeaseGrantResponse
-	// LeaseKeepAliveResponse is etcdserverpb.LeaseKeepAliveResponse. Neither its TTL nor its header
-	// revision (filled when the answer is sent, not when it takes effect) is checked.
+	RangeResponse          = etcdrules.RangeResponse[Bytes]
+	PutResponse            = etcdrules.PutResponse[Bytes]
+	DeleteRangeResponse    = etcdrules.DeleteRangeResponse[Bytes]
+	TxnResponse            = etcdrules.TxnResponse[Bytes]
+	ResponseOp             = etcdrules.ResponseOp[Bytes]
+	LeaseGrantResponse     = etcdrules.LeaseGrantResponse
 	LeaseKeepAliveResponse = etcdrules.LeaseKeepAliveResponse
-	// Event is mvccpb.Event. A DELETE event's Kv has only Key and ModRevision.
-	Event = etcdrules.Event[Bytes]
 
-	// EventType is mvccpb.Event_EventType; JSON "PUT" or "DELETE".
-	EventType = etcdrules.EventType
-	// WatchFilter is WatchCreateRequest.FilterType; JSON "NOPUT" or "NODELETE".
-	WatchFilter = etcdrules.WatchFilter
-	// SortOrder is RangeRequest.SortOrder; JSON "NONE", "ASCEND" or "DESCEND" (or a number, kept
-	// for out-of-range orders, which etcd answers with an error the history may record).
-	SortOrder = etcdrules.SortOrder
-	// SortTarget is RangeRequest.SortTarget; JSON "KEY", "VERSION", "CREATE", "MOD" or "VALUE" (or a
-	// number, as SortOrder).
-	SortTarget = etcdrules.SortTarget
-	// CompareResult is Compare.Result; JSON "EQUAL", "GREATER", "LESS" or "NOT_EQUAL".
+	EventType     = etcdrules.EventType
+	WatchFilter   = etcdrules.WatchFilter
+	SortOrder     = etcdrules.SortOrder
+	SortTarget    = etcdrules.SortTarget
 	CompareResult = etcdrules.CompareResult
-	// CompareTarget is Compare.Target; JSON "VERSION", "CREATE", "MOD", "VALUE" or "LEASE".
 	CompareTarget = etcdrules.CompareTarget
 )
 
