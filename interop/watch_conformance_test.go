@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/internal/storagebackend/watchsuite"
 	"github.com/listwatch/listwatch/interop/internal/etcdtest"
-	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/storagetest"
 	"github.com/listwatch/listwatch/store"
 	"github.com/listwatch/listwatch/watch"
@@ -95,14 +95,10 @@ type confServer struct {
 
 // env returns the environment a case plays in; serial turns ConcurrentWatchObjectDecode off.
 func (s *confServer) env(serial bool) storagetest.Env {
-	env := storagetest.Env{Client: s.client}
 	if serial {
-		env.NewStorage = func(cfg watch.Config) (storage.Interface, error) {
-			cfg.Features.DisableConcurrentWatchObjectDecode = true
-			return watch.New(s.client, cfg)
-		}
+		return watchsuite.Env(s.client, func(f *watch.Features) { f.DisableConcurrentWatchObjectDecode = true })
 	}
-	return env
+	return watchsuite.Env(s.client, nil)
 }
 
 // startConfEtcd starts an embedded etcd and connects a counting client to it; both stop at cleanup.

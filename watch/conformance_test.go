@@ -6,13 +6,16 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
 
 	"github.com/listwatch/listwatch/internal/etcdprocess"
+	"github.com/listwatch/listwatch/internal/storagebackend"
+	"github.com/listwatch/listwatch/internal/storagebackend/watchsuite"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/storagetest"
-	"github.com/listwatch/listwatch/storage/storagetest/backend"
 	"github.com/listwatch/listwatch/store"
 	"github.com/listwatch/listwatch/watch"
 )
@@ -23,9 +26,9 @@ var (
 )
 
 // newInProcess returns a fresh in-process server; the test closes it.
-func newInProcess(t testing.TB, opts store.Options) *backend.Backend {
+func newInProcess(t testing.TB, opts store.Options) *storagebackend.Backend {
 	t.Helper()
-	b, err := backend.NewInProcess(opts)
+	b, err := storagebackend.NewInProcess(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,12 +40,12 @@ func newInProcess(t testing.TB, opts store.Options) *backend.Backend {
 	return b
 }
 
-func playCase(t *testing.T, c storagetest.Case, b *backend.Backend) {
+func playCase(t *testing.T, c storagetest.Case, b *storagebackend.Backend) {
 	t.Helper()
-	playCaseIn(t, c, b, storagetest.Env{Client: b.Client})
+	playCaseIn(t, c, b, watchsuite.Env(b.Client, nil))
 }
 
-func playCaseIn(t *testing.T, c storagetest.Case, b *backend.Backend, env storagetest.Env) {
+func playCaseIn(t *testing.T, c storagetest.Case, b *storagebackend.Backend, env storagetest.Env) {
 	t.Helper()
 	got, err := c.Play(context.Background(), env)
 	if err != nil {
@@ -76,10 +79,7 @@ func TestConformanceSerialDecode(t *testing.T) {
 			}
 			t.Parallel()
 			b := newInProcess(t, store.Options{})
-			playCaseIn(t, c, b, storagetest.Env{Client: b.Client, NewStorage: func(cfg watch.Config) (storage.Interface, error) {
-				cfg.Features.DisableConcurrentWatchObjectDecode = true
-				return watch.New(b.Client, cfg)
-			}})
+			playCaseIn(t, c, b, watchsuite.Env(b.Client, func(f *watch.Features) { f.DisableConcurrentWatchObjectDecode = true }))
 		})
 	}
 }
@@ -138,7 +138,7 @@ func TestConformanceEtcd(t *testing.T) {
 	if !*withEtcd {
 		t.Skip("run with -etcd")
 	}
-	shared, err := backend.StartEtcd()
+	shared, err := storagebackend.StartEtcd()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestConformanceEtcd(t *testing.T) {
 			}
 			b := shared
 			if c.Fresh {
-				fresh, err := backend.StartEtcd()
+				fresh, err := storagebackend.StartEtcd()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -158,6 +158,83 @@ func TestConformanceEtcd(t *testing.T) {
 				b = fresh
 			}
 			playCase(t, c, b)
+		})
+	}
+}
+
+// filteredStore is an etcd3 storage whose watches pass through filter, to make it misbehave.
+type filteredStore struct {
+	*watch.Store
+	filter apiwatch.FilterFunc
+}
+
+func (s filteredStore) Watch(ctx context.Context, key string, opts storage.ListOptions) (apiwatch.Interface, error) {
+	w, err := s.Store.Watch(ctx, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return apiwatch.Filter(w, s.filter), nil
+}
+
+func caseNamed(t *testing.T, name string) storagetest.Case {
+	t.Helper()
+	for _, c := range storagetest.Cases() {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no case %s", name)
+	return storagetest.Case{}
+}
+
+// TestPlayFailsOnDeviation checks the suite's harness (storagetest's first invariant): a case played against a faithful storage yields its Want; against a
+// storage whose watch turns MODIFIED into ADDED the transcript differs, and against one whose watch
+// delivers nothing Play fails once Env.Timeout has passed instead of passing silently.
+func TestPlayFailsOnDeviation(t *testing.T) {
+	c := caseNamed(t, "WatchFromNonZero")
+	for _, tc := range []struct {
+		name     string
+		filter   apiwatch.FilterFunc
+		wantDiff string // a line the transcript must have instead of Want's
+		wantErr  string
+	}{
+		{name: "faithful"},
+		{name: "wrong event type", filter: func(e apiwatch.Event) (apiwatch.Event, bool) {
+			if e.Type == apiwatch.Modified {
+				e.Type = apiwatch.Added
+			}
+			return e, true
+		}, wantDiff: "w ADDED test-ns/foo rv=+2 annotations=version=2"},
+		{name: "no events", filter: func(apiwatch.Event) (apiwatch.Event, bool) { return apiwatch.Event{}, false },
+			wantErr: "WatchFromNonZero: w: no event within"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newInProcess(t, store.Options{})
+			env := watchsuite.Env(b.Client, nil)
+			env.Timeout = time.Second
+			if tc.filter != nil {
+				env.NewStorage = func(cfg storagetest.Config) (storage.Interface, error) {
+					s, err := watch.New(b.Client, watchsuite.Config(cfg))
+					return filteredStore{Store: s, filter: tc.filter}, err
+				}
+			}
+			got, err := c.Play(context.Background(), env)
+			switch {
+			case tc.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Play: %v, want an error containing %q", err, tc.wantErr)
+				}
+			case err != nil:
+				t.Fatalf("Play: %v", err)
+			case tc.wantDiff == "":
+				if diff := cmp.Diff(c.Want, got); diff != "" {
+					t.Errorf("transcript mismatch (-want +got):\n%s", diff)
+				}
+			default:
+				if cmp.Equal(c.Want, got) || !strings.Contains(strings.Join(got, "\n"), tc.wantDiff) {
+					t.Errorf("transcript %q, want one with %q", got, tc.wantDiff)
+				}
+			}
 		})
 	}
 }

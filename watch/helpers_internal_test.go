@@ -14,14 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 
+	"github.com/listwatch/listwatch/internal/storagebackend"
 	"github.com/listwatch/listwatch/internal/testutil"
-	"github.com/listwatch/listwatch/storage/storagetest/backend"
 	"github.com/listwatch/listwatch/store"
 )
 
-func newBackend(t testing.TB, opts store.Options) *backend.Backend {
+func newBackend(t testing.TB, opts store.Options) *storagebackend.Backend {
 	t.Helper()
-	b, err := backend.NewInProcess(opts)
+	b, err := storagebackend.NewInProcess(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,13 +34,13 @@ func newBackend(t testing.TB, opts store.Options) *backend.Backend {
 }
 
 // newTestStorage returns a pods storage over a fresh in-process server.
-func newTestStorage(t testing.TB, cfg Config) (*Store, *backend.Backend) {
+func newTestStorage(t testing.TB, cfg Config) (*Store, *storagebackend.Backend) {
 	t.Helper()
 	b := newBackend(t, store.Options{})
 	return newStorageOn(t, b, cfg), b
 }
 
-func newStorageOn(t testing.TB, b *backend.Backend, cfg Config) *Store {
+func newStorageOn(t testing.TB, b *storagebackend.Backend, cfg Config) *Store {
 	t.Helper()
 	if cfg.ResourcePrefix == "" {
 		cfg.ResourcePrefix = "/pods/"

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/listwatch/listwatch/storage"
-	"github.com/listwatch/listwatch/watch"
 )
 
 // Cases returns every conformance case, in a stable order.
@@ -182,7 +181,7 @@ func watchErrorCase() Case {
 		Run: func(h *H) {
 			l := h.List("l", "/pods/", storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything, Recursive: true})
 			h.Put(Pod("test-ns", "foo"))
-			failing := h.NewStorage(watch.Config{Transformer: FailingTransformer{}})
+			failing := h.NewStorage(Config{Transformer: FailingTransformer{}})
 			w := h.WatchIn(failing, "w", Key("test-ns", "foo"), storage.ListOptions{ResourceVersion: l.GetResourceVersion(), Predicate: storage.Everything})
 			w.UntilClosed()
 		},
@@ -205,7 +204,7 @@ func watchWithUnsafeDeleteCase() Case {
 		Run: func(h *H) {
 			h.Create(Pod("test-ns", "foo"))
 			l := h.List("l", "/pods/", storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything, Recursive: true})
-			corrupt := h.NewStorage(watch.Config{Transformer: FailingTransformer{}})
+			corrupt := h.NewStorage(Config{Transformer: FailingTransformer{}})
 			w := h.WatchIn(corrupt, "w", Key("test-ns", "foo"), storage.ListOptions{ResourceVersion: l.GetResourceVersion(), Predicate: storage.Everything})
 			key := Key("test-ns", "foo")
 			h.ErrorLine("get", corrupt.Get(h.Ctx(), key, storage.GetOptions{}, &unstructured.Unstructured{}))
@@ -485,8 +484,8 @@ func errorIsBlockingFurtherEventsCase() Case {
 		Name:     "ErrorIsBlockingFurtherEvents",
 		Upstream: "RunWatchErrorIsBlockingFurtherEvents",
 		Run: func(h *H) {
-			oldPrefix := h.NewStorage(watch.Config{Transformer: PrefixTransformer{"old:"}})
-			newPrefix := h.NewStorage(watch.Config{Transformer: PrefixTransformer{"new:"}})
+			oldPrefix := h.NewStorage(Config{Transformer: PrefixTransformer{"old:"}})
+			newPrefix := h.NewStorage(Config{Transformer: PrefixTransformer{"new:"}})
 			foo := h.CreateIn(oldPrefix, Pod("test", "foo"), 0)
 			h.CreateIn(oldPrefix, Pod("test", "bar"), 0)
 			h.CreateIn(newPrefix, Pod("test", "baz"), 0)
@@ -538,7 +537,7 @@ func watchErrorIncorrectConfigurationCase() Case {
 		Name:     "WatchErrorIncorrectConfiguration",
 		Upstream: "etcd3/watcher_test.go TestWatchErrorIncorrectConfiguration",
 		Run: func(h *H) {
-			noNewFunc := h.NewStorage(watch.Config{Codec: storage.UnstructuredJSON})
+			noNewFunc := h.NewStorage(Config{Codec: storage.UnstructuredJSON})
 			h.WatchIn(noNewFunc, "progress-without-newfunc", "/pods/ns", storage.ListOptions{Predicate: storage.Everything, Recursive: true, ProgressNotify: true})
 			opts := storage.ListOptions{Predicate: storage.Everything, Recursive: true, SendInitialEvents: trueP()}
 			opts.Predicate.AllowWatchBookmarks = true
@@ -603,7 +602,7 @@ func watchListGateOffCase() Case {
 		Run: func(h *H) {
 			h.Create(Pod("ns", "a"))
 			h.Put(Pod("ns", "a", Node("n")))
-			off := h.NewStorage(watch.Config{Features: watch.Features{DisableWatchList: true}})
+			off := h.NewStorage(Config{DisableWatchList: true})
 			opts := storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything, Recursive: true, SendInitialEvents: trueP()}
 			opts.Predicate.AllowWatchBookmarks = true
 			w := h.WatchIn(off, "sie-true", "/pods/ns", opts)
@@ -1175,7 +1174,7 @@ func getCase() Case {
 // statsCase ports RunTestStats with the size estimate on (upstream's etcd3 TestStats with
 // SizeBasedListCostEstimate, and its Cacher, which enables its storage's): after every write and a
 // consistent list, Stats counts the objects and averages the sizes of their stored values, as etcd
-// holds them. A storage that can keep an estimate but does not yet (a bare *watch.Store) is given
+// holds them. A storage that can keep an estimate but does not yet (a bare etcd3 storage) is given
 // one whose keys are etcd's, as upstream's test gives store.getKeys.
 func statsCase() Case {
 	return Case{

@@ -1,6 +1,8 @@
-// Package backend starts the etcd servers the watch tests run against: listwatch's in-process store
-// served over gRPC, or a real etcd process.
-package backend
+// Package storagebackend starts the etcd servers the storage tests run against: listwatch's in-process
+// store served over gRPC, or a real etcd process. It is an assembler for tests (the watch, cache and
+// interop conformance tests), kept out of storage/storagetest so that the suite imports no storage
+// implementation.
+package storagebackend
 
 import (
 	"context"
