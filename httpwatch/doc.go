@@ -26,13 +26,15 @@
 //     with their real scopes, names and strategies; Widgets is an example custom resource;
 //     DefaultResources is what `listwatch serve` serves. CRDResource and CRDResources make the
 //     resource of a CustomResourceDefinition given as YAML, JSON or a Go value (ErrInvalidCRD for
-//     anything else). Resource.StorageConfig configures its etcd3 storage (etcd3.New) and
-//     Resource.CacheConfig a watch cache over it (cache.New). Pods are served as the kube-apiserver
+//     anything else). Resource.ResourcePrefix, KeyFunc, GetAttrs, NewObject, NewListObject and
+//     TriggerValue are what an assembler (chain.StorageConfig, chain.CacheConfig) configures the
+//     resource's storage and watch cache with. Pods are served as the kube-apiserver
 //     serves them: the watch cache's trigger is spec.nodeName and every pod list and watch names it
 //     in the predicate's IndexFields (as the pod registry's MatchPod), so a kubelet's watch
 //     (fieldSelector spec.nodeName=X) is offered only X's pods (TestPodsIndexedByNodeName).
-//   - Each ServedResource names its storage, a storage.Interface: the etcd3 storage (*watch.Store) or
-//     the watch cache over it (*cache.Cacher). The handlers use Get, GetList, Watch, Create,
+//   - Each ServedResource names its storage, a storage.Interface the caller built: the etcd3 storage
+//     (*watch.Store) or the watch cache over it (*cache.Cacher), as package chain assembles them;
+//     httpwatch imports no storage implementation. The handlers use Get, GetList, Watch, Create,
 //     GuaranteedUpdate, Delete and Versioner, and map the storage errors to API errors as
 //     pkg/storage/errors does.
 //   - New(Config) returns a Server, an http.Handler. Server.Create creates an object as a POST

@@ -41,7 +41,7 @@ const maxNameGenerationCreateAttempts = 8
 
 // keyRoot mirrors registry.NamespaceKeyRootFunc: the key of a collection.
 func (h *resourceHandler) keyRoot(namespace string) string {
-	key := h.res.keyPrefix()
+	key := h.res.ResourcePrefix()
 	if h.res.Namespaced && namespace != "" {
 		key += "/" + namespace
 	}
