@@ -1,8 +1,11 @@
-// Package watch is listwatch's mirror of the apiserver's etcd3 storage (k8s.io/apiserver v0.37
+// Package watch is the design card's second stage: after the etcd-style store (package store, served
+// over etcd's gRPC API by etcdgrpc), before the watch cache (package cache) and the HTTP watch
+// (package httpwatch). It mirrors the apiserver's etcd3 storage (k8s.io/apiserver v0.37
 // pkg/storage/etcd3: store.go, watcher.go, event.go, errors.go, lease_manager.go) over a clientv3
 // client: objects are kept as encoded values in etcd and watched through etcd watches turned into
-// apimachinery watch events. Its vocabulary (options, predicates, errors, codecs, keys, continue
-// tokens) is package storage; its conformance cases are package storagetest.
+// apimachinery watch events (imported as apiwatch throughout, never under this package's name). Its
+// vocabulary (options, predicates, errors, codecs, keys, continue tokens) is package storage; its
+// conformance cases are package storagetest.
 //
 // # API
 //
