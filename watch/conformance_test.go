@@ -25,21 +25,6 @@ var (
 	short    = flag.Bool("skip-slow", false, "skip the cases that wait for real time")
 )
 
-// newInProcess returns a fresh in-process server; the test closes it.
-func newInProcess(t testing.TB, opts store.Options) *storagebackend.Backend {
-	t.Helper()
-	b, err := storagebackend.NewInProcess(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := b.Close(); err != nil {
-			t.Errorf("close backend: %v", err)
-		}
-	})
-	return b
-}
-
 func playCase(t *testing.T, c storagetest.Case, b *storagebackend.Backend) {
 	t.Helper()
 	playCaseIn(t, c, b, watchsuite.Env(b.Client, nil))
@@ -57,31 +42,31 @@ func playCaseIn(t *testing.T, c storagetest.Case, b *storagebackend.Backend, env
 	}
 }
 
-// TestConformance plays every storagetest case against a fresh in-process store served over gRPC.
-func TestConformance(t *testing.T) {
+// playEach plays every case, in parallel, each on a fresh in-process server, in the environment env
+// returns for it (env may change the server's client first).
+func playEach(t *testing.T, env func(t *testing.T, b *storagebackend.Backend) storagetest.Env) {
 	for _, c := range storagetest.Cases() {
 		t.Run(c.Name, func(t *testing.T) {
 			if c.Slow && *short {
 				t.Skip("slow")
 			}
 			t.Parallel()
-			playCase(t, c, newInProcess(t, store.Options{}))
+			b := storagebackend.StartInProcess(t, store.Options{})
+			playCaseIn(t, c, b, env(t, b))
 		})
 	}
 }
 
+// TestConformance plays every storagetest case against a fresh in-process store served over gRPC.
+func TestConformance(t *testing.T) {
+	playEach(t, func(_ *testing.T, b *storagebackend.Backend) storagetest.Env { return watchsuite.Env(b.Client, nil) })
+}
+
 // TestConformanceSerialDecode plays every case with ConcurrentWatchObjectDecode off.
 func TestConformanceSerialDecode(t *testing.T) {
-	for _, c := range storagetest.Cases() {
-		t.Run(c.Name, func(t *testing.T) {
-			if c.Slow && *short {
-				t.Skip("slow")
-			}
-			t.Parallel()
-			b := newInProcess(t, store.Options{})
-			playCaseIn(t, c, b, watchsuite.Env(b.Client, func(f *watch.Features) { f.DisableConcurrentWatchObjectDecode = true }))
-		})
-	}
+	playEach(t, func(_ *testing.T, b *storagebackend.Backend) storagetest.Env {
+		return watchsuite.Env(b.Client, func(f *watch.Features) { f.DisableConcurrentWatchObjectDecode = true })
+	})
 }
 
 // TestConformanceRangeStream plays every case with a client whose RangeStream RPC is served as etcd
@@ -89,19 +74,12 @@ func TestConformanceSerialDecode(t *testing.T) {
 func TestConformanceRangeStream(t *testing.T) {
 	var total atomic.Int64
 	t.Run("cases", func(t *testing.T) {
-		for _, c := range storagetest.Cases() {
-			t.Run(c.Name, func(t *testing.T) {
-				if c.Slow && *short {
-					t.Skip("slow")
-				}
-				t.Parallel()
-				b := newInProcess(t, store.Options{})
-				kv, streams := watch.NewRangeStreamKV(b.Client, nil)
-				b.Client.KV = kv
-				playCase(t, c, b)
-				total.Add(streams.Load())
-			})
-		}
+		playEach(t, func(t *testing.T, b *storagebackend.Backend) storagetest.Env {
+			kv, streams := watch.NewRangeStreamKV(b.Client, nil)
+			b.Client.KV = kv
+			t.Cleanup(func() { total.Add(streams.Load()) })
+			return watchsuite.Env(b.Client, nil)
+		})
 	})
 	if total.Load() == 0 {
 		t.Errorf("no case streamed a list")
@@ -113,19 +91,12 @@ func TestConformanceRangeStream(t *testing.T) {
 func TestConformanceWithoutRangeStream(t *testing.T) {
 	var total atomic.Int64
 	t.Run("cases", func(t *testing.T) {
-		for _, c := range storagetest.Cases() {
-			t.Run(c.Name, func(t *testing.T) {
-				if c.Slow && *short {
-					t.Skip("slow")
-				}
-				t.Parallel()
-				b := newInProcess(t, store.Options{})
-				kv, attempts := watch.NewNoRangeStreamKV(b.Client)
-				b.Client.KV = kv
-				playCase(t, c, b)
-				total.Add(attempts.Load())
-			})
-		}
+		playEach(t, func(t *testing.T, b *storagebackend.Backend) storagetest.Env {
+			kv, attempts := watch.NewNoRangeStreamKV(b.Client)
+			b.Client.KV = kv
+			t.Cleanup(func() { total.Add(attempts.Load()) })
+			return watchsuite.Env(b.Client, nil)
+		})
 	})
 	if total.Load() == 0 {
 		t.Errorf("no case tried to stream a list")
@@ -209,7 +180,7 @@ func TestPlayFailsOnDeviation(t *testing.T) {
 			wantErr: "WatchFromNonZero: w: no event within"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := newInProcess(t, store.Options{})
+			b := storagebackend.StartInProcess(t, store.Options{})
 			env := watchsuite.Env(b.Client, nil)
 			env.Timeout = time.Second
 			if tc.filter != nil {

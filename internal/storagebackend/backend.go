@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -66,6 +67,22 @@ func NewInProcess(opts store.Options) (*Backend, error) {
 		stop:        st.Close,
 		closeClient: closeFn,
 	}, nil
+}
+
+// StartInProcess is NewInProcess for a test: the test fails if the server does not start, and the
+// server is closed when the test ends.
+func StartInProcess(t testing.TB, opts store.Options) *Backend {
+	t.Helper()
+	b, err := NewInProcess(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("close backend: %v", err)
+		}
+	})
+	return b
 }
 
 // StartEtcd starts an etcd process (etcdprocess.Launch: a fresh data directory on free loopback

@@ -417,25 +417,27 @@ func (w *W) next() (apiwatch.Event, bool) {
 // Next records the next n events (or the close, which ends the reading).
 func (w *W) Next(n int) {
 	for range n {
-		ev, ok := w.next()
-		if !ok {
-			w.logClosed()
+		if !w.recordNext() {
 			return
 		}
-		w.record(ev)
 	}
 }
 
 // UntilClosed records every event up to the close of the result channel.
 func (w *W) UntilClosed() {
-	for {
-		ev, ok := w.next()
-		if !ok {
-			w.logClosed()
-			return
-		}
-		w.record(ev)
+	for w.recordNext() {
 	}
+}
+
+// recordNext records the next event, or the close; it reports whether the watch is still open.
+func (w *W) recordNext() bool {
+	ev, ok := w.next()
+	if !ok {
+		w.logClosed()
+		return false
+	}
+	w.record(ev)
+	return true
 }
 
 // Stop stops the watch and records what is left on it up to the close.
