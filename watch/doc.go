@@ -34,8 +34,10 @@
 //
 // # Invariants
 //
-// TestConformance plays every storagetest case against a Store on the in-process server;
-// TestConformanceSerialDecode, TestConformanceRangeStream and TestConformanceWithoutRangeStream play
+// TestConformance plays every storagetest case against a Store on the in-process server
+// (internal/storagebackend; internal/storagebackend/watchsuite hands the Store to the suite, which
+// imports no storage implementation), and TestPlayFailsOnDeviation checks that the suite's harness
+// fails a deviating storage; TestConformanceSerialDecode, TestConformanceRangeStream and TestConformanceWithoutRangeStream play
 // them again with concurrent decoding off, with the RangeStream RPC and without it, and
 // TestConformanceEtcd (-etcd) against a real etcd process. TestWatchMatchesModel checks watches
 // against a model of the history.
