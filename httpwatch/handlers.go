@@ -462,6 +462,19 @@ func (h *resourceHandler) serveWrite(w http.ResponseWriter, req *http.Request, w
 	h.writeObject(w, req, code, obj)
 }
 
+// readBodyAndOptions reads the request's body, then decodes the query's options of kind into options
+// and validates them, in the order upstream's write handlers do.
+func (h *resourceHandler) readBodyAndOptions(req *http.Request, options runtime.Object, kind string, validate func() field.ErrorList) ([]byte, error) {
+	body, err := h.readBody(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := decodeOptions(req.URL.Query(), options, kind, validate); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
 // createdOrOK is the status code of an update: 201 when it created the object.
 func createdOrOK(created bool) int {
 	if created {
@@ -477,12 +490,9 @@ func (h *resourceHandler) serveCreate(w http.ResponseWriter, req *http.Request, 
 		if err != nil {
 			return 0, nil, err
 		}
-		body, err := h.readBody(req)
-		if err != nil {
-			return 0, nil, err
-		}
 		options := &metav1.CreateOptions{}
-		if err := decodeOptions(req.URL.Query(), options, "CreateOptions", func() field.ErrorList { return metav1validation.ValidateCreateOptions(options) }); err != nil {
+		body, err := h.readBodyAndOptions(req, options, "CreateOptions", func() field.ErrorList { return metav1validation.ValidateCreateOptions(options) })
+		if err != nil {
 			return 0, nil, err
 		}
 		obj, err := h.decodeBody(w, body, f, fieldValidation(options.FieldValidation))
@@ -505,12 +515,9 @@ func (h *resourceHandler) serveCreate(w http.ResponseWriter, req *http.Request, 
 // subresources.
 func (h *resourceHandler) serveUpdate(w http.ResponseWriter, req *http.Request, r request) {
 	h.serveWrite(w, req, func(ctx context.Context) (int, runtime.Object, error) {
-		body, err := h.readBody(req)
-		if err != nil {
-			return 0, nil, err
-		}
 		options := &metav1.UpdateOptions{}
-		if err := decodeOptions(req.URL.Query(), options, "UpdateOptions", func() field.ErrorList { return metav1validation.ValidateUpdateOptions(options) }); err != nil {
+		body, err := h.readBodyAndOptions(req, options, "UpdateOptions", func() field.ErrorList { return metav1validation.ValidateUpdateOptions(options) })
+		if err != nil {
 			return 0, nil, err
 		}
 		f, err := h.ep.inputFormat(req.Header.Get("Content-Type"))

@@ -54,12 +54,9 @@ func (h *resourceHandler) servePatch(w http.ResponseWriter, req *http.Request, r
 		return
 	}
 	h.serveWrite(w, req, func(ctx context.Context) (int, runtime.Object, error) {
-		patchBytes, err := h.readBody(req)
-		if err != nil {
-			return 0, nil, err
-		}
 		options := &metav1.PatchOptions{}
-		if err := decodeOptions(req.URL.Query(), options, "PatchOptions", func() field.ErrorList { return metav1validation.ValidatePatchOptions(options, patchType) }); err != nil {
+		patchBytes, err := h.readBodyAndOptions(req, options, "PatchOptions", func() field.ErrorList { return metav1validation.ValidatePatchOptions(options, patchType) })
+		if err != nil {
 			return 0, nil, err
 		}
 		if _, err := validateAndTranscodePatch(patchBytes, patchType); err != nil {
