@@ -2,7 +2,9 @@
 // Cacher (pkg/storage/cacher, behind its CacheDelegator, over upstream's etcd3 storage) and
 // listwatch's cache (over listwatch's etcd3 storage), both over one listwatch store, both built by
 // interop/internal/cachepair with the same configuration, fed the same seeded random history and
-// the same random requests. The package has no API: everything is in its tests.
+// the same random requests. The package has no API: everything is in its tests. The watch pairs
+// (segments, resumes, judging and comparing the streams) are interop/internal/diffrun's, shared
+// with httpdiff; the test supplies the caches as its Peers.
 //
 // The test keeps these rules:
 //

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 	"k8s.io/klog/v2"
 
+	"github.com/listwatch/listwatch/interop/internal/diffrun"
 	"github.com/listwatch/listwatch/interop/internal/kubeapiserver"
 	"github.com/listwatch/listwatch/interop/internal/seeds"
 	"github.com/listwatch/listwatch/proptest/kubemodel"
@@ -41,8 +42,9 @@ func TestHTTPDifferential(t *testing.T) {
 func runSeed(t *testing.T, seed uint64, ops int) stats {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	r := &runner{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)), ctx: ctx, servers: startServers(t)}
-	t.Cleanup(r.stopAll)
+	r := &runner{ctx: ctx, servers: startServers(t)}
+	r.Runner = diffrun.New[watchReq](t, seed, rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)), r)
+	t.Cleanup(r.StopAll)
 	// The apiserver sleeps 2 s in the first create after a CRD is Established (crdHandler
 	// serveResource); one write before the test's keeps that sleep out of its requests.
 	for _, s := range r.servers {
@@ -58,8 +60,8 @@ func runSeed(t *testing.T, seed uint64, ops int) stats {
 		}
 		s.h = kubemodel.NewHistory(s.st.Rev())
 	}
-	for range ops {
-		switch n := r.rng.IntN(100); {
+	r.Play(ops, func() {
+		switch n := r.Rng.IntN(100); {
 		case n < 40:
 			r.write()
 		case n < 50:
@@ -71,18 +73,10 @@ func runSeed(t *testing.T, seed uint64, ops int) stats {
 		case n < 90:
 			r.openWatch()
 		default:
-			r.stopWatch()
+			r.StopWatch()
 		}
-		if t.Failed() && r.fails > 20 {
-			t.Fatalf("seed %d: stopping after %d differences", seed, r.fails)
-		}
-	}
-	r.sync()
-	for _, p := range r.watches {
-		if !p.stopped {
-			r.finish(p)
-		}
-	}
+	})
+	r.stats.Tally = r.Tally
 	t.Logf("seed %d: %s", seed, r.stats)
 	return r.stats
 }

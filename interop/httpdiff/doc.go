@@ -3,7 +3,9 @@
 // process, its storage on listwatch's etcd API, the watch cache on) serving widgets.example.com/v1
 // (kubeapiserver.WidgetsCRD), and listwatch's chain (chain.New: store, etcd API, etcd3 storage,
 // watch cache, HTTP) serving the same resource (httpwatch.Widgets), sent the same seeded requests
-// over HTTP. The package has no API: everything is in its tests.
+// over HTTP. The package has no API: everything is in its tests. The watch pairs (segments,
+// resumes, judging and comparing the streams) are interop/internal/diffrun's, shared with
+// cacherdiff; the test supplies the servers as its Peers.
 //
 // The test keeps these rules:
 //
