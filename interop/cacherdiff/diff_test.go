@@ -5,10 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/go-logr/logr"
-	"go.uber.org/goleak"
 	"k8s.io/apiserver/pkg/apis/example"
-	"k8s.io/klog/v2"
 
 	"github.com/listwatch/listwatch/interop/internal/cachepair"
 	"github.com/listwatch/listwatch/interop/internal/diffrun"
@@ -17,26 +14,16 @@ import (
 	"github.com/listwatch/listwatch/proptest/kubemodel"
 )
 
-func TestMain(m *testing.M) {
-	// Upstream's Cacher logs its life through klog (process-wide); the test says what differed.
-	klog.SetLogger(logr.Discard())
-	goleak.VerifyTestMain(m, kubeapiserver.GoleakOptions()...)
-}
-
-// The seeds and operations a run uses: the defaults in `make test`, the environment for long runs.
-const (
-	seedsEnv     = "LISTWATCH_CACHERDIFF_SEEDS"
-	opsEnv       = "LISTWATCH_CACHERDIFF_OPS"
-	defaultSeeds = "1-3"
-	defaultOps   = 250
-)
+func TestMain(m *testing.M) { kubeapiserver.VerifyTestMain(m) }
 
 // TestCacherDifferential runs, for each seed, the same random history and the same random requests
 // against upstream's Cacher and listwatch's cache over the same store, and requires the same answer
 // to every list, get and failing write and the same events on every watch; bookmarks and
-// terminations are held to upstream's guarantees (kubemodel).
+// terminations are held to upstream's guarantees (kubemodel). `make test` runs seeds 1-3 of 250
+// operations; the environment names others for long runs.
 func TestCacherDifferential(t *testing.T) {
-	seeds.Run(t, seedsEnv, defaultSeeds, opsEnv, defaultOps, "operations", runSeed)
+	seeds.Run(t, seeds.Config{SeedsVar: "LISTWATCH_CACHERDIFF_SEEDS", Seeds: "1-3",
+		CountVar: "LISTWATCH_CACHERDIFF_OPS", Count: 250, Unit: "operations"}, runSeed)
 }
 
 // runSeed plays one seed: ops random operations, then every open watch finished and compared.

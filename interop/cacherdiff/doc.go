@@ -40,8 +40,8 @@
 //     would make the two block differently; what timing decides (bookmarks, terminations) is judged
 //     by the guarantees above, not compared.
 //
-// Running it: `go test ./cacherdiff/` runs the default seeds (defaultSeeds, defaultOps operations
-// each). LISTWATCH_CACHERDIFF_SEEDS sets the seeds ("7", "1-200", "3,9-12") and
+// Running it: `go test ./cacherdiff/` runs the default seeds (1-3, 250 operations each: the
+// seeds.Config of TestCacherDifferential). LISTWATCH_CACHERDIFF_SEEDS sets the seeds ("7", "1-200", "3,9-12") and
 // LISTWATCH_CACHERDIFF_OPS the operations per seed, for long runs:
 //
 //	LISTWATCH_CACHERDIFF_SEEDS=1-200 go test -race -run TestCacherDifferential -timeout 2h ./cacherdiff/

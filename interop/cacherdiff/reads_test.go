@@ -109,8 +109,7 @@ func (r *runner) revision() (rv string, future bool) {
 			return strconv.FormatInt(1+r.Rng.Int64N(r.compactRev), 10), false
 		}
 		return strconv.FormatInt(1+r.Rng.Int64N(r.listRV), 10), false
-	case n < 19 && r.future < maxFuturePerSeed:
-		r.future++
+	case n < 19 && r.Future():
 		return strconv.FormatInt(r.h.Rev+1+r.Rng.Int64N(3), 10), true
 	case n < 19:
 		return strconv.FormatInt(r.h.Rev, 10), false

@@ -56,14 +56,9 @@ type runner struct {
 	listRV     int64
 	compactRev int64
 	stats      stats
-	// future counts the requests for a revision not yet written, each of which waits for the
-	// caches' 3 s freshness timeout: a few per seed.
-	future int
 	// serial numbers the pods made, so that every update writes new bytes.
 	serial int
 }
-
-const maxFuturePerSeed = 2
 
 // stats are a seed's counts: the writes and reads here, the watches' in the shared runner's Tally.
 type stats struct {

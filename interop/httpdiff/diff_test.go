@@ -5,38 +5,24 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/go-logr/logr"
-	"go.uber.org/goleak"
-	"k8s.io/klog/v2"
-
 	"github.com/listwatch/listwatch/interop/internal/diffrun"
 	"github.com/listwatch/listwatch/interop/internal/kubeapiserver"
 	"github.com/listwatch/listwatch/interop/internal/seeds"
 	"github.com/listwatch/listwatch/proptest/kubemodel"
 )
 
-func TestMain(m *testing.M) {
-	// The upstream server logs its life through klog (process-wide); the test says what differed.
-	klog.SetLogger(logr.Discard())
-	goleak.VerifyTestMain(m, kubeapiserver.GoleakOptions()...)
-}
-
-// The seeds and requests a run uses: the defaults in `make test`, the environment for long runs.
-// Seed 20 pages through objects with generated names, whose continue tokens name them.
-const (
-	seedsEnv     = "LISTWATCH_HTTPDIFF_SEEDS"
-	opsEnv       = "LISTWATCH_HTTPDIFF_OPS"
-	defaultSeeds = "1-2,20"
-	defaultOps   = 150
-)
+func TestMain(m *testing.M) { kubeapiserver.VerifyTestMain(m) }
 
 // TestHTTPDifferential runs, for each seed, the same random requests over HTTP against a real
 // apiextensions-apiserver and listwatch's chain, both serving widgets.example.com/v1, and requires
 // the same answers (status, headers that carry meaning, body) and the same watch streams, once
 // what is each server's own is normalized (uids, timestamps, managedFields, generated names,
-// resourceVersions by their place among the writes).
+// resourceVersions by their place among the writes). `make test` runs seeds 1, 2 and 20 (which
+// pages through objects with generated names, whose continue tokens name them) of 150 requests; the
+// environment names others for long runs.
 func TestHTTPDifferential(t *testing.T) {
-	seeds.Run(t, seedsEnv, defaultSeeds, opsEnv, defaultOps, "requests", runSeed)
+	seeds.Run(t, seeds.Config{SeedsVar: "LISTWATCH_HTTPDIFF_SEEDS", Seeds: "1-2,20",
+		CountVar: "LISTWATCH_HTTPDIFF_OPS", Count: 150, Unit: "requests"}, runSeed)
 }
 
 func runSeed(t *testing.T, seed uint64, ops int) stats {

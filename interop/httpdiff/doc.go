@@ -45,7 +45,8 @@
 //     resource from; upstream's list (apiextensions-apiserver customresource_handler.go, the CRD's
 //     unstructuredNegotiatedSerializer) has JSON, YAML and protobuf, listwatch's JSON and YAML.
 //
-// Running it: `go test ./httpdiff/` runs the default seeds (defaultSeeds, defaultOps requests each).
+// Running it: `go test ./httpdiff/` runs the default seeds (1, 2 and 20, 150 requests each: the
+// seeds.Config of TestHTTPDifferential).
 // LISTWATCH_HTTPDIFF_SEEDS sets the seeds ("7", "1-100", "3,9-12") and LISTWATCH_HTTPDIFF_OPS the
 // requests per seed, for long runs:
 //

@@ -31,11 +31,8 @@ type runner struct {
 	ctx     context.Context
 	servers [2]*server
 	stats   stats
-	future  int
 	serial  int
 }
-
-const maxFuturePerSeed = 2
 
 // stats are a seed's counts: the writes and reads here, the watches' in the shared runner's Tally.
 type stats struct {
@@ -357,8 +354,7 @@ func (r *runner) resourceVersion() (asked, bool) {
 		return "current", false
 	case k < 17 && n > 0:
 		return asked("w" + strconv.Itoa(1+r.Rng.IntN(n))), false
-	case k < 19 && r.future < maxFuturePerSeed:
-		r.future++
+	case k < 19 && r.Future():
 		return asked("future+" + strconv.Itoa(1+r.Rng.IntN(3))), true
 	case k < 19:
 		return "current", false

@@ -20,7 +20,8 @@
 //   - Bookmarks other than the initial-events-end one are judged by the model, never compared: their
 //     timing is each peer's own. A re-watch refused as too old (410) cuts the other peer's stream to
 //     the same length.
-//   - Play stops a seed after 20 differences, naming the seed (TestPlayStopsAfterManyDifferences).
+//   - Play stops a seed after 20 differences, naming the seed (TestPlayStopsAfterManyDifferences);
+//     Future allows a seed two requests for a revision not yet written (TestFuture).
 //   - Every segment's reader is owned by the runner: Finish and StopAll stop it and wait for it; a
 //     paused reader (Pause) reads again at UnpauseDue, Finish or Stop.
 package diffrun

@@ -17,6 +17,10 @@ import (
 // maxFails is how many differences a seed reports before it stops.
 const maxFails = 20
 
+// maxFuture is how many requests for a revision not yet written a seed sends: each waits for the
+// peers' 3 s freshness timeout.
+const maxFuture = 2
+
 // Peers is what a differential supplies to the runner: its two peers, upstream's (0) and
 // listwatch's (1), and how a watch is sent to each. W is the differential's description of a watch
 // request (a storage.Interface's ListOptions, an HTTP query).
@@ -104,6 +108,7 @@ type Runner[W any] struct {
 	Watches []*Pair[W]
 	Tally   Tally
 	peers   Peers[W]
+	future  int
 }
 
 // New is a runner of seed over peers, drawing from rng. The differential registers StopAll as a
@@ -123,6 +128,16 @@ func (r *Runner[W]) Failf(format string, args ...any) {
 func (r *Runner[W]) Fatalf(format string, args ...any) {
 	r.T.Helper()
 	r.T.Fatalf("seed %d: %s", r.Seed, fmt.Sprintf(format, args...))
+}
+
+// Future says whether the seed may still send a request for a revision not yet written (two
+// each), and counts it.
+func (r *Runner[W]) Future() bool {
+	if r.future >= maxFuture {
+		return false
+	}
+	r.future++
+	return true
 }
 
 // Play runs ops operations, each one step, stopping the seed once it reported more than 20

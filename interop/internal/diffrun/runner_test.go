@@ -244,3 +244,15 @@ func (r *fatalRecorder) Fatalf(format string, args ...any) {
 	r.fatal = fmt.Sprintf(format, args...)
 	runtime.Goexit()
 }
+
+// TestFuture: a seed sends two requests for a revision not yet written, then no more.
+func TestFuture(t *testing.T) {
+	r := New[int64](t, 7, rand.New(rand.NewPCG(7, 7)), newFakePeers(t))
+	var got []bool
+	for range 3 {
+		got = append(got, r.Future())
+	}
+	if want := []bool{true, true, false}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Future gave %v, want %v", got, want)
+	}
+}
