@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/watch"
@@ -180,7 +179,7 @@ func TestKubectl(t *testing.T) {
 	defer cancel()
 	watchCmd := exec.CommandContext(ctx, k.bin, "get", "configmaps", "-w", "--output-watch-events")
 	watchCmd.Env = k.env
-	var watched syncWriter
+	var watched testutil.SyncBuffer
 	watchCmd.Stdout, watchCmd.Stderr = &watched, &watched
 	if err := watchCmd.Start(); err != nil {
 		t.Fatal(err)
@@ -232,22 +231,4 @@ func TestKubectl(t *testing.T) {
 	if out := k.run("get", "configmaps,widgets", "-o", "name"); strings.TrimSpace(out) != "" {
 		t.Errorf("left after deletes: %s", out)
 	}
-}
-
-// syncWriter is a buffer a command writes to while the test reads it.
-type syncWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
 }

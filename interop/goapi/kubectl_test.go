@@ -1,13 +1,11 @@
 package goapi
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/listwatch/listwatch/internal/testutil"
@@ -59,24 +57,6 @@ func (k *kubectl) file(name, content string) string {
 	return path
 }
 
-// syncBuffer is what a running command writes while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestKubectl drives the real kubectl with the kubeconfig of the target (Env.Kubeconfig for the Go
 // API): create, apply twice (the second a change), label, patch with each patch type, get -o
 // yaml, get -w while objects come and go, and delete. It skips, saying so, without kubectl on
@@ -111,7 +91,7 @@ func TestKubectl(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 		defer cancel()
 		watch := k.command(ctx, "get", "configmaps", "-w", "--output-watch-events")
-		var watched syncBuffer
+		var watched testutil.SyncBuffer
 		watch.Stdout, watch.Stderr = &watched, &watched
 		if err := watch.Start(); err != nil {
 			t.Fatal(err)
