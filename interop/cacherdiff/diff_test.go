@@ -2,7 +2,6 @@ package cacherdiff
 
 import (
 	"context"
-	"math/rand/v2"
 	"testing"
 
 	"k8s.io/apiserver/pkg/apis/example"
@@ -61,7 +60,7 @@ func newRunner(t *testing.T, seed uint64) *runner {
 	t.Cleanup(cancel)
 	cli := cachepair.Serve(t, st, nil)
 	r := &runner{ctx: ctx, cli: cli}
-	r.Runner = diffrun.New[watchReq](t, seed, rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), r)
+	r.Runner = diffrun.New[watchReq](t, seed, 0x9e3779b97f4a7c15, r)
 
 	// Objects written before the caches start: a watch from before their list is too old.
 	rev, err := cli.Get(ctx, "compact_rev_key")

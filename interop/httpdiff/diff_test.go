@@ -2,7 +2,6 @@ package httpdiff
 
 import (
 	"context"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/listwatch/listwatch/interop/internal/diffrun"
@@ -29,7 +28,7 @@ func runSeed(t *testing.T, seed uint64, ops int) stats {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	r := &runner{ctx: ctx, servers: startServers(t)}
-	r.Runner = diffrun.New[watchReq](t, seed, rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)), r)
+	r.Runner = diffrun.New[watchReq](t, seed, 0x5851f42d4c957f2d, r)
 	t.Cleanup(r.StopAll)
 	// The apiserver sleeps 2 s in the first create after a CRD is Established (crdHandler
 	// serveResource); one write before the test's keeps that sleep out of its requests.

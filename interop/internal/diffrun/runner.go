@@ -111,10 +111,11 @@ type Runner[W any] struct {
 	future  int
 }
 
-// New is a runner of seed over peers, drawing from rng. The differential registers StopAll as a
-// cleanup once its peers run, so that every watch is stopped before they are.
-func New[W any](t testing.TB, seed uint64, rng *rand.Rand, peers Peers[W]) *Runner[W] {
-	return &Runner[W]{T: t, Seed: seed, Rng: rng, peers: peers}
+// New is a runner of seed over peers, drawing from a PCG source seeded with seed and seed^stream
+// (each differential has its stream, so that one seed plays differently in each). The differential
+// registers StopAll as a cleanup once its peers run, so that every watch is stopped before they are.
+func New[W any](t testing.TB, seed, stream uint64, peers Peers[W]) *Runner[W] {
+	return &Runner[W]{T: t, Seed: seed, Rng: rand.New(rand.NewPCG(seed, seed^stream)), peers: peers}
 }
 
 // Failf reports a difference, prefixed with the seed so that it can be replayed.

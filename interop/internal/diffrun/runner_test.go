@@ -2,7 +2,6 @@ package diffrun
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"runtime"
 	"strconv"
 	"strings"
@@ -129,7 +128,7 @@ func (f *fakePeers) Watch(p *Pair[int64], i int, o Opening) (*Segment, string) {
 
 func run(t *testing.T, f *fakePeers) (*recorder, *Runner[int64]) {
 	rec := &recorder{TB: t}
-	r := New[int64](rec, 7, rand.New(rand.NewPCG(7, 7)), f)
+	r := New[int64](rec, 7, 7, f)
 	t.Cleanup(r.StopAll)
 	r.Finish(r.Open("of everything", everything, 1))
 	return rec, r
@@ -219,7 +218,7 @@ func TestPlayStopsAfterManyDifferences(t *testing.T) {
 	go func() {
 		defer close(done)
 		rec = &recorder{TB: &fatalRecorder{TB: t}}
-		r := New[int64](rec, 7, rand.New(rand.NewPCG(7, 7)), f)
+		r := New[int64](rec, 7, 7, f)
 		r.Play(100, func() {
 			steps++
 			r.Failf("difference %d", steps)
@@ -247,7 +246,7 @@ func (r *fatalRecorder) Fatalf(format string, args ...any) {
 
 // TestFuture: a seed sends two requests for a revision not yet written, then no more.
 func TestFuture(t *testing.T) {
-	r := New[int64](t, 7, rand.New(rand.NewPCG(7, 7)), newFakePeers(t))
+	r := New[int64](t, 7, 7, newFakePeers(t))
 	var got []bool
 	for range 3 {
 		got = append(got, r.Future())
