@@ -2,7 +2,6 @@ package diffrun
 
 import (
 	"fmt"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,34 +10,13 @@ import (
 	"go.uber.org/goleak"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/proptest/kubemodel"
 	"github.com/listwatch/listwatch/storage"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-// recorder is a test whose errors are recorded instead of failing it, so that a test can require
-// the runner to report a difference.
-type recorder struct {
-	testing.TB
-	mu   sync.Mutex
-	errs []string
-}
-
-func (r *recorder) Helper() {}
-
-func (r *recorder) Errorf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.errs = append(r.errs, fmt.Sprintf(format, args...))
-}
-
-func (r *recorder) Failed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.errs) > 0
 }
 
 // fakePeers are two peers over one history of two writes of /pods/a/p0 (at revisions 2 and 3).
@@ -105,7 +83,8 @@ func (f *fakePeers) Watch(p *Pair[int64], i int, o Opening) (*Segment, string) {
 	exp, err := f.h.ExpectCache(kubemodel.Request{ResourceVersion: strconv.FormatInt(from, 10)}, p.Sel,
 		kubemodel.Cache{Lo: f.h.Rev, Hi: f.h.Rev, EtcdRev: f.h.Rev})
 	if err != nil {
-		f.t.Fatal(err)
+		f.t.Error(err) // not Fatal: Watch runs in the goroutine of testutil.Record
+		return nil, err.Error()
 	}
 	n := f.served[i]
 	f.served[i]++
@@ -126,11 +105,14 @@ func (f *fakePeers) Watch(p *Pair[int64], i int, o Opening) (*Segment, string) {
 	return NewSegment(exp, next, func() { once.Do(func() { close(stopped) }) }), ""
 }
 
-func run(t *testing.T, f *fakePeers) (*recorder, *Runner[int64]) {
-	rec := &recorder{TB: t}
-	r := New[int64](rec, 7, 7, f)
-	t.Cleanup(r.StopAll)
-	r.Finish(r.Open("of everything", everything, 1))
+// run opens one pair of seed 7 on the peers and finishes it, recording what it reports.
+func run(t *testing.T, f *fakePeers) (*testutil.Recorder, *Runner[int64]) {
+	var r *Runner[int64]
+	rec := testutil.Record(t, func(tb testing.TB) {
+		r = New[int64](tb, 7, 7, f)
+		t.Cleanup(r.StopAll)
+		r.Finish(r.Open("of everything", everything, 1))
+	})
 	return rec, r
 }
 
@@ -142,8 +124,8 @@ func TestSameStreams(t *testing.T) {
 	f.segments[0] = [][]kubemodel.Event{{added, modified}}
 	f.segments[1] = [][]kubemodel.Event{{added}, {modified}}
 	rec, r := run(t, f)
-	if len(rec.errs) > 0 {
-		t.Fatalf("reported %q", rec.errs)
+	if len(rec.Errors()) > 0 {
+		t.Fatalf("reported %q", rec.Errors())
 	}
 	want := Tally{Watches: 1, Events: 2, Terminations: 1, Resumes: 1}
 	if r.Tally != want || f.closed != [2]int{0, 1} {
@@ -160,10 +142,10 @@ func TestDifferentStreamsReported(t *testing.T) {
 	f.segments[1] = [][]kubemodel.Event{{added, modified}}
 	f.tag = " (tagged)"
 	rec, r := run(t, f)
-	if len(rec.errs) != 1 || r.Fails != 1 {
-		t.Fatalf("reported %q, want one difference", rec.errs)
+	if len(rec.Errors()) != 1 || r.Fails != 1 {
+		t.Fatalf("reported %q, want one difference", rec.Errors())
 	}
-	msg := rec.errs[0]
+	msg := rec.Errors()[0]
 	for _, want := range []string{"seed 7: watch 1 of everything: the peers delivered different events (-up +lw)", "(tagged)"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("the report %q does not say %q", msg, want)
@@ -179,11 +161,11 @@ func TestModelViolationNamesSegment(t *testing.T) {
 	f.segments[0] = [][]kubemodel.Event{{added, modified}}
 	f.segments[1] = [][]kubemodel.Event{{added}, {wrong}}
 	rec, r := run(t, f)
-	if len(rec.errs) != 1 {
-		t.Fatalf("reported %q, want one failure", rec.errs)
+	if len(rec.Errors()) != 1 {
+		t.Fatalf("reported %q, want one failure", rec.Errors())
 	}
-	if want := "seed 7: watch 1 of everything: lw (segment 2) delivered what upstream's semantics do not allow"; !strings.HasPrefix(rec.errs[0], want) {
-		t.Errorf("the report %q does not start with %q", rec.errs[0], want)
+	if want := "seed 7: watch 1 of everything: lw (segment 2) delivered what upstream's semantics do not allow"; !strings.HasPrefix(rec.Errors()[0], want) {
+		t.Errorf("the report %q does not start with %q", rec.Errors()[0], want)
 	}
 	if p := r.Watches[0]; !p.Failed || r.Tally.Events != 0 {
 		t.Errorf("failed=%t, %d events compared: a failed pair is not compared", p.Failed, r.Tally.Events)
@@ -197,12 +179,12 @@ func TestRefusalsCompared(t *testing.T) {
 	f.segments[1] = [][]kubemodel.Event{{added, modified}}
 	f.refuse[0] = "410 Gone"
 	rec, r := run(t, f)
-	if len(rec.errs) != 1 || !r.Watches[0].Refused {
-		t.Fatalf("reported %q, refused=%t; want one difference and a refused pair", rec.errs, r.Watches[0].Refused)
+	if len(rec.Errors()) != 1 || !r.Watches[0].Refused {
+		t.Fatalf("reported %q, refused=%t; want one difference and a refused pair", rec.Errors(), r.Watches[0].Refused)
 	}
 	for _, want := range []string{"seed 7: watch 1 of everything: the answers differ (-up +lw)", "410 Gone", "a watch"} {
-		if !strings.Contains(rec.errs[0], want) {
-			t.Errorf("the report %q does not say %q", rec.errs[0], want)
+		if !strings.Contains(rec.Errors()[0], want) {
+			t.Errorf("the report %q does not say %q", rec.Errors()[0], want)
 		}
 	}
 }
@@ -212,36 +194,16 @@ func TestRefusalsCompared(t *testing.T) {
 func TestPlayStopsAfterManyDifferences(t *testing.T) {
 	f := newFakePeers(t)
 	steps := 0
-	var rec *recorder
-	// Fatalf ends the goroutine it runs in (runtime.Goexit): Play runs in one of its own.
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		rec = &recorder{TB: &fatalRecorder{TB: t}}
-		r := New[int64](rec, 7, 7, f)
+	rec := testutil.Record(t, func(tb testing.TB) {
+		r := New[int64](tb, 7, 7, f)
 		r.Play(100, func() {
 			steps++
 			r.Failf("difference %d", steps)
 		})
-	}()
-	<-done
-	fr := rec.TB.(*fatalRecorder)
-	if steps != maxFails+1 || fr.fatal != "seed 7: stopping after 21 differences" {
-		t.Errorf("%d steps, fatal %q; want %d steps and a stop naming the seed", steps, fr.fatal, maxFails+1)
+	})
+	if steps != maxFails+1 || rec.FatalMessage() != "seed 7: stopping after 21 differences" {
+		t.Errorf("%d steps, fatal %q; want %d steps and a stop naming the seed", steps, rec.FatalMessage(), maxFails+1)
 	}
-}
-
-// fatalRecorder records Fatalf and ends the goroutine as testing.T does.
-type fatalRecorder struct {
-	testing.TB
-	fatal string
-}
-
-func (r *fatalRecorder) Helper() {}
-
-func (r *fatalRecorder) Fatalf(format string, args ...any) {
-	r.fatal = fmt.Sprintf(format, args...)
-	runtime.Goexit()
 }
 
 // TestFuture: a seed sends two requests for a revision not yet written, then no more.

@@ -1,14 +1,14 @@
 package kubectltest
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/listwatch/listwatch/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -38,27 +38,10 @@ func TestKubectl(t *testing.T) {
 		t.Errorf("get pods from nowhere: %v, %s; want an error naming the server", err, out)
 	}
 
-	rec := &fatalRecorder{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ForServer(rec, bin, "http://127.0.0.1:1").Run("", "get", "pods", "--request-timeout=5s")
-	}()
-	<-done
-	if !strings.Contains(rec.fatal, "kubectl get pods --request-timeout=5s") || !strings.Contains(rec.fatal, "127.0.0.1:1") {
-		t.Errorf("Run of a failing command reported %q, want the command and its output", rec.fatal)
+	rec := testutil.Record(t, func(tb testing.TB) {
+		ForServer(tb, bin, "http://127.0.0.1:1").Run("", "get", "pods", "--request-timeout=5s")
+	})
+	if msg := rec.FatalMessage(); !strings.Contains(msg, "kubectl get pods --request-timeout=5s") || !strings.Contains(msg, "127.0.0.1:1") {
+		t.Errorf("Run of a failing command reported %q, want the command and its output", msg)
 	}
-}
-
-// fatalRecorder records Fatalf and ends the goroutine, as testing.T does.
-type fatalRecorder struct {
-	testing.TB
-	fatal string
-}
-
-func (r *fatalRecorder) Helper() {}
-
-func (r *fatalRecorder) Fatalf(format string, args ...any) {
-	r.fatal = fmt.Sprintf(format, args...)
-	runtime.Goexit()
 }
