@@ -8,6 +8,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/listwatch/listwatch/check"
 	"github.com/listwatch/listwatch/etcdrules"
 )
 
@@ -644,7 +645,7 @@ func (c *checker) linearize(res *Result, timeout time.Duration) {
 // explainIllegal picks, after the longest partial linearization, the operation that could not follow
 // it (the one that returned first among those left out) and says what the model expected of it there.
 func (c *checker) explainIllegal(info porcupine.LinearizationInfo) Violation {
-	v := Violation{Guarantee: Linearizable, Operation: -1, Watch: -1, Response: -1, Signature: SigNotLinearizable}
+	v := Violation{Violation: check.Violation{Guarantee: Linearizable, Operation: -1, Watch: -1}, Response: -1, Signature: SigNotLinearizable}
 	var longest []int
 	for _, part := range info.PartialLinearizations() {
 		for _, l := range part {

@@ -116,20 +116,16 @@ func buildReport(h *History, r *Result) *reportData {
 	badWatch := map[int]bool{}
 	for i, v := range r.Violations {
 		counts[v.Guarantee]++
-		where := ""
 		switch {
 		case v.Watch >= 0 && v.Response >= 0:
-			where = fmt.Sprintf("watch %d, response %d", v.Watch, v.Response)
 			badResp[[2]int{v.Watch, v.Response}] = true
 			badWatch[v.Watch] = true
 		case v.Watch >= 0:
-			where = fmt.Sprintf("watch %d", v.Watch)
 			badWatch[v.Watch] = true
 		case v.Operation >= 0:
-			where = fmt.Sprintf("operation %d", v.Operation)
 			badOp[v.Operation] = true
 		}
-		d.Violations = append(d.Violations, reportViolation{N: i, Guarantee: v.Guarantee, Where: where,
+		d.Violations = append(d.Violations, reportViolation{N: i, Guarantee: v.Guarantee, Where: v.Where("response", v.Response),
 			Revision: v.Revision, Message: v.Message, Diff: v.Diff})
 	}
 	for _, g := range r.Guarantees() {

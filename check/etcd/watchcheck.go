@@ -5,6 +5,8 @@ import (
 	"sort"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/listwatch/listwatch/check"
 )
 
 // maxPerGuarantee bounds the violations listed per watch and guarantee; the rest are counted in a note.
@@ -98,8 +100,8 @@ func (wc *watchChecker) report(g Guarantee, sig string, evs []Event, resp int, r
 		return
 	}
 	wc.counts[g]++
-	wc.out = append(wc.out, Violation{Guarantee: g, Operation: -1, Watch: wc.wi, Response: resp, Revision: rev,
-		Message: fmt.Sprintf(format, args...), Diff: diff, Signature: sig, Events: evs})
+	wc.out = append(wc.out, Violation{Violation: check.Violation{Guarantee: g, Operation: -1, Watch: wc.wi,
+		Message: fmt.Sprintf(format, args...)}, Response: resp, Revision: rev, Diff: diff, Signature: sig, Events: evs})
 }
 
 func (wc *watchChecker) wants(typ EventType, key Bytes) bool {

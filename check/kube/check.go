@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/listwatch/listwatch/check"
 )
 
 // Options tune Check.
@@ -119,7 +121,7 @@ func (c *checker) violate(v Violation, key int) {
 }
 
 func (c *checker) opViolation(g Guarantee, op int, format string, a ...any) Violation {
-	return Violation{Guarantee: g, Operation: op, Watch: -1, Frame: -1, Message: fmt.Sprintf(format, a...)}
+	return Violation{Violation: check.Violation{Guarantee: g, Operation: op, Watch: -1, Message: fmt.Sprintf(format, a...)}, Frame: -1}
 }
 
 func (c *checker) nameID(name string) int {
@@ -136,8 +138,8 @@ func (c *checker) nameID(name string) int {
 func (c *checker) rvOf(s string, op, watch, frame int) uint64 {
 	v, err := parseRV(s)
 	if err != nil {
-		c.violate(Violation{Guarantee: ReadRV, Operation: op, Watch: watch, Frame: frame,
-			Message: fmt.Sprintf("%v: the apiserver's resourceVersions are etcd revisions, decimal numbers (k8s.io/apiserver pkg/storage/api_object_versioner.go)", err)}, -1)
+		c.violate(Violation{Violation: check.Violation{Guarantee: ReadRV, Operation: op, Watch: watch,
+			Message: fmt.Sprintf("%v: the apiserver's resourceVersions are etcd revisions, decimal numbers (k8s.io/apiserver pkg/storage/api_object_versioner.go)", err)}, Frame: frame}, -1)
 		return 0
 	}
 	return v

@@ -5,6 +5,8 @@ import (
 	"net/http"
 
 	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/listwatch/listwatch/check"
 )
 
 // Semantics of a list's resourceVersion, as the API concepts document's "Semantics for get and
@@ -261,9 +263,9 @@ func (c *checker) checkChain(chain []int) {
 			return
 		}
 	}
-	c.violate(Violation{Guarantee: ReadContent, Operation: chain[0], Watch: -1, Frame: -1,
+	c.violate(Violation{Violation: check.Violation{Guarantee: ReadContent, Operation: chain[0], Watch: -1,
 		Message: fmt.Sprintf("list (%s semantics, %d page(s)%s) at resourceVersion %d does not hold the state at %d: %s",
-			sem, len(pages), map[bool]string{true: "", false: ", not followed to the end"}[complete], m, m, diff),
+			sem, len(pages), map[bool]string{true: "", false: ", not followed to the end"}[complete], m, m, diff)}, Frame: -1,
 		Expected: describeObjects(c.filtered(p, sel)), Received: describeList(all)}, chain[0])
 }
 
@@ -355,9 +357,9 @@ func (c *checker) checkWindows() {
 			if s.watch >= 0 {
 				what = fmt.Sprintf("watch %d", s.watch)
 			}
-			c.violate(Violation{Guarantee: Expired, Operation: e.op, Watch: e.watch, Frame: e.f,
+			c.violate(Violation{Violation: check.Violation{Guarantee: Expired, Operation: e.op, Watch: e.watch,
 				Message: fmt.Sprintf("410 Expired for resourceVersion %d, yet %s, called after it, was served from resourceVersion %d: the retained window holds it, and a window never moves back",
-					e.x, what, s.x)}, -2)
+					e.x, what, s.x)}, Frame: e.f}, -2)
 			break
 		}
 	}

@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/listwatch/listwatch/check"
 )
 
 // History is what a Recorder recorded of one run against one resource in one namespace: every
@@ -253,36 +254,16 @@ var (
 )
 
 // ReadJSON reads a history written by WriteJSON and validates it.
-func ReadJSON(r io.Reader) (*History, error) {
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-	var h History
-	if err := dec.Decode(&h); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidHistory, err)
-	}
-	if err := h.Validate(); err != nil {
-		return nil, err
-	}
-	return &h, nil
-}
+func ReadJSON(r io.Reader) (*History, error) { return check.ReadJSON[History](r, ErrInvalidHistory) }
 
-// WriteJSON writes the history as JSON, one operation or watch a line.
-func (h *History) WriteJSON(w io.Writer) error {
-	b, err := json.MarshalIndent(h, "", " ")
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
-}
+// WriteJSON writes the history as indented JSON, the form ReadJSON reads.
+func (h *History) WriteJSON(w io.Writer) error { return check.WriteJSON(w, h) }
 
 // Validate checks that the history is well formed: known verbs, each operation with what its verb
 // needs, times in order. Its errors
 // wrap ErrInvalidHistory and name the first problem.
 func (h *History) Validate() error {
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidHistory, fmt.Sprintf(format, a...))
-	}
+	bad := func(format string, a ...any) error { return check.Invalid(ErrInvalidHistory, format, a...) }
 	if h.Resource.Resource == "" || h.Resource.Version == "" || h.Resource.Namespace == "" {
 		return bad("resource: version, resource and namespace are required")
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+
+	"github.com/listwatch/listwatch/check"
 )
 
 // Watch start classes.
@@ -130,8 +132,8 @@ type watchCheck struct {
 }
 
 func (wc *watchCheck) violate(g Guarantee, frame int, exp, got, format string, a ...any) {
-	wc.c.violate(Violation{Guarantee: g, Operation: -1, Watch: wc.wi, Frame: frame,
-		Message: fmt.Sprintf(format, a...), Expected: exp, Received: got}, wc.key)
+	wc.c.violate(Violation{Violation: check.Violation{Guarantee: g, Operation: -1, Watch: wc.wi,
+		Message: fmt.Sprintf(format, a...)}, Frame: frame, Expected: exp, Received: got}, wc.key)
 }
 
 func (c *checker) checkWatches(withLog bool) {
