@@ -11,6 +11,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
+	"github.com/listwatch/listwatch/check"
 	"github.com/listwatch/listwatch/check/etcd"
 	"github.com/listwatch/listwatch/check/etcd/workload"
 )
@@ -144,7 +145,7 @@ func writeScenarios(w io.Writer, results []workload.ScenarioResult) {
 				}
 			}
 			if n := len(r.Result.Violations) - len(shown); n > 0 {
-				detail("... and %d more violations, of %s", n, guaranteeList(r.Result.Guarantees()))
+				detail("... and %d more violations, of %s", n, check.List(r.Result.Guarantees()))
 			}
 		}
 	}
@@ -170,54 +171,22 @@ func labelText(l etcd.Label) string {
 // writeCoverage says what the run exercised, and names what it did not.
 func writeCoverage(w io.Writer, res *etcd.Result, scenarios []workload.ScenarioResult) (missing []string) {
 	var c etcd.Coverage
-	add := func(o etcd.Coverage) {
-		c.ProgressNotifications += o.ProgressNotifications
-		c.CompactionAnswers += o.CompactionAnswers
-		c.CompactedReads += o.CompactedReads
-		c.CurrentReads += o.CurrentReads
-		c.PastReads += o.PastReads
-		c.FutureReads += o.FutureReads
-		c.Compactions += o.Compactions
-		c.RefusedCompactions += o.RefusedCompactions
-		c.WatchesFromHistory += o.WatchesFromHistory
-		c.WatchesFromCompactRevision += o.WatchesFromCompactRevision
-		c.LeaseExpiries += o.LeaseExpiries
-		c.Gaps += o.Gaps
-		c.GapRevisions += o.GapRevisions
-	}
 	if res != nil {
-		add(res.Coverage)
+		c.Add(res.Coverage)
 	}
 	fragments := 0
 	for _, r := range scenarios {
 		if r.Result != nil {
-			add(r.Result.Coverage)
+			c.Add(r.Result.Coverage)
 		}
 		fragments += r.Fragments
 	}
-	items := []struct {
-		name string
-		n    int
-	}{
-		{"progress notifications", c.ProgressNotifications},
-		{"compaction answers", c.CompactionAnswers},
-		{"fragmented responses", fragments},
-		{"lease expiries", c.LeaseExpiries},
-		{"reads at a future revision", c.FutureReads},
-		{"reads at the current revision", c.CurrentReads},
-		{"reads at a past revision", c.PastReads},
-		{"reads at a compacted revision", c.CompactedReads},
-		{"compactions", c.Compactions},
-		{"watches from a compact revision", c.WatchesFromCompactRevision},
-		{"watches catching up from history", c.WatchesFromHistory},
-	}
 	var parts []string
-	for _, it := range items {
-		parts = append(parts, fmt.Sprintf("%d %s", it.n, it.name))
-		if it.n == 0 {
-			missing = append(missing, it.name)
-		}
+	counts := c.Counts(fragments)
+	for _, it := range counts {
+		parts = append(parts, it.String())
 	}
+	missing = check.Missing(counts)
 	fmt.Fprintf(w, "coverage: %s\n", strings.Join(parts, ", "))
 	if len(missing) > 0 {
 		fmt.Fprintf(w, "not exercised: %s\n", strings.Join(missing, ", "))
