@@ -156,29 +156,7 @@ func (c *checker) prepare() {
 			c.versions[initialSrc(i)] = &c.initialItems[i]
 		}
 	}
-	observe := func(o *Object) {
-		if w := o.Annotations[WriteAnnotation]; w != "" && c.observed[w] == nil && o.ResourceVersion != "" {
-			c.observed[w] = o
-		}
-	}
-	for i := range h.Operations {
-		op := &h.Operations[i]
-		if op.Result != nil && op.Verb != Delete {
-			observe(op.Result)
-		}
-		if op.List != nil {
-			for j := range op.List.Items {
-				observe(&op.List.Items[j])
-			}
-		}
-	}
-	for i := range h.Watches {
-		for _, f := range h.Watches[i].Frames {
-			if f.Type == Added || f.Type == Modified {
-				observe(f.Object)
-			}
-		}
-	}
+	c.observeStates()
 	for i := range h.Operations {
 		op := &h.Operations[i]
 		k := &kop{index: i, client: op.Client, call: op.Call, ret: op.Return, verb: op.Verb, name: -1, out: outcomeOf(op)}
@@ -238,6 +216,42 @@ func (c *checker) prepare() {
 		}
 		c.kops = append(c.kops, k)
 	}
+	c.watchedDeletes()
+}
+
+// observeStates notes each state the history shows, by the write annotation that names the write
+// that made it: what an unknown-outcome write did, if anything showed it.
+func (c *checker) observeStates() {
+	h := c.h
+	observe := func(o *Object) {
+		if w := o.Annotations[WriteAnnotation]; w != "" && c.observed[w] == nil && o.ResourceVersion != "" {
+			c.observed[w] = o
+		}
+	}
+	for i := range h.Operations {
+		op := &h.Operations[i]
+		if op.Result != nil && op.Verb != Delete {
+			observe(op.Result)
+		}
+		if op.List != nil {
+			for j := range op.List.Items {
+				observe(&op.List.Items[j])
+			}
+		}
+	}
+	for i := range h.Watches {
+		for _, f := range h.Watches[i].Frames {
+			if f.Type == Added || f.Type == Modified {
+				observe(f.Object)
+			}
+		}
+	}
+}
+
+// watchedDeletes notes, for each uid the watches saw deleted at a resourceVersion no write
+// answered with, the highest such resourceVersion: where its delete took effect.
+func (c *checker) watchedDeletes() {
+	h := c.h
 	known := map[uint64]bool{}
 	for _, k := range c.kops {
 		if k.isWrite() && k.verb != Delete && k.rv != 0 {
