@@ -484,7 +484,7 @@ func (env checkEnv) check(h *etcd.History, f *checkFlags, recorded bool, er *etc
 	if res != nil {
 		labels = etcd.Classify(h, res, er.target)
 	}
-	sum := er.summarize(labels)
+	sum := workload.Summarize(labels, er.scenarios, er.caps, len(er.findings))
 
 	var verdict error
 	switch {
@@ -505,7 +505,7 @@ func (env checkEnv) check(h *etcd.History, f *checkFlags, recorded bool, er *etc
 		fmt.Fprintf(stdout, "checked in %v: every guarantee held\n", took)
 	}
 	writeFindings(stdout, er, sum)
-	if sum.failed() {
+	if sum.Failed() {
 		verdict = fmt.Errorf("%w: %s", errFail, sum)
 	}
 	switch {

@@ -108,16 +108,7 @@ func writeScenarios(w io.Writer, results []workload.ScenarioResult) {
 		width = max(width, len(r.Scenario.Name))
 	}
 	for _, r := range results {
-		status := "PASS"
-		switch {
-		case r.Skipped != "":
-			status = "SKIP"
-		case r.Err != nil && r.Finding == "" && (r.Result == nil || r.Result.OK()):
-			status = "ERROR"
-		case !r.Passed():
-			status = "FAIL"
-		}
-		line := fmt.Sprintf("  %-5s %-*s  %-14s", status, width, r.Scenario.Name, r.Scenario.Guarantee)
+		line := fmt.Sprintf("  %-5s %-*s  %-14s", r.Status(), width, r.Scenario.Name, r.Scenario.Guarantee)
 		if len(r.Scenario.Mirrors) > 0 {
 			line += "  mirrors " + strings.Join(r.Scenario.Mirrors, ", ")
 		}
@@ -197,72 +188,11 @@ func writeCoverage(w io.Writer, res *etcd.Result, scenarios []workload.ScenarioR
 	return missing
 }
 
-// summary counts what makes a check fail.
-type summary struct {
-	bugs        []*etcd.KnownBug // distinct known bugs seen
-	known       int              // violations and findings they explain
-	unexplained int
-	deviations  int // capabilities refused or different, and the store's own findings
-}
-
-func (er *etcdRun) summarize(labels []etcd.Label) summary {
-	var s summary
-	seen := map[*etcd.KnownBug]bool{}
-	count := func(l etcd.Label) {
-		if !l.Known() {
-			s.unexplained++
-			return
-		}
-		s.known++
-		if !seen[l.Bug] {
-			seen[l.Bug] = true
-			s.bugs = append(s.bugs, l.Bug)
-		}
-	}
-	for _, l := range labels {
-		count(l)
-	}
-	for _, r := range er.scenarios {
-		for _, l := range r.Labels {
-			count(l)
-		}
-		if r.Finding != "" {
-			count(etcd.Label{Bug: r.FindingBug})
-		}
-		if r.Err != nil && r.Finding == "" && (r.Result == nil || r.Result.OK()) {
-			s.unexplained++ // a scenario the store would not let run to its end
-		}
-	}
-	if er.caps != nil {
-		s.deviations += len(er.caps.Deviations())
-	}
-	s.deviations += len(er.findings)
-	return s
-}
-
-func (s summary) failed() bool { return s.known+s.unexplained+s.deviations > 0 }
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, one)
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}
-
-// String is the verdict's count: "2 known upstream bugs, 0 unexplained".
-func (s summary) String() string {
-	out := plural(len(s.bugs), "known upstream bug", "known upstream bugs") + fmt.Sprintf(", %d unexplained", s.unexplained)
-	if s.deviations > 0 {
-		out += "; " + plural(s.deviations, "difference from etcd's API", "differences from etcd's API")
-	}
-	return out
-}
-
 // writeFindings lists what the verdict rests on besides the violations: the known bugs, the
 // capabilities refused or different, what the store said of itself.
-func writeFindings(w io.Writer, er *etcdRun, s summary) {
+func writeFindings(w io.Writer, er *etcdRun, s workload.Summary) {
 	var lines []string
-	for _, b := range s.bugs {
+	for _, b := range s.Bugs {
 		lines = append(lines, "known upstream bug: "+b.Reference())
 	}
 	if er.caps != nil {
@@ -273,20 +203,7 @@ func writeFindings(w io.Writer, er *etcdRun, s summary) {
 	lines = append(lines, er.findings...)
 	for _, r := range er.scenarios {
 		if !r.Passed() && r.Skipped == "" {
-			what := r.Finding
-			if what == "" && r.Result != nil && len(r.Result.Violations) > 0 {
-				what = r.Result.Violations[0].Message
-				for _, v := range r.Result.Violations {
-					if v.Guarantee == r.Scenario.Guarantee {
-						what = v.Message
-						break
-					}
-				}
-			}
-			if what == "" && r.Err != nil {
-				what = r.Err.Error()
-			}
-			lines = append(lines, fmt.Sprintf("scenario %s FAIL (%s): %s", r.Scenario.Name, r.Scenario.Guarantee, what))
+			lines = append(lines, fmt.Sprintf("scenario %s FAIL (%s): %s", r.Scenario.Name, r.Scenario.Guarantee, r.Failure()))
 		}
 	}
 	if len(lines) > 0 {
