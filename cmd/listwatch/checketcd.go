@@ -8,9 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-
 	"github.com/listwatch/listwatch/check"
 	"github.com/listwatch/listwatch/check/etcd"
 	"github.com/listwatch/listwatch/check/etcd/workload"
@@ -34,13 +31,10 @@ const probeTimeout = 3 * time.Second
 // survey reads what the store says of itself, probes its capabilities and runs the scenarios (as
 // f asks), printing each part; it sets f.cfg's prefix and features for the workload.
 func (env checkEnv) survey(ctx context.Context, t *target, f *checkFlags, stdout, stderr io.Writer) (*etcdRun, error) {
-	er := &etcdRun{target: etcd.Target{Version: t.endpoints[0].Version}}
-	for _, ep := range t.endpoints {
-		if ep.Revision == 0 {
-			er.findings = append(er.findings, fmt.Sprintf("Status of %s: header revision 0 (etcd gives the store's revision)", ep.Endpoint))
-		}
-	}
-	er.notes = append(er.notes, ownKeys(ctx, t, f.prefix)...)
+	er := &etcdRun{target: etcd.Target{Version: t.endpoints[0].Version}, findings: workload.StatusFindings(t.endpoints)}
+	kctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	er.notes = append(er.notes, workload.ForeignKeys(kctx, t.client, f.prefix)...)
+	cancel()
 	fmt.Fprintln(stderr, "probing what the store supports...")
 	caps, err := workload.ProbeCapabilities(ctx, t.client, workload.ProbeConfig{Prefix: f.prefix + "probe/",
 		Compaction: f.cfg.CompactEvery > 0, Timeout: probeTimeout, Clock: env.clock, Endpoints: t.endpoints})
@@ -51,7 +45,7 @@ func (env checkEnv) survey(ctx context.Context, t *target, f *checkFlags, stdout
 	er.target.Product = caps.Product
 	writeCapabilities(stdout, caps, er.target)
 
-	gated := f.gating && er.target.Product == "etcd" && etcd.BugNamed("etcd-progress-ahead").Affects(er.target.Version)
+	gated := f.gating && workload.Gated(er.target)
 	f.cfg.Prefix = f.prefix + "run/"
 	f.cfg.Avoid = caps.Avoid()
 	if gated {
@@ -70,22 +64,6 @@ func (env checkEnv) survey(ctx context.Context, t *target, f *checkFlags, stdout
 		CheckTimeout: f.checkTimeout, Clock: env.clock})
 	writeScenarios(stdout, er.scenarios)
 	return er, nil
-}
-
-// ownKeys says how many keys the store holds outside the prefix before the run (written by the
-// store itself, like kine's, or by other clients): the check needs no fresh store.
-func ownKeys(ctx context.Context, t *target, prefix string) []string {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	resp, err := pb.NewKVClient(t.client.ActiveConnection()).Range(ctx, &pb.RangeRequest{Key: []byte{0}, RangeEnd: []byte{0}, CountOnly: true})
-	switch {
-	case err != nil:
-		return []string{fmt.Sprintf("could not count the keys the store holds: %s", rpctypes.ErrorDesc(err))}
-	case resp.Count > 0:
-		return []string{fmt.Sprintf("the store holds %d keys at revision %d before the run, outside %s (written by the store itself or by others): the run does not touch them",
-			resp.Count, resp.Header.GetRevision(), prefix)}
-	}
-	return nil
 }
 
 func writeCapabilities(w io.Writer, caps *workload.Capabilities, t etcd.Target) {
