@@ -1,0 +1,48 @@
+package kube
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestCounts: the base history's requests counted by verb and outcome, each once, in Counts'
+// order; each guarantee listed once, with what it was checked over, "partly skipped" for those
+// that need a linearization when there is none.
+func TestCounts(t *testing.T) {
+	h := baseHistory()
+	total, last := int64(0), -1
+	for _, c := range h.Counts() {
+		i := -1
+		for j, v := range verbs {
+			if string(v) == c.Name {
+				i = j
+			}
+		}
+		if i <= last || c.Total() == 0 {
+			t.Errorf("Counts: %s out of order or empty", c.Name)
+		}
+		last = i
+		total += c.Total()
+	}
+	if total != int64(len(h.Operations)) {
+		t.Errorf("Counts add up to %d, want the %d operations", total, len(h.Operations))
+	}
+	res := mustCheck(t, h)
+	seen := map[Guarantee]bool{}
+	timedOut := &Result{Verdict: VerdictTimeout}
+	for _, g := range Guarantees {
+		if seen[g.Guarantee] {
+			t.Errorf("%s listed twice", g.Guarantee)
+		}
+		seen[g.Guarantee] = true
+		if over := CheckedOver(g, res); over == "" || strings.Contains(over, "skipped") {
+			t.Errorf("%s checked over %q", g.Guarantee, over)
+		}
+		if got := CheckedOver(g, timedOut); strings.Contains(got, "skipped") != g.NeedsReference {
+			t.Errorf("%s without a linearization: checked over %q", g.Guarantee, got)
+		}
+	}
+	if got := CheckedOver(Guarantees[0], res); !strings.Contains(got, "writes") {
+		t.Errorf("linearizable checked over %q", got)
+	}
+}
