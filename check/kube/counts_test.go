@@ -46,3 +46,24 @@ func TestCounts(t *testing.T) {
 		t.Errorf("linearizable checked over %q", got)
 	}
 }
+
+// TestIsHistory: a history WriteJSON wrote is one, and is left at its start to be read; package
+// etcd's JSON (no resource) and what is not JSON are not.
+func TestIsHistory(t *testing.T) {
+	var b strings.Builder
+	if err := baseHistory().WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	r := strings.NewReader(b.String())
+	if !IsHistory(r) {
+		t.Fatal("a written history is not one")
+	}
+	if _, err := ReadJSON(r); err != nil {
+		t.Fatalf("read after IsHistory: %v", err)
+	}
+	for _, in := range []string{`{"operations": [], "watches": []}`, `not json`, ``} {
+		if IsHistory(strings.NewReader(in)) {
+			t.Errorf("%q taken for a Kubernetes API history", in)
+		}
+	}
+}

@@ -17,6 +17,8 @@
 //   - History, Operation, Watch, Frame, Object, ListOptions, ListResult, Status are the input, in
 //     Go or JSON (History.WriteJSON, ReadJSON; History.Validate's errors wrap ErrInvalidHistory)
 //     (TestCheckJSONRoundTrip: a history survives the round trip, malformed ones are refused).
+//     IsHistory tells such JSON from package etcd's, for `listwatch check --check-history`
+//     (TestIsHistory).
 //   - Check(h, Options) returns a *Result: the Verdict of the linearizability search, the
 //     Violations (each names its Guarantee, the operation or the watch and frame, and what was
 //     expected and received), the Linearization, the reference write log (Writes), the Coverage

@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -255,6 +257,19 @@ var (
 
 // ReadJSON reads a history written by WriteJSON and validates it.
 func ReadJSON(r io.Reader) (*History, error) { return check.ReadJSON[History](r, ErrInvalidHistory) }
+
+// IsHistory tells a Kubernetes API history in JSON (which names its resource at the top level)
+// from package etcd's; it leaves r at its start. A file that is not JSON is not one: the etcd
+// reader then says what is wrong.
+func IsHistory(r io.ReadSeeker) bool {
+	defer r.Seek(0, io.SeekStart)
+	var top map[string]json.RawMessage
+	if err := json.NewDecoder(bufio.NewReader(r)).Decode(&top); err != nil {
+		return false
+	}
+	_, ok := top["resource"]
+	return ok
+}
 
 // WriteJSON writes the history as indented JSON, the form ReadJSON reads.
 func (h *History) WriteJSON(w io.Writer) error { return check.WriteJSON(w, h) }

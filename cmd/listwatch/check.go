@@ -434,7 +434,7 @@ func (env checkEnv) checkFile(f *checkFlags, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer file.Close()
-	if isKubeHistory(file) {
+	if kube.IsHistory(file) {
 		return env.checkKubeFile(f, file, stdout, stderr)
 	}
 	h, err := etcd.ReadJSON(file)

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -54,18 +51,6 @@ func parseResource(s string) (schema.GroupVersionResource, error) {
 		return schema.GroupVersionResource{Group: parts[0], Version: parts[1], Resource: parts[2]}, nil
 	}
 	return schema.GroupVersionResource{}, errors.New("want resource, version/resource or group/version/resource")
-}
-
-// isKubeHistory tells a Kubernetes API history (package check/kube's JSON, which names its resource at
-// the top level) from an etcd one; it leaves f at its start.
-func isKubeHistory(f *os.File) bool {
-	defer f.Seek(0, io.SeekStart)
-	var top map[string]json.RawMessage
-	if err := json.NewDecoder(bufio.NewReader(f)).Decode(&top); err != nil {
-		return false // the etcd reader reports what is wrong
-	}
-	_, ok := top["resource"]
-	return ok
 }
 
 // runKube is `listwatch check --kube URL`.
