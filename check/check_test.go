@@ -33,7 +33,7 @@ type ownViolation struct {
 }
 
 // TestViolated: the guarantees violated, each once, in the checker's order, then those it does
-// not list in the order first seen; with no order, all in the order first seen.
+// not list in the order first seen; with no order, all in the order first seen. Tally counts them.
 func TestViolated(t *testing.T) {
 	vs := []ownViolation{{Violation: Violation{Guarantee: "c"}}, {Violation: Violation{Guarantee: "x"}},
 		{Violation: Violation{Guarantee: "a"}}, {Violation: Violation{Guarantee: "c"}}}
@@ -43,6 +43,9 @@ func TestViolated(t *testing.T) {
 	}
 	if got, want := Violated(vs, nil), []Guarantee{"c", "x", "a"}; !slices.Equal(got, want) {
 		t.Errorf("Violated first seen = %v, want %v", got, want)
+	}
+	if got := Tally(map[Guarantee]int{"a": 1}, vs); got["a"] != 2 || got["c"] != 2 || got["x"] != 1 || len(got) != 3 {
+		t.Errorf("Tally = %v", got)
 	}
 	if got := List([]Guarantee{"a", "c"}); got != "a, c" {
 		t.Errorf("List = %q", got)

@@ -11,8 +11,9 @@
 //   - Violation is what every violation says: its guarantee, the operation or watch it is about
 //     (-1 when not about one) and a message. A checker's violation embeds it and adds its own
 //     parts (a watch's response or frame, a diff, what was expected); Where and Line locate it the
-//     same way for both ("watch 3 frame 2", "operation 7"), and Violated lists the guarantees
-//     violated, each once, in the checker's order (TestViolationWhere, TestViolated).
+//     same way for both ("watch 3 frame 2", "operation 7"); Violated lists the guarantees
+//     violated, each once, in the checker's order, and Tally counts violations by guarantee
+//     (TestViolationWhere, TestViolated).
 //   - Verdict is the outcome of a linearizability search (linearizable, not linearizable, timeout);
 //     Word turns a verdict and a count of violations into PASS, FAIL or INCONCLUSIVE, and Err into
 //     the checker's error (its ErrViolation or ErrInconclusive): any violation fails, a timeout

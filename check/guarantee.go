@@ -67,6 +67,17 @@ func (v Violation) Line(part string, index int) string {
 // has Common by promotion.
 func (v Violation) Common() Violation { return v }
 
+// Tally adds to counts (made if nil) the violations of vs by guarantee, and returns it.
+func Tally[V interface{ Common() Violation }](counts map[Guarantee]int, vs []V) map[Guarantee]int {
+	if counts == nil {
+		counts = map[Guarantee]int{}
+	}
+	for _, v := range vs {
+		counts[v.Common().Guarantee]++
+	}
+	return counts
+}
+
 // Violated returns the distinct guarantees of vs, in the order order lists them (nil: the order
 // first seen); those order does not list follow in the order first seen.
 func Violated[V interface{ Common() Violation }](vs []V, order []Info) []Guarantee {

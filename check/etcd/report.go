@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/listwatch/listwatch/check"
 )
 
 // Report limits: beyond them only what a violation names is drawn or listed.
@@ -110,12 +112,11 @@ type reportEvent struct {
 func buildReport(h *History, r *Result) *reportData {
 	d := &reportData{Verdict: r.Verdict, OK: r.OK(), Ops: len(h.Operations), Watches: len(h.Watches),
 		EventCount: len(r.Events), Notes: r.Notes}
-	counts := map[Guarantee]int{}
+	counts := check.Tally(nil, r.Violations)
 	badOp := map[int]bool{}
 	badResp := map[[2]int]bool{}
 	badWatch := map[int]bool{}
 	for i, v := range r.Violations {
-		counts[v.Guarantee]++
 		switch {
 		case v.Watch >= 0 && v.Response >= 0:
 			badResp[[2]int{v.Watch, v.Response}] = true

@@ -737,9 +737,7 @@ func writeWatches(w io.Writer, h *etcd.History) {
 func writeGuarantees(w io.Writer, h *etcd.History, res *etcd.Result, scenarios []workload.ScenarioResult) {
 	violations := map[etcd.Guarantee]int{}
 	if res != nil {
-		for _, v := range res.Violations {
-			violations[v.Guarantee]++
-		}
+		check.Tally(violations, res.Violations)
 	}
 	ran, passed := map[etcd.Guarantee]int{}, map[etcd.Guarantee]int{}
 	for _, r := range scenarios {
@@ -751,9 +749,7 @@ func writeGuarantees(w io.Writer, h *etcd.History, res *etcd.Result, scenarios [
 			passed[r.Scenario.Guarantee]++
 		}
 		if r.Result != nil {
-			for _, v := range r.Result.Violations {
-				violations[v.Guarantee]++
-			}
+			check.Tally(violations, r.Result.Violations)
 		}
 	}
 	fmt.Fprintln(w)

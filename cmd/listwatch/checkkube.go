@@ -150,10 +150,7 @@ func (env checkEnv) checkKubeHistory(h *kube.History, f *checkFlags, recorded bo
 		c.WatchesTotal(), c.Watches["exact"], c.Watches["initial"], c.Watches["now"], c.Resumed, c.SelectorWatches)
 	fmt.Fprintf(stdout, "watch frames: %d events, %d bookmarks, %d initial-events-end bookmarks, %d 410 Expired, %d other errors\n",
 		c.Events, c.Bookmarks, c.InitialEventsEnd, c.Expired, c.Errors)
-	violations := map[kube.Guarantee]int{}
-	for _, v := range res.Violations {
-		violations[v.Guarantee]++
-	}
+	violations := check.Tally(nil, res.Violations)
 	fmt.Fprintln(stdout)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "guarantee\tchecked over\tviolations")
