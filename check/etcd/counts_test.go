@@ -1,7 +1,6 @@
 package etcd
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -13,15 +12,7 @@ import (
 // what it was checked over said, "skipped" for those that need a linearization when there is
 // none.
 func TestCounts(t *testing.T) {
-	f, err := os.Open("testdata/history.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h, err := ReadJSON(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := readExample(t)
 	total, last := int64(0), -1
 	for _, c := range h.Counts() {
 		i := indexOfName(c.Name)
