@@ -15,7 +15,7 @@ import (
 // Options tune Check.
 type Options struct {
 	// Timeout bounds the linearizability search; 0 means no bound. When it runs out the verdict is
-	// VerdictTimeout and the checks that need the write log are skipped.
+	// check.VerdictTimeout and the checks that need the write log are skipped.
 	Timeout time.Duration
 }
 
@@ -28,7 +28,7 @@ func Check(h *History, opts Options) (*Result, error) {
 	c := newChecker(h)
 	c.prepare()
 	c.linearize(opts.Timeout)
-	if c.res.Verdict == VerdictLinearizable {
+	if c.res.Verdict == check.VerdictLinearizable {
 		c.buildLog()
 		c.checkLists()
 		c.checkGets()
@@ -36,7 +36,7 @@ func Check(h *History, opts Options) (*Result, error) {
 		c.res.Notes = append(c.res.Notes, "list, get and watch checks against the write log skipped: no linearization")
 	}
 	c.checkListValidation()
-	c.checkWatches(c.res.Verdict == VerdictLinearizable)
+	c.checkWatches(c.res.Verdict == check.VerdictLinearizable)
 	c.checkWindows()
 	c.coverage()
 	return c.res, nil
@@ -286,19 +286,19 @@ func (c *checker) linearize(timeout time.Duration) {
 		}
 		if !c.replay(full) {
 			// porcupine found a linearization the replay cannot reproduce: a bug of this package
-			c.res.Verdict = VerdictTimeout
+			c.res.Verdict = check.VerdictTimeout
 			c.res.Notes = append(c.res.Notes, "internal: the linearization found could not be replayed")
 			return
 		}
-		c.res.Verdict = VerdictLinearizable
+		c.res.Verdict = check.VerdictLinearizable
 		for _, k := range c.order {
 			c.res.Linearization = append(c.res.Linearization, k.index)
 		}
 	case porcupine.Illegal:
-		c.res.Verdict = VerdictNotLinearizable
+		c.res.Verdict = check.VerdictNotLinearizable
 		c.explainIllegal(info)
 	default:
-		c.res.Verdict = VerdictTimeout
+		c.res.Verdict = check.VerdictTimeout
 		c.res.Notes = append(c.res.Notes, "the linearizability search timed out")
 	}
 }

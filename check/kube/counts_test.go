@@ -23,7 +23,7 @@ func TestCounts(t *testing.T) {
 		t.Errorf("Counts = %v, want %v", got, want)
 	}
 	seen := map[Guarantee]bool{}
-	timedOut := &Result{Verdict: VerdictTimeout}
+	timedOut := &Result{Verdict: check.VerdictTimeout}
 	for _, g := range Guarantees {
 		if seen[g.Guarantee] {
 			t.Errorf("%s listed twice", g.Guarantee)

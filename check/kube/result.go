@@ -50,19 +50,10 @@ func (v Violation) String() string {
 	return s
 }
 
-// Verdict is the outcome of the linearizability search: check's.
-type Verdict = check.Verdict
-
-// The verdicts.
-const (
-	VerdictLinearizable    = check.VerdictLinearizable
-	VerdictNotLinearizable = check.VerdictNotLinearizable
-	VerdictTimeout         = check.VerdictTimeout
-)
-
 // Result is what Check found.
 type Result struct {
-	Verdict    Verdict
+	// Verdict is the outcome of the linearizability search.
+	Verdict    check.Verdict
 	Violations []Violation
 	// Linearization lists the indexes of the operations in the linearization found: the writes
 	// that took effect and the consistent reads (nil unless linearizable).
@@ -111,7 +102,7 @@ type Coverage struct {
 }
 
 // OK reports whether the history passed: linearizable and no violation.
-func (r *Result) OK() bool { return r.Verdict == VerdictLinearizable && len(r.Violations) == 0 }
+func (r *Result) OK() bool { return r.Verdict == check.VerdictLinearizable && len(r.Violations) == 0 }
 
 // Err is nil for a pass, wraps ErrViolation when a guarantee is broken and ErrInconclusive when the
 // search timed out without any violation found.
