@@ -178,6 +178,8 @@ func checkFlagSet(a *checkArgs, stderr io.Writer) *flag.FlagSet {
 // badFlags is a usage error saying what is wrong with the command line.
 func badFlags(format string, a ...any) error { return usageError{err: fmt.Errorf(format, a...)} }
 
+// parseCheckFlags parses check's command line and checks it, one concern at a time; its errors are
+// usageErrors (exit status 2) naming the flag.
 func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 	a := &checkArgs{set: map[string]bool{}}
 	fs := checkFlagSet(a, stderr)
