@@ -55,7 +55,7 @@ func TestViolated(t *testing.T) {
 // TestVerdicts: a violation fails whatever the search found, a timeout without one is
 // inconclusive, and Skipped holds only for a guarantee that needs a reference when there is none.
 func TestVerdicts(t *testing.T) {
-	errV, errI := errors.New("violated"), errors.New("inconclusive")
+	errV, errI := ErrViolation, ErrInconclusive
 	detail := func() string { return "1 violation" }
 	for _, c := range []struct {
 		v     Verdict
@@ -72,12 +72,12 @@ func TestVerdicts(t *testing.T) {
 		if got := Word(c.v, c.n); got != c.word {
 			t.Errorf("Word(%s, %d) = %s, want %s", c.v, c.n, got, c.word)
 		}
-		err := Err(c.v, c.n, detail, errV, errI)
+		err := Err(c.v, c.n, detail)
 		if c.isErr == nil && err != nil || c.isErr != nil && !errors.Is(err, c.isErr) {
 			t.Errorf("Err(%s, %d) = %v, want %v", c.v, c.n, err, c.isErr)
 		}
 	}
-	if err := Err(VerdictLinearizable, 1, detail, errV, errI); !strings.Contains(err.Error(), "1 violation") {
+	if err := Err(VerdictLinearizable, 1, detail); !strings.Contains(err.Error(), "1 violation") {
 		t.Errorf("Err does not carry its detail: %v", err)
 	}
 	needs, not := Info{Guarantee: "n", NeedsReference: true}, Info{Guarantee: "o"}
@@ -93,12 +93,10 @@ type doc struct {
 
 func (d *doc) Validate() error {
 	if d.N < 0 {
-		return Invalid(errInvalidDoc, "n %d: must not be negative", d.N)
+		return Invalid(ErrInvalidHistory, "n %d: must not be negative", d.N)
 	}
 	return nil
 }
-
-var errInvalidDoc = errors.New("invalid doc")
 
 // TestReadJSON: what WriteJSON writes reads back; unknown fields, bad JSON and what Validate
 // refuses are errors wrapping the checker's error.
@@ -107,13 +105,13 @@ func TestReadJSON(t *testing.T) {
 	if err := WriteJSON(&b, &doc{N: 3}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := ReadJSON[doc](strings.NewReader(b.String()), errInvalidDoc)
+	d, err := ReadJSON[doc](strings.NewReader(b.String()))
 	if err != nil || d.N != 3 {
 		t.Fatalf("round trip: %+v, %v", d, err)
 	}
 	for in, want := range map[string]string{`{"n":1,"m":2}`: "unknown field", `{"n":`: "unexpected EOF", `{"n":-1}`: "must not be negative"} {
-		if _, err := ReadJSON[doc](strings.NewReader(in), errInvalidDoc); !errors.Is(err, errInvalidDoc) || !strings.Contains(err.Error(), want) {
-			t.Errorf("ReadJSON(%s) = %v, want %v mentioning %q", in, err, errInvalidDoc, want)
+		if _, err := ReadJSON[doc](strings.NewReader(in)); !errors.Is(err, ErrInvalidHistory) || !strings.Contains(err.Error(), want) {
+			t.Errorf("ReadJSON(%s) = %v, want ErrInvalidHistory mentioning %q", in, err, want)
 		}
 	}
 }

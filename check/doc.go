@@ -16,10 +16,11 @@
 //     (TestViolationWhere, TestViolated).
 //   - Verdict is the outcome of a linearizability search (linearizable, not linearizable, timeout);
 //     Word turns a verdict and a count of violations into PASS, FAIL or INCONCLUSIVE, and Err into
-//     the checker's error (its ErrViolation or ErrInconclusive): any violation fails, a timeout
-//     without one is inconclusive (TestVerdicts).
+//     a result's error (wrapping ErrViolation or ErrInconclusive): any violation fails, a timeout
+//     without one is inconclusive (TestVerdicts). Both checkers export these errors, and
+//     ErrInvalidHistory, under the same names.
 //   - ReadJSON and WriteJSON read and write a checker's history: unknown fields are refused, and a
-//     history that does not decode or that its Validate refuses is an error wrapping the checker's
+//     history that does not decode or that its Validate refuses is an error wrapping
 //     ErrInvalidHistory; Invalid makes such an error naming what is wrong (TestReadJSON).
 //   - Load is what both workloads' configs bound (clients, watchers, ops, duration, request
 //     timeout); Load.Validate refuses a load with no client or a negative count or duration, naming

@@ -2,6 +2,7 @@ package check
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 )
@@ -31,30 +32,42 @@ func Word(v Verdict, violations int) string {
 	return "PASS"
 }
 
-// Err is a result's error: nil for a pass, one wrapping errViolation (with detail, which lists the
-// violations) when a guarantee is broken, errInconclusive when the search timed out and nothing
+// Errors of both checkers; match them with errors.Is. Package etcd and package kube export them
+// under the same names.
+var (
+	// ErrInvalidHistory: a history is malformed (the error names what is wrong).
+	ErrInvalidHistory = errors.New("check: invalid history")
+	// ErrViolation: a guarantee is broken (a result's Err).
+	ErrViolation = errors.New("check: guarantee violated")
+	// ErrInconclusive: the linearizability search timed out, and nothing else was found (a
+	// result's Err).
+	ErrInconclusive = errors.New("check: linearizability check timed out")
+)
+
+// Err is a result's error: nil for a pass, one wrapping ErrViolation (with detail, which lists the
+// violations) when a guarantee is broken, ErrInconclusive when the search timed out and nothing
 // else was found.
-func Err(v Verdict, violations int, detail func() string, errViolation, errInconclusive error) error {
+func Err(v Verdict, violations int, detail func() string) error {
 	switch {
 	case violations > 0:
-		return fmt.Errorf("%w: %s", errViolation, detail())
+		return fmt.Errorf("%w: %s", ErrViolation, detail())
 	case v == VerdictTimeout:
-		return errInconclusive
+		return ErrInconclusive
 	}
 	return nil
 }
 
 // ReadJSON decodes a history H from r, refusing unknown fields, and validates it; a decoding
-// error wraps errInvalid (the checker's ErrInvalidHistory), as Validate's errors do.
+// error wraps ErrInvalidHistory, as Validate's errors must.
 func ReadJSON[H any, P interface {
 	*H
 	Validate() error
-}](r io.Reader, errInvalid error) (*H, error) {
+}](r io.Reader) (*H, error) {
 	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
 	var h H
 	if err := dec.Decode(&h); err != nil {
-		return nil, fmt.Errorf("%w: %v", errInvalid, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidHistory, err)
 	}
 	if err := P(&h).Validate(); err != nil {
 		return nil, err

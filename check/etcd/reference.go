@@ -10,7 +10,7 @@ import (
 
 // ErrModelDivergence: the linearization the search found does not replay on the checker's model.
 // It is a bug in this package; the error says where.
-var ErrModelDivergence = errors.New("history: the linearization found does not replay on the model")
+var ErrModelDivergence = errors.New("etcd: the linearization found does not replay on the model")
 
 // reference is the event log of a linearization, indexed for the watch checks.
 type reference struct {

@@ -31,13 +31,13 @@ const (
 // search. The page is well-formed XML (XHTML) and needs no script of its own.
 func WriteReport(w io.Writer, h *History, r *Result) error {
 	if h == nil || r == nil {
-		return fmt.Errorf("history: WriteReport needs a history and its result")
+		return fmt.Errorf("etcd: WriteReport needs a history and its result")
 	}
 	d := buildReport(h, r)
 	if r.hasInfo && len(h.Operations) <= reportMaxPorcupine {
 		var buf bytes.Buffer
 		if err := porcupine.Visualize(r.model, r.info, &buf); err != nil {
-			return fmt.Errorf("history: porcupine visualisation: %w", err)
+			return fmt.Errorf("etcd: porcupine visualisation: %w", err)
 		}
 		d.Porcupine = buf.String()
 	}

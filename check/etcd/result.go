@@ -1,7 +1,6 @@
 package etcd
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -135,14 +134,14 @@ const (
 	VerdictTimeout         = check.VerdictTimeout
 )
 
-// Errors Check and Result.Err return; match them with errors.Is.
+// Errors Check and Result.Err return, package check's; match them with errors.Is.
 var (
 	// ErrInvalidHistory: the history is malformed (Check's error names what is wrong).
-	ErrInvalidHistory = errors.New("history: invalid history")
+	ErrInvalidHistory = check.ErrInvalidHistory
 	// ErrViolation: at least one guarantee is broken.
-	ErrViolation = errors.New("history: guarantee violated")
+	ErrViolation = check.ErrViolation
 	// ErrInconclusive: the linearizability search timed out.
-	ErrInconclusive = errors.New("history: linearizability check timed out")
+	ErrInconclusive = check.ErrInconclusive
 )
 
 // Result is what Check found.
@@ -193,5 +192,5 @@ func (r *Result) Err() error {
 			b.WriteString(v.String())
 		}
 		return b.String()
-	}, ErrViolation, ErrInconclusive)
+	})
 }

@@ -9,7 +9,7 @@ import (
 
 // ReadJSON decodes a history in the JSON form doc.go describes, rejecting unknown fields, and
 // validates it. Its errors wrap ErrInvalidHistory.
-func ReadJSON(r io.Reader) (*History, error) { return check.ReadJSON[History](r, ErrInvalidHistory) }
+func ReadJSON(r io.Reader) (*History, error) { return check.ReadJSON[History](r) }
 
 // WriteJSON encodes h in the JSON form doc.go describes.
 func (h *History) WriteJSON(w io.Writer) error { return check.WriteJSON(w, h) }

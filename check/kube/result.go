@@ -107,8 +107,7 @@ func (r *Result) OK() bool { return r.Verdict == check.VerdictLinearizable && le
 // Err is nil for a pass, wraps ErrViolation when a guarantee is broken and ErrInconclusive when the
 // search timed out without any violation found.
 func (r *Result) Err() error {
-	return check.Err(r.Verdict, len(r.Violations), func() string { return fmt.Sprintf("%d violation(s)", len(r.Violations)) },
-		ErrViolation, ErrInconclusive)
+	return check.Err(r.Verdict, len(r.Violations), func() string { return fmt.Sprintf("%d violation(s)", len(r.Violations)) })
 }
 
 // Guarantees lists the guarantees violated, in doc.go's order.

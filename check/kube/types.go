@@ -243,20 +243,20 @@ const (
 	EndStopped = "stopped"
 )
 
-// Errors of this package; match them with errors.Is.
+// Errors of this package; match them with errors.Is. The first three are package check's.
 var (
 	// ErrInvalidHistory: a history is malformed (the error names what is wrong).
-	ErrInvalidHistory = errors.New("kube: invalid history")
+	ErrInvalidHistory = check.ErrInvalidHistory
 	// ErrViolation: a guarantee is broken (Result.Err).
-	ErrViolation = errors.New("kube: guarantee violated")
+	ErrViolation = check.ErrViolation
 	// ErrInconclusive: the linearizability search timed out (Result.Err).
-	ErrInconclusive = errors.New("kube: linearizability check timed out")
+	ErrInconclusive = check.ErrInconclusive
 	// ErrInvalidConfig: a workload Config or a resource is refused (the error names what).
 	ErrInvalidConfig = errors.New("kube: invalid config")
 )
 
 // ReadJSON reads a history written by WriteJSON and validates it.
-func ReadJSON(r io.Reader) (*History, error) { return check.ReadJSON[History](r, ErrInvalidHistory) }
+func ReadJSON(r io.Reader) (*History, error) { return check.ReadJSON[History](r) }
 
 // IsHistory tells a Kubernetes API history in JSON (which names its resource at the top level)
 // from package etcd's; it leaves r at its start. A file that is not JSON is not one: the etcd
