@@ -4,7 +4,10 @@
 // has them (below), and every watch must keep the guarantees etcd's robustness tests check
 // (tests/robustness/validate/watch.go), judged against the event log of the linearization found.
 // The checker imports nothing of what it judges: not listwatch's store, nor its gRPC server; only
-// package etcdrules, etcd's error values and request-shape rules, which the store shares.
+// package etcdrules, etcd's error values and request-shape rules, which the store shares, and
+// package check (the directory above), what it shares with package kube (check/kube), the
+// Kubernetes API checker: Guarantee and its Info, the core of a Violation, Verdict, the JSON
+// reading, the counts of requests by outcome and of coverage.
 //
 // # API
 //
@@ -36,8 +39,13 @@
 //   - ExampleCheck and ExampleCheck_violation show a history built in Go being checked.
 //   - Options.IgnoreVersions compares answers and events without key versions, for a store that
 //     keeps none (kine), judging the rest of each (TestIgnoreVersions).
+//   - Guarantees lists the guarantees in this comment's order, each with whether it needs a
+//     reference (the linearization's event log); CheckedOver says what a result checked each over,
+//     History.Counts counts the operations by request type and outcome (check.NameCount),
+//     CountWatches what the watches received: `listwatch check` prints them (TestCounts).
 //   - Result.Coverage counts what the history exercised (progress notifications, compaction
-//     answers, reads below, at and above the revision window, compactions, lease expiries, gaps);
+//     answers, reads below, at and above the revision window, compactions, lease expiries, gaps;
+//     Coverage.Add sums them, Coverage.Counts lists them as check.Counts);
 //     Result.Gaps lists the revisions an open history's writes did not make
 //     (TestOpenHistoryWithForeignWrites).
 //   - Each Violation carries a Signature (the Sig constants) and the Events at fault. KnownBugs are
