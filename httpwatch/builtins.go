@@ -29,6 +29,9 @@ type strategy struct {
 	gracePeriod func(obj map[string]any, options *metav1.DeleteOptions) (int64, bool)
 	// columns are the printer's columns after Name.
 	columns []Column
+	// noNameColumn says the printer's columns do not start with Name (events: their columns name
+	// it, last and wide only).
+	noNameColumn bool
 }
 
 func selectable(label string) SelectableField {
@@ -366,9 +369,9 @@ func Widgets() Resource {
 }
 
 // BuiltInResources returns the built-in resources: ConfigMaps, Secrets, Pods, Services,
-// Namespaces and Deployments.
+// Namespaces, Events, Deployments and EventsV1.
 func BuiltInResources() []Resource {
-	return []Resource{ConfigMaps(), Secrets(), Pods(), Services(), Namespaces(), Deployments()}
+	return []Resource{ConfigMaps(), Secrets(), Pods(), Services(), Namespaces(), Events(), Deployments(), EventsV1()}
 }
 
 // DefaultResources returns the resources `listwatch serve` serves: BuiltInResources and Widgets.

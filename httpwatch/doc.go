@@ -22,8 +22,11 @@
 //   - Resource describes a served resource: group, version, plural, kind, scope, short names,
 //     categories, the status subresource, Table columns, a custom resource's OpenAPI schema, and the
 //     registry behaviours that differ between built-in types and custom resources. ConfigMaps,
-//     Secrets, Pods, Services, Namespaces and Deployments (BuiltInResources) are the built-in kinds
-//     with their real scopes, names and strategies; Widgets is an example custom resource;
+//     Secrets, Pods, Services, Namespaces, Events, Deployments and EventsV1 (BuiltInResources) are
+//     the built-in kinds with their real scopes, names and strategies; events have their field
+//     labels (involvedObject.*, source, ...; regarding.* for events.k8s.io/v1) and printer columns,
+//     so that `kubectl describe` finds an object's events (TestEvents, TestEventsTable), the two
+//     versions stored apart (no conversion between them); Widgets is an example custom resource;
 //     DefaultResources is what `listwatch serve` serves. CRDResource and CRDResources make the
 //     resource of a CustomResourceDefinition given as YAML, JSON or a Go value (ErrInvalidCRD for
 //     anything else). Resource.StorageConfig configures its etcd3 storage (etcd3.New) and
