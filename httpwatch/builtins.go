@@ -29,6 +29,9 @@ type strategy struct {
 	gracePeriod func(obj map[string]any, options *metav1.DeleteOptions) (int64, bool)
 	// columns are the printer's columns after Name.
 	columns []Column
+	// noGarbageCollection is a DefaultGarbageCollectionPolicy of Unsupported (events): a delete
+	// adds no orphan or foregroundDeletion finalizer.
+	noGarbageCollection bool
 	// noNameColumn says the printer's columns do not start with Name (events: their columns name
 	// it, last and wide only).
 	noNameColumn bool

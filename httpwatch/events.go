@@ -33,7 +33,7 @@ func Events() Resource {
 		SelectableFields: append(eventRegardingFields("involvedObject", "involvedObject"),
 			selectable("reason"), selectable("reportingComponent"), selectable("type"),
 			SelectableField{Label: "source", Path: []string{"source", "component"}, Fallback: []string{"reportingComponent"}}),
-		strategy: &strategy{allowCreateOnUpdate: true, noNameColumn: true, columns: eventColumns(coreEventFields)},
+		strategy: &strategy{allowCreateOnUpdate: true, noGarbageCollection: true, noNameColumn: true, columns: eventColumns(coreEventFields)},
 	}
 }
 
@@ -48,7 +48,7 @@ func EventsV1() Resource {
 		SelectableFields: append(eventRegardingFields("regarding", "regarding"),
 			selectable("reason"), selectable("reportingController"), selectable("type"),
 			SelectableField{Label: "source", Path: []string{"deprecatedSource", "component"}, Fallback: []string{"reportingController"}}),
-		strategy: &strategy{allowCreateOnUpdate: true, noNameColumn: true, columns: eventColumns(eventsEventFields)},
+		strategy: &strategy{allowCreateOnUpdate: true, noGarbageCollection: true, noNameColumn: true, columns: eventColumns(eventsEventFields)},
 	}
 }
 
