@@ -176,6 +176,9 @@ func (h *resourceHandler) watch(ctx context.Context, namespace string, opts *met
 
 // create mirrors registry.Store.Create, createWithGenerateNameRetry and create.
 func (h *resourceHandler) create(ctx context.Context, namespace string, obj *unstructured.Unstructured, dryRun bool) (runtime.Object, error) {
+	if err := h.admitNamespaceLifecycle(ctx, namespace, obj.GetName()); err != nil {
+		return nil, err
+	}
 	if obj.GetGenerateName() != "" && obj.GetName() == "" {
 		var result runtime.Object
 		var err error
