@@ -6,18 +6,24 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	"github.com/listwatch/listwatch/chain"
+	"github.com/listwatch/listwatch/controllers"
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/httpwatch"
 	"github.com/listwatch/listwatch/store"
+	"github.com/listwatch/listwatch/watch"
 )
 
 func init() {
@@ -52,12 +58,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"on SIGINT or SIGTERM, how long to let open RPCs finish before cutting them (watch streams never finish by themselves)")
 	var crdFiles stringList
 	fs.Var(&crdFiles, "crd", "`file` of CustomResourceDefinitions (YAML or JSON) whose resources to serve besides the built-in ones; may repeat")
+	compactionInterval := fs.Duration("etcd-compaction-interval", watch.DefaultCompactionInterval,
+		"how often the Kubernetes API's compactor compacts etcd, at the revision of the interval before, by the compact_rev_key protocol (kube-apiserver's flag of the same name); 0 disables")
+	controllerList := fs.String("controllers", "*", "`list` of the controllers to run, comma-separated: namespace, garbagecollector, kubelet; * for all, -name to leave one out, \"\" for none")
 	systemNamespaces := fs.Bool("system-namespaces", false, "create the namespaces kube-apiserver creates at start (default, kube-system, kube-public, kube-node-lease)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err: err, reported: true}
 	}
 	if fs.NArg() > 0 {
 		return usageError{err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	controllerNames, err := parseControllers(*controllerList)
+	if err != nil {
+		return usageError{err: fmt.Errorf("--controllers: %w", err)}
 	}
 	resources := httpwatch.DefaultResources()
 	for _, file := range crdFiles {
@@ -96,15 +109,78 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		st.Close()
 		return err
 	}
+	servers := []server{
+		grpcServer{name: "etcd API", srv: etcdgrpc.NewServer(st, opts), lis: lis},
+		chainServer{name: "Kubernetes API", c: api},
+	}
+	if len(controllerNames) > 0 {
+		ctrl, err := controllers.Start(ctx, controllers.Config{REST: &rest.Config{Host: api.URL(), QPS: -1}, Names: controllerNames})
+		if err != nil {
+			_ = api.Close()
+			lis.Close()
+			st.Close()
+			return err
+		}
+		servers = append(servers, backgroundServer{name: "controllers", stop: ctrl.Stop, stopped: make(chan struct{})})
+	}
+	if *compactionInterval > 0 {
+		compactor := watch.StartCompactor(api.Client(), *compactionInterval, clock.RealClock{}, slog.Default(), nil)
+		servers = append(servers, backgroundServer{name: "compactor", stop: compactor.Stop, stopped: make(chan struct{})})
+	}
 	// The etcd line comes last: scripts wait for it to know that both APIs are up.
 	fmt.Fprintf(stdout, "listwatch: serving the Kubernetes API on http://%s\n", httpLis.Addr())
 	fmt.Fprintf(stdout, "listwatch: serving the etcd API on %s\n", lis.Addr())
-	err = serve(ctx, st, []server{
-		grpcServer{name: "etcd API", srv: etcdgrpc.NewServer(st, opts), lis: lis},
-		chainServer{name: "Kubernetes API", c: api},
-	}, *shutdownTimeout, stdout)
+	err = serve(ctx, st, servers, *shutdownTimeout, stdout)
 	fmt.Fprintln(stdout, "listwatch: stopped")
 	return err
+}
+
+// parseControllers reads --controllers as kube-controller-manager's flag of the same name: names,
+// * for all, -name to leave one out.
+func parseControllers(list string) ([]string, error) {
+	var names []string
+	var excluded []string
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		switch {
+		case n == "":
+		case n == "*":
+			names = append(names, controllers.All...)
+		case strings.HasPrefix(n, "-") && slices.Contains(controllers.All, n[1:]):
+			excluded = append(excluded, n[1:])
+		case slices.Contains(controllers.All, n):
+			names = append(names, n)
+		default:
+			return nil, fmt.Errorf("unknown controller %q (known: %s)", n, strings.Join(controllers.All, ", "))
+		}
+	}
+	var out []string
+	for _, n := range controllers.All {
+		if slices.Contains(names, n) && !slices.Contains(excluded, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// backgroundServer is work that runs beside the APIs until shutdown (the controllers, the
+// compactor): its Shutdown stops it and waits for it.
+type backgroundServer struct {
+	name    string
+	stop    func()
+	stopped chan struct{}
+}
+
+func (s backgroundServer) Name() string { return s.name }
+
+func (s backgroundServer) Serve() error {
+	<-s.stopped
+	return nil
+}
+
+func (s backgroundServer) Shutdown(context.Context) {
+	s.stop()
+	close(s.stopped)
 }
 
 // stringList is a flag that may repeat.
