@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // The built-in resources, as kube-apiserver v1.37 serves them: scope, names, categories, field
@@ -29,6 +30,9 @@ type strategy struct {
 	gracePeriod func(obj map[string]any, options *metav1.DeleteOptions) (int64, bool)
 	// columns are the printer's columns after Name.
 	columns []Column
+	// validate is the part of the kind's validation that is mirrored (the size of a ConfigMap's or
+	// Secret's data).
+	validate func(obj map[string]any) field.ErrorList
 	// noGarbageCollection is a DefaultGarbageCollectionPolicy of Unsupported (events): a delete
 	// adds no orphan or foregroundDeletion finalizer.
 	noGarbageCollection bool
@@ -93,7 +97,7 @@ func ConfigMaps() Resource {
 	return Resource{
 		Version: "v1", Resource: "configmaps", Kind: "ConfigMap", ShortNames: []string{"cm"},
 		Namespaced: true, BuiltIn: true, AllowUnconditionalUpdate: true,
-		strategy: &strategy{columns: []Column{
+		strategy: &strategy{validate: validateConfigMapSize, columns: []Column{
 			{Name: "Data", Type: "string", Description: "Data contains the configuration data.",
 				value: func(obj map[string]any, _ time.Time) any { return lenOf(obj, "data") + lenOf(obj, "binaryData") }},
 			ageColumn,
@@ -107,7 +111,7 @@ func Secrets() Resource {
 		Version: "v1", Resource: "secrets", Kind: "Secret",
 		Namespaced: true, BuiltIn: true, AllowUnconditionalUpdate: true,
 		SelectableFields: []SelectableField{selectable("type")},
-		strategy: &strategy{columns: []Column{
+		strategy: &strategy{validate: validateSecretSize, columns: []Column{
 			{Name: "Type", Type: "string", Description: "Used to facilitate programmatic handling of secret data.",
 				value: func(obj map[string]any, _ time.Time) any { return str(obj, "type") }},
 			{Name: "Data", Type: "string", Description: "Data contains the secret data.",

@@ -287,7 +287,11 @@ func (h *resourceHandler) validate(obj *unstructured.Unstructured) field.ErrorLi
 	if h.res.isCoreNamespaces() {
 		nameFn = apivalidation.ValidateNamespaceName
 	}
-	return apivalidation.ValidateObjectMetaAccessor(obj, h.res.Namespaced, nameFn, field.NewPath("metadata"))
+	errs := apivalidation.ValidateObjectMetaAccessor(obj, h.res.Namespaced, nameFn, field.NewPath("metadata"))
+	if st := h.res.strategy; st != nil && st.validate != nil {
+		errs = append(errs, st.validate(obj.Object)...)
+	}
+	return errs
 }
 
 // checkGeneratedNameError mirrors rest.CheckGeneratedNameError.
