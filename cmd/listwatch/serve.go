@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/listwatch/listwatch/controllers"
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/httpwatch"
+	"github.com/listwatch/listwatch/internal/observe"
 	"github.com/listwatch/listwatch/store"
 	"github.com/listwatch/listwatch/watch"
 )
@@ -60,6 +62,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(&crdFiles, "crd", "`file` of CustomResourceDefinitions (YAML or JSON) whose resources to serve besides the built-in ones; may repeat")
 	compactionInterval := fs.Duration("etcd-compaction-interval", watch.DefaultCompactionInterval,
 		"how often the Kubernetes API's compactor compacts etcd, at the revision of the interval before, by the compact_rev_key protocol (kube-apiserver's flag of the same name); 0 disables")
+	logLevel := fs.String("log-level", "info", "`level` of the log on stderr: debug (every request), info (refused requests), warn (failed ones), error")
+	profiling := fs.Bool("pprof", false, "serve net/http/pprof under /debug/pprof/ on the Kubernetes API's address (kube-apiserver's --profiling)")
 	controllerList := fs.String("controllers", "*", "`list` of the controllers to run, comma-separated: namespace, garbagecollector, kubelet; * for all, -name to leave one out, \"\" for none")
 	systemNamespaces := fs.Bool("system-namespaces", false, "create the namespaces kube-apiserver creates at start (default, kube-system, kube-public, kube-node-lease)")
 	if err := fs.Parse(args); err != nil {
@@ -68,6 +72,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return usageError{err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return usageError{err: fmt.Errorf("--log-level: %w", err)}
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	controllerNames, err := parseControllers(*controllerList)
 	if err != nil {
 		return usageError{err: fmt.Errorf("--controllers: %w", err)}
@@ -103,7 +112,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	opts := etcdgrpc.Options{Name: *name, ClientURLs: []string{"http://" + lis.Addr().String()}}.WithDefaults()
 	st := store.New(store.Options{MemberID: opts.MemberID, ProgressNotifyInterval: *progress})
 	// The chain waits until every cache has its first list, or ctx ends; it takes httpLis over.
-	api, err := chain.New(ctx, chain.Config{Store: st, Etcd: opts, Listener: httpLis, Resources: resources, SystemNamespaces: *systemNamespaces})
+	api, err := chain.New(ctx, chain.Config{Store: st, Etcd: opts, Listener: httpLis, Resources: resources, SystemNamespaces: *systemNamespaces,
+		Logger: logger,
+		WrapHandler: func(h http.Handler) http.Handler {
+			return observe.Wrap(h, observe.Options{Logger: logger, PProf: *profiling})
+		}})
 	if err != nil {
 		lis.Close()
 		st.Close()
@@ -114,7 +127,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		chainServer{name: "Kubernetes API", c: api},
 	}
 	if len(controllerNames) > 0 {
-		ctrl, err := controllers.Start(ctx, controllers.Config{REST: &rest.Config{Host: api.URL(), QPS: -1}, Names: controllerNames})
+		ctrl, err := controllers.Start(ctx, controllers.Config{REST: &rest.Config{Host: api.URL(), QPS: -1}, Names: controllerNames, Logger: logger})
 		if err != nil {
 			_ = api.Close()
 			lis.Close()
@@ -124,7 +137,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		servers = append(servers, backgroundServer{name: "controllers", stop: ctrl.Stop, stopped: make(chan struct{})})
 	}
 	if *compactionInterval > 0 {
-		compactor := watch.StartCompactor(api.Client(), *compactionInterval, clock.RealClock{}, slog.Default(), nil)
+		compactor := watch.StartCompactor(api.Client(), *compactionInterval, clock.RealClock{}, logger, nil)
 		servers = append(servers, backgroundServer{name: "compactor", stop: compactor.Stop, stopped: make(chan struct{})})
 	}
 	// The etcd line comes last: scripts wait for it to know that both APIs are up.
