@@ -1,11 +1,13 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -189,26 +191,10 @@ func newClients(cfg Config) (*clients, error) {
 	return c, nil
 }
 
-func containsSlash(s string) bool { return slices.Contains([]byte(s), '/') }
+func containsSlash(s string) bool { return strings.Contains(s, "/") }
 
 func compareGVR(a, b schema.GroupVersionResource) int {
-	if c := cmpString(a.Group, b.Group); c != 0 {
-		return c
-	}
-	if c := cmpString(a.Version, b.Version); c != 0 {
-		return c
-	}
-	return cmpString(a.Resource, b.Resource)
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return cmp.Or(strings.Compare(a.Group, b.Group), strings.Compare(a.Version, b.Version), strings.Compare(a.Resource, b.Resource))
 }
 
 // resource returns the served resource of gvr.
