@@ -127,14 +127,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		chainServer{name: "Kubernetes API", c: api},
 	}
 	if len(controllerNames) > 0 {
-		ctrl, err := controllers.Start(ctx, controllers.Config{REST: &rest.Config{Host: api.URL(), QPS: -1}, Names: controllerNames, Logger: logger})
-		if err != nil {
-			_ = api.Close()
-			lis.Close()
-			st.Close()
-			return err
-		}
-		servers = append(servers, backgroundServer{name: "controllers", stop: ctrl.Stop, stopped: make(chan struct{})})
+		cfg := controllers.Config{REST: &rest.Config{Host: api.URL(), QPS: -1}, Names: controllerNames, Logger: logger}
+		servers = append(servers, newControllersServer(cfg))
 	}
 	if *compactionInterval > 0 {
 		compactor := watch.StartCompactor(api.Client(), *compactionInterval, clock.RealClock{}, logger, nil)
@@ -176,8 +170,8 @@ func parseControllers(list string) ([]string, error) {
 	return out, nil
 }
 
-// backgroundServer is work that runs beside the APIs until shutdown (the controllers, the
-// compactor): its Shutdown stops it and waits for it.
+// backgroundServer is work that runs beside the APIs until shutdown (the compactor): its
+// Shutdown stops it and waits for it.
 type backgroundServer struct {
 	name    string
 	stop    func()
@@ -194,6 +188,43 @@ func (s backgroundServer) Serve() error {
 func (s backgroundServer) Shutdown(context.Context) {
 	s.stop()
 	close(s.stopped)
+}
+
+// controllersServer runs the controllers beside the APIs, as kube-controller-manager beside
+// kube-apiserver: they start once the APIs serve (their informers' first lists take a moment the
+// APIs do not wait for), and a failure to start stops serve.
+type controllersServer struct {
+	cfg    controllers.Config
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newControllersServer(cfg controllers.Config) *controllersServer {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &controllersServer{cfg: cfg, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+func (*controllersServer) Name() string { return "controllers" }
+
+func (s *controllersServer) Serve() error {
+	defer close(s.done)
+	c, err := controllers.Start(s.ctx, s.cfg)
+	if err != nil {
+		if s.ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	<-s.ctx.Done()
+	c.Stop()
+	return nil
+}
+
+// Shutdown stops the controllers, or their start, and waits for them.
+func (s *controllersServer) Shutdown(context.Context) {
+	s.cancel()
+	<-s.done
 }
 
 // stringList is a flag that may repeat.

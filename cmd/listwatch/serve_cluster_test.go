@@ -36,7 +36,10 @@ func TestServeAsCluster(t *testing.T) {
 	must("POST", "/api/v1/namespaces/x/pods", `{"metadata":{"name":"p"},"spec":{"nodeName":"n1","containers":[{"name":"c","image":"i"}]}}`, http.StatusCreated)
 	must("DELETE", "/api/v1/namespaces/x", "", http.StatusOK)
 	poll := testutil.Poller{Interval: 10 * time.Millisecond}
-	poll.WaitFor(t, "namespace x gone", func() bool { code, _ := httpDo(t, "GET", base+"/api/v1/namespaces/x", ""); return code == http.StatusNotFound })
+	poll.WaitFor(t, "namespace x gone", func() bool {
+		code, _ := httpDo(t, "GET", base+"/api/v1/namespaces/x", "")
+		return code == http.StatusNotFound
+	})
 
 	must("POST", "/api/v1/namespaces/default/pods", `{"metadata":{"name":"p"},"spec":{"nodeName":"n1","containers":[{"name":"c","image":"i"}]}}`, http.StatusCreated)
 	must("DELETE", "/api/v1/namespaces/default/pods/p", "", http.StatusOK)
