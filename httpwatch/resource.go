@@ -108,6 +108,9 @@ type SelectableField struct {
 	// Path is the field's path in the object, such as ["status", "phase"]. Strings, booleans and numbers
 	// are matched by their text; a missing field is "".
 	Path []string
+	// Fallback, if set, is where the value is when Path's is "", as an event's source falls back
+	// to its reportingComponent.
+	Fallback []string
 }
 
 // ErrInvalidConfig is wrapped by every error New returns for a bad Config.
@@ -246,7 +249,11 @@ func (r Resource) GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
 	if len(r.SelectableFields) > 0 {
 		content := contentOf(obj)
 		for _, f := range r.SelectableFields {
-			fs[f.Label] = fieldText(content, f.Path)
+			v := fieldText(content, f.Path)
+			if v == "" && f.Fallback != nil {
+				v = fieldText(content, f.Fallback)
+			}
+			fs[f.Label] = v
 		}
 	}
 	return labels.Set(m.GetLabels()), fs, nil

@@ -16,6 +16,9 @@
 //   - Beyond storage.Interface: Update (listwatch's addition: a replace with the object's
 //     resourceVersion as an optimistic-concurrency precondition, ResourceVersionConflicts when it is
 //     stale), Compact (upstream's compactor, driven by the caller), CompactRevision,
+//     StartCompactor and the function Compact (the apiserver's compact loop of an endpoint and one
+//     round of its compact_rev_key protocol: of the compactors sharing an etcd, one compacts each
+//     interval at the revision seen an interval before; TestCompactor),
 //     EnableResourceSizeEstimation (the size estimate a watch cache enables, as upstream's Cacher
 //     does with SizeBasedListCostEstimate on), Close, PathPrefix and EtcdKey;
 //     ErrMalformedCompactRevision, ErrNilKeysFunc, ErrSizeEstimationEnabled, ErrStoreClosed.
