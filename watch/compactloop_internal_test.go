@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/listwatch/listwatch/internal/storagebackend"
 	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
@@ -20,7 +21,7 @@ import (
 // interval one of them compacts at the revision compact_rev_key announced an interval before; the
 // other loses the race and only learns the key's version; an interval of 0 runs nothing.
 func TestCompactor(t *testing.T) {
-	b := newBackend(t, store.Options{})
+	b := storagebackend.StartInProcess(t, store.Options{})
 	a, other := otherClient(t, b.Store), otherClient(t, b.Store)
 	ctx := context.Background()
 	put := func() int64 {
