@@ -1,5 +1,6 @@
 // Package builtin holds the built-in Kubernetes types listwatch serves as typed objects: core/v1
-// ConfigMap, Namespace, Pod, Secret and Service and apps/v1 Deployment, as k8s.io/api v0.37.2
+// ConfigMap, Namespace, Pod, Secret, Service and Event, apps/v1 Deployment and events.k8s.io/v1
+// Event, as k8s.io/api v0.37.2
 // defines them. It gives the HTTP API (package httpwatch) what the apiserver's legacy scheme gives
 // its handlers: the scheme and its codecs (JSON, YAML, protobuf), the structured-merge-diff schema
 // server-side apply and managedFields need, and the OpenAPI definitions of /openapi/v2 and

@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,7 +21,9 @@ var Kinds = []schema.GroupVersionKind{
 	corev1.SchemeGroupVersion.WithKind("Pod"),
 	corev1.SchemeGroupVersion.WithKind("Secret"),
 	corev1.SchemeGroupVersion.WithKind("Service"),
+	corev1.SchemeGroupVersion.WithKind("Event"),
 	appsv1.SchemeGroupVersion.WithKind("Deployment"),
+	eventsv1.SchemeGroupVersion.WithKind("Event"),
 }
 
 var (
@@ -34,7 +37,7 @@ var (
 // pays nothing for it at start.
 func initScheme() {
 	scheme = runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, eventsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			panic(fmt.Sprintf("builtin: registering the built-in types: %v", err)) // generated code; cannot fail
 		}
@@ -44,8 +47,8 @@ func initScheme() {
 	codecs = serializer.NewCodecFactory(scheme)
 }
 
-// Scheme returns the scheme of the built-in types: core/v1 and apps/v1 as k8s.io/api defines them,
-// and meta.k8s.io/v1.
+// Scheme returns the scheme of the built-in types: core/v1, apps/v1 and events.k8s.io/v1 as
+// k8s.io/api defines them, and meta.k8s.io/v1.
 func Scheme() *runtime.Scheme {
 	schemeOnce.Do(initScheme)
 	return scheme

@@ -266,25 +266,8 @@ type Cacher struct {
 //
 // Mirrors cacher.go NewCacherFromConfig.
 func New(cfg Config) (*Cacher, error) {
-	if cfg.Storage == nil {
-		return nil, fmt.Errorf("%w: storage cannot be nil", ErrInvalidConfig)
-	}
-	switch {
-	case cfg.ResourcePrefix == "":
-		return nil, fmt.Errorf("%w: resourcePrefix cannot be empty", ErrInvalidConfig)
-	case cfg.ResourcePrefix == "/":
-		return nil, fmt.Errorf("%w: resourcePrefix cannot be /", ErrInvalidConfig)
-	case !strings.HasPrefix(cfg.ResourcePrefix, "/"):
-		return nil, fmt.Errorf("%w: resourcePrefix needs to start from /", ErrInvalidConfig)
-	}
-	if cfg.EventsHistoryWindow == 0 {
-		cfg.EventsHistoryWindow = DefaultEventFreshDuration
-	}
-	if cfg.EventsHistoryWindow < DefaultEventFreshDuration {
-		return nil, fmt.Errorf("%w: config.EventsHistoryWindow (%v) must not be below %v", ErrInvalidConfig, cfg.EventsHistoryWindow, DefaultEventFreshDuration)
-	}
-	if len(cfg.IndexerFuncs) > 1 {
-		return nil, fmt.Errorf("%w: cacher %s doesn't support more than one IndexerFunc", ErrInvalidConfig, cfg.GroupResource)
+	if err := cfg.complete(); err != nil {
+		return nil, err
 	}
 	var trigger *indexedTrigger
 	for name, fn := range cfg.IndexerFuncs {
@@ -292,34 +275,9 @@ func New(cfg Config) (*Cacher, error) {
 			trigger = &indexedTrigger{indexName: name, fn: fn}
 		}
 	}
-	if cfg.KeyFunc == nil {
-		prefix := cfg.ResourcePrefix
-		if !strings.HasSuffix(prefix, "/") {
-			prefix += "/"
-		}
-		cfg.KeyFunc = func(obj runtime.Object) (string, error) { return storage.NamespaceKeyFunc(prefix, obj) }
-	}
-	if cfg.GetAttrsFunc == nil {
-		cfg.GetAttrsFunc = storage.DefaultNamespaceScopedAttr
-	}
-	if cfg.NewFunc == nil {
-		cfg.NewFunc = func() runtime.Object { return &unstructured.Unstructured{} }
-	}
-	if cfg.NewListFunc == nil {
-		cfg.NewListFunc = func() runtime.Object { return &unstructured.UnstructuredList{} }
-	}
-	if cfg.Versioner == nil {
-		cfg.Versioner = storage.APIObjectVersioner{}
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
-	}
 	backoff := DefaultBackoff
 	if cfg.Backoff != nil {
 		backoff = *cfg.Backoff
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
 	}
 	logger := cfg.Logger.With("resource", cfg.GroupResource.String())
 
@@ -354,7 +312,63 @@ func New(cfg Config) (*Cacher, error) {
 			return nil, fmt.Errorf("failed to enable resource size estimation: %w", err)
 		}
 	}
+	c.start(ctx, cfg)
+	return c, nil
+}
 
+// complete checks cfg and fills in its defaults, as NewCacherFromConfig checks its Config.
+func (cfg *Config) complete() error {
+	if cfg.Storage == nil {
+		return fmt.Errorf("%w: storage cannot be nil", ErrInvalidConfig)
+	}
+	switch {
+	case cfg.ResourcePrefix == "":
+		return fmt.Errorf("%w: resourcePrefix cannot be empty", ErrInvalidConfig)
+	case cfg.ResourcePrefix == "/":
+		return fmt.Errorf("%w: resourcePrefix cannot be /", ErrInvalidConfig)
+	case !strings.HasPrefix(cfg.ResourcePrefix, "/"):
+		return fmt.Errorf("%w: resourcePrefix needs to start from /", ErrInvalidConfig)
+	}
+	if cfg.EventsHistoryWindow == 0 {
+		cfg.EventsHistoryWindow = DefaultEventFreshDuration
+	}
+	if cfg.EventsHistoryWindow < DefaultEventFreshDuration {
+		return fmt.Errorf("%w: config.EventsHistoryWindow (%v) must not be below %v", ErrInvalidConfig, cfg.EventsHistoryWindow, DefaultEventFreshDuration)
+	}
+	if len(cfg.IndexerFuncs) > 1 {
+		return fmt.Errorf("%w: cacher %s doesn't support more than one IndexerFunc", ErrInvalidConfig, cfg.GroupResource)
+	}
+	if cfg.KeyFunc == nil {
+		prefix := cfg.ResourcePrefix
+		if !strings.HasSuffix(prefix, "/") {
+			prefix += "/"
+		}
+		cfg.KeyFunc = func(obj runtime.Object) (string, error) { return storage.NamespaceKeyFunc(prefix, obj) }
+	}
+	if cfg.GetAttrsFunc == nil {
+		cfg.GetAttrsFunc = storage.DefaultNamespaceScopedAttr
+	}
+	if cfg.NewFunc == nil {
+		cfg.NewFunc = func() runtime.Object { return &unstructured.Unstructured{} }
+	}
+	if cfg.NewListFunc == nil {
+		cfg.NewListFunc = func() runtime.Object { return &unstructured.UnstructuredList{} }
+	}
+	if cfg.Versioner == nil {
+		cfg.Versioner = storage.APIObjectVersioner{}
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return nil
+}
+
+// start starts the Cacher's goroutines, which Stop stops and waits for: the compactor, the
+// dispatcher, the progress requester and the list-and-watch loop.
+func (c *Cacher) start(ctx context.Context, cfg Config) {
 	// As upstream, the compactor runs only with ListFromCacheSnapshot: it drops snapshots.
 	if s, ok := cfg.Storage.(compactRevisioner); ok && !cfg.DisableListFromCacheSnapshot {
 		c.compactor = newCompactor(s, c.watchCache, cfg.Clock)
@@ -388,7 +402,6 @@ func New(cfg Config) (*Cacher, error) {
 			}
 		}
 	}()
-	return c, nil
 }
 
 // startCaching runs one list-and-watch: every watcher of the previous generation is terminated first,
@@ -477,30 +490,8 @@ func (c *Cacher) Watch(ctx context.Context, key string, opts storage.ListOptions
 		return nil, apierrors.NewTooManyRequests(err.Error(), retryAfterForUnreadyCache(downtime))
 	}
 
-	// The request's namespace and name scope the watcher; the field selector's stand in where the
-	// request has none. A watcher of one namespace is then offered only that namespace's events.
-	request := storage.RequestScopeFrom(ctx)
-	scope := namespacedName{namespace: request.Namespace, name: request.Name}
-	if pred.Field != nil {
-		if ns, ok := pred.Field.RequiresExactMatch("metadata.namespace"); ok && scope.namespace == "" {
-			scope.namespace = ns
-		}
-		if name, ok := pred.Field.RequiresExactMatch("metadata.name"); ok && scope.name == "" {
-			scope.name = name
-		}
-	}
-	// Namespaces carry no metadata.namespace field, so a namespace scoped to itself is cluster-wide.
-	if c.groupResource == (schema.GroupResource{Resource: "namespaces"}) && scope.namespace != "" && scope.namespace == scope.name {
-		scope.namespace = ""
-	}
-	// The trigger indexes only predicates that name its field among their IndexFields.
-	triggerValue, triggerSupported := "", false
-	if c.trigger != nil && pred.Field != nil && slices.Contains(pred.IndexFields, c.trigger.indexName) {
-		if v, ok := pred.Field.RequiresExactMatch(c.trigger.indexName); ok {
-			triggerValue, triggerSupported = v, true
-		}
-	}
-	chanSize := c.watchCache.suggestedWatchChannelSize(c.trigger != nil, triggerSupported)
+	idx := c.indexOf(ctx, pred)
+	chanSize := c.watchCache.suggestedWatchChannelSize(c.trigger != nil, idx.triggerSupported)
 
 	requiredRV, err := c.watchCacheResourceVersion(ctx, requestedRV, opts)
 	if err != nil {
@@ -539,17 +530,60 @@ func (c *Cacher) Watch(ctx context.Context, key string, opts storage.ListOptions
 	}
 	bookmarkAfterRV := c.bookmarkAfterResourceVersionLocked(requestedRV, requiredRV, opts)
 
+	return c.register(ctx, watcher, readyGeneration, idx, bookmarkAfterRV, interval, requiredRV), nil
+}
+
+// watcherIndex is how a watcher is indexed: its scope and, when the Cacher has a trigger, the
+// trigger's value.
+type watcherIndex struct {
+	scope            namespacedName
+	triggerValue     string
+	triggerSupported bool
+}
+
+// indexOf returns the index of a watcher with pred in ctx's request scope.
+func (c *Cacher) indexOf(ctx context.Context, pred storage.Predicate) watcherIndex {
+	// The request's namespace and name scope the watcher; the field selector's stand in where the
+	// request has none. A watcher of one namespace is then offered only that namespace's events.
+	request := storage.RequestScopeFrom(ctx)
+	idx := watcherIndex{scope: namespacedName{namespace: request.Namespace, name: request.Name}}
+	if pred.Field != nil {
+		if ns, ok := pred.Field.RequiresExactMatch("metadata.namespace"); ok && idx.scope.namespace == "" {
+			idx.scope.namespace = ns
+		}
+		if name, ok := pred.Field.RequiresExactMatch("metadata.name"); ok && idx.scope.name == "" {
+			idx.scope.name = name
+		}
+	}
+	// Namespaces carry no metadata.namespace field, so a namespace scoped to itself is cluster-wide.
+	if c.groupResource == (schema.GroupResource{Resource: "namespaces"}) && idx.scope.namespace != "" && idx.scope.namespace == idx.scope.name {
+		idx.scope.namespace = ""
+	}
+	// The trigger indexes only predicates that name its field among their IndexFields.
+	if c.trigger != nil && pred.Field != nil && slices.Contains(pred.IndexFields, c.trigger.indexName) {
+		if v, ok := pred.Field.RequiresExactMatch(c.trigger.indexName); ok {
+			idx.triggerValue, idx.triggerSupported = v, true
+		}
+	}
+	return idx
+}
+
+// register adds watcher to the Cacher's watchers and starts its goroutine, which sends interval and
+// then its input; it returns the watch the caller gets, one closed at once when the cache was
+// re-initialized or stopped since readyGeneration. The caller holds the watch cache's read lock.
+func (c *Cacher) register(ctx context.Context, watcher *cacheWatcher, readyGeneration int, idx watcherIndex,
+	bookmarkAfterRV uint64, interval *watchCacheInterval, requiredRV uint64) watch.Interface {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if generation, _, err := c.ready.check(); err != nil || generation != readyGeneration {
 		// Re-initialized (or stopped) since the watch began: it would be terminated at once anyway.
-		c.mu.Unlock()
-		return newImmediateCloseWatcher(), nil
+		return newImmediateCloseWatcher()
 	}
 	index := c.watcherIdx
 	c.watcherIdx++
-	watcher.forget = c.forgetWatcher(watcher, index, scope, triggerValue, triggerSupported)
+	watcher.forget = c.forgetWatcher(watcher, index, idx.scope, idx.triggerValue, idx.triggerSupported)
 	watcher.setBookmarkAfterResourceVersion(bookmarkAfterRV)
-	c.watchers.add(watcher, index, scope, triggerValue, triggerSupported)
+	c.watchers.add(watcher, index, idx.scope, idx.triggerValue, idx.triggerSupported)
 	if watcher.allowWatchBookmarks {
 		c.bookmarkWatchers.add(watcher)
 	}
@@ -564,13 +598,11 @@ func (c *Cacher) Watch(ctx context.Context, key string, opts storage.ListOptions
 	})
 	if !started {
 		delete(c.live, watcher)
-		c.watchers.remove(index, scope, triggerValue, triggerSupported)
+		c.watchers.remove(index, idx.scope, idx.triggerValue, idx.triggerSupported)
 		c.stopWatcherLocked(watcher)
-		c.mu.Unlock()
-		return newImmediateCloseWatcher(), nil
+		return newImmediateCloseWatcher()
 	}
-	c.mu.Unlock()
-	return watcher, nil
+	return watcher
 }
 
 // watchCacheResourceVersion is the resourceVersion the cache must reach for this watch: the one asked

@@ -14,16 +14,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 
+	"github.com/listwatch/listwatch/internal/storagebackend"
+	"github.com/listwatch/listwatch/internal/storagebackend/watchsuite"
 	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/storagetest"
-	"github.com/listwatch/listwatch/storage/storagetest/backend"
 	"github.com/listwatch/listwatch/store"
 	"github.com/listwatch/listwatch/watch"
 )
 
 // The storage conformance cases (package storagetest, ported from k8s.io/apiserver
-// pkg/storage/testing) played against the watch cache: a Cacher over an watch.Store on a fresh
+// pkg/storage/testing) played against the watch cache: a Cacher over a watch.Store on a fresh
 // in-process server for each case, as upstream's cacher_test.go plays them against its Cacher. The
 // Cacher starts as upstream's testSetup starts it: its first list fails, so every case runs after a
 // relist.
@@ -163,8 +164,8 @@ type conformanceCachers struct {
 }
 
 // newStorage is storagetest.Env.NewStorage: a ready Cacher over watch.New(client, cfg).
-func (cc *conformanceCachers) newStorage(cfg watch.Config) (storage.Interface, error) {
-	s, err := watch.New(cc.client, cfg)
+func (cc *conformanceCachers) newStorage(cfg storagetest.Config) (storage.Interface, error) {
+	s, err := watch.New(cc.client, watchsuite.Config(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +317,7 @@ func TestConformance(t *testing.T) {
 				t.Skip(reason)
 			}
 			t.Parallel()
-			b, err := backend.NewInProcess(store.Options{})
+			b, err := storagebackend.NewInProcess(store.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

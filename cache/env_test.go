@@ -594,26 +594,21 @@ func (r *recorder) state() string {
 // expectStepping is expect, stepping the fake clock while it waits.
 func (r *recorder) expectStepping(want ...string) {
 	r.t.Helper()
-	var got []string
-	for range want {
-		ev, ok := r.nextStepping()
-		if !ok {
-			got = append(got, "closed")
-			break
-		}
-		got = append(got, describe(ev))
-	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		r.t.Fatalf("events:\n got: %s\nwant: %s", strings.Join(got, "\n      "), strings.Join(want, "\n      "))
-	}
+	r.expectFrom(r.nextStepping, want)
 }
 
 // expect reads len(want) events and compares their descriptions.
 func (r *recorder) expect(want ...string) {
 	r.t.Helper()
+	r.expectFrom(r.next, want)
+}
+
+// expectFrom reads len(want) events with next and compares their descriptions.
+func (r *recorder) expectFrom(next func() (apiwatch.Event, bool), want []string) {
+	r.t.Helper()
 	var got []string
 	for range want {
-		ev, ok := r.next()
+		ev, ok := next()
 		if !ok {
 			got = append(got, "closed")
 			break

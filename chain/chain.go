@@ -175,7 +175,7 @@ func (c *Chain) assemble(ctx context.Context, cfg Config) error {
 	}
 	for _, r := range cfg.Resources {
 		name := r.GroupResource().String()
-		sc := r.StorageConfig()
+		sc := StorageConfig(r)
 		sc.Logger = cfg.Logger
 		s, err := watch.New(c.client, sc)
 		if err != nil {
@@ -188,7 +188,7 @@ func (c *Chain) assemble(ctx context.Context, cfg Config) error {
 		}
 		var served storage.Interface = under
 		if !cfg.DisableWatchCache && !slices.Contains(cfg.Uncached, name) {
-			cc := r.CacheConfig(under)
+			cc := CacheConfig(r, under)
 			cc.Clock = cfg.CacheClock
 			cc.Logger = cfg.Logger
 			cacher, err := cache.New(cc)

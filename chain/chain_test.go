@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 
@@ -531,5 +532,36 @@ func TestChainServeFailure(t *testing.T) {
 	<-c.Done()
 	if !errors.Is(c.Err(), errAccept) {
 		t.Errorf("Err = %v, want the listener's failure", c.Err())
+	}
+}
+
+// TestCacheConfigIndexesPodsByNodeName: the chain builds each resource's storage under its key prefix
+// and its watch cache with its key function and trigger index, as the kube-apiserver's pod storage
+// (pkg/registry/core/pod/storage/storage.go) indexes pods by spec.nodeName (NodeNameTriggerFunc);
+// other resources have no index. Failure mode: pods without the trigger, whose kubelet watches are
+// offered every pod of the cluster, or objects keyed outside the storage's prefix.
+func TestCacheConfigIndexesPodsByNodeName(t *testing.T) {
+	if got := chain.StorageConfig(httpwatch.Pods()).ResourcePrefix; got != "/pods" {
+		t.Errorf("pods' storage prefix: %q", got)
+	}
+	cfg := chain.CacheConfig(httpwatch.Pods(), nil)
+	fn, ok := cfg.IndexerFuncs["spec.nodeName"]
+	if !ok || len(cfg.IndexerFuncs) != 1 {
+		t.Fatalf("pods' cache indexers: %v", cfg.IndexerFuncs)
+	}
+	pod := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "p", "namespace": "default"}, "spec": map[string]any{"nodeName": "n1"}}}
+	if got := fn(pod); got != "n1" {
+		t.Errorf("trigger value of a pod on n1: %q", got)
+	}
+	if key, err := cfg.KeyFunc(pod); err != nil || key != "/pods/default/p" {
+		t.Errorf("KeyFunc(pod) = %q, %v; want /pods/default/p", key, err)
+	}
+	if got := chain.CacheConfig(httpwatch.ConfigMaps(), nil).IndexerFuncs; got != nil {
+		t.Errorf("configmaps' cache indexers: %v", got)
+	}
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "n"}}}
+	if key, err := chain.CacheConfig(httpwatch.Namespaces(), nil).KeyFunc(ns); err != nil || key != "/namespaces/n" {
+		t.Errorf("KeyFunc(namespace) = %q, %v; want /namespaces/n", key, err)
 	}
 }

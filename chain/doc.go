@@ -1,8 +1,10 @@
 // Package chain assembles the whole list-watch path of listwatch in one process, as `listwatch serve`
 // runs it: an in-memory store (package store), served over etcd's v3 gRPC API to an in-process
 // clientv3 client (etcdgrpc.NewClient, over bufconn), the etcd3 storage of each resource (package
-// etcd3), a watch cache over it (package cache; optional per resource) and the Kubernetes HTTP API
-// (package httpwatch) on a listener. Tests use it to get a running Kubernetes API in one call.
+// watch), a watch cache over it (package cache; optional per resource) and the Kubernetes HTTP API
+// (package httpwatch) on a listener. Tests use it to get a running Kubernetes API in one call. Chain
+// is the assembler: httpwatch serves the storage.Interface it is given and builds none; the chain
+// builds each from the resource's description.
 //
 // # API
 //
@@ -16,6 +18,9 @@
 //     progress-notify interval (StoreOptions.ProgressNotifyInterval), a logger, and three hooks:
 //     WrapStorage (between a watch cache and its etcd3 storage), WrapServed (between the HTTP
 //     handlers and the cache) and WrapHandler (in front of the HTTP API).
+//   - StorageConfig and CacheConfig are the configurations of a resource's etcd3 storage and watch
+//     cache: its key prefix and key function, GetAttrs, NewObject for bookmarks, the list kind and
+//     the trigger index (TestCacheConfigIndexesPodsByNodeName).
 //   - Store, Client, Storage, Cacher, API and URL reach the parts; Storage and Cacher name a resource
 //     as its GroupResource prints ("pods", "widgets.example.com").
 //   - Shutdown stops the HTTP API as the apiserver does (watches end first, then requests drain);

@@ -82,15 +82,8 @@ func TestWatchWritesBackloggedEventsTogether(t *testing.T) {
 	bw.queue(watch.Event{Type: watch.Added, Object: named("b")})
 	rec := &recordingWriter{header: http.Header{}}
 	stop := serveBacklogged(t, bw, rec)
-	want := "header 200; flush; write ADDED a; write ADDED b; flush"
-	testutil.WaitFor(t, "both events written, then one flush", func() bool { return rec.log() == want })
-	bw.Add(named("c"))
-	want += "; write ADDED c; flush"
-	testutil.WaitFor(t, "a lone event flushed", func() bool { return rec.log() == want })
-	stop()
-	if got := rec.log(); got != want {
-		t.Errorf("writes and flushes\n  %s\nwant\n  %s", got, want)
-	}
+	// Both events written, then one flush.
+	expectThenLoneFlush(t, rec, "header 200; flush; write ADDED a; write ADDED b; flush", bw.Add, "c", stop)
 }
 
 // TestWatchFlushesWhenBacklogIsFiltered: when the queued events never reach the result channel, the

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // The built-in resources, as kube-apiserver v1.37 serves them: scope, names, categories, field
@@ -29,6 +30,15 @@ type strategy struct {
 	gracePeriod func(obj map[string]any, options *metav1.DeleteOptions) (int64, bool)
 	// columns are the printer's columns after Name.
 	columns []Column
+	// validate is the part of the kind's validation that is mirrored (the size of a ConfigMap's or
+	// Secret's data).
+	validate func(obj map[string]any) field.ErrorList
+	// noGarbageCollection is a DefaultGarbageCollectionPolicy of Unsupported (events): a delete
+	// adds no orphan or foregroundDeletion finalizer.
+	noGarbageCollection bool
+	// noNameColumn says the printer's columns do not start with Name (events: their columns name
+	// it, last and wide only).
+	noNameColumn bool
 }
 
 func selectable(label string) SelectableField {
@@ -87,7 +97,7 @@ func ConfigMaps() Resource {
 	return Resource{
 		Version: "v1", Resource: "configmaps", Kind: "ConfigMap", ShortNames: []string{"cm"},
 		Namespaced: true, BuiltIn: true, AllowUnconditionalUpdate: true,
-		strategy: &strategy{columns: []Column{
+		strategy: &strategy{validate: validateConfigMapSize, columns: []Column{
 			{Name: "Data", Type: "string", Description: "Data contains the configuration data.",
 				value: func(obj map[string]any, _ time.Time) any { return lenOf(obj, "data") + lenOf(obj, "binaryData") }},
 			ageColumn,
@@ -101,7 +111,7 @@ func Secrets() Resource {
 		Version: "v1", Resource: "secrets", Kind: "Secret",
 		Namespaced: true, BuiltIn: true, AllowUnconditionalUpdate: true,
 		SelectableFields: []SelectableField{selectable("type")},
-		strategy: &strategy{columns: []Column{
+		strategy: &strategy{validate: validateSecretSize, columns: []Column{
 			{Name: "Type", Type: "string", Description: "Used to facilitate programmatic handling of secret data.",
 				value: func(obj map[string]any, _ time.Time) any { return str(obj, "type") }},
 			{Name: "Data", Type: "string", Description: "Data contains the secret data.",
@@ -366,9 +376,9 @@ func Widgets() Resource {
 }
 
 // BuiltInResources returns the built-in resources: ConfigMaps, Secrets, Pods, Services,
-// Namespaces and Deployments.
+// Namespaces, Events, Deployments and EventsV1.
 func BuiltInResources() []Resource {
-	return []Resource{ConfigMaps(), Secrets(), Pods(), Services(), Namespaces(), Deployments()}
+	return []Resource{ConfigMaps(), Secrets(), Pods(), Services(), Namespaces(), Events(), Deployments(), EventsV1()}
 }
 
 // DefaultResources returns the resources `listwatch serve` serves: BuiltInResources and Widgets.

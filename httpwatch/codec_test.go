@@ -2,6 +2,7 @@ package httpwatch
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"io"
 	"net/http"
@@ -114,22 +115,7 @@ type rawWatch struct {
 // watchRaw opens a watch and returns once the headers arrived.
 func (e *env) watchRaw(path string, headers ...string) *rawWatch {
 	e.t.Helper()
-	req, err := http.NewRequest("GET", e.url+path, nil)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := e.client.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if resp.StatusCode != 200 {
-		data, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		e.t.Fatalf("GET %s: %d %s", path, resp.StatusCode, data)
-	}
+	resp := e.openWatch(context.Background(), func() {}, path, headers)
 	e.t.Cleanup(func() { resp.Body.Close() })
 	return &rawWatch{resp: resp, body: resp.Body}
 }

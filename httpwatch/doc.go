@@ -22,17 +22,22 @@
 //   - Resource describes a served resource: group, version, plural, kind, scope, short names,
 //     categories, the status subresource, Table columns, a custom resource's OpenAPI schema, and the
 //     registry behaviours that differ between built-in types and custom resources. ConfigMaps,
-//     Secrets, Pods, Services, Namespaces and Deployments (BuiltInResources) are the built-in kinds
-//     with their real scopes, names and strategies; Widgets is an example custom resource;
+//     Secrets, Pods, Services, Namespaces, Events, Deployments and EventsV1 (BuiltInResources) are
+//     the built-in kinds with their real scopes, names and strategies; events have their field
+//     labels (involvedObject.*, source, ...; regarding.* for events.k8s.io/v1) and printer columns,
+//     so that `kubectl describe` finds an object's events (TestEvents, TestEventsTable), the two
+//     versions stored apart (no conversion between them); Widgets is an example custom resource;
 //     DefaultResources is what `listwatch serve` serves. CRDResource and CRDResources make the
 //     resource of a CustomResourceDefinition given as YAML, JSON or a Go value (ErrInvalidCRD for
-//     anything else). Resource.StorageConfig configures its etcd3 storage (etcd3.New) and
-//     Resource.CacheConfig a watch cache over it (cache.New). Pods are served as the kube-apiserver
+//     anything else). Resource.ResourcePrefix, KeyFunc, GetAttrs, NewObject, NewListObject and
+//     TriggerValue are what an assembler (chain.StorageConfig, chain.CacheConfig) configures the
+//     resource's storage and watch cache with. Pods are served as the kube-apiserver
 //     serves them: the watch cache's trigger is spec.nodeName and every pod list and watch names it
 //     in the predicate's IndexFields (as the pod registry's MatchPod), so a kubelet's watch
 //     (fieldSelector spec.nodeName=X) is offered only X's pods (TestPodsIndexedByNodeName).
-//   - Each ServedResource names its storage, a storage.Interface: the etcd3 storage (*watch.Store) or
-//     the watch cache over it (*cache.Cacher). The handlers use Get, GetList, Watch, Create,
+//   - Each ServedResource names its storage, a storage.Interface the caller built: the etcd3 storage
+//     (*watch.Store) or the watch cache over it (*cache.Cacher), as package chain assembles them;
+//     httpwatch imports no storage implementation. The handlers use Get, GetList, Watch, Create,
 //     GuaranteedUpdate, Delete and Versioner, and map the storage errors to API errors as
 //     pkg/storage/errors does.
 //   - New(Config) returns a Server, an http.Handler. Server.Create creates an object as a POST
@@ -138,7 +143,16 @@
 //     deletionGracePeriodSeconds (the request's, else spec.terminationGracePeriodSeconds, else 30 s),
 //     shortened by a shorter period, deleted by a zero one; an unbound or finished pod is deleted at
 //     once (TestGracefulDeletion). A namespace gets the kubernetes finalizer; deleting it marks it
-//     Terminating until its finalize subresource clears spec.finalizers (TestNamespaces).
+//     Terminating until its finalize subresource clears spec.finalizers (TestNamespaces); a create
+//     in a Terminating namespace is 403 Forbidden with the NamespaceTerminating cause, as the
+//     NamespaceLifecycle admission plugin (TestNamespaceLifecycleAdmission). A delete's
+//     propagation marks the object for a garbage collector as the generic registry store does:
+//     Foreground with the foregroundDeletion finalizer, Orphan or orphanDependents=true with the
+//     orphan finalizer, kept with its deletionTimestamp until they go; events take none
+//     (TestDeletePropagation). package controllers plays the controllers that remove them.
+//   - Size limits are kube-apiserver's over etcd: a body over MaxRequestBodyBytes is 413, a
+//     ConfigMap's or Secret's data over 1 MiB is 422 (validation's TooLong), an object over
+//     etcd's request limit is etcd's error, 500 as the apiserver passes it on (TestSizeLimits).
 //     deletecollection deletes the selected objects one by one as DELETE would and answers with the
 //     list of them (TestDeleteCollection).
 //   - Table conversion uses the built-in printers' columns (ConfigMap: Data, Age; Pod: Ready, Status,
@@ -154,11 +168,12 @@
 //
 // # Deviations
 //
-// No admission (no namespace lifecycle: objects may name a namespace that does not exist), no
-// authentication or authorization, no garbage collector (propagationPolicy adds no finalizers), no
-// namespace controller (a deleted namespace keeps its objects and stays Terminating until
-// finalized), no defaulting of built-in kinds (k8s.io/api ships no defaulting functions) and no
-// type-specific validation beyond ObjectMeta (and TypeMeta for custom resources); no pruning of a
+// No admission beyond NamespaceLifecycle's refusal of content in a Terminating namespace (objects
+// may name a namespace that does not exist), no authentication or authorization, no controllers
+// in the server (package controllers runs them as clients: without them a deleted namespace keeps
+// its objects and stays Terminating until finalized), no defaulting of built-in kinds (k8s.io/api
+// ships no defaulting functions) and no type-specific validation beyond ObjectMeta (and TypeMeta
+// for custom resources) and the data size of ConfigMaps and Secrets; no pruning of a
 // custom resource's unknown fields and no schema validation of its bodies; no cluster IP allocation
 // for services; no scale subresource; one version per group (a CRD's storage version); no CBOR; the
 // OpenAPI schemas of built-in kinds have their types, descriptions, patch strategies and list types

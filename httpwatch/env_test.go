@@ -271,8 +271,17 @@ type rawFrame struct {
 func (e *env) watch(path string, headers ...string) *stream {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
+	resp := e.openWatch(ctx, cancel, path, headers)
+	return e.stream(resp, cancel, resp.Body)
+}
+
+// openWatch sends GET path with headers ("name", "value", ...) in ctx and returns the response once
+// its headers arrived; anything but a 200 fails the test, after cancel.
+func (e *env) openWatch(ctx context.Context, cancel context.CancelFunc, path string, headers []string) *http.Response {
+	e.t.Helper()
 	req, err := http.NewRequestWithContext(ctx, "GET", e.url+path, nil)
 	if err != nil {
+		cancel()
 		e.t.Fatal(err)
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
@@ -289,7 +298,7 @@ func (e *env) watch(path string, headers ...string) *stream {
 		cancel()
 		e.t.Fatalf("GET %s: %d %s", path, resp.StatusCode, data)
 	}
-	return e.stream(resp, cancel, resp.Body)
+	return resp
 }
 
 func (e *env) stream(resp *http.Response, cancel context.CancelFunc, body io.Reader) *stream {

@@ -444,110 +444,111 @@ func invalidOptions(kind string, errs field.ErrorList) error {
 	return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
 }
 
-// serveCreate mirrors handlers.createHandler (CreateResource).
-func (h *resourceHandler) serveCreate(w http.ResponseWriter, req *http.Request, namespace string) {
+// serveWrite serves a write: once the answer's encoding is negotiated (a 406 before anything else),
+// write runs within the apiserver's request timeout, and its object is written with its status code,
+// or its error as the apiserver's Status. Every write handler of upstream's has this frame.
+func (h *resourceHandler) serveWrite(w http.ResponseWriter, req *http.Request, write func(ctx context.Context) (int, runtime.Object, error)) {
 	ctx, cancel := context.WithTimeout(req.Context(), requestTimeoutUpperBound)
 	defer cancel()
 	if _, err := h.ep.negotiateOutput(req, false); err != nil {
 		h.writeError(w, req, err)
 		return
 	}
-	f, err := h.ep.inputFormat(req.Header.Get("Content-Type"))
+	code, obj, err := write(ctx)
 	if err != nil {
 		h.writeError(w, req, err)
 		return
 	}
+	h.writeObject(w, req, code, obj)
+}
+
+// readBodyAndOptions reads the request's body, then decodes the query's options of kind into options
+// and validates them, in the order upstream's write handlers do.
+func (h *resourceHandler) readBodyAndOptions(req *http.Request, options runtime.Object, kind string, validate func() field.ErrorList) ([]byte, error) {
 	body, err := h.readBody(req)
 	if err != nil {
-		h.writeError(w, req, err)
-		return
+		return nil, err
 	}
-	options := &metav1.CreateOptions{}
-	if err := decodeOptions(req.URL.Query(), options, "CreateOptions", func() field.ErrorList { return metav1validation.ValidateCreateOptions(options) }); err != nil {
-		h.writeError(w, req, err)
-		return
+	if err := decodeOptions(req.URL.Query(), options, kind, validate); err != nil {
+		return nil, err
 	}
-	obj, err := h.decodeBody(w, body, f, fieldValidation(options.FieldValidation))
-	if err != nil {
-		h.writeError(w, req, err)
-		return
+	return body, nil
+}
+
+// createdOrOK is the status code of an update: 201 when it created the object.
+func createdOrOK(created bool) int {
+	if created {
+		return http.StatusCreated
 	}
-	wipeObjectMetaSystemFields(obj)
-	if err := ensureNamespace(namespace, obj); err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	if obj, err = h.trackCreate(obj, managerOrUserAgent(options.FieldManager, req.UserAgent())); err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	result, err := h.create(ctx, namespace, obj, isDryRun(options.DryRun))
-	if err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	h.writeObject(w, req, http.StatusCreated, result)
+	return http.StatusOK
+}
+
+// serveCreate mirrors handlers.createHandler (CreateResource).
+func (h *resourceHandler) serveCreate(w http.ResponseWriter, req *http.Request, namespace string) {
+	h.serveWrite(w, req, func(ctx context.Context) (int, runtime.Object, error) {
+		f, err := h.ep.inputFormat(req.Header.Get("Content-Type"))
+		if err != nil {
+			return 0, nil, err
+		}
+		options := &metav1.CreateOptions{}
+		body, err := h.readBodyAndOptions(req, options, "CreateOptions", func() field.ErrorList { return metav1validation.ValidateCreateOptions(options) })
+		if err != nil {
+			return 0, nil, err
+		}
+		obj, err := h.decodeBody(w, body, f, fieldValidation(options.FieldValidation))
+		if err != nil {
+			return 0, nil, err
+		}
+		wipeObjectMetaSystemFields(obj)
+		if err := ensureNamespace(namespace, obj); err != nil {
+			return 0, nil, err
+		}
+		if obj, err = h.trackCreate(obj, managerOrUserAgent(options.FieldManager, req.UserAgent())); err != nil {
+			return 0, nil, err
+		}
+		result, err := h.create(ctx, namespace, obj, isDryRun(options.DryRun))
+		return http.StatusCreated, result, err
+	})
 }
 
 // serveUpdate mirrors handlers.UpdateResource, for the resource and its status and finalize
 // subresources.
 func (h *resourceHandler) serveUpdate(w http.ResponseWriter, req *http.Request, r request) {
-	ctx, cancel := context.WithTimeout(req.Context(), requestTimeoutUpperBound)
-	defer cancel()
-	if _, err := h.ep.negotiateOutput(req, false); err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	body, err := h.readBody(req)
-	if err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	options := &metav1.UpdateOptions{}
-	if err := decodeOptions(req.URL.Query(), options, "UpdateOptions", func() field.ErrorList { return metav1validation.ValidateUpdateOptions(options) }); err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	f, err := h.ep.inputFormat(req.Header.Get("Content-Type"))
-	if err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	obj, err := h.decodeBody(w, body, f, fieldValidation(options.FieldValidation))
-	if err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	if err := ensureNamespace(r.namespace, obj); err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	if err := checkName(obj, r.name); err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	manager := managerOrUserAgent(options.FieldManager, req.UserAgent())
-	result, created, err := h.update(ctx, updateRequest{
-		namespace: r.namespace, name: r.name, subresource: r.subresource,
-		preconditionUID: obj.GetUID(),
-		dryRun:          isDryRun(options.DryRun),
-		objInfo: func(existing *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-			newObj := obj.DeepCopy()
-			if existing == nil {
-				return h.trackCreate(newObj, manager)
-			}
-			return h.trackUpdate(r.subresource, existing, newObj, manager)
-		},
+	h.serveWrite(w, req, func(ctx context.Context) (int, runtime.Object, error) {
+		options := &metav1.UpdateOptions{}
+		body, err := h.readBodyAndOptions(req, options, "UpdateOptions", func() field.ErrorList { return metav1validation.ValidateUpdateOptions(options) })
+		if err != nil {
+			return 0, nil, err
+		}
+		f, err := h.ep.inputFormat(req.Header.Get("Content-Type"))
+		if err != nil {
+			return 0, nil, err
+		}
+		obj, err := h.decodeBody(w, body, f, fieldValidation(options.FieldValidation))
+		if err != nil {
+			return 0, nil, err
+		}
+		if err := ensureNamespace(r.namespace, obj); err != nil {
+			return 0, nil, err
+		}
+		if err := checkName(obj, r.name); err != nil {
+			return 0, nil, err
+		}
+		manager := managerOrUserAgent(options.FieldManager, req.UserAgent())
+		result, created, err := h.update(ctx, updateRequest{
+			namespace: r.namespace, name: r.name, subresource: r.subresource,
+			preconditionUID: obj.GetUID(),
+			dryRun:          isDryRun(options.DryRun),
+			objInfo: func(existing *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+				newObj := obj.DeepCopy()
+				if existing == nil {
+					return h.trackCreate(newObj, manager)
+				}
+				return h.trackUpdate(r.subresource, existing, newObj, manager)
+			},
+		})
+		return createdOrOK(created), result, err
 	})
-	if err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	h.writeObject(w, req, status, result)
 }
 
 // checkName mirrors handlers.checkName.
@@ -609,65 +610,44 @@ func (h *resourceHandler) deleteOptions(req *http.Request, body []byte) (*metav1
 
 // serveDelete mirrors handlers.DeleteResource.
 func (h *resourceHandler) serveDelete(w http.ResponseWriter, req *http.Request, namespace, name string) {
-	ctx, cancel := context.WithTimeout(req.Context(), requestTimeoutUpperBound)
-	defer cancel()
-	if _, err := h.ep.negotiateOutput(req, false); err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	body, err := h.readBody(req)
-	if err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	options, err := h.deleteOptions(req, body)
-	if err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	result, deleted, err := h.delete(ctx, namespace, name, options)
-	if err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	status := http.StatusOK
-	//nolint:staticcheck // OrphanDependents is deprecated but still read, as upstream.
-	if !deleted && options.OrphanDependents != nil && !*options.OrphanDependents {
-		status = http.StatusAccepted
-	}
-	h.writeObject(w, req, status, result)
+	h.serveWrite(w, req, func(ctx context.Context) (int, runtime.Object, error) {
+		body, err := h.readBody(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		options, err := h.deleteOptions(req, body)
+		if err != nil {
+			return 0, nil, err
+		}
+		result, deleted, err := h.delete(ctx, namespace, name, options)
+		status := http.StatusOK
+		//nolint:staticcheck // OrphanDependents is deprecated but still read, as upstream.
+		if !deleted && options.OrphanDependents != nil && !*options.OrphanDependents {
+			status = http.StatusAccepted
+		}
+		return status, result, err
+	})
 }
 
 // serveDeleteCollection mirrors handlers.DeleteCollection: the list options come from the query,
 // the DeleteOptions from the body (or the query), and the answer is the list of what was deleted.
 func (h *resourceHandler) serveDeleteCollection(w http.ResponseWriter, req *http.Request, namespace string) {
-	ctx, cancel := context.WithTimeout(req.Context(), requestTimeoutUpperBound)
-	defer cancel()
-	if _, err := h.ep.negotiateOutput(req, false); err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	listOptions, err := h.listOptions(req.URL.Query(), "")
-	if err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	body, err := h.readBody(req)
-	if err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	options, err := h.deleteOptions(req, body)
-	if err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	result, err := h.deleteCollection(ctx, namespace, options, &listOptions)
-	if err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	h.writeObject(w, req, http.StatusOK, result)
+	h.serveWrite(w, req, func(ctx context.Context) (int, runtime.Object, error) {
+		listOptions, err := h.listOptions(req.URL.Query(), "")
+		if err != nil {
+			return 0, nil, err
+		}
+		body, err := h.readBody(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		options, err := h.deleteOptions(req, body)
+		if err != nil {
+			return 0, nil, err
+		}
+		result, err := h.deleteCollection(ctx, namespace, options, &listOptions)
+		return http.StatusOK, result, err
+	})
 }
 
 var deleteOptionsDecoder = func() runtime.Decoder {

@@ -23,7 +23,7 @@ func TestOpenAPI(t *testing.T) {
 			ServerRelativeURL string `json:"serverRelativeURL"`
 		} `json:"paths"`
 	}
-	if r := e.do("GET", "/openapi/v3", ""); r.code != 200 || json.Unmarshal(r.body, &root) != nil || len(root.Paths) != 3 {
+	if r := e.do("GET", "/openapi/v3", ""); r.code != 200 || json.Unmarshal(r.body, &root) != nil || len(root.Paths) != 4 {
 		t.Fatalf("/openapi/v3: %d %s", r.code, r.body)
 	}
 	url := root.Paths["api/v1"].ServerRelativeURL

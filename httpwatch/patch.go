@@ -53,47 +53,29 @@ func (h *resourceHandler) servePatch(w http.ResponseWriter, req *http.Request, r
 		h.writeError(w, req, unsupportedMediaType(supported))
 		return
 	}
-	ctx, cancel := context.WithTimeout(req.Context(), requestTimeoutUpperBound)
-	defer cancel()
-	if _, err := h.ep.negotiateOutput(req, false); err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	patchBytes, err := h.readBody(req)
-	if err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	options := &metav1.PatchOptions{}
-	if err := decodeOptions(req.URL.Query(), options, "PatchOptions", func() field.ErrorList { return metav1validation.ValidatePatchOptions(options, patchType) }); err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	if _, err := validateAndTranscodePatch(patchBytes, patchType); err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	p := &patcher{
-		h: h, w: w, patchType: patchType, patchBytes: patchBytes, options: options,
-		validation: fieldValidation(options.FieldValidation),
-		manager:    managerOrUserAgent(options.FieldManager, req.UserAgent()),
-		namespace:  r.namespace, name: r.name, subresource: r.subresource,
-	}
-	result, created, err := h.update(ctx, updateRequest{
-		namespace: r.namespace, name: r.name, subresource: r.subresource,
-		objInfo:          p.applyPatch,
-		forceAllowCreate: patchType == types.ApplyYAMLPatchType,
-		dryRun:           isDryRun(options.DryRun),
+	h.serveWrite(w, req, func(ctx context.Context) (int, runtime.Object, error) {
+		options := &metav1.PatchOptions{}
+		patchBytes, err := h.readBodyAndOptions(req, options, "PatchOptions", func() field.ErrorList { return metav1validation.ValidatePatchOptions(options, patchType) })
+		if err != nil {
+			return 0, nil, err
+		}
+		if _, err := validateAndTranscodePatch(patchBytes, patchType); err != nil {
+			return 0, nil, err
+		}
+		p := &patcher{
+			h: h, w: w, patchType: patchType, patchBytes: patchBytes, options: options,
+			validation: fieldValidation(options.FieldValidation),
+			manager:    managerOrUserAgent(options.FieldManager, req.UserAgent()),
+			namespace:  r.namespace, name: r.name, subresource: r.subresource,
+		}
+		result, created, err := h.update(ctx, updateRequest{
+			namespace: r.namespace, name: r.name, subresource: r.subresource,
+			objInfo:          p.applyPatch,
+			forceAllowCreate: patchType == types.ApplyYAMLPatchType,
+			dryRun:           isDryRun(options.DryRun),
+		})
+		return createdOrOK(created), result, err
 	})
-	if err != nil {
-		h.writeError(w, req, err)
-		return
-	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	h.writeObject(w, req, status, result)
 }
 
 func contains(list []string, s string) bool {

@@ -41,7 +41,7 @@ const maxNameGenerationCreateAttempts = 8
 
 // keyRoot mirrors registry.NamespaceKeyRootFunc: the key of a collection.
 func (h *resourceHandler) keyRoot(namespace string) string {
-	key := h.res.keyPrefix()
+	key := h.res.ResourcePrefix()
 	if h.res.Namespaced && namespace != "" {
 		key += "/" + namespace
 	}
@@ -176,6 +176,9 @@ func (h *resourceHandler) watch(ctx context.Context, namespace string, opts *met
 
 // create mirrors registry.Store.Create, createWithGenerateNameRetry and create.
 func (h *resourceHandler) create(ctx context.Context, namespace string, obj *unstructured.Unstructured, dryRun bool) (runtime.Object, error) {
+	if err := h.admitNamespaceLifecycle(ctx, namespace, obj.GetName()); err != nil {
+		return nil, err
+	}
 	if obj.GetGenerateName() != "" && obj.GetName() == "" {
 		var result runtime.Object
 		var err error
@@ -284,7 +287,11 @@ func (h *resourceHandler) validate(obj *unstructured.Unstructured) field.ErrorLi
 	if h.res.isCoreNamespaces() {
 		nameFn = apivalidation.ValidateNamespaceName
 	}
-	return apivalidation.ValidateObjectMetaAccessor(obj, h.res.Namespaced, nameFn, field.NewPath("metadata"))
+	errs := apivalidation.ValidateObjectMetaAccessor(obj, h.res.Namespaced, nameFn, field.NewPath("metadata"))
+	if st := h.res.strategy; st != nil && st.validate != nil {
+		errs = append(errs, st.validate(obj.Object)...)
+	}
+	return errs
 }
 
 // checkGeneratedNameError mirrors rest.CheckGeneratedNameError.
@@ -608,8 +615,9 @@ func (h *resourceHandler) deleteWithoutFinalizers(ctx context.Context, name, key
 // errAlreadyDeleting signals that a graceful deletion is already pending.
 var errAlreadyDeleting = errors.New("abort delete: already deleting")
 
-// delete mirrors registry.Store.Delete for a server without a garbage collector: an object with
-// finalizers is marked as being deleted; a kind that deletes gracefully (pods) is marked with a
+// delete mirrors registry.Store.Delete: an object with finalizers, or given the orphan or
+// foregroundDeletion finalizer by the delete's propagation (propagation.go), is marked as being
+// deleted; a kind that deletes gracefully (pods) is marked with a
 // deletionTimestamp its grace period ahead, unless the period is 0; any other object is deleted.
 // A namespace is marked Terminating and deleted only once its spec.finalizers are empty (the
 // namespace REST's Delete).
@@ -638,7 +646,8 @@ func (h *resourceHandler) delete(ctx context.Context, namespace, name string, op
 	if pendingGraceful {
 		return h.finalizeDelete(obj), false, nil
 	}
-	if graceful || len(obj.GetFinalizers()) != 0 {
+	updateFinalizers, _ := h.deletionFinalizersForGarbageCollection(obj, options)
+	if graceful || len(obj.GetFinalizers()) != 0 || updateFinalizers {
 		out, deleteNow, err := h.updateForGracefulDeletionAndFinalizers(ctx, name, key, options, &preconditions, dryRun)
 		if err != nil || !deleteNow {
 			return out, false, err
@@ -744,6 +753,9 @@ func (h *resourceHandler) updateForGracefulDeletionAndFinalizers(ctx context.Con
 		}
 		if pendingGraceful {
 			return nil, errAlreadyDeleting
+		}
+		if update, finalizers := h.deletionFinalizersForGarbageCollection(u, options); update {
+			u.SetFinalizers(finalizers)
 		}
 		pendingFinalizers = len(u.GetFinalizers()) != 0
 		lastGraceful = 0

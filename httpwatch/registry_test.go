@@ -371,7 +371,8 @@ func TestGet(t *testing.T) {
 
 // TestPodsIndexedByNodeName: pods are served as the kube-apiserver serves them
 // (k8s.io/kubernetes pkg/registry/core/pod/storage/storage.go and strategy.go): the watch cache's
-// trigger is spec.nodeName (NodeNameTriggerFunc), and the predicate of every pod list and watch
+// trigger is spec.nodeName (NodeNameTriggerFunc; chain TestCacheConfigIndexesPodsByNodeName checks the
+// cache's index), and the predicate of every pod list and watch
 // names it in IndexFields (MatchPod), so a kubelet's watch (fieldSelector spec.nodeName=X) is
 // indexed by its node and offered only that node's pods, with the channel size of a trigger watcher.
 // Other resources have neither. Failure mode: pods without the trigger, whose kubelet watches are
@@ -380,18 +381,13 @@ func TestPodsIndexedByNodeName(t *testing.T) {
 	if got := Pods().TriggerField; got != "spec.nodeName" {
 		t.Fatalf("Pods().TriggerField = %q, want spec.nodeName", got)
 	}
-	cfg := Pods().CacheConfig(nil)
-	fn, ok := cfg.IndexerFuncs["spec.nodeName"]
-	if !ok || len(cfg.IndexerFuncs) != 1 {
-		t.Fatalf("pods' cache indexers: %v", cfg.IndexerFuncs)
-	}
 	pod := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{"name": "p", "namespace": "default"}, "spec": map[string]any{"nodeName": "n1"}}}
-	if got := fn(pod); got != "n1" {
+	if got := Pods().TriggerValue(pod); got != "n1" {
 		t.Errorf("trigger value of a pod on n1: %q", got)
 	}
-	if got := ConfigMaps().CacheConfig(nil).IndexerFuncs; got != nil {
-		t.Errorf("configmaps' cache indexers: %v", got)
+	if got := ConfigMaps().TriggerField; got != "" {
+		t.Errorf("ConfigMaps().TriggerField = %q, want none", got)
 	}
 
 	e := newEnv(t)

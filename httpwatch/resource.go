@@ -17,9 +17,7 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/listwatch/listwatch/builtin"
-	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/storage"
-	"github.com/listwatch/listwatch/watch"
 )
 
 // Resource describes one resource the server serves: where its paths are, what its objects are called
@@ -110,6 +108,9 @@ type SelectableField struct {
 	// Path is the field's path in the object, such as ["status", "phase"]. Strings, booleans and numbers
 	// are matched by their text; a missing field is "".
 	Path []string
+	// Fallback, if set, is where the value is when Path's is "", as an event's source falls back
+	// to its reportingComponent.
+	Fallback []string
 }
 
 // ErrInvalidConfig is wrapped by every error New returns for a bad Config.
@@ -184,8 +185,9 @@ func (r Resource) GroupResource() schema.GroupResource {
 	return schema.GroupResource{Group: r.Group, Resource: r.Resource}
 }
 
-// keyPrefix is KeyPrefix with its default.
-func (r Resource) keyPrefix() string {
+// ResourcePrefix is the storage key prefix of the resource: KeyPrefix with its default, such as
+// "/configmaps". The assembler (package chain) builds the resource's storage under it.
+func (r Resource) ResourcePrefix() string {
 	if r.KeyPrefix != "" {
 		return r.KeyPrefix
 	}
@@ -200,44 +202,35 @@ func (r Resource) NewObject() runtime.Object {
 	return u
 }
 
-// StorageConfig returns the watch.Config of the resource's etcd3 storage: its key prefix, its
-// GroupResource for errors and NewObject for bookmarks. Callers may add a clock or logger.
-func (r Resource) StorageConfig() watch.Config {
-	return watch.Config{ResourcePrefix: r.keyPrefix(), GroupResource: r.GroupResource(), NewFunc: r.NewObject}
-}
-
-// CacheConfig returns the configuration of a watch cache of the resource over s: its key prefix and
-// key function, GetAttrs, NewObject for bookmarks, the list kind and the trigger index.
-func (r Resource) CacheConfig(s storage.Interface) cache.Config {
-	prefix := r.keyPrefix() + "/"
-	keyFunc := func(obj runtime.Object) (string, error) { return storage.NamespaceKeyFunc(prefix, obj) }
-	if !r.Namespaced {
-		keyFunc = func(obj runtime.Object) (string, error) { return storage.NoNamespaceKeyFunc(prefix, obj) }
-	}
+// NewListObject returns an empty list of the resource's list kind.
+func (r Resource) NewListObject() runtime.Object {
 	listKind := r.ListKind
 	if listKind == "" {
 		listKind = r.Kind + "List"
 	}
-	cfg := cache.Config{
-		Storage:        s,
-		ResourcePrefix: prefix,
-		GroupResource:  r.GroupResource(),
-		KeyFunc:        keyFunc,
-		GetAttrsFunc:   r.GetAttrs,
-		NewFunc:        r.NewObject,
-		NewListFunc: func() runtime.Object {
-			l := &unstructured.UnstructuredList{}
-			l.SetGroupVersionKind(r.GroupVersion().WithKind(listKind))
-			return l
-		},
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(r.GroupVersion().WithKind(listKind))
+	return l
+}
+
+// KeyFunc returns the storage key of obj: ResourcePrefix, then the namespace of a namespaced
+// resource, then the name, as a watch cache keys its objects.
+func (r Resource) KeyFunc(obj runtime.Object) (string, error) {
+	prefix := r.ResourcePrefix() + "/"
+	if r.Namespaced {
+		return storage.NamespaceKeyFunc(prefix, obj)
 	}
-	if f := r.selectableField(r.TriggerField); f != nil {
-		path := f.Path
-		cfg.IndexerFuncs = map[string]cache.IndexerFunc{f.Label: func(obj runtime.Object) string {
-			return fieldText(contentOf(obj), path)
-		}}
+	return storage.NoNamespaceKeyFunc(prefix, obj)
+}
+
+// TriggerValue returns the value of TriggerField in obj, which a watch cache indexes watchers by;
+// "" when the resource has no trigger field.
+func (r Resource) TriggerValue(obj runtime.Object) string {
+	f := r.selectableField(r.TriggerField)
+	if f == nil {
+		return ""
 	}
-	return cfg
+	return fieldText(contentOf(obj), f.Path)
 }
 
 // GetAttrs returns the label set and the field set a field selector matches against: metadata.name,
@@ -256,7 +249,11 @@ func (r Resource) GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
 	if len(r.SelectableFields) > 0 {
 		content := contentOf(obj)
 		for _, f := range r.SelectableFields {
-			fs[f.Label] = fieldText(content, f.Path)
+			v := fieldText(content, f.Path)
+			if v == "" && f.Fallback != nil {
+				v = fieldText(content, f.Fallback)
+			}
+			fs[f.Label] = v
 		}
 	}
 	return labels.Set(m.GetLabels()), fs, nil

@@ -45,12 +45,13 @@ func TestDiscovery(t *testing.T) {
 			}
 		}
 	}
-	if strings.Join(names, ",") != "configmaps,namespaces,namespaces/finalize,namespaces/status,pods,pods/status,secrets,services,services/status" {
+	if strings.Join(names, ",") != "configmaps,events,namespaces,namespaces/finalize,namespaces/status,pods,pods/status,secrets,services,services/status" {
 		t.Errorf("core resources %v", names)
 	}
 	var groups metav1.APIGroupList
-	if r := e.do("GET", "/apis", ""); r.code != 200 || json.Unmarshal(r.body, &groups) != nil || len(groups.Groups) != 2 ||
-		groups.Groups[0].Name != "apps" || groups.Groups[1].Name != "example.com" || groups.Groups[1].PreferredVersion.GroupVersion != "example.com/v1" {
+	if r := e.do("GET", "/apis", ""); r.code != 200 || json.Unmarshal(r.body, &groups) != nil || len(groups.Groups) != 3 ||
+		groups.Groups[0].Name != "apps" || groups.Groups[1].Name != "events.k8s.io" || groups.Groups[2].Name != "example.com" ||
+		groups.Groups[2].PreferredVersion.GroupVersion != "example.com/v1" {
 		t.Errorf("/apis: %d %s", r.code, r.body)
 	}
 	var group metav1.APIGroup
@@ -84,7 +85,7 @@ func TestDiscovery(t *testing.T) {
 		if ct := r.header.Get("Content-Type"); ct != "application/json;g=apidiscovery.k8s.io;v="+version+";as=APIGroupDiscoveryList" {
 			t.Errorf("aggregated Content-Type %q", ct)
 		}
-		if len(agg.Items) != 2 || agg.Items[0].Name != "apps" || agg.Items[1].Name != "example.com" {
+		if len(agg.Items) != 3 || agg.Items[0].Name != "apps" || agg.Items[1].Name != "events.k8s.io" || agg.Items[2].Name != "example.com" {
 			t.Fatalf("aggregated groups %+v", agg.Items)
 		}
 		d := agg.Items[0].Versions[0].Resources[0]
@@ -97,7 +98,7 @@ func TestDiscovery(t *testing.T) {
 	r := e.do("GET", "/api", "", "Accept", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
 	var coreAgg apidiscoveryv2.APIGroupDiscoveryList
 	if r.code != 200 || json.Unmarshal(r.body, &coreAgg) != nil || len(coreAgg.Items) != 1 || coreAgg.Items[0].Name != "" ||
-		len(coreAgg.Items[0].Versions[0].Resources) != 5 {
+		len(coreAgg.Items[0].Versions[0].Resources) != 6 {
 		t.Errorf("/api aggregated: %d %s", r.code, r.body)
 	}
 	// Failure modes: a version of the document that does not exist, or YAML, gets the legacy

@@ -111,6 +111,9 @@ func (h *resourceHandler) columns() []Column {
 		}}}
 }
 
+// nameDescription is metav1.ObjectMeta's documentation of name, the Name column's description.
+const nameDescription = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names"
+
 // asTable mirrors handlers.asTable over the resource's table convertor (the printers of the built-in
 // kinds, apiextensions' tableconvertor for custom resources, rest.DefaultTableConvertor for the
 // rest): one row per object, Name then the columns; the row's object is its metadata
@@ -119,11 +122,12 @@ func (h *resourceHandler) asTable(obj runtime.Object, opts *metav1.TableOptions,
 	table := &metav1.Table{}
 	table.SetGroupVersionKind(gv.WithKind(asTable))
 	cols := h.columns()
+	nameFirst := h.res.strategy == nil || !h.res.strategy.noNameColumn
 	if !opts.NoHeaders {
-		table.ColumnDefinitions = append(table.ColumnDefinitions, metav1.TableColumnDefinition{
-			Name: "Name", Type: "string", Format: "name",
-			Description: "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
-		})
+		if nameFirst {
+			table.ColumnDefinitions = append(table.ColumnDefinitions, metav1.TableColumnDefinition{
+				Name: "Name", Type: "string", Format: "name", Description: nameDescription})
+		}
 		for _, c := range cols {
 			table.ColumnDefinitions = append(table.ColumnDefinitions, metav1.TableColumnDefinition{
 				Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description, Priority: c.Priority,
@@ -150,7 +154,10 @@ func (h *resourceHandler) asTable(obj runtime.Object, opts *metav1.TableOptions,
 	now := h.server.clock.Now()
 	table.Rows = make([]metav1.TableRow, 0, len(items))
 	for _, u := range items {
-		row := metav1.TableRow{Cells: []any{u.GetName()}}
+		row := metav1.TableRow{}
+		if nameFirst {
+			row.Cells = append(row.Cells, u.GetName())
+		}
 		for _, c := range cols {
 			row.Cells = append(row.Cells, cellValue(c, u.Object, now))
 		}

@@ -547,17 +547,24 @@ func TestWatchFlushPolicy(t *testing.T) {
 	fw.Add(named("d"))
 	rec := &recordingWriter{header: http.Header{}}
 	_, stop := serveFake(t, fw, rec, "")
-	want := "header 200; flush; write ADDED a; write ADDED b; write ADDED c; write BOOKMARK ; flush; write ADDED d; flush"
+	expectThenLoneFlush(t, rec, "header 200; flush; write ADDED a; write ADDED b; write ADDED c; write BOOKMARK ; flush; write ADDED d; flush",
+		fw.Add, "e", stop)
+	if !fw.IsStopped() {
+		t.Error("the watcher was not stopped when the request ended")
+	}
+}
+
+// expectThenLoneFlush waits until rec has logged want, then adds one more event, name, alone and waits
+// for its write and flush; after stop the log must be unchanged.
+func expectThenLoneFlush(t *testing.T, rec *recordingWriter, want string, add func(runtime.Object), name string, stop func()) {
+	t.Helper()
 	testutil.WaitFor(t, "the buffered events", func() bool { return rec.log() == want })
-	fw.Add(named("e"))
-	want += "; write ADDED e; flush"
+	add(named(name))
+	want += "; write ADDED " + name + "; flush"
 	testutil.WaitFor(t, "a lone event flushed", func() bool { return rec.log() == want })
 	stop()
 	if got := rec.log(); got != want {
 		t.Errorf("writes and flushes\n  %s\nwant\n  %s", got, want)
-	}
-	if !fw.IsStopped() {
-		t.Error("the watcher was not stopped when the request ended")
 	}
 }
 

@@ -26,7 +26,9 @@ var schemaRoots = []string{
 	"io.k8s.api.core.v1.Pod",
 	"io.k8s.api.core.v1.Secret",
 	"io.k8s.api.core.v1.Service",
+	"io.k8s.api.core.v1.Event",
 	"io.k8s.api.apps.v1.Deployment",
+	"io.k8s.api.events.v1.Event",
 	"__untyped_atomic_",
 	"__untyped_deduced_",
 }

@@ -12,10 +12,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/interop/internal/etcdtest"
 	"github.com/listwatch/listwatch/interop/internal/seeds"
-	"github.com/listwatch/listwatch/store"
 )
 
 // startEtcd starts an embedded etcd for the test and returns it as a side; it is stopped at cleanup.
@@ -240,22 +238,7 @@ func TestHarnessCatchesDifferences(t *testing.T) {
 // election timeout, and the member ID etcdgrpc presents, as an etcd member would.
 func startListwatch(t testing.TB, name string) *side {
 	t.Helper()
-	opts := etcdgrpc.Options{}.WithDefaults()
-	st := store.New(store.Options{MinLeaseTTL: etcdtest.MinLeaseTTL, MemberID: opts.MemberID})
-	cli, stop, err := etcdgrpc.NewClient(st, opts)
-	if err != nil {
-		st.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("stopping %s: %v", name, err)
-		}
-		if err := st.Close(); err != nil {
-			t.Errorf("closing %s store: %v", name, err)
-		}
-	})
-	return newSide(name, cli)
+	return newSide(name, etcdtest.Listwatch(t, 0))
 }
 
 // knownDifferences lists op kinds left out of the etcd-vs-listwatch run because of a difference

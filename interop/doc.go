@@ -95,5 +95,6 @@
 //	LISTWATCH_HTTPDIFF_SEEDS=1-100 [LISTWATCH_HTTPDIFF_OPS=150] go test -race -timeout 3h -run TestHTTPDifferential ./httpdiff/
 //
 // A seed list is "N", "N-M" or a comma-separated list of them (internal/seeds); every difference a
-// run reports names its seed, and each test's log ends with the counts of what it compared.
+// run reports names its seed, and each test's log ends with the counts of what it compared. Both
+// run their watch pairs (segments, resumes, judging, comparing) on one runner, internal/diffrun.
 package interop

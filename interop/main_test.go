@@ -4,10 +4,6 @@ import (
 	"flag"
 	"testing"
 
-	"github.com/go-logr/logr"
-	"go.uber.org/goleak"
-	"k8s.io/klog/v2"
-
 	"github.com/listwatch/listwatch/interop/internal/kinetest"
 	"github.com/listwatch/listwatch/interop/internal/kubeapiserver"
 )
@@ -17,8 +13,5 @@ var (
 	flagOps  = flag.Int("interop.ops", 0, "operations per seed (default: each test's own)")
 )
 
-func TestMain(m *testing.M) {
-	// kubecheck_test.go runs the upstream apiserver, which logs its life through klog
-	klog.SetLogger(logr.Discard())
-	goleak.VerifyTestMain(m, append(kubeapiserver.GoleakOptions(), kinetest.GoleakOptions()...)...)
-}
+// TestMain: kubecheck_test.go runs the upstream apiserver, kine_test.go kine.
+func TestMain(m *testing.M) { kubeapiserver.VerifyTestMain(m, kinetest.GoleakOptions()...) }

@@ -100,67 +100,71 @@ type getSpec struct {
 	MaxCreate    int64
 }
 
-func (g *getSpec) op() clientv3.Op {
-	opts := g.Sel.opts()
-	if g.Rev != 0 {
-		opts = append(opts, clientv3.WithRev(g.Rev))
+// option is one option of a request that the spec may set: its clientv3 option and how String
+// names it.
+type option struct {
+	on   bool
+	name string
+	opt  func() clientv3.OpOption
+}
+
+// boolOption is a boolean option.
+func boolOption(on bool, name string, opt func() clientv3.OpOption) option {
+	return option{on: on, name: " " + name, opt: opt}
+}
+
+// revOption is a revision or count option, set when not 0.
+func revOption(name string, v int64, opt func(int64) clientv3.OpOption) option {
+	return option{on: v != 0, name: fmt.Sprintf(" %s=%d", name, v), opt: func() clientv3.OpOption { return opt(v) }}
+}
+
+// withOptions appends the clientv3 options that are set.
+func withOptions(opts []clientv3.OpOption, options []option) []clientv3.OpOption {
+	for _, o := range options {
+		if o.on {
+			opts = append(opts, o.opt())
+		}
 	}
-	if g.Limit != 0 {
-		opts = append(opts, clientv3.WithLimit(g.Limit))
+	return opts
+}
+
+// writeOptions writes the names of the options that are set.
+func writeOptions(b *strings.Builder, options []option) {
+	for _, o := range options {
+		if o.on {
+			b.WriteString(o.name)
+		}
 	}
-	if g.CountOnly {
-		opts = append(opts, clientv3.WithCountOnly())
-	}
-	if g.KeysOnly {
-		opts = append(opts, clientv3.WithKeysOnly())
-	}
-	if g.Serializable {
-		opts = append(opts, clientv3.WithSerializable())
-	}
+}
+
+func (g *getSpec) options() []option {
+	sorted := option{on: g.Sort != nil}
 	if g.Sort != nil {
-		opts = append(opts, clientv3.WithSort(g.Sort.Target, g.Sort.Order))
+		sorted.name = fmt.Sprintf(" sort=%d/%d", g.Sort.Target, g.Sort.Order)
+		sorted.opt = func() clientv3.OpOption { return clientv3.WithSort(g.Sort.Target, g.Sort.Order) }
 	}
-	if g.MinMod != 0 {
-		opts = append(opts, clientv3.WithMinModRev(g.MinMod))
+	return []option{
+		revOption("rev", g.Rev, clientv3.WithRev),
+		revOption("limit", g.Limit, clientv3.WithLimit),
+		revOption("minMod", g.MinMod, clientv3.WithMinModRev),
+		revOption("maxMod", g.MaxMod, clientv3.WithMaxModRev),
+		revOption("minCreate", g.MinCreate, clientv3.WithMinCreateRev),
+		revOption("maxCreate", g.MaxCreate, clientv3.WithMaxCreateRev),
+		boolOption(g.CountOnly, "countOnly", clientv3.WithCountOnly),
+		boolOption(g.KeysOnly, "keysOnly", clientv3.WithKeysOnly),
+		boolOption(g.Serializable, "serializable", clientv3.WithSerializable),
+		sorted,
 	}
-	if g.MaxMod != 0 {
-		opts = append(opts, clientv3.WithMaxModRev(g.MaxMod))
-	}
-	if g.MinCreate != 0 {
-		opts = append(opts, clientv3.WithMinCreateRev(g.MinCreate))
-	}
-	if g.MaxCreate != 0 {
-		opts = append(opts, clientv3.WithMaxCreateRev(g.MaxCreate))
-	}
-	return clientv3.OpGet(g.Sel.Key, opts...)
+}
+
+func (g *getSpec) op() clientv3.Op {
+	return clientv3.OpGet(g.Sel.Key, withOptions(g.Sel.opts(), g.options())...)
 }
 
 func (g *getSpec) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "get %v", g.Sel)
-	flag := func(name string, v int64) {
-		if v != 0 {
-			fmt.Fprintf(&b, " %s=%d", name, v)
-		}
-	}
-	flag("rev", g.Rev)
-	flag("limit", g.Limit)
-	flag("minMod", g.MinMod)
-	flag("maxMod", g.MaxMod)
-	flag("minCreate", g.MinCreate)
-	flag("maxCreate", g.MaxCreate)
-	if g.CountOnly {
-		b.WriteString(" countOnly")
-	}
-	if g.KeysOnly {
-		b.WriteString(" keysOnly")
-	}
-	if g.Serializable {
-		b.WriteString(" serializable")
-	}
-	if g.Sort != nil {
-		fmt.Fprintf(&b, " sort=%d/%d", g.Sort.Target, g.Sort.Order)
-	}
+	writeOptions(&b, g.options())
 	return b.String()
 }
 
@@ -173,21 +177,20 @@ type putSpec struct {
 	IgnoreLease bool
 }
 
+func (p *putSpec) options() []option {
+	return []option{
+		boolOption(p.PrevKV, "prevKV", clientv3.WithPrevKV),
+		boolOption(p.IgnoreValue, "ignoreValue", clientv3.WithIgnoreValue),
+		boolOption(p.IgnoreLease, "ignoreLease", clientv3.WithIgnoreLease),
+	}
+}
+
 func (p *putSpec) op(s *side) clientv3.Op {
 	var opts []clientv3.OpOption
 	if id := s.leaseID(p.Lease); id != 0 {
 		opts = append(opts, clientv3.WithLease(clientv3.LeaseID(id)))
 	}
-	if p.PrevKV {
-		opts = append(opts, clientv3.WithPrevKV())
-	}
-	if p.IgnoreValue {
-		opts = append(opts, clientv3.WithIgnoreValue())
-	}
-	if p.IgnoreLease {
-		opts = append(opts, clientv3.WithIgnoreLease())
-	}
-	return clientv3.OpPut(p.Key, p.Value, opts...)
+	return clientv3.OpPut(p.Key, p.Value, withOptions(opts, p.options())...)
 }
 
 func (p *putSpec) String() string {
@@ -200,15 +203,7 @@ func (p *putSpec) String() string {
 	if p.Lease != noLease {
 		fmt.Fprintf(&b, " %v", p.Lease)
 	}
-	if p.PrevKV {
-		b.WriteString(" prevKV")
-	}
-	if p.IgnoreValue {
-		b.WriteString(" ignoreValue")
-	}
-	if p.IgnoreLease {
-		b.WriteString(" ignoreLease")
-	}
+	writeOptions(&b, p.options())
 	return b.String()
 }
 
@@ -364,46 +359,27 @@ type watchSpec struct {
 	Stream string
 }
 
+func (w *watchSpec) options() []option {
+	return []option{
+		boolOption(w.PrevKV, "prevKV", clientv3.WithPrevKV),
+		boolOption(w.NoPut, "noPut", clientv3.WithFilterPut),
+		boolOption(w.NoDelete, "noDelete", clientv3.WithFilterDelete),
+		boolOption(w.CreatedNotify, "createdNotify", clientv3.WithCreatedNotify),
+		boolOption(w.Fragment, "fragment", clientv3.WithFragment),
+	}
+}
+
 func (w *watchSpec) opts() []clientv3.OpOption {
 	opts := w.Sel.opts()
 	if w.Rev != 0 {
 		opts = append(opts, clientv3.WithRev(w.Rev))
 	}
-	if w.PrevKV {
-		opts = append(opts, clientv3.WithPrevKV())
-	}
-	if w.NoPut {
-		opts = append(opts, clientv3.WithFilterPut())
-	}
-	if w.NoDelete {
-		opts = append(opts, clientv3.WithFilterDelete())
-	}
-	if w.CreatedNotify {
-		opts = append(opts, clientv3.WithCreatedNotify())
-	}
-	if w.Fragment {
-		opts = append(opts, clientv3.WithFragment())
-	}
-	return opts
+	return withOptions(opts, w.options())
 }
 
 func (w *watchSpec) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "watch %v rev=%d stream=%s", w.Sel, w.Rev, w.Stream)
-	if w.PrevKV {
-		b.WriteString(" prevKV")
-	}
-	if w.NoPut {
-		b.WriteString(" noPut")
-	}
-	if w.NoDelete {
-		b.WriteString(" noDelete")
-	}
-	if w.CreatedNotify {
-		b.WriteString(" createdNotify")
-	}
-	if w.Fragment {
-		b.WriteString(" fragment")
-	}
+	writeOptions(&b, w.options())
 	return b.String()
 }

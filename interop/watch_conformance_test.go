@@ -17,11 +17,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/internal/storagebackend/watchsuite"
 	"github.com/listwatch/listwatch/interop/internal/etcdtest"
-	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/storagetest"
-	"github.com/listwatch/listwatch/store"
 	"github.com/listwatch/listwatch/watch"
 )
 
@@ -95,14 +93,10 @@ type confServer struct {
 
 // env returns the environment a case plays in; serial turns ConcurrentWatchObjectDecode off.
 func (s *confServer) env(serial bool) storagetest.Env {
-	env := storagetest.Env{Client: s.client}
 	if serial {
-		env.NewStorage = func(cfg watch.Config) (storage.Interface, error) {
-			cfg.Features.DisableConcurrentWatchObjectDecode = true
-			return watch.New(s.client, cfg)
-		}
+		return watchsuite.Env(s.client, func(f *watch.Features) { f.DisableConcurrentWatchObjectDecode = true })
 	}
-	return env
+	return watchsuite.Env(s.client, nil)
 }
 
 // startConfEtcd starts an embedded etcd and connects a counting client to it; both stop at cleanup.
@@ -138,22 +132,8 @@ func startConfEtcd(t *testing.T, rs *confRangeStreams) *confServer {
 // RangeStream RPCs, with the lease TTL floor and member ID the embedded etcd has; it stops at cleanup.
 func startConfListwatch(t *testing.T, rs *confRangeStreams) *confServer {
 	t.Helper()
-	opts := etcdgrpc.Options{}.WithDefaults()
-	st := store.New(store.Options{MinLeaseTTL: etcdtest.MinLeaseTTL, MemberID: opts.MemberID})
-	cli, stop, err := etcdgrpc.NewClient(st, opts, func(cfg *clientv3.Config) {
+	cli := etcdtest.Listwatch(t, 0, func(cfg *clientv3.Config) {
 		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainStreamInterceptor(rs.intercept))
-	})
-	if err != nil {
-		st.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("stopping listwatch: %v", err)
-		}
-		if err := st.Close(); err != nil {
-			t.Errorf("closing listwatch store: %v", err)
-		}
 	})
 	return &confServer{impl: "listwatch", client: cli}
 }

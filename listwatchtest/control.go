@@ -54,7 +54,7 @@ func (e *Env) Key(resource, namespace, name string) (string, error) {
 	if name == "" {
 		return "", errors.New("listwatchtest: an object name is required")
 	}
-	return path.Join(registryPrefix, r.StorageConfig().ResourcePrefix, namespace, name), nil
+	return path.Join(registryPrefix, r.ResourcePrefix(), namespace, name), nil
 }
 
 // Raw reads a key straight from the store, as etcd holds it (the value the storage encoded, its

@@ -15,11 +15,15 @@
 //   - Start(t, options...) starts an Env and closes it at t's cleanup; New(ctx, options...) and
 //     Env.Close do the same by hand (benchmarks, examples).
 //   - Options: WithResources (default httpwatch.DefaultResources: ConfigMaps, Secrets, Pods,
-//     Services, Namespaces, Deployments and widgets.example.com), WithCRDs and WithCRDFiles (custom
+//     Services, Namespaces, Events (core/v1 and events.k8s.io/v1), Deployments and
+//     widgets.example.com), WithCRDs and WithCRDFiles (custom
 //     resources from CustomResourceDefinitions as YAML, JSON, Go values or files), WithObjects
 //     (created before Start returns), WithScheme (the kinds
 //     of typed objects without apiVersion and kind; default client-go's scheme), EtcdOnly (no
-//     Kubernetes API), WithoutWatchCache, WithProgressNotifyInterval, WithLogger (default silent).
+//     Kubernetes API), WithoutWatchCache, WithProgressNotifyInterval, WithLogger (default silent),
+//     WithControllers (package controllers' namespace controller, garbage collector and kubelet
+//     confirmation, on the environment's clock, stopped by Close; default none, as envtest;
+//     controllers' tests run through it).
 //   - The etcd API: Endpoint (a loopback client URL any etcd client may dial) and Etcd (a
 //     *clientv3.Client on it). The Kubernetes API: URL (a loopback URL), Config (a *rest.Config),
 //     Kubeconfig (a kubeconfig file for kubectl), Chain (the assembly behind it).

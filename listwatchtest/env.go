@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/listwatch/listwatch/chain"
+	"github.com/listwatch/listwatch/controllers"
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/httpwatch"
 	"github.com/listwatch/listwatch/storage"
@@ -48,6 +50,8 @@ var (
 type Option func(*options) error
 
 type options struct {
+	controllers      bool
+	controllerNames  []string
 	resources        []httpwatch.Resource
 	resourcesSet     bool
 	crds             []httpwatch.Resource
@@ -142,6 +146,26 @@ func WithScheme(s *runtime.Scheme) Option {
 	}
 }
 
+// WithControllers runs controllers against the Kubernetes API, as kube-controller-manager and
+// the kubelets would: the namespace controller, the garbage collector and the kubelets'
+// confirmation of a bound pod's graceful deletion (package controllers), or only those named
+// (controllers.Namespace, GarbageCollector, Kubelet). Default: none, as envtest.
+func WithControllers(names ...string) Option {
+	return func(o *options) error {
+		for _, n := range names {
+			if !slices.Contains(controllers.All, n) {
+				return fmt.Errorf("%w: WithControllers: unknown controller %q (known: %v)", ErrInvalidOption, n, controllers.All)
+			}
+		}
+		o.controllers = true
+		o.controllerNames = names
+		if len(names) == 0 {
+			o.controllerNames = nil
+		}
+		return nil
+	}
+}
+
 // EtcdOnly starts the etcd API alone, without the Kubernetes API.
 func EtcdOnly() Option {
 	return func(o *options) error {
@@ -194,6 +218,8 @@ type Env struct {
 	stopEtcd func() error
 	chain    *chain.Chain // nil with EtcdOnly
 	config   *rest.Config // nil with EtcdOnly
+	// controllers run with WithControllers; nil otherwise.
+	controllers *controllers.Controllers
 
 	served    map[string]*watchSet // the HTTP API's watches, by resource name
 	reflector map[string]*watchSet // the watch caches' own watches, by resource name
@@ -242,7 +268,7 @@ func New(ctx context.Context, opts ...Option) (*Env, error) {
 			return nil, err
 		}
 	}
-	if o.etcdOnly && (o.resourcesSet || len(o.crds) > 0 || len(o.objects) > 0 || o.noWatchCache) {
+	if o.etcdOnly && (o.resourcesSet || len(o.crds) > 0 || len(o.objects) > 0 || o.noWatchCache || o.controllers) {
 		return nil, fmt.Errorf("%w: EtcdOnly with Kubernetes options (resources, CRDs, objects or the watch cache)", ErrInvalidOption)
 	}
 	if o.scheme == nil {
@@ -320,6 +346,13 @@ func (e *Env) start(ctx context.Context) error {
 	// QPS -1: no client-side rate limit, which would only slow tests down (client-go's default is 5
 	// requests a second).
 	e.config = &rest.Config{Host: e.chain.URL(), QPS: -1}
+	if e.opts.controllers {
+		e.controllers, err = controllers.Start(ctx, controllers.Config{
+			REST: rest.CopyConfig(e.config), Names: e.opts.controllerNames, Clock: e.clock, Logger: e.opts.logger})
+		if err != nil {
+			return fmt.Errorf("listwatchtest: %w", err)
+		}
+	}
 	if len(e.opts.objects) > 0 {
 		if err := e.Seed(ctx, e.opts.objects...); err != nil {
 			return err
@@ -331,6 +364,9 @@ func (e *Env) start(ctx context.Context) error {
 // release stops what start started, the Kubernetes API first, the store last.
 func (e *Env) release() error {
 	var errs []error
+	if e.controllers != nil {
+		e.controllers.Stop()
+	}
 	if e.etcdClient != nil {
 		if err := e.etcdClient.Close(); err != nil && !errors.Is(err, context.Canceled) {
 			errs = append(errs, fmt.Errorf("listwatchtest: closing the etcd client: %w", err))

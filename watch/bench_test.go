@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/listwatch/listwatch/storage"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 
+	"github.com/listwatch/listwatch/internal/storagebackend"
 	"github.com/listwatch/listwatch/internal/testutil"
+	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -94,7 +94,7 @@ func BenchmarkWatchChanDecode(b *testing.B) {
 // BenchmarkWatchEndToEnd measures events per second from the in-process store through gRPC, clientv3
 // and the watch to the reader, for 1 KiB objects created before the watch and replayed from history.
 func BenchmarkWatchEndToEnd(b *testing.B) {
-	bk := newBackend(b, store.Options{})
+	bk := storagebackend.StartInProcess(b, store.Options{})
 	s := newStorageOn(b, bk, Config{})
 	const objects = 2000
 	for i := range objects {

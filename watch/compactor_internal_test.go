@@ -13,6 +13,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/internal/storagebackend"
 	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
@@ -93,7 +94,7 @@ func untilCompactRevision(t *testing.T, s *Store, clk *testingclock.FakeClock, r
 // watch loop makes it (etcd3/compact.go runWatchLoop); an older announcement does not lower it, and
 // Compact through the Store still counts.
 func TestCompactRevisionSeesOtherClients(t *testing.T) {
-	b := newBackend(t, store.Options{})
+	b := storagebackend.StartInProcess(t, store.Options{})
 	other := otherClient(t, b.Store)
 	ctx := context.Background()
 	for i := range 6 {
@@ -133,7 +134,7 @@ func TestCompactRevisionSeesOtherClients(t *testing.T) {
 // in the watch, is logged as ErrMalformedCompactRevision and skipped; the revision known stays, and
 // the next well-formed value is seen.
 func TestCompactRevisionMalformed(t *testing.T) {
-	b := newBackend(t, store.Options{})
+	b := storagebackend.StartInProcess(t, store.Options{})
 	other := otherClient(t, b.Store)
 	ctx := context.Background()
 	if _, err := other.Put(ctx, compactRevKey, "not-a-revision"); err != nil {
@@ -173,7 +174,7 @@ func TestCompactRevisionMalformed(t *testing.T) {
 // the default features on the same clock sees it; a compaction through Compact is still known.
 // Failure mode: the announcement seen, i.e. the watch loop running with the gate off.
 func TestCompactRevisionWithoutSnapshots(t *testing.T) {
-	b := newBackend(t, store.Options{})
+	b := storagebackend.StartInProcess(t, store.Options{})
 	other := otherClient(t, b.Store)
 	ctx := context.Background()
 	for i := range 4 {

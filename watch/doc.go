@@ -1,8 +1,11 @@
-// Package watch is listwatch's mirror of the apiserver's etcd3 storage (k8s.io/apiserver v0.37
+// Package watch is the design card's second stage: after the etcd-style store (package store, served
+// over etcd's gRPC API by etcdgrpc), before the watch cache (package cache) and the HTTP watch
+// (package httpwatch). It mirrors the apiserver's etcd3 storage (k8s.io/apiserver v0.37
 // pkg/storage/etcd3: store.go, watcher.go, event.go, errors.go, lease_manager.go) over a clientv3
 // client: objects are kept as encoded values in etcd and watched through etcd watches turned into
-// apimachinery watch events. Its vocabulary (options, predicates, errors, codecs, keys, continue
-// tokens) is package storage; its conformance cases are package storagetest.
+// apimachinery watch events (imported as apiwatch throughout, never under this package's name). Its
+// vocabulary (options, predicates, errors, codecs, keys, continue tokens) is package storage; its
+// conformance cases are package storagetest.
 //
 // # API
 //
@@ -13,6 +16,9 @@
 //   - Beyond storage.Interface: Update (listwatch's addition: a replace with the object's
 //     resourceVersion as an optimistic-concurrency precondition, ResourceVersionConflicts when it is
 //     stale), Compact (upstream's compactor, driven by the caller), CompactRevision,
+//     StartCompactor and the function Compact (the apiserver's compact loop of an endpoint and one
+//     round of its compact_rev_key protocol: of the compactors sharing an etcd, one compacts each
+//     interval at the revision seen an interval before; TestCompactor),
 //     EnableResourceSizeEstimation (the size estimate a watch cache enables, as upstream's Cacher
 //     does with SizeBasedListCostEstimate on), Close, PathPrefix and EtcdKey;
 //     ErrMalformedCompactRevision, ErrNilKeysFunc, ErrSizeEstimationEnabled, ErrStoreClosed.
@@ -31,8 +37,10 @@
 //
 // # Invariants
 //
-// TestConformance plays every storagetest case against a Store on the in-process server;
-// TestConformanceSerialDecode, TestConformanceRangeStream and TestConformanceWithoutRangeStream play
+// TestConformance plays every storagetest case against a Store on the in-process server
+// (internal/storagebackend; internal/storagebackend/watchsuite hands the Store to the suite, which
+// imports no storage implementation), and TestPlayFailsOnDeviation checks that the suite's harness
+// fails a deviating storage; TestConformanceSerialDecode, TestConformanceRangeStream and TestConformanceWithoutRangeStream play
 // them again with concurrent decoding off, with the RangeStream RPC and without it, and
 // TestConformanceEtcd (-etcd) against a real etcd process. TestWatchMatchesModel checks watches
 // against a model of the history.

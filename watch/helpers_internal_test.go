@@ -8,39 +8,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/listwatch/listwatch/storage"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 
+	"github.com/listwatch/listwatch/internal/storagebackend"
 	"github.com/listwatch/listwatch/internal/testutil"
-	"github.com/listwatch/listwatch/storage/storagetest/backend"
+	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/store"
 )
 
-func newBackend(t testing.TB, opts store.Options) *backend.Backend {
-	t.Helper()
-	b, err := backend.NewInProcess(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := b.Close(); err != nil {
-			t.Errorf("close backend: %v", err)
-		}
-	})
-	return b
-}
-
 // newTestStorage returns a pods storage over a fresh in-process server.
-func newTestStorage(t testing.TB, cfg Config) (*Store, *backend.Backend) {
+func newTestStorage(t testing.TB, cfg Config) (*Store, *storagebackend.Backend) {
 	t.Helper()
-	b := newBackend(t, store.Options{})
+	b := storagebackend.StartInProcess(t, store.Options{})
 	return newStorageOn(t, b, cfg), b
 }
 
-func newStorageOn(t testing.TB, b *backend.Backend, cfg Config) *Store {
+func newStorageOn(t testing.TB, b *storagebackend.Backend, cfg Config) *Store {
 	t.Helper()
 	if cfg.ResourcePrefix == "" {
 		cfg.ResourcePrefix = "/pods/"

@@ -15,6 +15,7 @@ import (
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"pgregory.net/rapid"
 
+	"github.com/listwatch/listwatch/internal/storagebackend"
 	"github.com/listwatch/listwatch/proptest/kubemodel"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/storagetest"
@@ -99,7 +100,7 @@ var propPrefixes atomic.Int64
 // bookmarks the test requests never go backwards, never fall below a delivered event and never pass
 // a pending one. Raise -rapid.checks for a longer run.
 func TestWatchMatchesModel(t *testing.T) {
-	b := newInProcess(t, store.Options{})
+	b := storagebackend.StartInProcess(t, store.Options{})
 	labelSelectors := []string{"", "app=web", "app!=web", "tier in (a,b)", "!tier", "app=db,tier=c"}
 	fieldSelectors := []string{"", "metadata.namespace=a", "metadata.name=p1", "spec.nodeName=n1", "spec.nodeName!=n1", "metadata.namespace!=b,spec.nodeName="}
 	rapid.Check(t, func(rt *rapid.T) {

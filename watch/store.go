@@ -357,6 +357,68 @@ type objState struct {
 	stale bool
 }
 
+// writeTarget prepares the key of a single-object write and checks that out is a pointer, as
+// upstream's Delete and GuaranteedUpdate do before their first read.
+func (s *Store) writeTarget(key string, out runtime.Object) (string, reflect.Value, error) {
+	preparedKey, err := s.prepareKey(key, false)
+	if err != nil {
+		return "", reflect.Value{}, err
+	}
+	v, err := enforcePtr(out)
+	if err != nil {
+		return "", reflect.Value{}, fmt.Errorf("unable to convert output object to pointer: %v", err)
+	}
+	return preparedKey, v, nil
+}
+
+// writeState is the state a conditional write works from: a cached object's, which may be stale, or
+// the one last read from etcd (current), with the read that refreshes it.
+type writeState struct {
+	*objState
+	current bool
+	read    func() (*objState, error)
+}
+
+// startState returns the state a conditional write starts from: cached's, when given, else a read.
+func (s *Store) startState(cached runtime.Object, read func() (*objState, error)) (*writeState, error) {
+	ws := &writeState{read: read}
+	var err error
+	if cached != nil {
+		ws.objState, err = s.getStateFromObject(cached)
+	} else {
+		ws.objState, err = read()
+		ws.current = true
+	}
+	return ws, err
+}
+
+// reread replaces the state with a fresh read.
+func (ws *writeState) reread() error {
+	st, err := ws.read()
+	if err != nil {
+		return err
+	}
+	ws.objState, ws.current = st, true
+	return nil
+}
+
+// refresh re-reads a state that may be stale after checkErr and reports whether the check that failed
+// should be retried: not when the state was current or the object has not changed since (checkErr
+// stands then).
+func (ws *writeState) refresh(checkErr error) (retry bool, err error) {
+	if ws.current {
+		return false, checkErr
+	}
+	cachedRev := ws.rev
+	if err := ws.reread(); err != nil {
+		return false, err
+	}
+	if cachedRev == ws.rev {
+		return false, checkErr
+	}
+	return true, nil
+}
+
 // Delete removes the object at key after preconditions and validateDeletion accept it, retrying on
 // concurrent writes; out receives the deleted object carrying the deletion revision. A missing key is
 // KeyNotFound. cachedExistingObject, if given, is tried first and re-read when stale.
@@ -364,13 +426,9 @@ type objState struct {
 // Mirrors etcd3/store.go store.Delete and conditionalDelete.
 func (s *Store) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions,
 	validateDeletion storage.ValidateObjectFunc, cachedExistingObject runtime.Object, opts storage.DeleteOptions) error {
-	preparedKey, err := s.prepareKey(key, false)
+	preparedKey, v, err := s.writeTarget(key, out)
 	if err != nil {
 		return err
-	}
-	v, err := enforcePtr(out)
-	if err != nil {
-		return fmt.Errorf("unable to convert output object to pointer: %v", err)
 	}
 	if validateDeletion == nil {
 		validateDeletion = storage.ValidateAllObjectFunc
@@ -381,64 +439,40 @@ func (s *Store) Delete(ctx context.Context, key string, out runtime.Object, prec
 
 func (s *Store) conditionalDelete(ctx context.Context, key string, out runtime.Object, v reflect.Value, preconditions *storage.Preconditions,
 	validateDeletion storage.ValidateObjectFunc, cachedExistingObject runtime.Object, expectCorrupt bool) error {
-	getCurrentState := s.getCurrentState(ctx, key, v, false, expectCorrupt)
-
-	var origState *objState
-	var err error
-	var origStateIsCurrent bool
-	if cachedExistingObject != nil && !expectCorrupt {
-		origState, err = s.getStateFromObject(cachedExistingObject)
-	} else {
-		origState, err = getCurrentState()
-		origStateIsCurrent = true
+	if expectCorrupt {
+		// A corrupt object is read as etcd holds it, never taken from a cache.
+		cachedExistingObject = nil
 	}
+	orig, err := s.startState(cachedExistingObject, s.getCurrentState(ctx, key, v, false, expectCorrupt))
 	if err != nil {
 		return err
 	}
-
-	// refresh re-reads a state that may be stale and reports whether the check that failed should be
-	// retried (false: the failure stands).
-	refresh := func(checkErr error) (retry bool, err error) {
-		if origStateIsCurrent {
-			return false, checkErr
-		}
-		cachedRev := origState.rev
-		if origState, err = getCurrentState(); err != nil {
-			return false, err
-		}
-		origStateIsCurrent = true
-		if cachedRev == origState.rev {
-			return false, checkErr
-		}
-		return true, nil
-	}
-
 	for {
-		if err := preconditions.Check(key, origState.obj); err != nil {
-			if retry, err := refresh(err); !retry {
+		if err := preconditions.Check(key, orig.obj); err != nil {
+			if retry, err := orig.refresh(err); !retry {
 				return err
 			}
 			continue
 		}
-		if err := validateDeletion(ctx, origState.obj); err != nil {
-			if retry, err := refresh(err); !retry {
+		if err := validateDeletion(ctx, orig.obj); err != nil {
+			if retry, err := orig.refresh(err); !retry {
 				return err
 			}
 			continue
 		}
-		txnResp, err := s.kc.Kubernetes.OptimisticDelete(ctx, key, origState.rev, kubernetes.DeleteOptions{GetOnFailure: true})
+		txnResp, err := s.kc.Kubernetes.OptimisticDelete(ctx, key, orig.rev, kubernetes.DeleteOptions{GetOnFailure: true})
 		if err != nil {
 			return err
 		}
 		if !txnResp.Succeeded {
-			if origState, err = s.getState(ctx, txnResp.KV, key, v, false, expectCorrupt); err != nil {
+			if orig.objState, err = s.getState(ctx, txnResp.KV, key, v, false, expectCorrupt); err != nil {
 				return err
 			}
-			origStateIsCurrent = true
+			orig.current = true
 			continue
 		}
 		if !expectCorrupt {
-			return s.decoder.decode(origState.data, out, txnResp.Revision)
+			return s.decoder.decode(orig.data, out, txnResp.Revision)
 		}
 		return nil
 	}
@@ -452,56 +486,32 @@ func (s *Store) conditionalDelete(ctx context.Context, key string, out runtime.O
 // Mirrors etcd3/store.go store.GuaranteedUpdate.
 func (s *Store) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
 	preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, cachedExistingObject runtime.Object) error {
-	preparedKey, err := s.prepareKey(key, false)
+	preparedKey, v, err := s.writeTarget(key, destination)
 	if err != nil {
 		return err
-	}
-	v, err := enforcePtr(destination)
-	if err != nil {
-		return fmt.Errorf("unable to convert output object to pointer: %v", err)
 	}
 	if tryUpdate == nil {
 		return errors.New("update function cannot be nil")
 	}
-	getCurrentState := s.getCurrentState(ctx, preparedKey, v, ignoreNotFound, false)
-
-	var origState *objState
-	var origStateIsCurrent bool
-	if cachedExistingObject != nil {
-		origState, err = s.getStateFromObject(cachedExistingObject)
-	} else {
-		origState, err = getCurrentState()
-		origStateIsCurrent = true
-	}
+	orig, err := s.startState(cachedExistingObject, s.getCurrentState(ctx, preparedKey, v, ignoreNotFound, false))
 	if err != nil {
 		return err
 	}
-
 	for {
-		if err := preconditions.Check(preparedKey, origState.obj); err != nil {
-			if origStateIsCurrent {
+		if err := preconditions.Check(preparedKey, orig.obj); err != nil {
+			if orig.current {
 				return err
 			}
-			if origState, err = getCurrentState(); err != nil {
+			if err := orig.reread(); err != nil {
 				return err
 			}
-			origStateIsCurrent = true
 			continue
 		}
 
-		ret, ttl, err := s.updateState(origState, tryUpdate)
+		ret, ttl, err := s.updateState(orig.objState, tryUpdate)
 		if err != nil {
-			if origStateIsCurrent {
+			if retry, err := orig.refresh(err); !retry {
 				return err
-			}
-			cachedRev := origState.rev
-			cachedUpdateErr := err
-			if origState, err = getCurrentState(); err != nil {
-				return err
-			}
-			origStateIsCurrent = true
-			if cachedRev == origState.rev {
-				return cachedUpdateErr
 			}
 			continue
 		}
@@ -510,19 +520,18 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, destination ru
 		if err != nil {
 			return err
 		}
-		if !origState.stale && bytes.Equal(data, origState.data) {
+		if !orig.stale && bytes.Equal(data, orig.data) {
 			// A no-op update is only skipped against data known to be current.
-			if !origStateIsCurrent {
-				if origState, err = getCurrentState(); err != nil {
+			if !orig.current {
+				if err := orig.reread(); err != nil {
 					return err
 				}
-				origStateIsCurrent = true
-				if !bytes.Equal(data, origState.data) {
+				if !bytes.Equal(data, orig.data) {
 					continue
 				}
 			}
-			if !origState.stale {
-				return s.decoder.decode(origState.data, destination, origState.rev)
+			if !orig.stale {
+				return s.decoder.decode(orig.data, destination, orig.rev)
 			}
 		}
 
@@ -536,7 +545,7 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, destination ru
 				return err
 			}
 		}
-		txnResp, err := s.kc.Kubernetes.OptimisticPut(ctx, preparedKey, newData, origState.rev, kubernetes.PutOptions{
+		txnResp, err := s.kc.Kubernetes.OptimisticPut(ctx, preparedKey, newData, orig.rev, kubernetes.PutOptions{
 			GetOnFailure: true,
 			LeaseID:      lease,
 		})
@@ -544,10 +553,10 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, destination ru
 			return err
 		}
 		if !txnResp.Succeeded {
-			if origState, err = s.getState(ctx, txnResp.KV, preparedKey, v, ignoreNotFound, false); err != nil {
+			if orig.objState, err = s.getState(ctx, txnResp.KV, preparedKey, v, ignoreNotFound, false); err != nil {
 				return err
 			}
-			origStateIsCurrent = true
+			orig.current = true
 			continue
 		}
 		return s.decoder.decode(data, destination, txnResp.Revision)

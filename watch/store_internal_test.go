@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/listwatch/listwatch/storage"
-
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,12 +17,14 @@ import (
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/listwatch/listwatch/internal/storagebackend"
 	"github.com/listwatch/listwatch/internal/testutil"
+	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/store"
 )
 
 func TestNewValidatesConfig(t *testing.T) {
-	b := newBackend(t, store.Options{})
+	b := storagebackend.StartInProcess(t, store.Options{})
 	for _, tc := range []struct {
 		prefix, want string
 	}{
@@ -61,7 +61,7 @@ func TestNewValidatesConfig(t *testing.T) {
 // passes the lease's TTL (raised to the store's 2 s minimum), then the watch sees DELETED.
 func TestTTLExpiryManualTick(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
-	b := newBackend(t, store.Options{Clock: clk, ManualTick: true})
+	b := storagebackend.StartInProcess(t, store.Options{Clock: clk, ManualTick: true})
 	s := newStorageOn(t, b, Config{Clock: clk})
 	out := &unstructured.Unstructured{}
 	if err := s.Create(context.Background(), "/pods/ns/a", pod("ns", "a", nil), out, 1); err != nil {
@@ -97,7 +97,7 @@ func TestTTLExpiryManualTick(t *testing.T) {
 
 func TestLeaseReuse(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
-	b := newBackend(t, store.Options{})
+	b := storagebackend.StartInProcess(t, store.Options{})
 	lm := newLeaseManager(b.Client, clk, 60, 0.05, 3)
 	ctx := context.Background()
 	first, err := lm.GetLease(ctx, 600)
@@ -128,7 +128,7 @@ func TestLeaseReuse(t *testing.T) {
 // TestPeriodicProgressNotify: with ProgressNotify the store's periodic progress notifications become
 // BOOKMARKs with an empty object; they never precede an event they should follow.
 func TestPeriodicProgressNotify(t *testing.T) {
-	b := newBackend(t, store.Options{ProgressNotifyInterval: store.MinProgressNotifyInterval})
+	b := storagebackend.StartInProcess(t, store.Options{ProgressNotifyInterval: store.MinProgressNotifyInterval})
 	s := newStorageOn(t, b, Config{})
 	out := mustCreate(t, s, pod("ns", "a", nil))
 	mustCreate(t, s, pod("other", "b", nil))
@@ -146,7 +146,7 @@ func TestPeriodicProgressNotify(t *testing.T) {
 }
 
 func TestGetListStreamsLikePages(t *testing.T) {
-	b := newBackend(t, store.Options{})
+	b := storagebackend.StartInProcess(t, store.Options{})
 	paged := newStorageOn(t, b, Config{Features: Features{DisableEtcdRangeStream: true}})
 	for i := range 35 {
 		l := map[string]string{"even": fmt.Sprint(i%2 == 0)}
@@ -189,7 +189,7 @@ func TestGetListStreamsLikePages(t *testing.T) {
 }
 
 func TestGetListAggregatesCorruptObjects(t *testing.T) {
-	b := newBackend(t, store.Options{})
+	b := storagebackend.StartInProcess(t, store.Options{})
 	good := newStorageOn(t, b, Config{GroupResource: grPods})
 	for i := range 3 {
 		mustCreate(t, good, pod("ns", fmt.Sprintf("p%d", i), nil))
@@ -250,7 +250,7 @@ func TestCompactRevision(t *testing.T) {
 }
 
 func TestGetCurrentResourceVersionFailure(t *testing.T) {
-	b := newBackend(t, store.Options{})
+	b := storagebackend.StartInProcess(t, store.Options{})
 	s := newStorageOn(t, b, Config{})
 	rv, err := s.GetCurrentResourceVersion(context.Background())
 	if err != nil || rv != 1 {

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/listwatch/listwatch/storage"
-
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -28,7 +26,9 @@ import (
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/listwatch/listwatch/internal/storagebackend"
 	"github.com/listwatch/listwatch/internal/testutil"
+	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -141,8 +141,12 @@ func (h *hookKV) ops() []clientv3.Op {
 	return append([]clientv3.Op(nil), h.gets...)
 }
 
-func TestInitialListPagesArePinned(t *testing.T) {
-	b := newBackend(t, store.Options{})
+// pagedListStorage creates the pods p0..p4 in ns on a fresh server and returns a storage whose watches
+// list them in pages of 2 (RangeStream off) through hook, which calls between(writer, n) before page
+// n; writer is another storage on the server.
+func pagedListStorage(t *testing.T, between func(writer *Store, b *storagebackend.Backend, n int)) (*Store, *hookKV) {
+	t.Helper()
+	b := storagebackend.StartInProcess(t, store.Options{})
 	s := newStorageOn(t, b, Config{Features: Features{DisableEtcdRangeStream: true}})
 	s.watcher.listPageSize = 2
 	for i := range 5 {
@@ -150,14 +154,21 @@ func TestInitialListPagesArePinned(t *testing.T) {
 	}
 	writer := newStorageOn(t, b, Config{})
 	hook := &hookKV{KV: b.Client.KV}
-	// A write between the first and second page must not show in the list: pages are pinned.
 	hook.before = func(n int) (*clientv3.GetResponse, error) {
-		if n == 1 {
-			mustCreate(t, writer, pod("ns", "pz-late", nil))
-		}
+		between(writer, b, n)
 		return nil, nil
 	}
 	s.watcher.client = clientWithKV(t, b.Client, hook)
+	return s, hook
+}
+
+func TestInitialListPagesArePinned(t *testing.T) {
+	// A write between the first and second page must not show in the list: pages are pinned.
+	s, hook := pagedListStorage(t, func(writer *Store, _ *storagebackend.Backend, n int) {
+		if n == 1 {
+			mustCreate(t, writer, pod("ns", "pz-late", nil))
+		}
+	})
 	w := mustWatch(t, s, "/pods/ns", storage.ListOptions{Recursive: true, Predicate: storage.Everything})
 	var got []string
 	for range 6 {
@@ -200,24 +211,14 @@ func clientWithKV(t testing.TB, c *clientv3.Client, kv clientv3.KV) *clientv3.Cl
 }
 
 func TestInitialListCompactedBetweenPages(t *testing.T) {
-	b := newBackend(t, store.Options{})
-	s := newStorageOn(t, b, Config{Features: Features{DisableEtcdRangeStream: true}})
-	s.watcher.listPageSize = 2
-	for i := range 5 {
-		mustCreate(t, s, pod("ns", fmt.Sprintf("p%d", i), nil))
-	}
-	writer := newStorageOn(t, b, Config{})
-	hook := &hookKV{KV: b.Client.KV}
-	hook.before = func(n int) (*clientv3.GetResponse, error) {
+	s, _ := pagedListStorage(t, func(writer *Store, b *storagebackend.Backend, n int) {
 		if n == 1 {
 			mustCreate(t, writer, pod("other", "x", nil))
 			if _, err := b.Client.Compact(context.Background(), 7); err != nil {
 				t.Errorf("compact: %v", err)
 			}
 		}
-		return nil, nil
-	}
-	s.watcher.client = clientWithKV(t, b.Client, hook)
+	})
 	w := mustWatch(t, s, "/pods/ns", storage.ListOptions{Recursive: true, Predicate: storage.Everything})
 	evs := readAll(t, w)
 	// The ERROR is sent as soon as the page fails; list events still queued are dropped (upstream).
@@ -265,7 +266,7 @@ func expectAddedPrefix(t testing.TB, evs []apiwatch.Event, names ...string) {
 }
 
 func TestInitialListEmptyPageWithMore(t *testing.T) {
-	b := newBackend(t, store.Options{})
+	b := storagebackend.StartInProcess(t, store.Options{})
 	s := newStorageOn(t, b, Config{Features: Features{DisableEtcdRangeStream: true}})
 	hook := &hookKV{KV: b.Client.KV}
 	hook.before = func(int) (*clientv3.GetResponse, error) {
@@ -283,7 +284,7 @@ func TestInitialListEmptyPageWithMore(t *testing.T) {
 }
 
 func TestInitialListRangeStream(t *testing.T) {
-	b := newBackend(t, store.Options{})
+	b := storagebackend.StartInProcess(t, store.Options{})
 	clk := testingclock.NewFakeClock(time.Now())
 	s := newStorageOn(t, b, Config{Clock: clk})
 	for i := range 25 {
@@ -344,7 +345,7 @@ func TestInitialListRangeStream(t *testing.T) {
 }
 
 func TestInitialListRangeStreamCompacted(t *testing.T) {
-	b := newBackend(t, store.Options{})
+	b := storagebackend.StartInProcess(t, store.Options{})
 	s := newStorageOn(t, b, Config{})
 	for i := range 15 {
 		mustCreate(t, s, pod("ns", fmt.Sprintf("p%02d", i), nil))
@@ -783,7 +784,7 @@ func (g *gatedTransformer) TransformToStorage(_ context.Context, data []byte, _ 
 // TestConcurrentDecodeIsBoundedAndOrdered: at most processEventConcurrency decodes run at once, and
 // events come out in order even when later decodes finish first.
 func TestConcurrentDecodeIsBoundedAndOrdered(t *testing.T) {
-	b := newBackend(t, store.Options{})
+	b := storagebackend.StartInProcess(t, store.Options{})
 	writer := newStorageOn(t, b, Config{})
 	const n = 25
 	g := &gatedTransformer{started: make(chan string, n), release: map[string]chan struct{}{}}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/listwatch/listwatch/check"
 	"github.com/listwatch/listwatch/etcdrules"
 )
 
@@ -278,9 +279,16 @@ func newChecker(h *History) *checker {
 		}
 		c.ops = append(c.ops, op)
 	}
-	// Leases may expire: where the history shows it may have happened (a lease reported missing, or
-	// a revision of deletes no request claims), the lease gets an expiry that may take effect at any
-	// time after its grant.
+	c.addLeaseExpiries(onlyDeletes, granted, leaseMissing, maxClient)
+	return c
+}
+
+// addLeaseExpiries adds the expiries of the leases that may have expired. Leases may expire: where
+// the history shows it may have happened (a lease reported missing, or a revision of deletes no
+// request claims: onlyDeletes), the lease gets an expiry, on a client lane after maxClient's, that
+// may take effect at any time after granted says it may.
+func (c *checker) addLeaseExpiries(onlyDeletes map[int64]bool, granted map[int64]int64, leaseMissing map[int64]bool, maxClient int) {
+	h := c.h
 	expireAll := false
 	revoked := map[int64]bool{} // revisions a revoke answered with, which it may have created
 	for _, o := range h.Operations {
@@ -313,7 +321,6 @@ func newChecker(h *History) *checker {
 		c.ops = append(c.ops, &kvOp{index: -1, call: granted[id], ret: math.MaxInt64, client: maxClient + 1,
 			req: &Request{LeaseRevoke: &LeaseRevokeRequest{ID: id}}, unknown: true})
 	}
-	return c
 }
 
 func isReadOnly(req *Request) bool {
@@ -644,7 +651,7 @@ func (c *checker) linearize(res *Result, timeout time.Duration) {
 // explainIllegal picks, after the longest partial linearization, the operation that could not follow
 // it (the one that returned first among those left out) and says what the model expected of it there.
 func (c *checker) explainIllegal(info porcupine.LinearizationInfo) Violation {
-	v := Violation{Guarantee: Linearizable, Operation: -1, Watch: -1, Response: -1, Signature: SigNotLinearizable}
+	v := Violation{Violation: check.Violation{Guarantee: Linearizable, Operation: -1, Watch: -1}, Response: -1, Signature: SigNotLinearizable}
 	var longest []int
 	for _, part := range info.PartialLinearizations() {
 		for _, l := range part {

@@ -10,6 +10,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
+	"github.com/listwatch/listwatch/check"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -420,7 +421,7 @@ func TestInvalidHistories(t *testing.T) {
 }
 
 func TestGuaranteesListedOnce(t *testing.T) {
-	r := &Result{Violations: []Violation{{Guarantee: Reliable}, {Guarantee: Atomic}, {Guarantee: Reliable}}}
+	r := &Result{Violations: []Violation{{Violation: check.Violation{Guarantee: Reliable}}, {Violation: check.Violation{Guarantee: Atomic}}, {Violation: check.Violation{Guarantee: Reliable}}}}
 	if got := r.Guarantees(); !slices.Equal(got, []Guarantee{Reliable, Atomic}) {
 		t.Fatal(got)
 	}

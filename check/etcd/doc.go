@@ -5,7 +5,10 @@
 // (tests/robustness/validate/watch.go), judged against the event log of the linearization found.
 // The checker imports nothing of what it judges: not listwatch's store, nor its gRPC server; only
 // package etcdrules, etcd's error values, request-shape rules and request and response types,
-// which the store shares (History's parts are those types with Bytes; their JSON form is below).
+// which the store shares (History's parts are those types with Bytes; their JSON form is below),
+// and package check (the directory above), what it shares with package kube (check/kube), the
+// Kubernetes API checker: Guarantee and its Info, the core of a Violation, Verdict, the JSON
+// reading, the counts of requests by outcome and of coverage.
 //
 // # API
 //
@@ -37,8 +40,13 @@
 //   - ExampleCheck and ExampleCheck_violation show a history built in Go being checked.
 //   - Options.IgnoreVersions compares answers and events without key versions, for a store that
 //     keeps none (kine), judging the rest of each (TestIgnoreVersions).
+//   - Guarantees lists the guarantees in this comment's order, each with whether it needs a
+//     reference (the linearization's event log); CheckedOver says what a result checked each over,
+//     History.Counts counts the operations by request type and outcome (check.NameCount),
+//     CountWatches what the watches received: `listwatch check` prints them (TestCounts).
 //   - Result.Coverage counts what the history exercised (progress notifications, compaction
-//     answers, reads below, at and above the revision window, compactions, lease expiries, gaps);
+//     answers, reads below, at and above the revision window, compactions, lease expiries, gaps;
+//     Coverage.Add sums them, Coverage.Counts lists them as check.Counts);
 //     Result.Gaps lists the revisions an open history's writes did not make
 //     (TestOpenHistoryWithForeignWrites).
 //   - Each Violation carries a Signature (the Sig constants) and the Events at fault. KnownBugs are

@@ -11,15 +11,7 @@ import (
 )
 
 func TestExampleHistory(t *testing.T) {
-	f, err := os.Open("testdata/history.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h, err := ReadJSON(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := readExample(t)
 	if got := h.Operations[2].Request.Put.Value; got != "\x00\xff" {
 		t.Fatalf("base64 value decoded as %q", got)
 	}
@@ -35,6 +27,21 @@ func TestExampleHistory(t *testing.T) {
 	// reliability
 	h.Watches[0].Responses = append(h.Watches[0].Responses[:4], h.Watches[0].Responses[5:]...)
 	wantOnly(t, h, Reliable, -1)
+}
+
+// readExample reads testdata/history.json.
+func readExample(t *testing.T) *History {
+	t.Helper()
+	f, err := os.Open("testdata/history.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h, err := ReadJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 func indexOf(s []int, v int) int {

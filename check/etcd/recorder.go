@@ -84,7 +84,7 @@ func (r *Recorder) Begin(ctx context.Context, prefix Bytes) error {
 }
 
 // ErrBegun: Begin was called on a recorder that has recorded something already.
-var ErrBegun = errors.New("history: the recorder has begun recording already")
+var ErrBegun = errors.New("etcd: the recorder has begun recording already")
 
 // Do sends req and records it with its outcome. An error that is one of etcd's definite errors
 // (IsDefiniteError) is recorded as a failure; any other error (a timeout, a lost connection, a
@@ -223,7 +223,7 @@ func (b *clientBackend) do(ctx context.Context, req *Request) (*Response, error)
 		}
 		return &Response{Revision: r.ResponseHeader.GetRevision(), LeaseKeepAlive: &LeaseKeepAliveResponse{ID: int64(r.ID), TTL: r.TTL}}, nil
 	}
-	return nil, errors.New("history: empty request")
+	return nil, errors.New("etcd: empty request")
 }
 
 func (b *clientBackend) watch(ctx context.Context, req *WatchRequest, recv func(WatchResponse)) error {

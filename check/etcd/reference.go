@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/listwatch/listwatch/check"
 )
 
 // ErrModelDivergence: the linearization the search found does not replay on the checker's model.
 // It is a bug in this package; the error says where.
-var ErrModelDivergence = errors.New("history: the linearization found does not replay on the model")
+var ErrModelDivergence = errors.New("etcd: the linearization found does not replay on the model")
 
 // reference is the event log of a linearization, indexed for the watch checks.
 type reference struct {
@@ -122,7 +124,7 @@ func (c *checker) replay(lin []*kvOp) (*reference, *mstate, []Gap, error) {
 // revision: it may be stale, but it must be a state the store was in.
 func (c *checker) checkSerializable(res *Result, final *mstate) {
 	for _, op := range c.serializable {
-		v := Violation{Guarantee: Serializable, Operation: op.index, Watch: -1, Response: -1, Revision: op.resp.Revision, Signature: SigStaleSerializable}
+		v := Violation{Violation: check.Violation{Guarantee: Serializable, Operation: op.index, Watch: -1}, Response: -1, Revision: op.resp.Revision, Signature: SigStaleSerializable}
 		rev := op.resp.Revision
 		if c.open && rev < c.start {
 			c.below++

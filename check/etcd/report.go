@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/listwatch/listwatch/check"
 )
 
 // Report limits: beyond them only what a violation names is drawn or listed.
@@ -29,13 +31,13 @@ const (
 // search. The page is well-formed XML (XHTML) and needs no script of its own.
 func WriteReport(w io.Writer, h *History, r *Result) error {
 	if h == nil || r == nil {
-		return fmt.Errorf("history: WriteReport needs a history and its result")
+		return fmt.Errorf("etcd: WriteReport needs a history and its result")
 	}
 	d := buildReport(h, r)
 	if r.hasInfo && len(h.Operations) <= reportMaxPorcupine {
 		var buf bytes.Buffer
 		if err := porcupine.Visualize(r.model, r.info, &buf); err != nil {
-			return fmt.Errorf("history: porcupine visualisation: %w", err)
+			return fmt.Errorf("etcd: porcupine visualisation: %w", err)
 		}
 		d.Porcupine = buf.String()
 	}
@@ -110,26 +112,21 @@ type reportEvent struct {
 func buildReport(h *History, r *Result) *reportData {
 	d := &reportData{Verdict: r.Verdict, OK: r.OK(), Ops: len(h.Operations), Watches: len(h.Watches),
 		EventCount: len(r.Events), Notes: r.Notes}
-	counts := map[Guarantee]int{}
+	counts := check.Tally(nil, r.Violations)
 	badOp := map[int]bool{}
 	badResp := map[[2]int]bool{}
 	badWatch := map[int]bool{}
 	for i, v := range r.Violations {
-		counts[v.Guarantee]++
-		where := ""
 		switch {
 		case v.Watch >= 0 && v.Response >= 0:
-			where = fmt.Sprintf("watch %d, response %d", v.Watch, v.Response)
 			badResp[[2]int{v.Watch, v.Response}] = true
 			badWatch[v.Watch] = true
 		case v.Watch >= 0:
-			where = fmt.Sprintf("watch %d", v.Watch)
 			badWatch[v.Watch] = true
 		case v.Operation >= 0:
-			where = fmt.Sprintf("operation %d", v.Operation)
 			badOp[v.Operation] = true
 		}
-		d.Violations = append(d.Violations, reportViolation{N: i, Guarantee: v.Guarantee, Where: where,
+		d.Violations = append(d.Violations, reportViolation{N: i, Guarantee: v.Guarantee, Where: v.Where("response", v.Response),
 			Revision: v.Revision, Message: v.Message, Diff: v.Diff})
 	}
 	for _, g := range r.Guarantees() {

@@ -1,15 +1,16 @@
 package etcd
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/listwatch/listwatch/check"
 )
 
 // Guarantee names a property Check verifies; doc.go defines each one exactly.
-type Guarantee string
+type Guarantee = check.Guarantee
 
 // The guarantees. Linearizable and Serializable are about KV operations, the others about watches.
 const (
@@ -29,17 +30,24 @@ const (
 	Compaction    Guarantee = "compaction"
 )
 
-// Violation is one broken guarantee. Operation and Watch are indexes into the history's Operations and
-// Watches (-1 when not about one), Response an index into the watch's Responses (-1 when not about
-// one). Diff is a go-cmp diff from what the reference expects (-) to what was received (+).
+// Guarantees lists every guarantee in doc.go's order, with what check.Info says of it.
+var Guarantees = []check.Info{
+	{Guarantee: Linearizable}, {Guarantee: Serializable, NeedsReference: true}, {Guarantee: Filter},
+	{Guarantee: Unique}, {Guarantee: Ordered}, {Guarantee: Atomic}, {Guarantee: Bookmarkable},
+	{Guarantee: FirstRevision, NeedsReference: true}, {Guarantee: Genuine, NeedsReference: true},
+	{Guarantee: Resumable, NeedsReference: true}, {Guarantee: Reliable, NeedsReference: true},
+	{Guarantee: IsCreate, NeedsReference: true}, {Guarantee: PrevKV, NeedsReference: true}, {Guarantee: Compaction},
+}
+
+// Violation is one broken guarantee: check.Violation says which and where (Operation and Watch
+// index the history's Operations and Watches), Response indexes the watch's Responses (-1 when
+// not about one). Diff is a go-cmp diff from what the reference expects (-) to what was received
+// (+).
 type Violation struct {
-	Guarantee Guarantee `json:"guarantee"`
-	Operation int       `json:"operation"`
-	Watch     int       `json:"watch"`
-	Response  int       `json:"response"`
-	Revision  int64     `json:"revision,omitempty"`
-	Message   string    `json:"message"`
-	Diff      string    `json:"diff,omitempty"`
+	check.Violation
+	Response int    `json:"response"`
+	Revision int64  `json:"revision,omitempty"`
+	Diff     string `json:"diff,omitempty"`
 	// Signature names the way the guarantee broke (one of the Sig constants), what known upstream
 	// bugs are matched on (KnownBugs).
 	Signature string `json:"signature,omitempty"`
@@ -108,44 +116,32 @@ type Coverage struct {
 
 // String describes the violation on one line, followed by its diff if it has one.
 func (v Violation) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s: ", v.Guarantee)
-	switch {
-	case v.Watch >= 0 && v.Response >= 0:
-		fmt.Fprintf(&b, "watch %d response %d: ", v.Watch, v.Response)
-	case v.Watch >= 0:
-		fmt.Fprintf(&b, "watch %d: ", v.Watch)
-	case v.Operation >= 0:
-		fmt.Fprintf(&b, "operation %d: ", v.Operation)
-	}
-	b.WriteString(v.Message)
+	s := v.Line("response", v.Response)
 	if v.Diff != "" {
-		fmt.Fprintf(&b, "\n(-expected +received):\n%s", v.Diff)
+		s += fmt.Sprintf("\n(-expected +received):\n%s", v.Diff)
 	}
-	return b.String()
+	return s
 }
 
-// Verdict is the outcome of the linearizability search.
-type Verdict string
+// Verdict is the outcome of the linearizability search: check's.
+type Verdict = check.Verdict
 
-// The verdicts.
+// The verdicts: a linearization of the KV operations exists (the watch checks used it), none
+// exists, or the search ran out of time (then the watch checks that need a reference were skipped).
 const (
-	// VerdictLinearizable: a linearization of the KV operations exists; the watch checks used it.
-	VerdictLinearizable Verdict = "linearizable"
-	// VerdictNotLinearizable: none exists; the watch checks that need a reference were skipped.
-	VerdictNotLinearizable Verdict = "not linearizable"
-	// VerdictTimeout: the search ran out of time; the watch checks that need a reference were skipped.
-	VerdictTimeout Verdict = "timeout"
+	VerdictLinearizable    = check.VerdictLinearizable
+	VerdictNotLinearizable = check.VerdictNotLinearizable
+	VerdictTimeout         = check.VerdictTimeout
 )
 
-// Errors Check and Result.Err return; match them with errors.Is.
+// Errors Check and Result.Err return, package check's; match them with errors.Is.
 var (
 	// ErrInvalidHistory: the history is malformed (Check's error names what is wrong).
-	ErrInvalidHistory = errors.New("history: invalid history")
+	ErrInvalidHistory = check.ErrInvalidHistory
 	// ErrViolation: at least one guarantee is broken.
-	ErrViolation = errors.New("history: guarantee violated")
+	ErrViolation = check.ErrViolation
 	// ErrInconclusive: the linearizability search timed out.
-	ErrInconclusive = errors.New("history: linearizability check timed out")
+	ErrInconclusive = check.ErrInconclusive
 )
 
 // Result is what Check found.
@@ -179,22 +175,12 @@ type Result struct {
 func (r *Result) OK() bool { return r.Verdict == VerdictLinearizable && len(r.Violations) == 0 }
 
 // Guarantees returns the distinct guarantees violated, in the order first reported.
-func (r *Result) Guarantees() []Guarantee {
-	var out []Guarantee
-	seen := map[Guarantee]bool{}
-	for _, v := range r.Violations {
-		if !seen[v.Guarantee] {
-			seen[v.Guarantee] = true
-			out = append(out, v.Guarantee)
-		}
-	}
-	return out
-}
+func (r *Result) Guarantees() []Guarantee { return check.Violated(r.Violations, nil) }
 
 // Err returns nil if every guarantee held, an error wrapping ErrViolation that lists the violations
 // otherwise, or one wrapping ErrInconclusive if the search timed out and nothing else was found.
 func (r *Result) Err() error {
-	if len(r.Violations) > 0 {
+	return check.Err(r.Verdict, len(r.Violations), func() string {
 		var b strings.Builder
 		fmt.Fprintf(&b, "%d violation(s) of %v", len(r.Violations), r.Guarantees())
 		for i, v := range r.Violations {
@@ -205,10 +191,6 @@ func (r *Result) Err() error {
 			b.WriteString("\n")
 			b.WriteString(v.String())
 		}
-		return fmt.Errorf("%w: %s", ErrViolation, b.String())
-	}
-	if r.Verdict == VerdictTimeout {
-		return ErrInconclusive
-	}
-	return nil
+		return b.String()
+	})
 }

@@ -1,32 +1,18 @@
 package etcd
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/listwatch/listwatch/check"
 )
 
 // ReadJSON decodes a history in the JSON form doc.go describes, rejecting unknown fields, and
 // validates it. Its errors wrap ErrInvalidHistory.
-func ReadJSON(r io.Reader) (*History, error) {
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-	var h History
-	if err := dec.Decode(&h); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidHistory, err)
-	}
-	if err := h.Validate(); err != nil {
-		return nil, err
-	}
-	return &h, nil
-}
+func ReadJSON(r io.Reader) (*History, error) { return check.ReadJSON[History](r) }
 
 // WriteJSON encodes h in the JSON form doc.go describes.
-func (h *History) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(h)
-}
+func (h *History) WriteJSON(w io.Writer) error { return check.WriteJSON(w, h) }
 
 // Validate checks that h is well formed. Its errors wrap ErrInvalidHistory and name the first
 // problem found.

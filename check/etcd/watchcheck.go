@@ -5,6 +5,8 @@ import (
 	"sort"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/listwatch/listwatch/check"
 )
 
 // maxPerGuarantee bounds the violations listed per watch and guarantee; the rest are counted in a note.
@@ -98,8 +100,8 @@ func (wc *watchChecker) report(g Guarantee, sig string, evs []Event, resp int, r
 		return
 	}
 	wc.counts[g]++
-	wc.out = append(wc.out, Violation{Guarantee: g, Operation: -1, Watch: wc.wi, Response: resp, Revision: rev,
-		Message: fmt.Sprintf(format, args...), Diff: diff, Signature: sig, Events: evs})
+	wc.out = append(wc.out, Violation{Violation: check.Violation{Guarantee: g, Operation: -1, Watch: wc.wi,
+		Message: fmt.Sprintf(format, args...)}, Response: resp, Revision: rev, Diff: diff, Signature: sig, Events: evs})
 }
 
 func (wc *watchChecker) wants(typ EventType, key Bytes) bool {
@@ -174,51 +176,7 @@ func (wc *watchChecker) structural() {
 			wc.lastProgress = max(wc.lastProgress, r.Revision)
 			continue
 		}
-		firstInResp := -1
-		for ei := range r.Events {
-			ev := &r.Events[ei]
-			rev, key := ev.Kv.ModRevision, ev.Kv.Key
-			if !wc.wants(ev.Type, key) {
-				wc.report(Filter, sigFiltered(wc, key), []Event{stripPrev(*ev)}, ri, rev, "", "%s event of %s at %d does not match the watch on %s with filters %v",
-					ev.Type, short(key), rev, describeRange(wc.kr.key, w.Request.RangeEnd), w.Request.Filters)
-				continue
-			}
-			p := evPos{int32(ri), int32(ei)}
-			switch {
-			case rev > wc.lastEventRev:
-				groupStart = len(wc.accepted)
-			case rev == wc.lastEventRev:
-				if n := wc.inGroup(groupStart, key, ev.Type); n > 0 && (wc.ref == nil || wc.ref.count(rev, key, ev.Type) <= n) {
-					wc.report(Unique, SigDuplicate, []Event{stripPrev(*ev)}, ri, rev, "", "%s event of %s at %d received twice", ev.Type, short(key), rev)
-					continue
-				}
-			default:
-				wc.buildReceived()
-				if wc.received[revKey{rev, key, ev.Type}] {
-					wc.report(Unique, SigDuplicate, []Event{stripPrev(*ev)}, ri, rev, "", "%s event of %s at %d received twice", ev.Type, short(key), rev)
-					continue
-				}
-				wc.report(Ordered, SigOutOfOrder, []Event{stripPrev(*ev)}, ri, rev, "", "event of %s at %d after an event at %d", short(key), rev, wc.lastEventRev)
-				wc.misplaced = append(wc.misplaced, p)
-				wc.received[revKey{rev, key, ev.Type}] = true
-				continue
-			}
-			if ev.PrevKV != nil && !w.Request.PrevKV {
-				// needs no reference: judged with the structure
-				wc.report(PrevKV, SigPrevKVUnasked, []Event{*ev}, ri, rev, "", "event of %s at %d has a prev_kv the watch did not ask for", short(key), rev)
-			}
-			if rev <= wc.lastProgress {
-				wc.report(Bookmarkable, SigEventAfterProgress, []Event{stripPrev(*ev)}, ri, rev, "", "event at %d after a progress notification at %d", rev, wc.lastProgress)
-			}
-			wc.accepted = append(wc.accepted, p)
-			if wc.received != nil {
-				wc.received[revKey{rev, key, ev.Type}] = true
-			}
-			wc.lastEventRev = rev
-			if firstInResp < 0 {
-				firstInResp = len(wc.accepted) - 1
-			}
-		}
+		firstInResp := wc.structuralEvents(ri, r, &groupStart)
 		if firstInResp >= 0 {
 			if first := wc.event(wc.accepted[firstInResp]).Kv.ModRevision; first == prevLast {
 				wc.report(Atomic, SigSplitRevision, nil, ri, first, "", "revision %d split between response %d and this one", first, wc.accepted[firstInResp-1].resp)
@@ -232,6 +190,59 @@ func (wc *watchChecker) structural() {
 	if !wc.firstRevKnown && wc.firstRev == 0 && len(wc.accepted) > 0 {
 		wc.firstRev = wc.event(wc.accepted[0]).Kv.ModRevision
 	}
+}
+
+// structuralEvents sorts response ri's events into accepted and misplaced ones, judging each on
+// the structure alone; groupStart is the first accepted event of the revision lastEventRev. It
+// returns the index in wc.accepted of the response's first accepted event, -1 if none.
+func (wc *watchChecker) structuralEvents(ri int, r *WatchResponse, groupStart *int) (firstInResp int) {
+	w := wc.w
+	firstInResp = -1
+	for ei := range r.Events {
+		ev := &r.Events[ei]
+		rev, key := ev.Kv.ModRevision, ev.Kv.Key
+		if !wc.wants(ev.Type, key) {
+			wc.report(Filter, sigFiltered(wc, key), []Event{stripPrev(*ev)}, ri, rev, "", "%s event of %s at %d does not match the watch on %s with filters %v",
+				ev.Type, short(key), rev, describeRange(wc.kr.key, w.Request.RangeEnd), w.Request.Filters)
+			continue
+		}
+		p := evPos{int32(ri), int32(ei)}
+		switch {
+		case rev > wc.lastEventRev:
+			*groupStart = len(wc.accepted)
+		case rev == wc.lastEventRev:
+			if n := wc.inGroup(*groupStart, key, ev.Type); n > 0 && (wc.ref == nil || wc.ref.count(rev, key, ev.Type) <= n) {
+				wc.report(Unique, SigDuplicate, []Event{stripPrev(*ev)}, ri, rev, "", "%s event of %s at %d received twice", ev.Type, short(key), rev)
+				continue
+			}
+		default:
+			wc.buildReceived()
+			if wc.received[revKey{rev, key, ev.Type}] {
+				wc.report(Unique, SigDuplicate, []Event{stripPrev(*ev)}, ri, rev, "", "%s event of %s at %d received twice", ev.Type, short(key), rev)
+				continue
+			}
+			wc.report(Ordered, SigOutOfOrder, []Event{stripPrev(*ev)}, ri, rev, "", "event of %s at %d after an event at %d", short(key), rev, wc.lastEventRev)
+			wc.misplaced = append(wc.misplaced, p)
+			wc.received[revKey{rev, key, ev.Type}] = true
+			continue
+		}
+		if ev.PrevKV != nil && !w.Request.PrevKV {
+			// needs no reference: judged with the structure
+			wc.report(PrevKV, SigPrevKVUnasked, []Event{*ev}, ri, rev, "", "event of %s at %d has a prev_kv the watch did not ask for", short(key), rev)
+		}
+		if rev <= wc.lastProgress {
+			wc.report(Bookmarkable, SigEventAfterProgress, []Event{stripPrev(*ev)}, ri, rev, "", "event at %d after a progress notification at %d", rev, wc.lastProgress)
+		}
+		wc.accepted = append(wc.accepted, p)
+		if wc.received != nil {
+			wc.received[revKey{rev, key, ev.Type}] = true
+		}
+		wc.lastEventRev = rev
+		if firstInResp < 0 {
+			firstInResp = len(wc.accepted) - 1
+		}
+	}
+	return firstInResp
 }
 
 // inGroup counts the accepted events of key and type from start on.

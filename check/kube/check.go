@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/listwatch/listwatch/check"
 )
 
 // Options tune Check.
 type Options struct {
 	// Timeout bounds the linearizability search; 0 means no bound. When it runs out the verdict is
-	// VerdictTimeout and the checks that need the write log are skipped.
+	// check.VerdictTimeout and the checks that need the write log are skipped.
 	Timeout time.Duration
 }
 
@@ -26,7 +28,7 @@ func Check(h *History, opts Options) (*Result, error) {
 	c := newChecker(h)
 	c.prepare()
 	c.linearize(opts.Timeout)
-	if c.res.Verdict == VerdictLinearizable {
+	if c.res.Verdict == check.VerdictLinearizable {
 		c.buildLog()
 		c.checkLists()
 		c.checkGets()
@@ -34,7 +36,7 @@ func Check(h *History, opts Options) (*Result, error) {
 		c.res.Notes = append(c.res.Notes, "list, get and watch checks against the write log skipped: no linearization")
 	}
 	c.checkListValidation()
-	c.checkWatches(c.res.Verdict == VerdictLinearizable)
+	c.checkWatches(c.res.Verdict == check.VerdictLinearizable)
 	c.checkWindows()
 	c.coverage()
 	return c.res, nil
@@ -119,7 +121,7 @@ func (c *checker) violate(v Violation, key int) {
 }
 
 func (c *checker) opViolation(g Guarantee, op int, format string, a ...any) Violation {
-	return Violation{Guarantee: g, Operation: op, Watch: -1, Frame: -1, Message: fmt.Sprintf(format, a...)}
+	return Violation{Violation: check.Violation{Guarantee: g, Operation: op, Watch: -1, Message: fmt.Sprintf(format, a...)}, Frame: -1}
 }
 
 func (c *checker) nameID(name string) int {
@@ -136,8 +138,8 @@ func (c *checker) nameID(name string) int {
 func (c *checker) rvOf(s string, op, watch, frame int) uint64 {
 	v, err := parseRV(s)
 	if err != nil {
-		c.violate(Violation{Guarantee: ReadRV, Operation: op, Watch: watch, Frame: frame,
-			Message: fmt.Sprintf("%v: the apiserver's resourceVersions are etcd revisions, decimal numbers (k8s.io/apiserver pkg/storage/api_object_versioner.go)", err)}, -1)
+		c.violate(Violation{Violation: check.Violation{Guarantee: ReadRV, Operation: op, Watch: watch,
+			Message: fmt.Sprintf("%v: the apiserver's resourceVersions are etcd revisions, decimal numbers (k8s.io/apiserver pkg/storage/api_object_versioner.go)", err)}, Frame: frame}, -1)
 		return 0
 	}
 	return v
@@ -154,29 +156,7 @@ func (c *checker) prepare() {
 			c.versions[initialSrc(i)] = &c.initialItems[i]
 		}
 	}
-	observe := func(o *Object) {
-		if w := o.Annotations[WriteAnnotation]; w != "" && c.observed[w] == nil && o.ResourceVersion != "" {
-			c.observed[w] = o
-		}
-	}
-	for i := range h.Operations {
-		op := &h.Operations[i]
-		if op.Result != nil && op.Verb != Delete {
-			observe(op.Result)
-		}
-		if op.List != nil {
-			for j := range op.List.Items {
-				observe(&op.List.Items[j])
-			}
-		}
-	}
-	for i := range h.Watches {
-		for _, f := range h.Watches[i].Frames {
-			if f.Type == Added || f.Type == Modified {
-				observe(f.Object)
-			}
-		}
-	}
+	c.observeStates()
 	for i := range h.Operations {
 		op := &h.Operations[i]
 		k := &kop{index: i, client: op.Client, call: op.Call, ret: op.Return, verb: op.Verb, name: -1, out: outcomeOf(op)}
@@ -236,6 +216,42 @@ func (c *checker) prepare() {
 		}
 		c.kops = append(c.kops, k)
 	}
+	c.watchedDeletes()
+}
+
+// observeStates notes each state the history shows, by the write annotation that names the write
+// that made it: what an unknown-outcome write did, if anything showed it.
+func (c *checker) observeStates() {
+	h := c.h
+	observe := func(o *Object) {
+		if w := o.Annotations[WriteAnnotation]; w != "" && c.observed[w] == nil && o.ResourceVersion != "" {
+			c.observed[w] = o
+		}
+	}
+	for i := range h.Operations {
+		op := &h.Operations[i]
+		if op.Result != nil && op.Verb != Delete {
+			observe(op.Result)
+		}
+		if op.List != nil {
+			for j := range op.List.Items {
+				observe(&op.List.Items[j])
+			}
+		}
+	}
+	for i := range h.Watches {
+		for _, f := range h.Watches[i].Frames {
+			if f.Type == Added || f.Type == Modified {
+				observe(f.Object)
+			}
+		}
+	}
+}
+
+// watchedDeletes notes, for each uid the watches saw deleted at a resourceVersion no write
+// answered with, the highest such resourceVersion: where its delete took effect.
+func (c *checker) watchedDeletes() {
+	h := c.h
 	known := map[uint64]bool{}
 	for _, k := range c.kops {
 		if k.isWrite() && k.verb != Delete && k.rv != 0 {
@@ -270,19 +286,19 @@ func (c *checker) linearize(timeout time.Duration) {
 		}
 		if !c.replay(full) {
 			// porcupine found a linearization the replay cannot reproduce: a bug of this package
-			c.res.Verdict = VerdictTimeout
+			c.res.Verdict = check.VerdictTimeout
 			c.res.Notes = append(c.res.Notes, "internal: the linearization found could not be replayed")
 			return
 		}
-		c.res.Verdict = VerdictLinearizable
+		c.res.Verdict = check.VerdictLinearizable
 		for _, k := range c.order {
 			c.res.Linearization = append(c.res.Linearization, k.index)
 		}
 	case porcupine.Illegal:
-		c.res.Verdict = VerdictNotLinearizable
+		c.res.Verdict = check.VerdictNotLinearizable
 		c.explainIllegal(info)
 	default:
-		c.res.Verdict = VerdictTimeout
+		c.res.Verdict = check.VerdictTimeout
 		c.res.Notes = append(c.res.Notes, "the linearizability search timed out")
 	}
 }

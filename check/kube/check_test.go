@@ -68,7 +68,7 @@ func baseHistory() *History {
 	}
 }
 
-func check(t *testing.T, h *History) *Result {
+func mustCheck(t *testing.T, h *History) *Result {
 	t.Helper()
 	r, err := Check(h, Options{})
 	if err != nil {
@@ -79,7 +79,7 @@ func check(t *testing.T, h *History) *Result {
 
 // TestCheckBaseHistory: the hand-written history passes, with its linearization and write log.
 func TestCheckBaseHistory(t *testing.T) {
-	r := check(t, baseHistory())
+	r := mustCheck(t, baseHistory())
 	if !r.OK() || r.Err() != nil {
 		t.Fatalf("want a pass, got %s: %v", r.Verdict, r.Violations)
 	}
@@ -193,7 +193,7 @@ func TestCheckMutations(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := baseHistory()
 			tc.mutate(h)
-			r := check(t, h)
+			r := mustCheck(t, h)
 			if r.OK() || !errors.Is(r.Err(), ErrViolation) {
 				t.Fatalf("mutation not caught: verdict %s", r.Verdict)
 			}
@@ -217,7 +217,7 @@ func TestCheckUnknownOutcome(t *testing.T) {
 		Operation{Client: 1, Call: 91, Return: 92, Verb: Create, Name: "d", Object: &Object{Name: "d"}, Unknown: true})
 	w := &h.Watches[0]
 	w.Frames = append(w.Frames, frame(85, Added, c15))
-	r := check(t, h)
+	r := mustCheck(t, h)
 	if !r.OK() {
 		t.Fatalf("want a pass: %v", r.Violations)
 	}
@@ -227,7 +227,7 @@ func TestCheckUnknownOutcome(t *testing.T) {
 	}
 	// had the watch not seen it, it must not show a different resourceVersion
 	w.Frames[len(w.Frames)-1].Object = obj("c", "uc", 15, "x", "c1-other")
-	if r := check(t, h); r.OK() {
+	if r := mustCheck(t, h); r.OK() {
 		t.Error("an ADDED event of a write nobody made passed")
 	}
 }
@@ -242,7 +242,7 @@ func TestCheckJSONRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := check(t, h); !r.OK() {
+	if r := mustCheck(t, h); !r.OK() {
 		t.Errorf("read back: %v", r.Violations)
 	}
 	for name, text := range map[string]string{
@@ -261,7 +261,7 @@ func TestCheckJSONRoundTrip(t *testing.T) {
 func TestWriteReport(t *testing.T) {
 	h := baseHistory()
 	h.Watches[1].Frames[1].Type = Modified
-	r := check(t, h)
+	r := mustCheck(t, h)
 	var buf bytes.Buffer
 	if err := WriteReport(&buf, h, r); err != nil {
 		t.Fatal(err)
@@ -281,7 +281,7 @@ func TestViolationsCappedPerWatch(t *testing.T) {
 	for i := range maxPerWatch + 3 {
 		w.Frames = append(w.Frames, bookmark(int64(40+i), 13, false))
 	}
-	r := check(t, h)
+	r := mustCheck(t, h)
 	n := 0
 	for _, v := range r.Violations {
 		if v.Guarantee == BookmarkOrder && v.Watch == 1 {
@@ -310,7 +310,7 @@ func TestNoLinearizationChecksOnlyStructure(t *testing.T) {
 		h.Watches[1].Frames = append(h.Watches[1].Frames, bookmark(40, 13, false))
 		return h
 	}
-	r := check(t, mk(true))
+	r := mustCheck(t, mk(true))
 	got := map[Guarantee]bool{}
 	for _, v := range r.Violations {
 		got[v.Guarantee] = true
@@ -321,7 +321,7 @@ func TestNoLinearizationChecksOnlyStructure(t *testing.T) {
 	if !strings.Contains(strings.Join(r.Notes, "\n"), "no linearization") {
 		t.Errorf("notes %q do not say the write-log checks were skipped", r.Notes)
 	}
-	r = check(t, mk(false))
+	r = mustCheck(t, mk(false))
 	for _, v := range r.Violations {
 		if v.Guarantee == WatchReplay {
 			return

@@ -2,18 +2,23 @@
 // store: a seeded workload of writes, lists and watches runs against one namespaced resource in a
 // namespace of its own, a Recorder writes down what the wire said, and Check holds the history to
 // the apiserver's guarantees. It is what `listwatch check --kube URL` runs. It imports nothing of
-// what it judges (store, etcdgrpc, etcd3, cache, httpwatch): its reference is the API concepts
+// what it judges (store, etcdgrpc, watch, cache, httpwatch, chain): its reference is the API concepts
 // document (https://kubernetes.io/docs/reference/using-api/api-concepts/, "Resource versions",
 // "Semantics for get and list", "Semantics for watch", "Watch bookmarks", "Streaming lists") and
 // k8s.io/apiserver v0.37.2's code, cited where a rule comes from it. It is its own package, not a
-// part of history, because its histories have another shape (objects by name with
-// resourceVersions, HTTP statuses, watch frames) and share none of history's model.
+// part of package etcd (check/etcd), because its histories have another shape (objects by name
+// with resourceVersions, HTTP statuses, watch frames) and share none of that model; what the two
+// checkers do share is package check's (the directory above): Guarantee and its Info, the core of
+// a Violation, Verdict, ReadJSON and WriteJSON, the workload's Load bounds, counts by outcome and
+// coverage counts.
 //
 // # API
 //
 //   - History, Operation, Watch, Frame, Object, ListOptions, ListResult, Status are the input, in
 //     Go or JSON (History.WriteJSON, ReadJSON; History.Validate's errors wrap ErrInvalidHistory)
 //     (TestCheckJSONRoundTrip: a history survives the round trip, malformed ones are refused).
+//     IsHistory tells such JSON from package etcd's, for `listwatch check --check-history`
+//     (TestIsHistory).
 //   - Check(h, Options) returns a *Result: the Verdict of the linearizability search, the
 //     Violations (each names its Guarantee, the operation or the watch and frame, and what was
 //     expected and received), the Linearization, the reference write log (Writes), the Coverage
@@ -21,6 +26,10 @@
 //     bookmarks, initial-events-end bookmarks, 410s) and Notes. Result.Err wraps ErrViolation
 //     (TestCheckMutations) or ErrInconclusive. WriteReport writes it as an HTML page that names the
 //     verdict and each violation (TestWriteReport).
+//   - Guarantees lists the guarantees in this comment's order, each with whether it needs the
+//     write log; CheckedOver says what a result checked each over, History.Counts counts the
+//     requests by verb and outcome (check.NameCount), Coverage.Counts lists the coverage as the
+//     report shows it: `listwatch check --kube` prints them (TestCounts).
 //   - Discover(ctx, *rest.Config, GroupVersionResource) reads a resource's kind from discovery;
 //     NewRecorder(*rest.Config, Resource, clock) records requests to it in Resource.Namespace:
 //     Create, Update (its uid and resourceVersion are preconditions), Delete (with Precondition),

@@ -5,6 +5,8 @@ import (
 	"net/http"
 
 	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/listwatch/listwatch/check"
 )
 
 // Semantics of a list's resourceVersion, as the API concepts document's "Semantics for get and
@@ -212,13 +214,30 @@ func (c *checker) checkChain(chain []int) {
 		c.violate(c.opViolation(ReadRV, chain[0], "list at resourceVersion %d, returned at %d, includes operation %d's write, called later at %d",
 			m, first.Return, r.Operation, r.op.call), chain[0])
 	}
-	// the pages of the chain, each at m
-	type page struct {
-		index int
-		items []*Object
+	all, pages, complete := c.chainPages(chain, m)
+	var diff string
+	for k := p; k <= max(p, q); k++ {
+		want := c.filtered(k, sel)
+		if complete {
+			diff = compareSets(want, all)
+		} else {
+			diff = compareSubset(want, all)
+		}
+		if diff == "" {
+			return
+		}
 	}
-	var pages []page
-	complete := false
+	c.violate(Violation{Violation: check.Violation{Guarantee: ReadContent, Operation: chain[0], Watch: -1,
+		Message: fmt.Sprintf("list (%s semantics, %d page(s)%s) at resourceVersion %d does not hold the state at %d: %s",
+			sem, pages, map[bool]string{true: "", false: ", not followed to the end"}[complete], m, m, diff)}, Frame: -1,
+		Expected: describeObjects(c.filtered(p, sel)), Received: describeList(all)}, chain[0])
+}
+
+// chainPages reads the pages of a list chain answered at m, the first page's resourceVersion,
+// judging each continued page's resourceVersion and each page's size: it returns their items,
+// how many pages there are and whether the last one ends the list.
+func (c *checker) chainPages(chain []int, m uint64) (all []*Object, pages int, complete bool) {
+	o := c.h.Operations[chain[0]].Options
 	for _, i := range chain {
 		op := &c.h.Operations[i]
 		if i != chain[0] {
@@ -238,33 +257,13 @@ func (c *checker) checkChain(chain []int) {
 			c.violate(c.opViolation(ReadContent, i, "page of %d items for limit %d, with a continue token: a server that ignores the limit returns everything and no token",
 				len(op.List.Items), o.Limit), chain[0])
 		}
-		pg := page{index: i}
 		for j := range op.List.Items {
-			pg.items = append(pg.items, &op.List.Items[j])
+			all = append(all, &op.List.Items[j])
 		}
-		pages = append(pages, pg)
+		pages++
 		complete = op.List.Continue == ""
 	}
-	var all []*Object
-	for _, pg := range pages {
-		all = append(all, pg.items...)
-	}
-	var diff string
-	for k := p; k <= max(p, q); k++ {
-		want := c.filtered(k, sel)
-		if complete {
-			diff = compareSets(want, all)
-		} else {
-			diff = compareSubset(want, all)
-		}
-		if diff == "" {
-			return
-		}
-	}
-	c.violate(Violation{Guarantee: ReadContent, Operation: chain[0], Watch: -1, Frame: -1,
-		Message: fmt.Sprintf("list (%s semantics, %d page(s)%s) at resourceVersion %d does not hold the state at %d: %s",
-			sem, len(pages), map[bool]string{true: "", false: ", not followed to the end"}[complete], m, m, diff),
-		Expected: describeObjects(c.filtered(p, sel)), Received: describeList(all)}, chain[0])
+	return all, pages, complete
 }
 
 // compareSubset says how got is not a part of want, "" when it is.
@@ -355,9 +354,9 @@ func (c *checker) checkWindows() {
 			if s.watch >= 0 {
 				what = fmt.Sprintf("watch %d", s.watch)
 			}
-			c.violate(Violation{Guarantee: Expired, Operation: e.op, Watch: e.watch, Frame: e.f,
+			c.violate(Violation{Violation: check.Violation{Guarantee: Expired, Operation: e.op, Watch: e.watch,
 				Message: fmt.Sprintf("410 Expired for resourceVersion %d, yet %s, called after it, was served from resourceVersion %d: the retained window holds it, and a window never moves back",
-					e.x, what, s.x)}, -2)
+					e.x, what, s.x)}, Frame: e.f}, -2)
 			break
 		}
 	}

@@ -77,7 +77,7 @@ func TestRecorderRecords(t *testing.T) {
 	if ww := h.Watches[0]; len(ww.Frames) != 1 || ww.EndReason != EndStopped || ww.Status != 200 {
 		t.Errorf("watch %+v", ww)
 	}
-	if r := check(t, h); !r.OK() {
+	if r := mustCheck(t, h); !r.OK() {
 		t.Errorf("recorded history: %v", r.Violations)
 	}
 

@@ -5,6 +5,8 @@ import (
 	"html/template"
 	"io"
 	"sort"
+
+	"github.com/listwatch/listwatch/check"
 )
 
 // reportFrames bounds the frames shown per watch and the operations shown around violations.
@@ -24,7 +26,7 @@ td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}
 <p>{{.Resource}}; {{.Ops}} requests, {{.Watches}} watches; linearizability search: {{.Search}}.</p>
 <h2>Coverage</h2>
 <table><tr><th>what</th><th>count</th></tr>
-{{range .Coverage}}<tr><td>{{.Name}}</td><td>{{.Count}}</td></tr>{{end}}
+{{range .Coverage}}<tr><td>{{.Name}}</td><td>{{.N}}</td></tr>{{end}}
 </table>
 {{if .Notes}}<h2>Notes</h2><ul>{{range .Notes}}<li>{{.}}</li>{{end}}</ul>{{end}}
 <h2>Violations ({{len .Violations}})</h2>
@@ -66,13 +68,7 @@ type reportWatch struct {
 // violations with what was expected and received, the frames of every watch with a violation,
 // the operations (those with a violation highlighted) and the write log.
 func WriteReport(w io.Writer, h *History, res *Result) error {
-	verdict := "PASS"
-	switch {
-	case len(res.Violations) > 0:
-		verdict = "FAIL"
-	case res.Verdict == VerdictTimeout:
-		verdict = "INCONCLUSIVE"
-	}
+	verdict := check.Word(res.Verdict, len(res.Violations))
 	badOps := map[int]bool{}
 	badFrames := map[int]map[int]bool{}
 	type viol struct {
@@ -81,22 +77,16 @@ func WriteReport(w io.Writer, h *History, res *Result) error {
 	}
 	var violations []viol
 	for _, v := range res.Violations {
-		where := ""
 		switch {
 		case v.Watch >= 0:
-			where = fmt.Sprintf("watch %d", v.Watch)
-			if v.Frame >= 0 {
-				where += fmt.Sprintf(" frame %d", v.Frame)
-			}
 			if badFrames[v.Watch] == nil {
 				badFrames[v.Watch] = map[int]bool{}
 			}
 			badFrames[v.Watch][v.Frame] = true
 		case v.Operation >= 0:
-			where = fmt.Sprintf("operation %d", v.Operation)
 			badOps[v.Operation] = true
 		}
-		violations = append(violations, viol{v, where})
+		violations = append(violations, viol{v, v.Where("frame", v.Frame)})
 	}
 	var watches []reportWatch
 	var failing []int
@@ -137,25 +127,9 @@ func WriteReport(w io.Writer, h *History, res *Result) error {
 		}
 		writes = append(writes, writeLine{rv, r.Operation, r.Before.String(), r.After.String()})
 	}
-	type cov struct {
-		Name  string
-		Count int
-	}
-	c := res.Coverage
-	coverage := []cov{{"requests", c.Requests}, {"writes that took effect", c.Writes}, {"conflicts", c.Conflicts},
-		{"not found", c.NotFound}, {"unknown outcomes", c.Unknown}, {"gets", c.Gets}}
-	for _, k := range []string{MostRecent, Any, NotOlderThan, Exact, Continuation, Invalid} {
-		coverage = append(coverage, cov{"lists: " + k, c.Lists[k]})
-	}
-	for _, k := range []string{startExact, startInitial, startNow} {
-		coverage = append(coverage, cov{"watches: " + k, c.Watches[k]})
-	}
-	coverage = append(coverage, cov{"watches resumed", c.Resumed}, cov{"watches with selectors", c.SelectorWatches},
-		cov{"events", c.Events}, cov{"events replayed", c.EventsChecked}, cov{"bookmarks", c.Bookmarks},
-		cov{"initial-events-end bookmarks", c.InitialEventsEnd}, cov{"410 Expired", c.Expired}, cov{"other errors", c.Errors})
 	return reportTemplate.Execute(w, map[string]any{
 		"Verdict": verdict, "Resource": h.Resource.String(), "Ops": len(h.Operations), "Watches": len(h.Watches),
-		"Search": res.Verdict, "Coverage": coverage, "Notes": res.Notes, "Violations": violations,
+		"Search": res.Verdict, "Coverage": res.Coverage.Counts(), "Notes": res.Notes, "Violations": violations,
 		"FailingWatches": watches, "Operations": ops, "MoreOperations": len(h.Operations) - len(ops), "Writes": writes,
 	})
 }

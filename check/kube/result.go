@@ -2,11 +2,12 @@ package kube
 
 import (
 	"fmt"
-	"strings"
+
+	"github.com/listwatch/listwatch/check"
 )
 
 // Guarantee names a property Check verifies; doc.go defines each one.
-type Guarantee string
+type Guarantee = check.Guarantee
 
 // The guarantees, in the order doc.go defines them.
 const (
@@ -21,27 +22,20 @@ const (
 	Validation       Guarantee = "validation"
 )
 
-// Guarantees lists every guarantee, in doc.go's order.
-var Guarantees = []Guarantee{Linearizable, ReadRV, ReadContent, WatchStart, WatchReplay, BookmarkOrder,
-	InitialEventsEnd, Expired, Validation}
+// Guarantees lists every guarantee, in doc.go's order. Those that need a reference are judged in
+// part without a linearization: read_rv's and watch_start's bounds from what requests had shown,
+// the initial-events-end bookmark's place.
+var Guarantees = []check.Info{{Guarantee: Linearizable}, {Guarantee: ReadRV, NeedsReference: true},
+	{Guarantee: ReadContent, NeedsReference: true}, {Guarantee: WatchStart, NeedsReference: true},
+	{Guarantee: WatchReplay, NeedsReference: true}, {Guarantee: BookmarkOrder, NeedsReference: true},
+	{Guarantee: InitialEventsEnd, NeedsReference: true}, {Guarantee: Expired}, {Guarantee: Validation}}
 
-// needsReference: checked only against a linearization's write log.
-func (g Guarantee) needsReference() bool {
-	switch g {
-	case ReadRV, ReadContent, WatchStart, WatchReplay, BookmarkOrder:
-		return true
-	}
-	return false
-}
-
-// Violation is one broken guarantee. Operation and Watch index the history's Operations and
-// Watches (-1 when not about one), Frame the watch's Frames (-1 when not about one).
+// Violation is one broken guarantee: check.Violation says which and where (Operation and Watch
+// index the history's Operations and Watches), Frame indexes the watch's Frames (-1 when not about
+// one).
 type Violation struct {
-	Guarantee Guarantee `json:"guarantee"`
-	Operation int       `json:"operation"`
-	Watch     int       `json:"watch"`
-	Frame     int       `json:"frame"`
-	Message   string    `json:"message"`
+	check.Violation
+	Frame int `json:"frame"`
 	// Expected and Received, when set, are what the reference expects and what the wire said.
 	Expected string `json:"expected,omitempty"`
 	Received string `json:"received,omitempty"`
@@ -49,36 +43,17 @@ type Violation struct {
 
 // String describes the violation on one line, then what was expected and received.
 func (v Violation) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s: ", v.Guarantee)
-	switch {
-	case v.Watch >= 0 && v.Frame >= 0:
-		fmt.Fprintf(&b, "watch %d frame %d: ", v.Watch, v.Frame)
-	case v.Watch >= 0:
-		fmt.Fprintf(&b, "watch %d: ", v.Watch)
-	case v.Operation >= 0:
-		fmt.Fprintf(&b, "operation %d: ", v.Operation)
-	}
-	b.WriteString(v.Message)
+	s := v.Line("frame", v.Frame)
 	if v.Expected != "" || v.Received != "" {
-		fmt.Fprintf(&b, "\n  expected: %s\n  received: %s", v.Expected, v.Received)
+		s += fmt.Sprintf("\n  expected: %s\n  received: %s", v.Expected, v.Received)
 	}
-	return b.String()
+	return s
 }
-
-// Verdict is the outcome of the linearizability search.
-type Verdict string
-
-// The verdicts.
-const (
-	VerdictLinearizable    Verdict = "linearizable"
-	VerdictNotLinearizable Verdict = "not linearizable"
-	VerdictTimeout         Verdict = "timeout"
-)
 
 // Result is what Check found.
 type Result struct {
-	Verdict    Verdict
+	// Verdict is the outcome of the linearizability search.
+	Verdict    check.Verdict
 	Violations []Violation
 	// Linearization lists the indexes of the operations in the linearization found: the writes
 	// that took effect and the consistent reads (nil unless linearizable).
@@ -127,34 +102,16 @@ type Coverage struct {
 }
 
 // OK reports whether the history passed: linearizable and no violation.
-func (r *Result) OK() bool { return r.Verdict == VerdictLinearizable && len(r.Violations) == 0 }
+func (r *Result) OK() bool { return r.Verdict == check.VerdictLinearizable && len(r.Violations) == 0 }
 
 // Err is nil for a pass, wraps ErrViolation when a guarantee is broken and ErrInconclusive when the
 // search timed out without any violation found.
 func (r *Result) Err() error {
-	switch {
-	case len(r.Violations) > 0:
-		return fmt.Errorf("%w: %d violation(s)", ErrViolation, len(r.Violations))
-	case r.Verdict == VerdictTimeout:
-		return ErrInconclusive
-	}
-	return nil
+	return check.Err(r.Verdict, len(r.Violations), func() string { return fmt.Sprintf("%d violation(s)", len(r.Violations)) })
 }
 
 // Guarantees lists the guarantees violated, in doc.go's order.
-func (r *Result) Guarantees() []Guarantee {
-	seen := map[Guarantee]bool{}
-	for _, v := range r.Violations {
-		seen[v.Guarantee] = true
-	}
-	var out []Guarantee
-	for _, g := range Guarantees {
-		if seen[g] {
-			out = append(out, g)
-		}
-	}
-	return out
-}
+func (r *Result) Guarantees() []Guarantee { return check.Violated(r.Violations, Guarantees) }
 
 // maxPerWatch bounds the violations of one guarantee listed per watch or list chain.
 const maxPerWatch = 5

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/listwatch/listwatch/check"
 )
 
 // History is what a Recorder recorded of one run against one resource in one namespace: every
@@ -240,49 +243,42 @@ const (
 	EndStopped = "stopped"
 )
 
-// Errors of this package; match them with errors.Is.
+// Errors of this package; match them with errors.Is. The first three are package check's.
 var (
 	// ErrInvalidHistory: a history is malformed (the error names what is wrong).
-	ErrInvalidHistory = errors.New("kube: invalid history")
+	ErrInvalidHistory = check.ErrInvalidHistory
 	// ErrViolation: a guarantee is broken (Result.Err).
-	ErrViolation = errors.New("kube: guarantee violated")
+	ErrViolation = check.ErrViolation
 	// ErrInconclusive: the linearizability search timed out (Result.Err).
-	ErrInconclusive = errors.New("kube: linearizability check timed out")
+	ErrInconclusive = check.ErrInconclusive
 	// ErrInvalidConfig: a workload Config or a resource is refused (the error names what).
 	ErrInvalidConfig = errors.New("kube: invalid config")
 )
 
 // ReadJSON reads a history written by WriteJSON and validates it.
-func ReadJSON(r io.Reader) (*History, error) {
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-	var h History
-	if err := dec.Decode(&h); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidHistory, err)
+func ReadJSON(r io.Reader) (*History, error) { return check.ReadJSON[History](r) }
+
+// IsHistory tells a Kubernetes API history in JSON (which names its resource at the top level)
+// from package etcd's; it leaves r at its start. A file that is not JSON is not one: the etcd
+// reader then says what is wrong.
+func IsHistory(r io.ReadSeeker) bool {
+	defer r.Seek(0, io.SeekStart)
+	var top map[string]json.RawMessage
+	if err := json.NewDecoder(bufio.NewReader(r)).Decode(&top); err != nil {
+		return false
 	}
-	if err := h.Validate(); err != nil {
-		return nil, err
-	}
-	return &h, nil
+	_, ok := top["resource"]
+	return ok
 }
 
-// WriteJSON writes the history as JSON, one operation or watch a line.
-func (h *History) WriteJSON(w io.Writer) error {
-	b, err := json.MarshalIndent(h, "", " ")
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
-}
+// WriteJSON writes the history as indented JSON, the form ReadJSON reads.
+func (h *History) WriteJSON(w io.Writer) error { return check.WriteJSON(w, h) }
 
 // Validate checks that the history is well formed: known verbs, each operation with what its verb
 // needs, times in order. Its errors
 // wrap ErrInvalidHistory and name the first problem.
 func (h *History) Validate() error {
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidHistory, fmt.Sprintf(format, a...))
-	}
+	bad := func(format string, a ...any) error { return check.Invalid(ErrInvalidHistory, format, a...) }
 	if h.Resource.Resource == "" || h.Resource.Version == "" || h.Resource.Namespace == "" {
 		return bad("resource: version, resource and namespace are required")
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+
+	"github.com/listwatch/listwatch/check"
 )
 
 // Watch start classes.
@@ -130,8 +132,8 @@ type watchCheck struct {
 }
 
 func (wc *watchCheck) violate(g Guarantee, frame int, exp, got, format string, a ...any) {
-	wc.c.violate(Violation{Guarantee: g, Operation: -1, Watch: wc.wi, Frame: frame,
-		Message: fmt.Sprintf(format, a...), Expected: exp, Received: got}, wc.key)
+	wc.c.violate(Violation{Violation: check.Violation{Guarantee: g, Operation: -1, Watch: wc.wi,
+		Message: fmt.Sprintf(format, a...)}, Frame: frame, Expected: exp, Received: got}, wc.key)
 }
 
 func (c *checker) checkWatches(withLog bool) {
@@ -190,15 +192,45 @@ func (c *checker) checkWatch(wi int, withLog bool) {
 			break
 		}
 	}
-	// structural checks, which need no write log
-	endIdx := -1
-	var lastRV uint64 // highest resourceVersion delivered (event or bookmark)
+	endIdx, lastRV, ok := wc.structuralFrames(class, end)
+	if !ok {
+		return
+	}
+	// a 410 ERROR: only for a resourceVersion the watch needs
+	if end < len(w.Frames) && w.Frames[end].Status.Code == http.StatusGone {
+		f := &w.Frames[end]
+		need := lastRV
+		if class == startExact {
+			need = max(need, n)
+		}
+		if need == 0 {
+			wc.violate(Expired, end, "the initial state of the most recent or any resourceVersion", describeFrame(f),
+				"410 Expired to a watch from resourceVersion %q that needs no history: its start is the state the server holds", o.ResourceVersion)
+		} else {
+			c.expired = append(c.expired, expiry{kind: "watch", x: need, t: f.Time, op: -1, watch: wi, f: end})
+		}
+	} else if class == startExact {
+		c.served = append(c.served, expiry{kind: "watch", x: n, t: w.Call, op: -1, watch: wi, f: -1})
+	}
+	if !withLog {
+		return
+	}
+	wc.replayWatch(class, n, end, endIdx)
+}
+
+// structuralFrames runs the checks of the frames before end that need no write log: bookmarks
+// asked for and in order, one initial-events-end bookmark where initial events were asked for. It
+// returns the index of that bookmark (-1 if none), the highest resourceVersion delivered, and
+// false if a frame has a resourceVersion that is not one (a violation of its own).
+func (wc *watchCheck) structuralFrames(class string, end int) (endIdx int, lastRV uint64, ok bool) {
+	w, o := wc.w, &wc.w.Options
+	endIdx = -1
 	for j := range end {
 		f := &w.Frames[j]
 		v, err := parseRV(f.Object.ResourceVersion)
 		if err != nil {
-			c.rvOf(f.Object.ResourceVersion, -1, wi, j)
-			return
+			wc.c.rvOf(f.Object.ResourceVersion, -1, wc.wi, j)
+			return endIdx, lastRV, false
 		}
 		if f.Type == Bookmark {
 			if !o.AllowWatchBookmarks {
@@ -223,26 +255,7 @@ func (c *checker) checkWatch(wi int, withLog bool) {
 		}
 		lastRV = max(lastRV, v)
 	}
-	// a 410 ERROR: only for a resourceVersion the watch needs
-	if end < len(w.Frames) && w.Frames[end].Status.Code == http.StatusGone {
-		f := &w.Frames[end]
-		need := lastRV
-		if class == startExact {
-			need = max(need, n)
-		}
-		if need == 0 {
-			wc.violate(Expired, end, "the initial state of the most recent or any resourceVersion", describeFrame(f),
-				"410 Expired to a watch from resourceVersion %q that needs no history: its start is the state the server holds", o.ResourceVersion)
-		} else {
-			c.expired = append(c.expired, expiry{kind: "watch", x: need, t: f.Time, op: -1, watch: wi, f: end})
-		}
-	} else if class == startExact {
-		c.served = append(c.served, expiry{kind: "watch", x: n, t: w.Call, op: -1, watch: wi, f: -1})
-	}
-	if !withLog {
-		return
-	}
-	wc.replayWatch(class, n, end, endIdx)
+	return endIdx, lastRV, true
 }
 
 // replayWatch finds the watch's start and holds what it delivered to the write log.

@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/listwatch/listwatch/check"
 	"github.com/listwatch/listwatch/internal/runplan"
 )
 
@@ -50,24 +51,18 @@ type Config struct {
 
 // Validate checks the config; its errors wrap ErrInvalidConfig.
 func (c Config) Validate() error {
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, a...))
+	if err := c.load().Validate(ErrInvalidConfig); err != nil {
+		return err
 	}
-	switch {
-	case c.Clients < 1:
-		return bad("clients %d: need at least one", c.Clients)
-	case c.Watchers < 0:
-		return bad("watchers %d: must not be negative", c.Watchers)
-	case c.Objects < 0:
-		return bad("objects %d: must not be negative", c.Objects)
-	case c.Ops < 0:
-		return bad("ops %d: must not be negative", c.Ops)
-	case c.Duration < 0:
-		return bad("duration %v: must not be negative", c.Duration)
-	case c.RequestTimeout < 0:
-		return bad("request timeout %v: must not be negative", c.RequestTimeout)
+	if c.Objects < 0 {
+		return check.Invalid(ErrInvalidConfig, "objects %d: must not be negative", c.Objects)
 	}
 	return nil
+}
+
+// load is what c bounds as every workload does.
+func (c Config) load() check.Load {
+	return check.Load{Clients: c.Clients, Watchers: c.Watchers, Ops: c.Ops, Duration: c.Duration, RequestTimeout: c.RequestTimeout}
 }
 
 // Stats counts what a running workload did, safely for concurrent use.

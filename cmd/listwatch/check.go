@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 
+	"github.com/listwatch/listwatch/check"
 	"github.com/listwatch/listwatch/check/etcd"
 	"github.com/listwatch/listwatch/check/etcd/workload"
 	"github.com/listwatch/listwatch/check/kube"
@@ -120,7 +121,20 @@ var workloadFlags = []string{"endpoints", "dial-timeout", "seed", "duration", "o
 	"compact-every", "workload", "history", "request-timeout", "kube", "resource", "namespace", "prefix", "scenarios",
 	"no-scenarios", "apiserver-gating"}
 
-func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
+// checkArgs are the flags' values as given, before parseCheckFlags checks them; set names the
+// flags given.
+type checkArgs struct {
+	endpoints, prefix, kind, report, historyOut, checkHistory, kube, resource, namespace string
+	scenariosOnly, noScenarios, gating                                                   bool
+	dialTimeout, duration, requestTimeout, checkTimeout                                  time.Duration
+	seed                                                                                 uint64
+	ops, compactEvery                                                                    int64
+	clients, watchers                                                                    int
+	set                                                                                  map[string]bool
+}
+
+// checkFlagSet defines check's flags, bound to a's fields.
+func checkFlagSet(a *checkArgs, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("listwatch check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -137,138 +151,175 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 		fmt.Fprintln(stderr, "\nflags:")
 		fs.PrintDefaults()
 	}
-	endpoints := fs.String("endpoints", "", "comma-separated etcd v3 client `endpoints` (host:port or http://host:port) of any etcd-API store, fresh or not; default: the in-memory store")
-	prefix := fs.String("prefix", "", "the key `prefix` the etcd check writes under, its own alone (default: a fresh random one, /listwatch-check-<hex>/)")
-	scenariosOnly := fs.Bool("scenarios", false, "run the scenario suite alone, without the randomized workload")
-	noScenarios := fs.Bool("no-scenarios", false, "run the randomized workload alone, without the scenario suite")
-	gating := fs.Bool("apiserver-gating", false, "keep the apiserver's gating: no RequestProgress to an etcd version the apiserver sends none to")
-	dialTimeout := fs.Duration("dial-timeout", defaultDialTimeout, "how long to wait for --endpoints or --kube to answer")
-	seed := fs.Uint64("seed", 0, "seed of the workload's choices (default: drawn, and printed)")
-	duration := fs.Duration("duration", 0, fmt.Sprintf("run the workload this long (default %v unless --ops)", defaultCheckDuration))
-	ops := fs.Int64("ops", 0, "run the workload until its clients have sent this many requests")
-	clients := fs.Int("clients", workload.DefaultClients, "concurrent clients")
-	watchers := fs.Int("watchers", workload.DefaultWatchers, "concurrent watchers")
-	compactEvery := fs.Int64("compact-every", defaultCompactEvery, "compact every this many `revisions` (0: never)")
-	kind := fs.String("workload", string(workload.K8s), fmt.Sprintf("the workload: %v", workload.Kinds))
-	requestTimeout := fs.Duration("request-timeout", defaultRequestTimeout, "timeout of each request (one that runs out has an unknown outcome)")
-	checkTimeout := fs.Duration("check-timeout", defaultCheckTimeout, "bound on the linearizability search (0: none); when it runs out the check is inconclusive")
-	report := fs.String("report", "", "write the HTML report to `file` (on a failure one is always written, to a temporary file if not here)")
-	historyOut := fs.String("history", "", "write the recorded history as JSON to `file`, to check it again with --check-history")
-	checkHistory := fs.String("check-history", "", "check the JSON history in `file` instead of running a workload")
-	kube := fs.String("kube", "", "check the Kubernetes API server at `URL` (http://host:port) instead of an etcd store: its list, watch and write guarantees")
-	resource := fs.String("resource", defaultKubeResource, "with --kube: the namespaced `resource` to run on, as resource, version/resource or group/version/resource; it must accept objects of metadata alone")
-	namespace := fs.String("namespace", "", "with --kube: the `namespace` of the run, created if the server serves namespaces (default listwatch-check-<seed>)")
+	fs.StringVar(&a.endpoints, "endpoints", "", "comma-separated etcd v3 client `endpoints` (host:port or http://host:port) of any etcd-API store, fresh or not; default: the in-memory store")
+	fs.StringVar(&a.prefix, "prefix", "", "the key `prefix` the etcd check writes under, its own alone (default: a fresh random one, /listwatch-check-<hex>/)")
+	fs.BoolVar(&a.scenariosOnly, "scenarios", false, "run the scenario suite alone, without the randomized workload")
+	fs.BoolVar(&a.noScenarios, "no-scenarios", false, "run the randomized workload alone, without the scenario suite")
+	fs.BoolVar(&a.gating, "apiserver-gating", false, "keep the apiserver's gating: no RequestProgress to an etcd version the apiserver sends none to")
+	fs.DurationVar(&a.dialTimeout, "dial-timeout", defaultDialTimeout, "how long to wait for --endpoints or --kube to answer")
+	fs.Uint64Var(&a.seed, "seed", 0, "seed of the workload's choices (default: drawn, and printed)")
+	fs.DurationVar(&a.duration, "duration", 0, fmt.Sprintf("run the workload this long (default %v unless --ops)", defaultCheckDuration))
+	fs.Int64Var(&a.ops, "ops", 0, "run the workload until its clients have sent this many requests")
+	fs.IntVar(&a.clients, "clients", workload.DefaultClients, "concurrent clients")
+	fs.IntVar(&a.watchers, "watchers", workload.DefaultWatchers, "concurrent watchers")
+	fs.Int64Var(&a.compactEvery, "compact-every", defaultCompactEvery, "compact every this many `revisions` (0: never)")
+	fs.StringVar(&a.kind, "workload", string(workload.K8s), fmt.Sprintf("the workload: %v", workload.Kinds))
+	fs.DurationVar(&a.requestTimeout, "request-timeout", defaultRequestTimeout, "timeout of each request (one that runs out has an unknown outcome)")
+	fs.DurationVar(&a.checkTimeout, "check-timeout", defaultCheckTimeout, "bound on the linearizability search (0: none); when it runs out the check is inconclusive")
+	fs.StringVar(&a.report, "report", "", "write the HTML report to `file` (on a failure one is always written, to a temporary file if not here)")
+	fs.StringVar(&a.historyOut, "history", "", "write the recorded history as JSON to `file`, to check it again with --check-history")
+	fs.StringVar(&a.checkHistory, "check-history", "", "check the JSON history in `file` instead of running a workload")
+	fs.StringVar(&a.kube, "kube", "", "check the Kubernetes API server at `URL` (http://host:port) instead of an etcd store: its list, watch and write guarantees")
+	fs.StringVar(&a.resource, "resource", defaultKubeResource, "with --kube: the namespaced `resource` to run on, as resource, version/resource or group/version/resource; it must accept objects of metadata alone")
+	fs.StringVar(&a.namespace, "namespace", "", "with --kube: the `namespace` of the run, created if the server serves namespaces (default listwatch-check-<seed>)")
+	return fs
+}
+
+// badFlags is a usage error saying what is wrong with the command line.
+func badFlags(format string, a ...any) error { return usageError{err: fmt.Errorf(format, a...)} }
+
+// parseCheckFlags parses check's command line and checks it, one concern at a time; its errors are
+// usageErrors (exit status 2) naming the flag.
+func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
+	a := &checkArgs{set: map[string]bool{}}
+	fs := checkFlagSet(a, stderr)
 	if err := fs.Parse(args); err != nil {
 		return nil, usageError{err: err, reported: true}
 	}
 	if fs.NArg() > 0 {
 		return nil, usageError{err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	bad := func(format string, a ...any) (*checkFlags, error) {
-		return nil, usageError{err: fmt.Errorf(format, a...)}
-	}
-	f := &checkFlags{dialTimeout: *dialTimeout, seedSet: set["seed"], checkTimeout: *checkTimeout,
-		report: *report, historyOut: *historyOut, checkHistory: *checkHistory}
-	if set["check-history"] {
-		if *checkHistory == "" {
-			return bad("--check-history needs a file")
-		}
-		for _, name := range workloadFlags {
-			if set[name] {
-				return bad("--%s does not apply to --check-history, which checks a recorded history instead of running a workload", name)
-			}
+	fs.Visit(func(f *flag.Flag) { a.set[f.Name] = true })
+	f := &checkFlags{dialTimeout: a.dialTimeout, seedSet: a.set["seed"], checkTimeout: a.checkTimeout,
+		report: a.report, historyOut: a.historyOut, checkHistory: a.checkHistory}
+	for _, validate := range []func(*checkFlags) error{a.validateHistory, a.validateKube, a.validateEtcd, a.validateWorkload, a.validateOutputs} {
+		if err := validate(f); err != nil {
+			return nil, err
 		}
 	}
-	if set["kube"] {
-		for _, name := range etcdFlags {
-			if set[name] {
-				return bad("--%s does not apply to --kube, which checks a Kubernetes API server", name)
-			}
+	return f, nil
+}
+
+// validateHistory: --check-history takes a file, and no flag of a workload run.
+func (a *checkArgs) validateHistory(*checkFlags) error {
+	if !a.set["check-history"] {
+		return nil
+	}
+	if a.checkHistory == "" {
+		return badFlags("--check-history needs a file")
+	}
+	for _, name := range workloadFlags {
+		if a.set[name] {
+			return badFlags("--%s does not apply to --check-history, which checks a recorded history instead of running a workload", name)
 		}
-		if err := checkKubeURL(*kube); err != nil {
-			return bad("--kube %q: %v", *kube, err)
-		}
-		gvr, err := parseResource(*resource)
-		if err != nil {
-			return bad("--resource %q: %v", *resource, err)
-		}
-		f.kube, f.resource, f.namespace = *kube, gvr, *namespace
-		if set["namespace"] {
-			if errs := validation.IsDNS1123Label(*namespace); len(errs) > 0 {
-				return bad("--namespace %q: %s", *namespace, strings.Join(errs, "; "))
-			}
-		}
-	} else {
+	}
+	return nil
+}
+
+// validateKube: --kube takes a URL, --resource and --namespace, and no flag of an etcd target.
+func (a *checkArgs) validateKube(f *checkFlags) error {
+	if !a.set["kube"] {
 		for _, name := range []string{"resource", "namespace"} {
-			if set[name] {
-				return bad("--%s applies to --kube only", name)
+			if a.set[name] {
+				return badFlags("--%s applies to --kube only", name)
 			}
 		}
+		return nil
 	}
-	if set["kube"] {
-		for _, name := range []string{"prefix", "scenarios", "no-scenarios", "apiserver-gating"} {
-			if set[name] {
-				return bad("--%s does not apply to --kube, which checks a Kubernetes API server", name)
-			}
+	for _, name := range etcdFlags {
+		if a.set[name] {
+			return badFlags("--%s does not apply to --kube, which checks a Kubernetes API server", name)
 		}
 	}
+	if err := checkKubeURL(a.kube); err != nil {
+		return badFlags("--kube %q: %v", a.kube, err)
+	}
+	gvr, err := parseResource(a.resource)
+	if err != nil {
+		return badFlags("--resource %q: %v", a.resource, err)
+	}
+	f.kube, f.resource, f.namespace = a.kube, gvr, a.namespace
+	if a.set["namespace"] {
+		if errs := validation.IsDNS1123Label(a.namespace); len(errs) > 0 {
+			return badFlags("--namespace %q: %s", a.namespace, strings.Join(errs, "; "))
+		}
+	}
+	for _, name := range []string{"prefix", "scenarios", "no-scenarios", "apiserver-gating"} {
+		if a.set[name] {
+			return badFlags("--%s does not apply to --kube, which checks a Kubernetes API server", name)
+		}
+	}
+	return nil
+}
+
+// validateEtcd: the etcd check's prefix, scenarios and endpoints.
+func (a *checkArgs) validateEtcd(f *checkFlags) error {
 	switch {
-	case *scenariosOnly && *noScenarios:
-		return bad("--scenarios runs the scenarios alone and --no-scenarios leaves them out: give one")
-	case set["prefix"] && (*prefix == "" || strings.ContainsRune(*prefix, 0)):
-		return bad("--prefix %q: need a non-empty key prefix", *prefix)
+	case a.scenariosOnly && a.noScenarios:
+		return badFlags("--scenarios runs the scenarios alone and --no-scenarios leaves them out: give one")
+	case a.set["prefix"] && (a.prefix == "" || strings.ContainsRune(a.prefix, 0)):
+		return badFlags("--prefix %q: need a non-empty key prefix", a.prefix)
 	}
-	f.prefix, f.scenariosOnly, f.noScenarios, f.gating = *prefix, *scenariosOnly, *noScenarios, *gating
-	if set["endpoints"] {
-		eps, err := parseEndpoints(*endpoints)
+	f.prefix, f.scenariosOnly, f.noScenarios, f.gating = a.prefix, a.scenariosOnly, a.noScenarios, a.gating
+	if a.set["endpoints"] {
+		eps, err := parseEndpoints(a.endpoints)
 		if err != nil {
-			return bad("--endpoints %q: %v", *endpoints, err)
+			return badFlags("--endpoints %q: %v", a.endpoints, err)
 		}
 		f.endpoints = eps
 	}
-	k, err := workload.ParseKind(*kind)
+	return nil
+}
+
+// validateWorkload: the workload's kind, bounds and timeouts.
+func (a *checkArgs) validateWorkload(f *checkFlags) error {
+	k, err := workload.ParseKind(a.kind)
 	if err != nil {
-		return bad("--workload %q: want one of %v", *kind, workload.Kinds)
+		return badFlags("--workload %q: want one of %v", a.kind, workload.Kinds)
 	}
 	switch {
-	case set["ops"] && set["duration"]:
-		return bad("--ops and --duration both bound the run: give one")
-	case set["ops"] && *ops <= 0:
-		return bad("--ops %d: must be positive", *ops)
-	case set["duration"] && *duration <= 0:
-		return bad("--duration %v: must be positive", *duration)
-	case *clients < 1:
-		return bad("--clients %d: need at least one", *clients)
-	case *watchers < 0:
-		return bad("--watchers %d: must not be negative", *watchers)
-	case *compactEvery < 0:
-		return bad("--compact-every %d: must not be negative (0 never compacts)", *compactEvery)
-	case *dialTimeout <= 0:
-		return bad("--dial-timeout %v: must be positive", *dialTimeout)
-	case *requestTimeout <= 0:
-		return bad("--request-timeout %v: must be positive", *requestTimeout)
-	case *checkTimeout < 0:
-		return bad("--check-timeout %v: must not be negative (0 is no bound)", *checkTimeout)
+	case a.set["ops"] && a.set["duration"]:
+		return badFlags("--ops and --duration both bound the run: give one")
+	case a.set["ops"] && a.ops <= 0:
+		return badFlags("--ops %d: must be positive", a.ops)
+	case a.set["duration"] && a.duration <= 0:
+		return badFlags("--duration %v: must be positive", a.duration)
+	case a.clients < 1:
+		return badFlags("--clients %d: need at least one", a.clients)
+	case a.watchers < 0:
+		return badFlags("--watchers %d: must not be negative", a.watchers)
+	case a.compactEvery < 0:
+		return badFlags("--compact-every %d: must not be negative (0 never compacts)", a.compactEvery)
+	case a.dialTimeout <= 0:
+		return badFlags("--dial-timeout %v: must be positive", a.dialTimeout)
+	case a.requestTimeout <= 0:
+		return badFlags("--request-timeout %v: must be positive", a.requestTimeout)
+	case a.checkTimeout < 0:
+		return badFlags("--check-timeout %v: must not be negative (0 is no bound)", a.checkTimeout)
 	}
-	for _, out := range []struct{ name, path string }{{"report", *report}, {"history", *historyOut}} {
-		if !set[out.name] {
+	duration := a.duration
+	if !a.set["ops"] && !a.set["duration"] {
+		duration = defaultCheckDuration
+	}
+	f.cfg = workload.Config{Kind: k, Seed: a.seed, Clients: a.clients, Watchers: a.watchers, Ops: a.ops,
+		Duration: duration, CompactEvery: a.compactEvery, RequestTimeout: a.requestTimeout}
+	return nil
+}
+
+// validateOutputs: --report and --history name a file in a directory that exists.
+func (a *checkArgs) validateOutputs(*checkFlags) error {
+	for _, out := range []struct{ name, path string }{{"report", a.report}, {"history", a.historyOut}} {
+		if !a.set[out.name] {
 			continue
 		}
 		if out.path == "" {
-			return bad("--%s needs a file", out.name)
+			return badFlags("--%s needs a file", out.name)
 		}
 		if fi, err := os.Stat(filepath.Dir(out.path)); err != nil || !fi.IsDir() {
-			return bad("--%s %s: no directory %s to write it in", out.name, out.path, filepath.Dir(out.path))
+			return badFlags("--%s %s: no directory %s to write it in", out.name, out.path, filepath.Dir(out.path))
 		}
 	}
-	if !set["ops"] && !set["duration"] {
-		*duration = defaultCheckDuration
-	}
-	f.cfg = workload.Config{Kind: k, Seed: *seed, Clients: *clients, Watchers: *watchers, Ops: *ops,
-		Duration: *duration, CompactEvery: *compactEvery, RequestTimeout: *requestTimeout}
-	return f, nil
+	return nil
 }
 
 // parseEndpoints splits a comma-separated endpoint list: host:port, or http://host:port as etcdctl
@@ -385,7 +436,7 @@ func (env checkEnv) checkFile(f *checkFlags, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer file.Close()
-	if isKubeHistory(file) {
+	if kube.IsHistory(file) {
 		return env.checkKubeFile(f, file, stdout, stderr)
 	}
 	h, err := etcd.ReadJSON(file)
@@ -393,7 +444,7 @@ func (env checkEnv) checkFile(f *checkFlags, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s: %w", f.checkHistory, err)
 	}
 	fmt.Fprintf(stdout, "listwatch check: the history in %s: %d requests, %d watches\n", f.checkHistory, len(h.Operations), len(h.Watches))
-	writeOperations(stdout, historyCounts(h))
+	writeOperations(stdout, h.Counts())
 	return env.check(h, f, false, nil, stdout, stderr)
 }
 
@@ -435,12 +486,12 @@ func (env checkEnv) check(h *etcd.History, f *checkFlags, recorded bool, er *etc
 	if res != nil {
 		labels = etcd.Classify(h, res, er.target)
 	}
-	sum := er.summarize(labels)
+	sum := workload.Summarize(labels, er.scenarios, er.caps, len(er.findings))
 
 	var verdict error
 	switch {
 	case res != nil && len(res.Violations) > 0:
-		fmt.Fprintf(stdout, "checked in %v: %d violation(s) of %s\n", took, len(res.Violations), guaranteeList(res.Guarantees()))
+		fmt.Fprintf(stdout, "checked in %v: %d violation(s) of %s\n", took, len(res.Violations), check.List(res.Guarantees()))
 		for i, v := range res.Violations {
 			if i == maxViolationsShown {
 				fmt.Fprintf(stdout, "... and %d more, in the report\n", len(res.Violations)-i)
@@ -456,7 +507,7 @@ func (env checkEnv) check(h *etcd.History, f *checkFlags, recorded bool, er *etc
 		fmt.Fprintf(stdout, "checked in %v: every guarantee held\n", took)
 	}
 	writeFindings(stdout, er, sum)
-	if sum.failed() {
+	if sum.Failed() {
 		verdict = fmt.Errorf("%w: %s", errFail, sum)
 	}
 	switch {
@@ -471,15 +522,6 @@ func (env checkEnv) check(h *etcd.History, f *checkFlags, recorded bool, er *etc
 		return verdict
 	}
 	return f.keepEvidence(stdout, verdict, recorded, func(w io.Writer) error { return etcd.WriteReport(w, h, res) }, h.WriteJSON)
-}
-
-// guaranteeList names the guarantees, of package check/etcd or check/kube, comma-separated.
-func guaranteeList[G ~string](gs []G) string {
-	names := make([]string, len(gs))
-	for i, g := range gs {
-		names[i] = string(g)
-	}
-	return strings.Join(names, ", ")
 }
 
 // writeHistory writes the recorded history to --history, if given.
@@ -652,51 +694,7 @@ func progressLine(s workload.Snapshot, elapsed time.Duration) string {
 		elapsed.Seconds(), s.Operations, rate, s.Failed, s.Unknown, s.Watches, s.WatchEvents, s.Revision)
 }
 
-// historyCounts counts a history's operations by request type and outcome.
-func historyCounts(h *etcd.History) []workload.NameCount {
-	order := []string{"range", "put", "delete_range", "txn", "compact", "lease_grant", "lease_revoke", "lease_keep_alive"}
-	counts := make([]workload.NameCount, len(order))
-	for i, n := range order {
-		counts[i].Name = n
-	}
-	for _, op := range h.Operations {
-		r := &op.Request
-		i := 0
-		switch {
-		case r.Range != nil:
-			i = 0
-		case r.Put != nil:
-			i = 1
-		case r.DeleteRange != nil:
-			i = 2
-		case r.Txn != nil:
-			i = 3
-		case r.Compact != nil:
-			i = 4
-		case r.LeaseGrant != nil:
-			i = 5
-		case r.LeaseRevoke != nil:
-			i = 6
-		case r.LeaseKeepAlive != nil:
-			i = 7
-		}
-		o := workload.OK
-		switch {
-		case op.Unknown:
-			o = workload.Unknown
-		case op.Error != "":
-			o = workload.Failed
-		case op.Response != nil && op.Response.Txn != nil && !op.Response.Txn.Succeeded:
-			o = workload.Conflict
-		}
-		counts[i].Outcomes[o]++
-	}
-	return slices.DeleteFunc(counts, func(c workload.NameCount) bool { return c.Total() == 0 })
-}
-
-var outcomes = []workload.Outcome{workload.OK, workload.Conflict, workload.Failed, workload.Unknown}
-
-func writeOperations(w io.Writer, counts []workload.NameCount) {
+func writeOperations(w io.Writer, counts []check.NameCount) {
 	width := len("requests")
 	for _, c := range counts {
 		width = max(width, len(c.Name))
@@ -709,19 +707,19 @@ func writeOperations(w io.Writer, counts []workload.NameCount) {
 		fmt.Fprintln(w)
 	}
 	var header []string
-	for _, o := range outcomes {
+	for _, o := range check.Outcomes {
 		header = append(header, o.String())
 	}
 	fmt.Fprintln(w)
 	row("requests", append(header, "total"))
-	var total workload.NameCount
-	for _, c := range append(counts, workload.NameCount{Name: ""}) {
+	var total check.NameCount
+	for _, c := range append(counts, check.NameCount{Name: ""}) {
 		if c.Name == "" {
 			c = total
 			c.Name = "all"
 		}
 		var cells []string
-		for _, o := range outcomes {
+		for _, o := range check.Outcomes {
 			cells = append(cells, fmt.Sprint(c.Outcomes[o]))
 			total.Outcomes[o] += c.Outcomes[o]
 		}
@@ -730,77 +728,18 @@ func writeOperations(w io.Writer, counts []workload.NameCount) {
 	fmt.Fprintln(w)
 }
 
-// watchCounts is what a history's watches received.
-type watchCounts struct {
-	watches, responses, eventResponses, events, progress, compacted, serializable int
-}
-
-func countWatches(h *etcd.History) watchCounts {
-	c := watchCounts{watches: len(h.Watches)}
-	for _, w := range h.Watches {
-		for _, r := range w.Responses {
-			c.responses++
-			c.events += len(r.Events)
-			switch {
-			case len(r.Events) > 0:
-				c.eventResponses++
-			case r.IsCompacted():
-				c.compacted++
-			case r.IsProgressNotify():
-				c.progress++
-			}
-		}
-	}
-	for _, op := range h.Operations {
-		if op.Request.Range != nil && op.Request.Range.Serializable && op.Response != nil {
-			c.serializable++
-		}
-	}
-	return c
-}
-
 func writeWatches(w io.Writer, h *etcd.History) {
-	c := countWatches(h)
+	c := etcd.CountWatches(h)
 	fmt.Fprintf(w, "watches: %d, %d responses: %d events in %d responses, %d progress notifications, %d compaction answers\n",
-		c.watches, c.responses, c.events, c.eventResponses, c.progress, c.compacted)
+		c.Watches, c.Responses, c.Events, c.EventResponses, c.Progress, c.Compacted)
 }
-
-// guarantees in the order package check/etcd's doc.go defines them; needsReference marks those
-// checked only against a linearization's event log.
-var guarantees = []struct {
-	g              etcd.Guarantee
-	needsReference bool
-	over           func(n int, c watchCounts) string
-}{
-	{etcd.Linearizable, false, func(n int, _ watchCounts) string { return fmt.Sprintf("%d requests", n) }},
-	{etcd.Serializable, true, func(_ int, c watchCounts) string { return fmt.Sprintf("%d serializable ranges", c.serializable) }},
-	{etcd.Filter, false, events},
-	{etcd.Unique, false, events},
-	{etcd.Ordered, false, events},
-	{etcd.Atomic, false, func(_ int, c watchCounts) string { return fmt.Sprintf("%d responses with events", c.eventResponses) }},
-	{etcd.Bookmarkable, false, func(_ int, c watchCounts) string { return fmt.Sprintf("%d progress notifications", c.progress) }},
-	{etcd.FirstRevision, true, events},
-	{etcd.Genuine, true, events},
-	{etcd.Resumable, true, watches},
-	{etcd.Reliable, true, watches},
-	{etcd.IsCreate, true, events},
-	{etcd.PrevKV, true, events},
-	{etcd.Compaction, false, func(_ int, c watchCounts) string {
-		return fmt.Sprintf("%d watches, %d compaction answers", c.watches, c.compacted)
-	}},
-}
-
-func events(_ int, c watchCounts) string  { return fmt.Sprintf("%d events", c.events) }
-func watches(_ int, c watchCounts) string { return fmt.Sprintf("%d watches", c.watches) }
 
 // writeGuarantees lists each guarantee with what the workload's history h checked it over (h nil
 // when only the scenarios ran), the scenarios that exercised it, and the violations of both.
 func writeGuarantees(w io.Writer, h *etcd.History, res *etcd.Result, scenarios []workload.ScenarioResult) {
 	violations := map[etcd.Guarantee]int{}
 	if res != nil {
-		for _, v := range res.Violations {
-			violations[v.Guarantee]++
-		}
+		check.Tally(violations, res.Violations)
 	}
 	ran, passed := map[etcd.Guarantee]int{}, map[etcd.Guarantee]int{}
 	for _, r := range scenarios {
@@ -812,34 +751,20 @@ func writeGuarantees(w io.Writer, h *etcd.History, res *etcd.Result, scenarios [
 			passed[r.Scenario.Guarantee]++
 		}
 		if r.Result != nil {
-			for _, v := range r.Result.Violations {
-				violations[v.Guarantee]++
-			}
+			check.Tally(violations, r.Result.Violations)
 		}
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "guarantee\tchecked over\tscenarios\tviolations")
 	listed := map[etcd.Guarantee]bool{}
-	var c watchCounts
-	if h != nil {
-		c = countWatches(h)
-	}
-	for _, g := range guarantees {
-		listed[g.g] = true
-		over := "-"
-		switch {
-		case h == nil:
-		case g.needsReference && res.Verdict != etcd.VerdictLinearizable:
-			over = "skipped: no linearization"
-		default:
-			over = g.over(len(h.Operations), c)
-		}
+	for _, g := range etcd.Guarantees {
+		listed[g.Guarantee] = true
 		sc := "-"
-		if ran[g.g] > 0 {
-			sc = fmt.Sprintf("%d/%d passed", passed[g.g], ran[g.g])
+		if ran[g.Guarantee] > 0 {
+			sc = fmt.Sprintf("%d/%d passed", passed[g.Guarantee], ran[g.Guarantee])
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", g.g, over, sc, violations[g.g])
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", g.Guarantee, etcd.CheckedOver(g, h, res), sc, violations[g.Guarantee])
 	}
 	for _, g := range slices.Sorted(maps.Keys(violations)) {
 		if !listed[g] {

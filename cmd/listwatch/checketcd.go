@@ -8,9 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-
+	"github.com/listwatch/listwatch/check"
 	"github.com/listwatch/listwatch/check/etcd"
 	"github.com/listwatch/listwatch/check/etcd/workload"
 )
@@ -33,13 +31,10 @@ const probeTimeout = 3 * time.Second
 // survey reads what the store says of itself, probes its capabilities and runs the scenarios (as
 // f asks), printing each part; it sets f.cfg's prefix and features for the workload.
 func (env checkEnv) survey(ctx context.Context, t *target, f *checkFlags, stdout, stderr io.Writer) (*etcdRun, error) {
-	er := &etcdRun{target: etcd.Target{Version: t.endpoints[0].Version}}
-	for _, ep := range t.endpoints {
-		if ep.Revision == 0 {
-			er.findings = append(er.findings, fmt.Sprintf("Status of %s: header revision 0 (etcd gives the store's revision)", ep.Endpoint))
-		}
-	}
-	er.notes = append(er.notes, ownKeys(ctx, t, f.prefix)...)
+	er := &etcdRun{target: etcd.Target{Version: t.endpoints[0].Version}, findings: workload.StatusFindings(t.endpoints)}
+	kctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	er.notes = append(er.notes, workload.ForeignKeys(kctx, t.client, f.prefix)...)
+	cancel()
 	fmt.Fprintln(stderr, "probing what the store supports...")
 	caps, err := workload.ProbeCapabilities(ctx, t.client, workload.ProbeConfig{Prefix: f.prefix + "probe/",
 		Compaction: f.cfg.CompactEvery > 0, Timeout: probeTimeout, Clock: env.clock, Endpoints: t.endpoints})
@@ -50,7 +45,7 @@ func (env checkEnv) survey(ctx context.Context, t *target, f *checkFlags, stdout
 	er.target.Product = caps.Product
 	writeCapabilities(stdout, caps, er.target)
 
-	gated := f.gating && er.target.Product == "etcd" && etcd.BugNamed("etcd-progress-ahead").Affects(er.target.Version)
+	gated := f.gating && workload.Gated(er.target)
 	f.cfg.Prefix = f.prefix + "run/"
 	f.cfg.Avoid = caps.Avoid()
 	if gated {
@@ -69,22 +64,6 @@ func (env checkEnv) survey(ctx context.Context, t *target, f *checkFlags, stdout
 		CheckTimeout: f.checkTimeout, Clock: env.clock})
 	writeScenarios(stdout, er.scenarios)
 	return er, nil
-}
-
-// ownKeys says how many keys the store holds outside the prefix before the run (written by the
-// store itself, like kine's, or by other clients): the check needs no fresh store.
-func ownKeys(ctx context.Context, t *target, prefix string) []string {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	resp, err := pb.NewKVClient(t.client.ActiveConnection()).Range(ctx, &pb.RangeRequest{Key: []byte{0}, RangeEnd: []byte{0}, CountOnly: true})
-	switch {
-	case err != nil:
-		return []string{fmt.Sprintf("could not count the keys the store holds: %s", rpctypes.ErrorDesc(err))}
-	case resp.Count > 0:
-		return []string{fmt.Sprintf("the store holds %d keys at revision %d before the run, outside %s (written by the store itself or by others): the run does not touch them",
-			resp.Count, resp.Header.GetRevision(), prefix)}
-	}
-	return nil
 }
 
 func writeCapabilities(w io.Writer, caps *workload.Capabilities, t etcd.Target) {
@@ -107,16 +86,7 @@ func writeScenarios(w io.Writer, results []workload.ScenarioResult) {
 		width = max(width, len(r.Scenario.Name))
 	}
 	for _, r := range results {
-		status := "PASS"
-		switch {
-		case r.Skipped != "":
-			status = "SKIP"
-		case r.Err != nil && r.Finding == "" && (r.Result == nil || r.Result.OK()):
-			status = "ERROR"
-		case !r.Passed():
-			status = "FAIL"
-		}
-		line := fmt.Sprintf("  %-5s %-*s  %-14s", status, width, r.Scenario.Name, r.Scenario.Guarantee)
+		line := fmt.Sprintf("  %-5s %-*s  %-14s", r.Status(), width, r.Scenario.Name, r.Scenario.Guarantee)
 		if len(r.Scenario.Mirrors) > 0 {
 			line += "  mirrors " + strings.Join(r.Scenario.Mirrors, ", ")
 		}
@@ -144,7 +114,7 @@ func writeScenarios(w io.Writer, results []workload.ScenarioResult) {
 				}
 			}
 			if n := len(r.Result.Violations) - len(shown); n > 0 {
-				detail("... and %d more violations, of %s", n, guaranteeList(r.Result.Guarantees()))
+				detail("... and %d more violations, of %s", n, check.List(r.Result.Guarantees()))
 			}
 		}
 	}
@@ -170,54 +140,22 @@ func labelText(l etcd.Label) string {
 // writeCoverage says what the run exercised, and names what it did not.
 func writeCoverage(w io.Writer, res *etcd.Result, scenarios []workload.ScenarioResult) (missing []string) {
 	var c etcd.Coverage
-	add := func(o etcd.Coverage) {
-		c.ProgressNotifications += o.ProgressNotifications
-		c.CompactionAnswers += o.CompactionAnswers
-		c.CompactedReads += o.CompactedReads
-		c.CurrentReads += o.CurrentReads
-		c.PastReads += o.PastReads
-		c.FutureReads += o.FutureReads
-		c.Compactions += o.Compactions
-		c.RefusedCompactions += o.RefusedCompactions
-		c.WatchesFromHistory += o.WatchesFromHistory
-		c.WatchesFromCompactRevision += o.WatchesFromCompactRevision
-		c.LeaseExpiries += o.LeaseExpiries
-		c.Gaps += o.Gaps
-		c.GapRevisions += o.GapRevisions
-	}
 	if res != nil {
-		add(res.Coverage)
+		c.Add(res.Coverage)
 	}
 	fragments := 0
 	for _, r := range scenarios {
 		if r.Result != nil {
-			add(r.Result.Coverage)
+			c.Add(r.Result.Coverage)
 		}
 		fragments += r.Fragments
 	}
-	items := []struct {
-		name string
-		n    int
-	}{
-		{"progress notifications", c.ProgressNotifications},
-		{"compaction answers", c.CompactionAnswers},
-		{"fragmented responses", fragments},
-		{"lease expiries", c.LeaseExpiries},
-		{"reads at a future revision", c.FutureReads},
-		{"reads at the current revision", c.CurrentReads},
-		{"reads at a past revision", c.PastReads},
-		{"reads at a compacted revision", c.CompactedReads},
-		{"compactions", c.Compactions},
-		{"watches from a compact revision", c.WatchesFromCompactRevision},
-		{"watches catching up from history", c.WatchesFromHistory},
-	}
 	var parts []string
-	for _, it := range items {
-		parts = append(parts, fmt.Sprintf("%d %s", it.n, it.name))
-		if it.n == 0 {
-			missing = append(missing, it.name)
-		}
+	counts := c.Counts(fragments)
+	for _, it := range counts {
+		parts = append(parts, it.String())
 	}
+	missing = check.Missing(counts)
 	fmt.Fprintf(w, "coverage: %s\n", strings.Join(parts, ", "))
 	if len(missing) > 0 {
 		fmt.Fprintf(w, "not exercised: %s\n", strings.Join(missing, ", "))
@@ -228,72 +166,11 @@ func writeCoverage(w io.Writer, res *etcd.Result, scenarios []workload.ScenarioR
 	return missing
 }
 
-// summary counts what makes a check fail.
-type summary struct {
-	bugs        []*etcd.KnownBug // distinct known bugs seen
-	known       int              // violations and findings they explain
-	unexplained int
-	deviations  int // capabilities refused or different, and the store's own findings
-}
-
-func (er *etcdRun) summarize(labels []etcd.Label) summary {
-	var s summary
-	seen := map[*etcd.KnownBug]bool{}
-	count := func(l etcd.Label) {
-		if !l.Known() {
-			s.unexplained++
-			return
-		}
-		s.known++
-		if !seen[l.Bug] {
-			seen[l.Bug] = true
-			s.bugs = append(s.bugs, l.Bug)
-		}
-	}
-	for _, l := range labels {
-		count(l)
-	}
-	for _, r := range er.scenarios {
-		for _, l := range r.Labels {
-			count(l)
-		}
-		if r.Finding != "" {
-			count(etcd.Label{Bug: r.FindingBug})
-		}
-		if r.Err != nil && r.Finding == "" && (r.Result == nil || r.Result.OK()) {
-			s.unexplained++ // a scenario the store would not let run to its end
-		}
-	}
-	if er.caps != nil {
-		s.deviations += len(er.caps.Deviations())
-	}
-	s.deviations += len(er.findings)
-	return s
-}
-
-func (s summary) failed() bool { return s.known+s.unexplained+s.deviations > 0 }
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, one)
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}
-
-// String is the verdict's count: "2 known upstream bugs, 0 unexplained".
-func (s summary) String() string {
-	out := plural(len(s.bugs), "known upstream bug", "known upstream bugs") + fmt.Sprintf(", %d unexplained", s.unexplained)
-	if s.deviations > 0 {
-		out += "; " + plural(s.deviations, "difference from etcd's API", "differences from etcd's API")
-	}
-	return out
-}
-
 // writeFindings lists what the verdict rests on besides the violations: the known bugs, the
 // capabilities refused or different, what the store said of itself.
-func writeFindings(w io.Writer, er *etcdRun, s summary) {
+func writeFindings(w io.Writer, er *etcdRun, s workload.Summary) {
 	var lines []string
-	for _, b := range s.bugs {
+	for _, b := range s.Bugs {
 		lines = append(lines, "known upstream bug: "+b.Reference())
 	}
 	if er.caps != nil {
@@ -304,20 +181,7 @@ func writeFindings(w io.Writer, er *etcdRun, s summary) {
 	lines = append(lines, er.findings...)
 	for _, r := range er.scenarios {
 		if !r.Passed() && r.Skipped == "" {
-			what := r.Finding
-			if what == "" && r.Result != nil && len(r.Result.Violations) > 0 {
-				what = r.Result.Violations[0].Message
-				for _, v := range r.Result.Violations {
-					if v.Guarantee == r.Scenario.Guarantee {
-						what = v.Message
-						break
-					}
-				}
-			}
-			if what == "" && r.Err != nil {
-				what = r.Err.Error()
-			}
-			lines = append(lines, fmt.Sprintf("scenario %s FAIL (%s): %s", r.Scenario.Name, r.Scenario.Guarantee, what))
+			lines = append(lines, fmt.Sprintf("scenario %s FAIL (%s): %s", r.Scenario.Name, r.Scenario.Guarantee, r.Failure()))
 		}
 	}
 	if len(lines) > 0 {

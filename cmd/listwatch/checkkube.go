@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -17,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
-	"github.com/listwatch/listwatch/check/etcd/workload"
+	"github.com/listwatch/listwatch/check"
 	"github.com/listwatch/listwatch/check/kube"
 )
 
@@ -54,18 +51,6 @@ func parseResource(s string) (schema.GroupVersionResource, error) {
 		return schema.GroupVersionResource{Group: parts[0], Version: parts[1], Resource: parts[2]}, nil
 	}
 	return schema.GroupVersionResource{}, errors.New("want resource, version/resource or group/version/resource")
-}
-
-// isKubeHistory tells a Kubernetes API history (package check/kube's JSON, which names its resource at
-// the top level) from an etcd one; it leaves f at its start.
-func isKubeHistory(f *os.File) bool {
-	defer f.Seek(0, io.SeekStart)
-	var top map[string]json.RawMessage
-	if err := json.NewDecoder(bufio.NewReader(f)).Decode(&top); err != nil {
-		return false // the etcd reader reports what is wrong
-	}
-	_, ok := top["resource"]
-	return ok
 }
 
 // runKube is `listwatch check --kube URL`.
@@ -144,85 +129,9 @@ func (env checkEnv) checkKubeFile(f *checkFlags, file io.Reader, stdout, stderr 
 	return env.checkKubeHistory(h, f, false, stdout, stderr)
 }
 
-// kubeCounts counts a history's requests by verb and outcome.
-func kubeCounts(h *kube.History) []workload.NameCount {
-	order := []kube.Verb{kube.Create, kube.Update, kube.Delete, kube.Get, kube.List}
-	counts := make([]workload.NameCount, len(order))
-	for i, v := range order {
-		counts[i].Name = string(v)
-	}
-	for _, op := range h.Operations {
-		i := 0
-		for j, v := range order {
-			if op.Verb == v {
-				i = j
-			}
-		}
-		o := workload.OK
-		switch {
-		case op.Unknown || op.Status == 0 || op.Status >= 500:
-			o = workload.Unknown
-		case op.Status == 409:
-			o = workload.Conflict
-		case op.Status >= 300:
-			o = workload.Failed
-		}
-		counts[i].Outcomes[o]++
-	}
-	var out []workload.NameCount
-	for _, c := range counts {
-		if c.Total() > 0 {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// kubeGuarantees: what each guarantee is checked over, in doc.go's order.
-var kubeGuarantees = []struct {
-	g    kube.Guarantee
-	over func(h *kube.History, c kube.Coverage) string
-}{
-	{kube.Linearizable, func(h *kube.History, c kube.Coverage) string {
-		return fmt.Sprintf("%d writes (%d took effect), consistent reads", c.Writes+c.Conflicts+c.NotFound+c.Unknown, c.Writes)
-	}},
-	{kube.ReadRV, func(_ *kube.History, c kube.Coverage) string {
-		return fmt.Sprintf("%d lists, %d gets", sum(c.Lists), c.Gets)
-	}},
-	{kube.ReadContent, func(_ *kube.History, c kube.Coverage) string {
-		return fmt.Sprintf("%d lists, %d gets", sum(c.Lists), c.Gets)
-	}},
-	{kube.WatchStart, func(_ *kube.History, c kube.Coverage) string {
-		return fmt.Sprintf("%d watches", sum(c.Watches))
-	}},
-	{kube.WatchReplay, func(_ *kube.History, c kube.Coverage) string {
-		return fmt.Sprintf("%d events (%d replayed)", c.Events, c.EventsChecked)
-	}},
-	{kube.BookmarkOrder, func(_ *kube.History, c kube.Coverage) string {
-		return fmt.Sprintf("%d bookmarks", c.Bookmarks)
-	}},
-	{kube.InitialEventsEnd, func(_ *kube.History, c kube.Coverage) string {
-		return fmt.Sprintf("%d initial-events-end bookmarks, %d watches with initial events", c.InitialEventsEnd, c.Watches["initial"])
-	}},
-	{kube.Expired, func(_ *kube.History, c kube.Coverage) string {
-		return fmt.Sprintf("%d 410 answers", c.Expired)
-	}},
-	{kube.Validation, func(_ *kube.History, c kube.Coverage) string {
-		return fmt.Sprintf("%d refused lists", c.Lists[kube.Invalid])
-	}},
-}
-
-func sum(m map[string]int) int {
-	n := 0
-	for _, v := range m {
-		n += v
-	}
-	return n
-}
-
 // checkKubeHistory checks h and reports as check does; recorded says h comes from a run.
 func (env checkEnv) checkKubeHistory(h *kube.History, f *checkFlags, recorded bool, stdout, stderr io.Writer) error {
-	writeOperations(stdout, kubeCounts(h))
+	writeOperations(stdout, h.Counts())
 	bound := "unbounded"
 	if f.checkTimeout > 0 {
 		bound = fmt.Sprintf("bounded by --check-timeout %v", f.checkTimeout)
@@ -238,22 +147,15 @@ func (env checkEnv) checkKubeHistory(h *kube.History, f *checkFlags, recorded bo
 	fmt.Fprintf(stdout, "lists by resourceVersion: %d most recent, %d any (\"0\"), %d not older than, %d exact, %d continued pages, %d refused combinations\n",
 		c.Lists[kube.MostRecent], c.Lists[kube.Any], c.Lists[kube.NotOlderThan], c.Lists[kube.Exact], c.Lists[kube.Continuation], c.Lists[kube.Invalid])
 	fmt.Fprintf(stdout, "watches: %d (%d from a resourceVersion, %d with initial events, %d from now), %d resumed, %d with selectors\n",
-		sum(c.Watches), c.Watches["exact"], c.Watches["initial"], c.Watches["now"], c.Resumed, c.SelectorWatches)
+		c.WatchesTotal(), c.Watches["exact"], c.Watches["initial"], c.Watches["now"], c.Resumed, c.SelectorWatches)
 	fmt.Fprintf(stdout, "watch frames: %d events, %d bookmarks, %d initial-events-end bookmarks, %d 410 Expired, %d other errors\n",
 		c.Events, c.Bookmarks, c.InitialEventsEnd, c.Expired, c.Errors)
-	violations := map[kube.Guarantee]int{}
-	for _, v := range res.Violations {
-		violations[v.Guarantee]++
-	}
+	violations := check.Tally(nil, res.Violations)
 	fmt.Fprintln(stdout)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "guarantee\tchecked over\tviolations")
-	for _, g := range kubeGuarantees {
-		over := g.over(h, c)
-		if res.Verdict != kube.VerdictLinearizable && g.g != kube.Linearizable && g.g != kube.Expired && g.g != kube.Validation {
-			over = "partly skipped: no linearization"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\n", g.g, over, violations[g.g])
+	for _, g := range kube.Guarantees {
+		fmt.Fprintf(tw, "%s\t%s\t%d\n", g.Guarantee, kube.CheckedOver(g, res), violations[g.Guarantee])
 	}
 	tw.Flush()
 	fmt.Fprintln(stdout)
@@ -265,7 +167,7 @@ func (env checkEnv) checkKubeHistory(h *kube.History, f *checkFlags, recorded bo
 	case res.OK():
 		fmt.Fprintf(stdout, "checked in %v: PASS\n", took)
 	case len(res.Violations) > 0:
-		verdict = fmt.Errorf("%w: %d violation(s) of %s", errFail, len(res.Violations), guaranteeList(res.Guarantees()))
+		verdict = fmt.Errorf("%w: %d violation(s) of %s", errFail, len(res.Violations), check.List(res.Guarantees()))
 		fmt.Fprintf(stdout, "checked in %v: %v\n", took, verdict)
 		for i, v := range res.Violations {
 			if i == maxViolationsShown {

@@ -6,18 +6,26 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	"github.com/listwatch/listwatch/chain"
+	"github.com/listwatch/listwatch/controllers"
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/httpwatch"
+	"github.com/listwatch/listwatch/internal/observe"
 	"github.com/listwatch/listwatch/store"
+	"github.com/listwatch/listwatch/watch"
 )
 
 func init() {
@@ -52,12 +60,26 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"on SIGINT or SIGTERM, how long to let open RPCs finish before cutting them (watch streams never finish by themselves)")
 	var crdFiles stringList
 	fs.Var(&crdFiles, "crd", "`file` of CustomResourceDefinitions (YAML or JSON) whose resources to serve besides the built-in ones; may repeat")
+	compactionInterval := fs.Duration("etcd-compaction-interval", watch.DefaultCompactionInterval,
+		"how often the Kubernetes API's compactor compacts etcd, at the revision of the interval before, by the compact_rev_key protocol (kube-apiserver's flag of the same name); 0 disables")
+	logLevel := fs.String("log-level", "info", "`level` of the log on stderr: debug (every request), info (refused requests), warn (failed ones), error")
+	profiling := fs.Bool("pprof", false, "serve net/http/pprof under /debug/pprof/ on the Kubernetes API's address (kube-apiserver's --profiling)")
+	controllerList := fs.String("controllers", "*", "`list` of the controllers to run, comma-separated: namespace, garbagecollector, kubelet; * for all, -name to leave one out, \"\" for none")
 	systemNamespaces := fs.Bool("system-namespaces", false, "create the namespaces kube-apiserver creates at start (default, kube-system, kube-public, kube-node-lease)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err: err, reported: true}
 	}
 	if fs.NArg() > 0 {
 		return usageError{err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return usageError{err: fmt.Errorf("--log-level: %w", err)}
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	controllerNames, err := parseControllers(*controllerList)
+	if err != nil {
+		return usageError{err: fmt.Errorf("--controllers: %w", err)}
 	}
 	resources := httpwatch.DefaultResources()
 	for _, file := range crdFiles {
@@ -90,21 +112,119 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	opts := etcdgrpc.Options{Name: *name, ClientURLs: []string{"http://" + lis.Addr().String()}}.WithDefaults()
 	st := store.New(store.Options{MemberID: opts.MemberID, ProgressNotifyInterval: *progress})
 	// The chain waits until every cache has its first list, or ctx ends; it takes httpLis over.
-	api, err := chain.New(ctx, chain.Config{Store: st, Etcd: opts, Listener: httpLis, Resources: resources, SystemNamespaces: *systemNamespaces})
+	api, err := chain.New(ctx, chain.Config{Store: st, Etcd: opts, Listener: httpLis, Resources: resources, SystemNamespaces: *systemNamespaces,
+		Logger: logger,
+		WrapHandler: func(h http.Handler) http.Handler {
+			return observe.Wrap(h, observe.Options{Logger: logger, PProf: *profiling})
+		}})
 	if err != nil {
 		lis.Close()
 		st.Close()
 		return err
 	}
+	servers := []server{
+		grpcServer{name: "etcd API", srv: etcdgrpc.NewServer(st, opts), lis: lis},
+		chainServer{name: "Kubernetes API", c: api},
+	}
+	if len(controllerNames) > 0 {
+		cfg := controllers.Config{REST: &rest.Config{Host: api.URL(), QPS: -1}, Names: controllerNames, Logger: logger}
+		servers = append(servers, newControllersServer(cfg))
+	}
+	if *compactionInterval > 0 {
+		compactor := watch.StartCompactor(api.Client(), *compactionInterval, clock.RealClock{}, logger, nil)
+		servers = append(servers, backgroundServer{name: "compactor", stop: compactor.Stop, stopped: make(chan struct{})})
+	}
 	// The etcd line comes last: scripts wait for it to know that both APIs are up.
 	fmt.Fprintf(stdout, "listwatch: serving the Kubernetes API on http://%s\n", httpLis.Addr())
 	fmt.Fprintf(stdout, "listwatch: serving the etcd API on %s\n", lis.Addr())
-	err = serve(ctx, st, []server{
-		grpcServer{name: "etcd API", srv: etcdgrpc.NewServer(st, opts), lis: lis},
-		chainServer{name: "Kubernetes API", c: api},
-	}, *shutdownTimeout, stdout)
+	err = serve(ctx, st, servers, *shutdownTimeout, stdout)
 	fmt.Fprintln(stdout, "listwatch: stopped")
 	return err
+}
+
+// parseControllers reads --controllers as kube-controller-manager's flag of the same name: names,
+// * for all, -name to leave one out.
+func parseControllers(list string) ([]string, error) {
+	var names []string
+	var excluded []string
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		switch {
+		case n == "":
+		case n == "*":
+			names = append(names, controllers.All...)
+		case strings.HasPrefix(n, "-") && slices.Contains(controllers.All, n[1:]):
+			excluded = append(excluded, n[1:])
+		case slices.Contains(controllers.All, n):
+			names = append(names, n)
+		default:
+			return nil, fmt.Errorf("unknown controller %q (known: %s)", n, strings.Join(controllers.All, ", "))
+		}
+	}
+	var out []string
+	for _, n := range controllers.All {
+		if slices.Contains(names, n) && !slices.Contains(excluded, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// backgroundServer is work that runs beside the APIs until shutdown (the compactor): its
+// Shutdown stops it and waits for it.
+type backgroundServer struct {
+	name    string
+	stop    func()
+	stopped chan struct{}
+}
+
+func (s backgroundServer) Name() string { return s.name }
+
+func (s backgroundServer) Serve() error {
+	<-s.stopped
+	return nil
+}
+
+func (s backgroundServer) Shutdown(context.Context) {
+	s.stop()
+	close(s.stopped)
+}
+
+// controllersServer runs the controllers beside the APIs, as kube-controller-manager beside
+// kube-apiserver: they start once the APIs serve (their informers' first lists take a moment the
+// APIs do not wait for), and a failure to start stops serve.
+type controllersServer struct {
+	cfg    controllers.Config
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newControllersServer(cfg controllers.Config) *controllersServer {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &controllersServer{cfg: cfg, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+func (*controllersServer) Name() string { return "controllers" }
+
+func (s *controllersServer) Serve() error {
+	defer close(s.done)
+	c, err := controllers.Start(s.ctx, s.cfg)
+	if err != nil {
+		if s.ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	<-s.ctx.Done()
+	c.Stop()
+	return nil
+}
+
+// Shutdown stops the controllers, or their start, and waits for them.
+func (s *controllersServer) Shutdown(context.Context) {
+	s.cancel()
+	<-s.done
 }
 
 // stringList is a flag that may repeat.

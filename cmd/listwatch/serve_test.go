@@ -213,3 +213,23 @@ func scan(r io.Reader, ch chan<- string) <-chan struct{} {
 	}()
 	return done
 }
+
+// TestParseControllers reads --controllers as kube-controller-manager does: names, * for all,
+// -name to leave one out, nothing for none; an unknown name is refused.
+func TestParseControllers(t *testing.T) {
+	for in, want := range map[string]string{
+		"*":                  "namespace,garbagecollector,kubelet",
+		"*,-kubelet":         "namespace,garbagecollector",
+		"kubelet,namespace":  "namespace,kubelet",
+		"":                   "",
+		"garbagecollector, ": "garbagecollector",
+	} {
+		got, err := parseControllers(in)
+		if err != nil || strings.Join(got, ",") != want {
+			t.Errorf("%q: %v %v, want %s", in, got, err, want)
+		}
+	}
+	if _, err := parseControllers("*,replicaset"); err == nil || !strings.Contains(err.Error(), `unknown controller "replicaset"`) {
+		t.Errorf("unknown controller: %v", err)
+	}
+}

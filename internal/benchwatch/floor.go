@@ -30,96 +30,27 @@ func Floor(watchers, events, rate, burst int) (FloorResult, error) {
 	if watchers <= 0 || events <= 0 || rate <= 0 {
 		return FloorResult{}, fmt.Errorf("%w: watchers %d, events %d, rate %d: want positive counts", ErrConfig, watchers, events, rate)
 	}
-	burst = max(burst, 1)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return FloorResult{}, err
 	}
 	defer ln.Close()
-	frame := []byte(`{"type":"MODIFIED","object":{` + fmt.Sprintf(`"pad":"%0300d"`, 0) + "}}\n")
-	chans := make([]chan []byte, 0, watchers)
-	var conns []net.Conn
-	var wg sync.WaitGroup
-	received := make([]int, watchers)
-	var flushes atomic.Int64
-	stop := func() {
-		for _, ch := range chans {
-			close(ch)
-		}
-		for _, c := range conns {
-			c.Close()
-		}
-		wg.Wait()
-	}
+	f := &floorRig{frame: []byte(`{"type":"MODIFIED","object":{` + fmt.Sprintf(`"pad":"%0300d"`, 0) + "}}\n"),
+		received: make([]int, watchers)}
 	for w := range watchers {
-		client, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			stop()
+		if err := f.connect(ln, w, events); err != nil {
+			f.stop()
 			return FloorResult{}, err
 		}
-		server, err := ln.Accept()
-		if err != nil {
-			client.Close()
-			stop()
-			return FloorResult{}, err
-		}
-		conns = append(conns, client, server)
-		ch := make(chan []byte, 100)
-		chans = append(chans, ch)
-		wg.Go(func() {
-			bw := bufio.NewWriterSize(server, 4<<10)
-			for f := range ch {
-				bw.Write(f)
-				if len(ch) == 0 && flushes.Add(1) > 0 && bw.Flush() != nil {
-					// The reader is gone: drop the rest.
-					for range ch {
-					}
-					return
-				}
-			}
-		})
-		wg.Go(func() {
-			buf := make([]byte, 32<<10)
-			want := events * len(frame)
-			for got := 0; got < want; {
-				k, err := client.Read(buf)
-				if err != nil {
-					// The writer's next flush fails and it drains its channel.
-					client.Close()
-					return
-				}
-				got += k
-				received[w] = got / len(frame)
-			}
-		})
 	}
 	var ru0 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
-	start := time.Now()
-	interval := time.Second / time.Duration(rate)
-	for i := range events {
-		if i%burst == 0 {
-			if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
-				time.Sleep(d)
-			}
-		}
-		for _, ch := range chans {
-			ch <- frame
-		}
-	}
-	for _, ch := range chans {
-		close(ch)
-	}
-	chans = nil
-	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed := f.send(events, rate, max(burst, 1))
 	var ru1 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-	for _, c := range conns {
-		c.Close()
-	}
+	f.stop()
 	total := 0
-	for _, r := range received {
+	for _, r := range f.received {
 		total += r
 	}
 	if total != events*watchers {
@@ -129,6 +60,96 @@ func Floor(watchers, events, rate, burst int) (FloorResult, error) {
 	return FloorResult{
 		EventsPerSec:   float64(total) / elapsed.Seconds(),
 		CPUPerEvent:    time.Duration(cpu / int64(total)),
-		EventsPerWrite: float64(total) / float64(max(flushes.Load(), 1)),
+		EventsPerWrite: float64(total) / float64(max(f.flushes.Load(), 1)),
 	}, nil
+}
+
+// floorRig is Floor's connections: per watcher, the channel its writer reads, and what its reader
+// received.
+type floorRig struct {
+	frame    []byte
+	chans    []chan []byte
+	conns    []net.Conn
+	wg       sync.WaitGroup
+	received []int
+	flushes  atomic.Int64
+}
+
+// connect opens watcher w's connection and starts its writer, which flushes only when no frame is
+// waiting, and its reader, which reads events frames.
+func (f *floorRig) connect(ln net.Listener, w, events int) error {
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return err
+	}
+	server, err := ln.Accept()
+	if err != nil {
+		client.Close()
+		return err
+	}
+	f.conns = append(f.conns, client, server)
+	ch := make(chan []byte, 100)
+	f.chans = append(f.chans, ch)
+	f.wg.Go(func() {
+		bw := bufio.NewWriterSize(server, 4<<10)
+		for fr := range ch {
+			bw.Write(fr)
+			if len(ch) == 0 && f.flushes.Add(1) > 0 && bw.Flush() != nil {
+				// The reader is gone: drop the rest.
+				for range ch {
+				}
+				return
+			}
+		}
+	})
+	f.wg.Go(func() {
+		buf := make([]byte, 32<<10)
+		want := events * len(f.frame)
+		for got := 0; got < want; {
+			k, err := client.Read(buf)
+			if err != nil {
+				// The writer's next flush fails and it drains its channel.
+				client.Close()
+				return
+			}
+			got += k
+			f.received[w] = got / len(f.frame)
+		}
+	})
+	return nil
+}
+
+// send sends every watcher events frames at rate per second in bursts of burst, closes the
+// channels and waits until every writer and reader is done; it returns the time that took.
+func (f *floorRig) send(events, rate, burst int) time.Duration {
+	start := time.Now()
+	interval := time.Second / time.Duration(rate)
+	for i := range events {
+		if i%burst == 0 {
+			if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+				time.Sleep(d)
+			}
+		}
+		for _, ch := range f.chans {
+			ch <- f.frame
+		}
+	}
+	for _, ch := range f.chans {
+		close(ch)
+	}
+	f.chans = nil
+	f.wg.Wait()
+	return time.Since(start)
+}
+
+// stop closes the channels not yet closed and every connection, and waits for the goroutines.
+func (f *floorRig) stop() {
+	for _, ch := range f.chans {
+		close(ch)
+	}
+	f.chans = nil
+	for _, c := range f.conns {
+		c.Close()
+	}
+	f.wg.Wait()
 }

@@ -1,6 +1,6 @@
 // Package testutil holds what the tests of every listwatch package share: condition polling with a
-// generous deadline, the common timeouts, a buffer safe for a writer and a reader, and a logger that
-// discards. It imports nothing else of listwatch, so that any package's tests may use it.
+// generous deadline, the common timeouts, a buffer safe for a writer and a reader, a logger that
+// discards, and a test that records its failures. It imports nothing else of listwatch, so that any package's tests may use it.
 //
 // # API
 //
@@ -11,11 +11,15 @@
 //     needs. Poller does either with another interval or deadline.
 //   - SyncBuffer is a bytes.Buffer that a writer goroutine and a reader may share.
 //   - DiscardLogger returns a *slog.Logger that drops everything.
+//   - Recorder (Record) is a test whose failures are recorded, not reported, for tests of a
+//     helper's failure path.
 //
 // # Invariants
 //
 //   - A wait never fails before its deadline and always fails after it, with a message that names
 //     the condition and the deadline (TestPollTimesOut, TestWaitForFailsTheTest).
+//   - A Recorder's Fatal ends the goroutine Record runs, as testing.T's does; Error and Fatal are
+//     recorded, never reported to the wrapped test (TestWaitForFailsTheTest).
 //   - Step runs between polls, never before the first one, so that a condition that already holds
 //     moves no clock (TestPollSteps).
 //   - SyncBuffer keeps every byte written, in order, under concurrent Write and String

@@ -3,7 +3,6 @@ package testutil
 import (
 	"fmt"
 	"log/slog"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -41,37 +40,26 @@ func TestPollSteps(t *testing.T) {
 	}
 }
 
-// fatalRecorder is a TB whose Fatal records the message and ends the goroutine, as
-// testing.T's does.
-type fatalRecorder struct {
-	msg string
-}
-
-func (r *fatalRecorder) Helper() {}
-
-func (r *fatalRecorder) Fatal(args ...any) {
-	r.msg = fmt.Sprint(args...)
-	runtime.Goexit()
-}
-
+// TestWaitForFailsTheTest: WaitFor fails the test with Fatal, naming the condition and the
+// deadline, and does not return; a condition that holds passes. It runs on a Recorder, which it
+// checks too: Fatal ends the goroutine, Errorf is recorded, and Failed says either.
 func TestWaitForFailsTheTest(t *testing.T) {
-	rec := &fatalRecorder{}
 	returned := false
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Poller{Timeout: 5 * PollInterval}.WaitFor(rec, "nothing", func() bool { return false })
+	rec := Record(t, func(tb testing.TB) {
+		tb.Errorf("before %d", 1)
+		Poller{Timeout: 5 * PollInterval}.WaitFor(tb, "nothing", func() bool { return false })
 		returned = true
-	}()
-	<-done
-	if returned || rec.msg != "timed out after 5ms waiting for nothing" {
-		t.Errorf("WaitFor returned %t with failure %q, want a failure naming the condition", returned, rec.msg)
+	})
+	if returned || rec.FatalMessage() != "timed out after 5ms waiting for nothing" {
+		t.Errorf("WaitFor returned %t with failure %q, want a failure naming the condition", returned, rec.FatalMessage())
+	}
+	if errs := rec.Errors(); len(errs) != 1 || errs[0] != "before 1" || !rec.Failed() {
+		t.Errorf("recorded errors %q, failed %t; want [before 1], true", errs, rec.Failed())
 	}
 	// A condition that holds passes without a failure.
-	rec = &fatalRecorder{}
-	WaitFor(rec, "something", func() bool { return true })
-	if rec.msg != "" {
-		t.Errorf("WaitFor failed with %q on a condition that holds", rec.msg)
+	rec = Record(t, func(tb testing.TB) { WaitFor(tb, "something", func() bool { return true }) })
+	if rec.Failed() {
+		t.Errorf("WaitFor failed with %q on a condition that holds", rec.FatalMessage())
 	}
 }
 

@@ -37,6 +37,11 @@ func plain(fn func(context.Context, *testing.T, storage.Interface)) func(*testin
 	}
 }
 
+// withEnv runs fn with a fresh env of the backend.
+func withEnv(fn func(*testing.T, *env)) func(*testing.T, backend) {
+	return func(t *testing.T, b backend) { fn(t, newEnv(t, b)) }
+}
+
 // plainTB wires a function that takes a testing.TB.
 func plainTB(fn func(context.Context, testing.TB, storage.Interface)) func(*testing.T, backend) {
 	return func(t *testing.T, b backend) {
@@ -71,10 +76,9 @@ func checkStreamReads(t *testing.T, e *env, rangeStream bool) {
 
 func storeCases() []conformanceCase {
 	cases := []conformanceCase{
-		{name: "Create", run: func(t *testing.T, b backend) {
-			e := newEnv(t, b)
+		{name: "Create", run: withEnv(func(t *testing.T, e *env) {
 			storagetesting.RunTestCreate(e.ctx, t, e.store, e.keyValidation())
-		}},
+		})},
 		{name: "CreateWithTTL", run: plain(storagetesting.RunTestCreateWithTTL)},
 		{name: "CreateWithKeyExist", run: plain(storagetesting.RunTestCreateWithKeyExist)},
 		{name: "Get", run: plain(storagetesting.RunTestGet)},
@@ -91,10 +95,9 @@ func storeCases() []conformanceCase {
 			e := newEnv(t, b, withCodec(codec))
 			storagetesting.RunTestDeleteWithConflictAndMissingExpectedTransformOrDecodeError(e.ctx, t, e.store, codec.setFailing)
 		}},
-		{name: "DeleteWithConflictAndExpectedTransformError", gates: unsafeDeletion, run: func(t *testing.T, b backend) {
-			e := newEnv(t, b)
+		{name: "DeleteWithConflictAndExpectedTransformError", gates: unsafeDeletion, run: withEnv(func(t *testing.T, e *env) {
 			storagetesting.RunTestDeleteExpectedTransformOrDecodeError(e.ctx, t, e.store, e.transformer.setFailingReads())
-		}},
+		})},
 		{name: "DeleteWithConflictAndExpectedDecodeError", gates: unsafeDeletion, run: func(t *testing.T, b backend) {
 			codec := newFailingCodec()
 			e := newEnv(t, b, withCodec(codec))
@@ -105,24 +108,20 @@ func storeCases() []conformanceCase {
 		{name: "PreconditionalDeleteWithSuggestion", run: plain(storagetesting.RunTestPreconditionalDeleteWithSuggestion)},
 		{name: "PreconditionalDeleteWithSuggestionPass", run: plain(storagetesting.RunTestPreconditionalDeleteWithOnlySuggestionPass)},
 		{name: "ListPaging", run: plain(storagetesting.RunTestListPaging)},
-		{name: "GetListNonRecursive", run: func(t *testing.T, b backend) {
-			e := newEnv(t, b)
+		{name: "GetListNonRecursive", run: withEnv(func(t *testing.T, e *env) {
 			storagetesting.RunTestGetListNonRecursive(e.ctx, t, e.increaseRV(), e.store)
-		}},
+		})},
 		{name: "GetListRecursivePrefix", run: plain(storagetesting.RunTestGetListRecursivePrefix)},
 		{name: "KeySchema", run: plain(storagetesting.RunTestKeySchema)},
-		{name: "GetListWithErrorAggregation", gates: unsafeDeletion, run: func(t *testing.T, b backend) {
-			e := newEnv(t, b)
+		{name: "GetListWithErrorAggregation", gates: unsafeDeletion, run: withEnv(func(t *testing.T, e *env) {
 			storagetesting.RunTestGetListWithErrorAggregation(e.ctx, t, e.withTransformerOverride(e.unsafeDeletionStore()), corruptObjectError(t))
-		}},
-		{name: "GetListWithoutErrorAggregation", gates: map[featuregate.Feature]bool{features.AllowUnsafeMalformedObjectDeletion: false}, run: func(t *testing.T, b backend) {
-			e := newEnv(t, b)
+		})},
+		{name: "GetListWithoutErrorAggregation", gates: map[featuregate.Feature]bool{features.AllowUnsafeMalformedObjectDeletion: false}, run: withEnv(func(t *testing.T, e *env) {
 			storagetesting.RunTestGetListWithoutErrorAggregation(e.ctx, t, e.withTransformerOverride(e.store), corruptObjectError(t))
-		}},
-		{name: "GuaranteedUpdate", run: func(t *testing.T, b backend) {
-			e := newEnv(t, b)
+		})},
+		{name: "GuaranteedUpdate", run: withEnv(func(t *testing.T, e *env) {
 			storagetesting.RunTestGuaranteedUpdate(e.ctx, t, e.withPrefixTransformer(), e.keyValidation())
-		}},
+		})},
 		{name: "GuaranteedUpdateWithTTL", run: plain(storagetesting.RunTestGuaranteedUpdateWithTTL)},
 		{name: "GuaranteedUpdateChecksStoredData", run: withPrefixStore(storagetesting.RunTestGuaranteedUpdateChecksStoredData)},
 		{name: "GuaranteedUpdateWithConflict", run: plain(storagetesting.RunTestGuaranteedUpdateWithConflict)},
@@ -147,28 +146,23 @@ func storeCases() []conformanceCase {
 	cases = append(cases,
 		// The compactor watches compact_rev_key only with ListFromCacheSnapshot, and the function
 		// needs the storage to see a compaction done by someone else.
-		conformanceCase{name: "CompactRevision", gates: map[featuregate.Feature]bool{features.ListFromCacheSnapshot: true}, run: func(t *testing.T, b backend) {
-			e := newEnv(t, b)
+		conformanceCase{name: "CompactRevision", gates: map[featuregate.Feature]bool{features.ListFromCacheSnapshot: true}, run: withEnv(func(t *testing.T, e *env) {
 			storagetesting.RunTestCompactRevision(e.ctx, t, e.store, e.increaseRV(), e.compaction())
-		}},
-		conformanceCase{name: "ListContinuation", run: func(t *testing.T, b backend) {
-			e := newEnv(t, b)
+		})},
+		conformanceCase{name: "ListContinuation", run: withEnv(func(t *testing.T, e *env) {
 			storagetesting.RunTestListContinuation(e.ctx, t, e.store, e.callsValidation())
-		}},
+		})},
 		// ListFromCacheSnapshot adds a read of compact_rev_key that the call count does not expect.
-		conformanceCase{name: "ListPaginationRareObject", gates: map[featuregate.Feature]bool{features.ListFromCacheSnapshot: false}, run: func(t *testing.T, b backend) {
-			e := newEnv(t, b)
+		conformanceCase{name: "ListPaginationRareObject", gates: map[featuregate.Feature]bool{features.ListFromCacheSnapshot: false}, run: withEnv(func(t *testing.T, e *env) {
 			storagetesting.RunTestListPaginationRareObject(e.ctx, t, e.store, e.callsValidation())
-		}},
-		conformanceCase{name: "ListContinuationWithFilter", run: func(t *testing.T, b backend) {
-			e := newEnv(t, b)
+		})},
+		conformanceCase{name: "ListContinuationWithFilter", run: withEnv(func(t *testing.T, e *env) {
 			storagetesting.RunTestListContinuationWithFilter(e.ctx, t, e.store, e.callsValidation())
-		}},
+		})},
 		conformanceCase{name: "NamespaceScopedList", run: plain(storagetesting.RunTestNamespaceScopedList)},
-		conformanceCase{name: "ListInconsistentContinuation", run: func(t *testing.T, b backend) {
-			e := newEnv(t, b)
+		conformanceCase{name: "ListInconsistentContinuation", run: withEnv(func(t *testing.T, e *env) {
 			storagetesting.RunTestListInconsistentContinuation(e.ctx, t, e.store, e.compaction())
-		}},
+		})},
 		conformanceCase{name: "ListResourceVersionMatch", run: withPrefixStore(storagetesting.RunTestListResourceVersionMatch)},
 	)
 	for _, sizeBased := range []bool{true, false} {
@@ -191,10 +185,9 @@ func watchCases() []conformanceCase {
 		{name: "ClusterScopedWatch", run: plain(storagetesting.RunTestClusterScopedWatch)},
 		{name: "NamespaceScopedWatch", run: plain(storagetesting.RunTestNamespaceScopedWatch)},
 		{name: "DeleteTriggerWatch", run: plain(storagetesting.RunTestDeleteTriggerWatch)},
-		{name: "WatchFromZero", run: func(t *testing.T, b backend) {
-			e := newEnv(t, b)
+		{name: "WatchFromZero", run: withEnv(func(t *testing.T, e *env) {
 			storagetesting.RunTestWatchFromZero(e.ctx, t, e.store, e.compaction())
-		}},
+		})},
 		{name: "WatchFromNonZero", run: plain(storagetesting.RunTestWatchFromNonZero)},
 		{name: "DelayedWatchDelivery", run: plain(storagetesting.RunTestDelayedWatchDelivery)},
 		{name: "WatchError", run: withPrefixStore(storagetesting.RunTestWatchError)},
@@ -206,10 +199,9 @@ func watchCases() []conformanceCase {
 			e := newEnv(t, b, withProgressNotify(progressNotifyInterval))
 			storagetesting.RunOptionalTestProgressNotify(e.ctx, t, e.store, e.increaseRV())
 		}},
-		{name: "WatchWithUnsafeDelete", gates: unsafeDeletion, run: func(t *testing.T, b backend) {
-			e := newEnv(t, b)
+		{name: "WatchWithUnsafeDelete", gates: unsafeDeletion, run: withEnv(func(t *testing.T, e *env) {
 			storagetesting.RunTestWatchWithUnsafeDelete(e.ctx, t, e.withTransformerOverride(e.store), corruptObjectError(t))
-		}},
+		})},
 		// The etcd3 storage turns progress notifications into bookmarks only for watches that ask
 		// for ProgressNotify, so AllowWatchBookmarks alone gets none: upstream passes false.
 		{name: "WatchDispatchBookmarkEvents", run: func(t *testing.T, b backend) {

@@ -30,10 +30,8 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/utils/clock"
 
-	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/interop/internal/etcdtest"
-	"github.com/listwatch/listwatch/store"
 )
 
 var (
@@ -100,26 +98,7 @@ func startEtcd(t *testing.T, progressNotify time.Duration) *clientv3.Client {
 // embedded etcd has.
 func startListwatch(t *testing.T, progressNotify time.Duration) *clientv3.Client {
 	t.Helper()
-	opts := etcdgrpc.Options{}.WithDefaults()
-	st := store.New(store.Options{
-		MinLeaseTTL:            etcdtest.MinLeaseTTL,
-		MemberID:               opts.MemberID,
-		ProgressNotifyInterval: progressNotify,
-	})
-	cli, stop, err := etcdgrpc.NewClient(st, opts, injectFault)
-	if err != nil {
-		st.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("stopping listwatch: %v", err)
-		}
-		if err := st.Close(); err != nil {
-			t.Errorf("closing listwatch store: %v", err)
-		}
-	})
-	return cli
+	return etcdtest.Listwatch(t, progressNotify, injectFault)
 }
 
 // setupOptions change what newEnv builds.

@@ -28,7 +28,7 @@ func TestIssue13Deviations(t *testing.T) {
 			t := true
 			p := r.startPair(cachepair.ResourcePrefix, true, everything(true), "everything",
 				strconv.FormatInt(r.h.Rev+5, 10), &t, time.Second)
-			r.finish(p)
+			r.Finish(p)
 		}},
 		// Exact and legacy exact lists for the next revision: upstream waits for the cache and
 		// answers 504 with Retry-After 1.
@@ -48,7 +48,7 @@ func TestIssue13Deviations(t *testing.T) {
 			from := strconv.FormatInt(r.h.Rev, 10)
 			p := r.startPair(cachepair.ResourcePrefix+"b/", true, everything(false), "everything", from, nil, 0)
 			all := r.startPair(cachepair.ResourcePrefix, true, everything(false), "everything", from, nil, 0)
-			r.pausePair(p, r.stats.writes+27)
+			r.Pause(p, r.stats.writes+27)
 			for i := range 12 {
 				r.writePod(r.caches[i%2], "b", podNames[i%len(podNames)], false)
 				r.stats.writes++
@@ -57,17 +57,17 @@ func TestIssue13Deviations(t *testing.T) {
 				r.writePod(r.caches[i%2], "a", podNames[i%len(podNames)], false)
 				r.stats.writes++
 			}
-			r.syncPair(all)
-			r.unpauseDue()
-			r.finish(p)
+			r.SyncPair(all)
+			r.UnpauseDue(r.stats.writes)
+			r.Finish(p)
 		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRunner(t, 1)
-			r.sync()
+			r.Sync()
 			c.play(r)
-			r.finishAll()
+			r.FinishAll()
 		})
 	}
 }

@@ -2,7 +2,9 @@
 // Cacher (pkg/storage/cacher, behind its CacheDelegator, over upstream's etcd3 storage) and
 // listwatch's cache (over listwatch's etcd3 storage), both over one listwatch store, both built by
 // interop/internal/cachepair with the same configuration, fed the same seeded random history and
-// the same random requests. The package has no API: everything is in its tests.
+// the same random requests. The package has no API: everything is in its tests. The watch pairs
+// (segments, resumes, judging and comparing the streams) are interop/internal/diffrun's, shared
+// with httpdiff; the test supplies the caches as its Peers.
 //
 // The test keeps these rules:
 //
@@ -38,8 +40,8 @@
 //     would make the two block differently; what timing decides (bookmarks, terminations) is judged
 //     by the guarantees above, not compared.
 //
-// Running it: `go test ./cacherdiff/` runs the default seeds (defaultSeeds, defaultOps operations
-// each). LISTWATCH_CACHERDIFF_SEEDS sets the seeds ("7", "1-200", "3,9-12") and
+// Running it: `go test ./cacherdiff/` runs the default seeds (1-3, 250 operations each: the
+// seeds.Config of TestCacherDifferential). LISTWATCH_CACHERDIFF_SEEDS sets the seeds ("7", "1-200", "3,9-12") and
 // LISTWATCH_CACHERDIFF_OPS the operations per seed, for long runs:
 //
 //	LISTWATCH_CACHERDIFF_SEEDS=1-200 go test -race -run TestCacherDifferential -timeout 2h ./cacherdiff/

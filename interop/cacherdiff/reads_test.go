@@ -64,13 +64,13 @@ func describeList(l *example.PodList) string {
 // selector pins spec.nodeName, as the pod registry's MatchPod sets it
 // (pkg/registry/core/pod/strategy.go).
 func (r *runner) predicate() (k8sstorage.SelectionPredicate, string) {
-	ls, err := labels.Parse(pick(r.rng, labelSels))
+	ls, err := labels.Parse(pick(r.Rng, labelSels))
 	if err != nil {
-		r.t.Fatal(err)
+		r.T.Fatal(err)
 	}
-	fs, err := fields.ParseSelector(pick(r.rng, fieldSelFns)(r))
+	fs, err := fields.ParseSelector(pick(r.Rng, fieldSelFns)(r))
 	if err != nil {
-		r.t.Fatal(err)
+		r.T.Fatal(err)
 	}
 	p := k8sstorage.SelectionPredicate{Label: ls, Field: fs, GetAttrs: cachepair.PodAttrs}
 	if _, ok := fs.RequiresExactMatch("spec.nodeName"); ok {
@@ -81,13 +81,13 @@ func (r *runner) predicate() (k8sstorage.SelectionPredicate, string) {
 
 // key is a random key: the resource, a namespace (both recursive) or one object (not recursive).
 func (r *runner) key() (string, bool) {
-	switch r.rng.IntN(4) {
+	switch r.Rng.IntN(4) {
 	case 0, 1:
 		return cachepair.ResourcePrefix, true
 	case 2:
 		return cachepair.ResourcePrefix + r.namespace() + "/", true
 	default:
-		return podKey(r.namespace(), pick(r.rng, podNames)), false
+		return podKey(r.namespace(), pick(r.Rng, podNames)), false
 	}
 }
 
@@ -95,7 +95,7 @@ func (r *runner) key() (string, bool) {
 // the history, one below the caches' list or the compaction, a future one (rarely: the caches wait
 // 3 s for it), or not a number. future says it is a future one.
 func (r *runner) revision() (rv string, future bool) {
-	switch n := r.rng.IntN(20); {
+	switch n := r.Rng.IntN(20); {
 	case n < 4:
 		return "", false
 	case n < 8:
@@ -103,15 +103,14 @@ func (r *runner) revision() (rv string, future bool) {
 	case n < 11:
 		return strconv.FormatInt(r.h.Rev, 10), false
 	case n < 16:
-		return strconv.FormatInt(1+r.rng.Int64N(r.h.Rev), 10), false
+		return strconv.FormatInt(1+r.Rng.Int64N(r.h.Rev), 10), false
 	case n < 17:
 		if r.compactRev > 1 {
-			return strconv.FormatInt(1+r.rng.Int64N(r.compactRev), 10), false
+			return strconv.FormatInt(1+r.Rng.Int64N(r.compactRev), 10), false
 		}
-		return strconv.FormatInt(1+r.rng.Int64N(r.listRV), 10), false
-	case n < 19 && r.future < maxFuturePerSeed:
-		r.future++
-		return strconv.FormatInt(r.h.Rev+1+r.rng.Int64N(3), 10), true
+		return strconv.FormatInt(1+r.Rng.Int64N(r.listRV), 10), false
+	case n < 19 && r.Future():
+		return strconv.FormatInt(r.h.Rev+1+r.Rng.Int64N(3), 10), true
 	case n < 19:
 		return strconv.FormatInt(r.h.Rev, 10), false
 	default:
@@ -120,7 +119,7 @@ func (r *runner) revision() (rv string, future bool) {
 }
 
 func (r *runner) match() metav1.ResourceVersionMatch {
-	switch n := r.rng.IntN(20); {
+	switch n := r.Rng.IntN(20); {
 	case n < 10:
 		return ""
 	case n < 14:
@@ -132,27 +131,27 @@ func (r *runner) match() metav1.ResourceVersionMatch {
 	}
 }
 
-// sync brings both caches to etcd's current revision with a consistent list of everything, which
+// Sync brings both caches to etcd's current revision with a consistent list of everything, which
 // is compared as any list: afterwards reads of any staleness see the same state in both.
-func (r *runner) sync() {
-	r.t.Helper()
+func (r *runner) Sync() {
+	r.T.Helper()
 	opts := k8sstorage.ListOptions{Recursive: true, Predicate: k8sstorage.Everything}
 	r.compareList("sync: consistent list of "+cachepair.ResourcePrefix, cachepair.ResourcePrefix, opts, 0)
 }
 
 // list sends both caches the same random list and follows its continue tokens for a few pages.
 func (r *runner) list() {
-	r.t.Helper()
-	r.sync()
+	r.T.Helper()
+	r.Sync()
 	key, recursive := r.key()
 	pred, sel := r.predicate()
 	rv, _ := r.revision()
 	match := r.match()
-	switch r.rng.IntN(4) {
+	switch r.Rng.IntN(4) {
 	case 0:
 		pred.Limit = 1
 	case 1:
-		pred.Limit = int64(2 + r.rng.IntN(4))
+		pred.Limit = int64(2 + r.Rng.IntN(4))
 	}
 	opts := k8sstorage.ListOptions{ResourceVersion: rv, ResourceVersionMatch: match, Predicate: pred, Recursive: recursive}
 	what := fmt.Sprintf("list of %s recursive=%t rv=%q match=%q limit=%d %s", key, recursive, rv, match, pred.Limit, sel)
@@ -163,7 +162,7 @@ func (r *runner) list() {
 // continue token, asks for up to pages further pages (sometimes with a resourceVersion, which is
 // refused).
 func (r *runner) compareList(what, key string, opts k8sstorage.ListOptions, pages int) {
-	r.t.Helper()
+	r.T.Helper()
 	for page := 0; ; page++ {
 		var lists [2]*example.PodList
 		var errs [2]error
@@ -176,12 +175,12 @@ func (r *runner) compareList(what, key string, opts k8sstorage.ListOptions, page
 		} else {
 			r.stats.pages++
 		}
-		if !r.sameList(what, lists, errs) || errs[0] != nil || lists[0].Continue == "" || page >= pages || r.rng.IntN(4) == 0 {
+		if !r.sameList(what, lists, errs) || errs[0] != nil || lists[0].Continue == "" || page >= pages || r.Rng.IntN(4) == 0 {
 			return
 		}
 		opts.Predicate.Continue = lists[0].Continue
 		opts.ResourceVersion, opts.ResourceVersionMatch = "", ""
-		if r.rng.IntN(8) == 0 {
+		if r.Rng.IntN(8) == 0 {
 			opts.ResourceVersion = strconv.FormatInt(r.h.Rev, 10)
 		}
 		what = fmt.Sprintf("%s, page %d (rv=%q)", what, page+2, opts.ResourceVersion)
@@ -189,17 +188,17 @@ func (r *runner) compareList(what, key string, opts k8sstorage.ListOptions, page
 }
 
 func (r *runner) sameList(what string, lists [2]*example.PodList, errs [2]error) bool {
-	r.t.Helper()
+	r.T.Helper()
 	if errs[0] != nil || errs[1] != nil {
 		a, b := describeError(errs[0]), describeError(errs[1])
 		if a != b {
-			r.failf("%s:\nupstream:  %s\nlistwatch: %s", what, a, b)
+			r.Failf("%s:\nupstream:  %s\nlistwatch: %s", what, a, b)
 			return false
 		}
 		return true
 	}
 	if !apiequality.Semantic.DeepEqual(lists[0], lists[1]) {
-		r.failf("%s: the lists differ (-upstream +listwatch):\n%s\nobjects: %s", what,
+		r.Failf("%s: the lists differ (-upstream +listwatch):\n%s\nobjects: %s", what,
 			cmp.Diff(describeList(lists[0]), describeList(lists[1])), cmp.Diff(lists[0], lists[1]))
 		return false
 	}
@@ -208,11 +207,11 @@ func (r *runner) sameList(what string, lists [2]*example.PodList, errs [2]error)
 
 // get sends both caches the same random get.
 func (r *runner) get() {
-	r.t.Helper()
-	r.sync()
-	key := podKey(r.namespace(), pick(r.rng, podNames))
+	r.T.Helper()
+	r.Sync()
+	key := podKey(r.namespace(), pick(r.Rng, podNames))
 	rv, _ := r.revision()
-	opts := k8sstorage.GetOptions{ResourceVersion: rv, IgnoreNotFound: r.rng.IntN(3) == 0}
+	opts := k8sstorage.GetOptions{ResourceVersion: rv, IgnoreNotFound: r.Rng.IntN(3) == 0}
 	what := fmt.Sprintf("get of %s rv=%q ignoreNotFound=%t", key, rv, opts.IgnoreNotFound)
 	var pods [2]*example.Pod
 	var errs [2]error
@@ -222,10 +221,10 @@ func (r *runner) get() {
 	}
 	r.stats.gets++
 	if a, b := describeError(errs[0]), describeError(errs[1]); a != b {
-		r.failf("%s:\nupstream:  %s\nlistwatch: %s", what, a, b)
+		r.Failf("%s:\nupstream:  %s\nlistwatch: %s", what, a, b)
 		return
 	}
 	if errs[0] == nil && !apiequality.Semantic.DeepEqual(pods[0], pods[1]) {
-		r.failf("%s: the objects differ (-upstream +listwatch):\n%s", what, cmp.Diff(pods[0], pods[1]))
+		r.Failf("%s: the objects differ (-upstream +listwatch):\n%s", what, cmp.Diff(pods[0], pods[1]))
 	}
 }

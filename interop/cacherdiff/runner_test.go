@@ -17,6 +17,7 @@ import (
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 
 	"github.com/listwatch/listwatch/interop/internal/cachepair"
+	"github.com/listwatch/listwatch/interop/internal/diffrun"
 	"github.com/listwatch/listwatch/proptest/kubemodel"
 )
 
@@ -32,9 +33,9 @@ var (
 	labelSels   = []string{"", "app=x", "app!=x", "app in (x,y)", "!app", "app"}
 	fieldSelFns = []func(r *runner) string{
 		func(*runner) string { return "" },
-		func(r *runner) string { return "metadata.name=" + pick(r.rng, podNames) },
+		func(r *runner) string { return "metadata.name=" + pick(r.Rng, podNames) },
 		func(r *runner) string { return "metadata.namespace=" + r.namespace() },
-		func(r *runner) string { return "spec.nodeName=" + pick(r.rng, nodeNames[1:]) },
+		func(r *runner) string { return "spec.nodeName=" + pick(r.Rng, nodeNames[1:]) },
 		func(*runner) string { return "spec.nodeName!=node1" },
 		func(*runner) string { return "status.phase=Running" },
 	}
@@ -42,73 +43,49 @@ var (
 
 func pick[T any](rng *rand.Rand, xs []T) T { return xs[rng.IntN(len(xs))] }
 
-// runner drives one seed: the same history and the same requests against both caches.
+// runner drives one seed: the same history and the same requests against both caches. It is the
+// shared runner's peers (watch_test.go).
 type runner struct {
-	t    *testing.T
-	seed uint64
-	rng  *rand.Rand
-	ctx  context.Context
-	cli  *clientv3.Client
+	*diffrun.Runner[watchReq]
+	ctx context.Context
+	cli *clientv3.Client
 	// caches are upstream's (0) and listwatch's (1).
 	caches [2]*cachepair.Cache
 	h      *kubemodel.History
 	// listRV is the revision both caches listed at: the oldest a watch may start from.
 	listRV     int64
 	compactRev int64
-	watches    []*watchPair
 	stats      stats
-	// future counts the requests for a revision not yet written, each of which waits for the
-	// caches' 3 s freshness timeout: a few per seed.
-	future int
-	// fails counts the differences found.
-	fails int
 	// serial numbers the pods made, so that every update writes new bytes.
 	serial int
 }
 
-const maxFuturePerSeed = 2
-
+// stats are a seed's counts: the writes and reads here, the watches' in the shared runner's Tally.
 type stats struct {
-	writes, failedWrites, compactions, lists, pages, gets, watches, stops int
-	events, endBookmarks, bookmarks, errors, terminations, resumes        int
-	restarts                                                              int
+	diffrun.Tally
+	writes, failedWrites, compactions, lists, pages, gets int
 }
 
 func (s stats) String() string {
 	return fmt.Sprintf("%d writes, %d failing writes, %d compactions, %d lists (%d further pages), %d gets, "+
 		"%d watches (%d stopped), %d events, %d initial-events-end bookmarks, %d other bookmarks, %d ERRORs, "+
 		"%d terminations, %d resumes compared; %d watches closed during their initial events started over (judged, not compared)",
-		s.writes, s.failedWrites, s.compactions, s.lists, s.pages, s.gets, s.watches, s.stops, s.events, s.endBookmarks,
-		s.bookmarks, s.errors, s.terminations, s.resumes, s.restarts)
+		s.writes, s.failedWrites, s.compactions, s.lists, s.pages, s.gets, s.Watches, s.Stops, s.Events, s.EndBookmarks,
+		s.Bookmarks, s.Errors, s.Terminations, s.Resumes, s.Restarts)
 }
 
 func (s *stats) Add(o stats) {
+	s.Tally.Add(o.Tally)
 	s.writes += o.writes
 	s.failedWrites += o.failedWrites
 	s.compactions += o.compactions
 	s.lists += o.lists
 	s.pages += o.pages
 	s.gets += o.gets
-	s.watches += o.watches
-	s.stops += o.stops
-	s.events += o.events
-	s.endBookmarks += o.endBookmarks
-	s.bookmarks += o.bookmarks
-	s.errors += o.errors
-	s.terminations += o.terminations
-	s.resumes += o.resumes
-	s.restarts += o.restarts
-}
-
-// failf reports a difference, prefixed with the seed so that it can be replayed.
-func (r *runner) failf(format string, args ...any) {
-	r.t.Helper()
-	r.fails++
-	r.t.Errorf("seed %d: %s", r.seed, fmt.Sprintf(format, args...))
 }
 
 func (r *runner) namespace() string {
-	n := r.rng.IntN(100)
+	n := r.Rng.IntN(100)
 	for i, w := range nsWeights {
 		if n < w {
 			return namespaces[i]
@@ -126,11 +103,11 @@ func (r *runner) randomPod(ns, name string) *example.Pod {
 	r.serial++
 	p := &example.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
 		Annotations: map[string]string{"serial": strconv.Itoa(r.serial)}}}
-	if app := pick(r.rng, appLabels); app != "" {
+	if app := pick(r.Rng, appLabels); app != "" {
 		p.Labels = map[string]string{"app": app}
 	}
-	p.Spec.NodeName = pick(r.rng, nodeNames)
-	p.Status.Phase = pick(r.rng, phases)
+	p.Spec.NodeName = pick(r.Rng, nodeNames)
+	p.Status.Phase = pick(r.Rng, phases)
 	return p
 }
 
@@ -160,20 +137,20 @@ func objectOf(key string, pod *example.Pod) (*kubemodel.Object, error) {
 
 // apply records a write the storage acknowledged with out (nil: a deletion at rev).
 func (r *runner) apply(key string, rev int64, out *example.Pod) {
-	r.t.Helper()
+	r.T.Helper()
 	var o *kubemodel.Object
 	if out != nil {
 		var err error
 		if o, err = objectOf(key, out); err != nil {
-			r.t.Fatal(err)
+			r.T.Fatal(err)
 		}
 	}
 	if err := r.h.Apply(rev, key, o); err != nil {
-		r.t.Fatal(err)
+		r.T.Fatal(err)
 	}
 }
 
-func rvOf(t *testing.T, obj runtime.Object) int64 {
+func rvOf(t testing.TB, obj runtime.Object) int64 {
 	t.Helper()
 	rv, err := k8sstorage.APIObjectVersioner{}.ObjectResourceVersion(obj)
 	if err != nil {
@@ -194,33 +171,33 @@ func (r *runner) present() []string {
 // write makes one random write through a random cache (each passes writes through to its storage
 // with the cached object as suggestion) and records it.
 func (r *runner) write() {
-	r.t.Helper()
-	r.writePod(r.caches[r.rng.IntN(2)], r.namespace(), pick(r.rng, podNames), r.rng.IntN(4) == 0)
+	r.T.Helper()
+	r.writePod(r.caches[r.Rng.IntN(2)], r.namespace(), pick(r.Rng, podNames), r.Rng.IntN(4) == 0)
 }
 
 // writePod creates the pod if it is absent, else deletes it (when del) or updates it at random.
 func (r *runner) writePod(c *cachepair.Cache, ns, name string, del bool) {
-	r.t.Helper()
+	r.T.Helper()
 	key := podKey(ns, name)
 	cur := r.h.State(key)
 	switch {
 	case cur == nil:
 		out := &example.Pod{}
 		if err := c.Storage.Create(r.ctx, key, r.randomPod(ns, name), out, 0); err != nil {
-			r.t.Fatalf("seed %d: %s: create %s: %v", r.seed, c.Name, key, err)
+			r.Fatalf("%s: create %s: %v", c.Name, key, err)
 		}
-		r.apply(key, rvOf(r.t, out), out)
+		r.apply(key, rvOf(r.T, out), out)
 	case del:
 		out := &example.Pod{}
 		var pre *k8sstorage.Preconditions
-		if r.rng.IntN(2) == 0 {
+		if r.Rng.IntN(2) == 0 {
 			rv := strconv.FormatInt(cur.Rev, 10)
 			pre = &k8sstorage.Preconditions{ResourceVersion: &rv}
 		}
 		if err := c.Storage.Delete(r.ctx, key, out, pre, k8sstorage.ValidateAllObjectFunc, nil, k8sstorage.DeleteOptions{}); err != nil {
-			r.t.Fatalf("seed %d: %s: delete %s: %v", r.seed, c.Name, key, err)
+			r.Fatalf("%s: delete %s: %v", c.Name, key, err)
 		}
-		r.apply(key, rvOf(r.t, out), nil)
+		r.apply(key, rvOf(r.T, out), nil)
 	default:
 		out := &example.Pod{}
 		next := r.randomPod(ns, name)
@@ -230,9 +207,9 @@ func (r *runner) writePod(c *cachepair.Cache, ns, name string, del bool) {
 			return p, nil
 		}), nil)
 		if err != nil {
-			r.t.Fatalf("seed %d: %s: update %s: %v", r.seed, c.Name, key, err)
+			r.Fatalf("%s: update %s: %v", c.Name, key, err)
 		}
-		r.apply(key, rvOf(r.t, out), out)
+		r.apply(key, rvOf(r.T, out), out)
 	}
 	r.stats.writes++
 }
@@ -240,14 +217,14 @@ func (r *runner) writePod(c *cachepair.Cache, ns, name string, del bool) {
 // failingWrite sends both caches the same write that must fail, and compares the errors: they must
 // not change anything.
 func (r *runner) failingWrite() {
-	r.t.Helper()
+	r.T.Helper()
 	ns := r.namespace()
 	var what string
 	var do func(c *cachepair.Cache) error
 	keys := r.present()
-	switch n := r.rng.IntN(6); {
+	switch n := r.Rng.IntN(6); {
 	case n == 0 && len(keys) > 0:
-		key := pick(r.rng, keys)
+		key := pick(r.Rng, keys)
 		parts := strings.Split(key, "/")
 		what = "create of the existing " + key
 		do = func(c *cachepair.Cache) error {
@@ -260,7 +237,7 @@ func (r *runner) failingWrite() {
 			return c.Storage.GuaranteedUpdate(r.ctx, key, &example.Pod{}, false, nil, k8sstorage.SimpleUpdate(func(in runtime.Object) (runtime.Object, error) { return in, nil }), nil)
 		}
 	case n == 2 && len(keys) > 0:
-		key := pick(r.rng, keys)
+		key := pick(r.Rng, keys)
 		stale := strconv.FormatInt(r.h.State(key).Rev-1, 10)
 		what = "update of " + key + " with a stale resourceVersion precondition"
 		do = func(c *cachepair.Cache) error {
@@ -268,7 +245,7 @@ func (r *runner) failingWrite() {
 				k8sstorage.SimpleUpdate(func(in runtime.Object) (runtime.Object, error) { return in, nil }), nil)
 		}
 	case n == 3 && len(keys) > 0:
-		key := pick(r.rng, keys)
+		key := pick(r.Rng, keys)
 		uid := types.UID("not-the-uid")
 		what = "delete of " + key + " with a wrong uid precondition"
 		do = func(c *cachepair.Cache) error {
@@ -293,12 +270,12 @@ func (r *runner) failingWrite() {
 	for i, c := range r.caches {
 		err := do(c)
 		if err == nil {
-			r.t.Fatalf("seed %d: %s: the %s succeeded", r.seed, c.Name, what)
+			r.Fatalf("%s: the %s succeeded", c.Name, what)
 		}
 		got[i] = describeError(err)
 	}
 	if got[0] != got[1] {
-		r.failf("%s: upstream answers %s\nlistwatch answers %s", what, got[0], got[1])
+		r.Failf("%s: upstream answers %s\nlistwatch answers %s", what, got[0], got[1])
 	}
 	r.stats.failedWrites++
 }
@@ -306,17 +283,17 @@ func (r *runner) failingWrite() {
 // compact compacts etcd at a random revision since the last compaction and lets both caches observe
 // it, as the apiserver's compactor and the caches' compactors would.
 func (r *runner) compact() {
-	r.t.Helper()
+	r.T.Helper()
 	if r.h.Rev <= r.compactRev+1 {
 		return
 	}
-	rev := r.compactRev + 1 + r.rng.Int64N(r.h.Rev-r.compactRev)
-	after := cachepair.CompactEtcd(r.ctx, r.t, r.cli, rev)
+	rev := r.compactRev + 1 + r.Rng.Int64N(r.h.Rev-r.compactRev)
+	after := cachepair.CompactEtcd(r.ctx, r.T, r.cli, rev)
 	if err := r.h.Advance(after); err != nil {
-		r.t.Fatal(err)
+		r.T.Fatal(err)
 	}
 	for _, c := range r.caches {
-		c.ObserveCompaction(r.ctx, r.t, rev)
+		c.ObserveCompaction(r.ctx, r.T, rev)
 	}
 	r.compactRev = rev
 	r.stats.compactions++

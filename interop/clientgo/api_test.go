@@ -167,12 +167,7 @@ func TestProtobufClient(t *testing.T) {
 	// A typed informer over protobuf.
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace("pb"))
 	inf := factory.Core().V1().ConfigMaps().Informer()
-	stop := make(chan struct{})
-	factory.Start(stop)
-	defer func() {
-		close(stop)
-		factory.Shutdown()
-	}()
+	e.startFactory(factory)
 	e.waitFor("protobuf informer sync", inf.HasSynced)
 	if _, err := cms.Create(e.ctx(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -334,12 +334,7 @@ func TestTypedClient(t *testing.T) {
 	factory := informers.NewSharedInformerFactoryWithOptions(readers, 0, informers.WithNamespace("typed"))
 	lister := factory.Core().V1().ConfigMaps().Lister()
 	inf := factory.Core().V1().ConfigMaps().Informer()
-	stop := make(chan struct{})
-	factory.Start(stop)
-	defer func() {
-		close(stop)
-		factory.Shutdown()
-	}()
+	e.startFactory(factory)
 	e.waitFor("typed informer sync", inf.HasSynced)
 	first := checkWatchListStart(t, e.log.requests(informerAgent, nil), "/api/v1/namespaces/typed/configmaps")
 	checkInitialEvents(t, first, []string{"typed/one"}, inf.LastSyncResourceVersion())

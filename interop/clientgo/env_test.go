@@ -264,14 +264,26 @@ func (e *env) startFilteredInformer(gvr schema.GroupVersionResource, namespace, 
 	if _, err := i.inf.AddEventHandler(i.handler); err != nil {
 		e.t.Fatal(err)
 	}
+	e.startFactory(factory)
+	e.waitFor(gvr.Resource+" informer sync", i.inf.HasSynced)
+	return i
+}
+
+// informerFactory is a typed or a dynamic shared informer factory.
+type informerFactory interface {
+	Start(stopCh <-chan struct{})
+	Shutdown()
+}
+
+// startFactory starts the factory's informers; they are stopped, and their goroutines waited for
+// (Shutdown), when the test ends.
+func (e *env) startFactory(factory informerFactory) {
 	stop := make(chan struct{})
 	factory.Start(stop)
 	e.t.Cleanup(func() {
 		close(stop)
-		factory.Shutdown() // waits for every goroutine the informers started
+		factory.Shutdown()
 	})
-	e.waitFor(gvr.Resource+" informer sync", i.inf.HasSynced)
-	return i
 }
 
 // state is the informer's store.

@@ -2,47 +2,34 @@ package httpdiff
 
 import (
 	"context"
-	"math/rand/v2"
 	"testing"
 
-	"github.com/go-logr/logr"
-	"go.uber.org/goleak"
-	"k8s.io/klog/v2"
-
+	"github.com/listwatch/listwatch/interop/internal/diffrun"
 	"github.com/listwatch/listwatch/interop/internal/kubeapiserver"
 	"github.com/listwatch/listwatch/interop/internal/seeds"
 	"github.com/listwatch/listwatch/proptest/kubemodel"
 )
 
-func TestMain(m *testing.M) {
-	// The upstream server logs its life through klog (process-wide); the test says what differed.
-	klog.SetLogger(logr.Discard())
-	goleak.VerifyTestMain(m, kubeapiserver.GoleakOptions()...)
-}
-
-// The seeds and requests a run uses: the defaults in `make test`, the environment for long runs.
-// Seed 20 pages through objects with generated names, whose continue tokens name them.
-const (
-	seedsEnv     = "LISTWATCH_HTTPDIFF_SEEDS"
-	opsEnv       = "LISTWATCH_HTTPDIFF_OPS"
-	defaultSeeds = "1-2,20"
-	defaultOps   = 150
-)
+func TestMain(m *testing.M) { kubeapiserver.VerifyTestMain(m) }
 
 // TestHTTPDifferential runs, for each seed, the same random requests over HTTP against a real
 // apiextensions-apiserver and listwatch's chain, both serving widgets.example.com/v1, and requires
 // the same answers (status, headers that carry meaning, body) and the same watch streams, once
 // what is each server's own is normalized (uids, timestamps, managedFields, generated names,
-// resourceVersions by their place among the writes).
+// resourceVersions by their place among the writes). `make test` runs seeds 1, 2 and 20 (which
+// pages through objects with generated names, whose continue tokens name them) of 150 requests; the
+// environment names others for long runs.
 func TestHTTPDifferential(t *testing.T) {
-	seeds.Run(t, seedsEnv, defaultSeeds, opsEnv, defaultOps, "requests", runSeed)
+	seeds.Run(t, seeds.Config{SeedsVar: "LISTWATCH_HTTPDIFF_SEEDS", Seeds: "1-2,20",
+		CountVar: "LISTWATCH_HTTPDIFF_OPS", Count: 150, Unit: "requests"}, runSeed)
 }
 
 func runSeed(t *testing.T, seed uint64, ops int) stats {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	r := &runner{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)), ctx: ctx, servers: startServers(t)}
-	t.Cleanup(r.stopAll)
+	r := &runner{ctx: ctx, servers: startServers(t)}
+	r.Runner = diffrun.New[watchReq](t, seed, 0x5851f42d4c957f2d, r)
+	t.Cleanup(r.StopAll)
 	// The apiserver sleeps 2 s in the first create after a CRD is Established (crdHandler
 	// serveResource); one write before the test's keeps that sleep out of its requests.
 	for _, s := range r.servers {
@@ -58,8 +45,8 @@ func runSeed(t *testing.T, seed uint64, ops int) stats {
 		}
 		s.h = kubemodel.NewHistory(s.st.Rev())
 	}
-	for range ops {
-		switch n := r.rng.IntN(100); {
+	r.Play(ops, func() {
+		switch n := r.Rng.IntN(100); {
 		case n < 40:
 			r.write()
 		case n < 50:
@@ -71,18 +58,10 @@ func runSeed(t *testing.T, seed uint64, ops int) stats {
 		case n < 90:
 			r.openWatch()
 		default:
-			r.stopWatch()
+			r.StopWatch()
 		}
-		if t.Failed() && r.fails > 20 {
-			t.Fatalf("seed %d: stopping after %d differences", seed, r.fails)
-		}
-	}
-	r.sync()
-	for _, p := range r.watches {
-		if !p.stopped {
-			r.finish(p)
-		}
-	}
+	})
+	r.stats.Tally = r.Tally
 	t.Logf("seed %d: %s", seed, r.stats)
 	return r.stats
 }

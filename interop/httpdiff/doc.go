@@ -3,7 +3,9 @@
 // process, its storage on listwatch's etcd API, the watch cache on) serving widgets.example.com/v1
 // (kubeapiserver.WidgetsCRD), and listwatch's chain (chain.New: store, etcd API, etcd3 storage,
 // watch cache, HTTP) serving the same resource (httpwatch.Widgets), sent the same seeded requests
-// over HTTP. The package has no API: everything is in its tests.
+// over HTTP. The package has no API: everything is in its tests. The watch pairs (segments,
+// resumes, judging and comparing the streams) are interop/internal/diffrun's, shared with
+// cacherdiff; the test supplies the servers as its Peers.
 //
 // The test keeps these rules:
 //
@@ -43,7 +45,8 @@
 //     resource from; upstream's list (apiextensions-apiserver customresource_handler.go, the CRD's
 //     unstructuredNegotiatedSerializer) has JSON, YAML and protobuf, listwatch's JSON and YAML.
 //
-// Running it: `go test ./httpdiff/` runs the default seeds (defaultSeeds, defaultOps requests each).
+// Running it: `go test ./httpdiff/` runs the default seeds (1, 2 and 20, 150 requests each: the
+// seeds.Config of TestHTTPDifferential).
 // LISTWATCH_HTTPDIFF_SEEDS sets the seeds ("7", "1-100", "3,9-12") and LISTWATCH_HTTPDIFF_OPS the
 // requests per seed, for long runs:
 //

@@ -8,11 +8,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/listwatch/listwatch/proptest/kubemodel"
+	"github.com/listwatch/listwatch/interop/internal/diffrun"
 )
 
 // The widgets: two namespaces, a few names, labels and a spec that updates change.
@@ -25,52 +24,36 @@ var (
 
 func pick[T any](rng *rand.Rand, xs []T) T { return xs[rng.IntN(len(xs))] }
 
+// runner drives one seed: the same requests to both servers. It is the shared runner's peers
+// (watch_test.go).
 type runner struct {
-	t       *testing.T
-	seed    uint64
-	rng     *rand.Rand
+	*diffrun.Runner[watchReq]
 	ctx     context.Context
 	servers [2]*server
-	watches []*watchPair
 	stats   stats
-	future  int
 	serial  int
-	fails   int
 }
 
-const maxFuturePerSeed = 2
-
+// stats are a seed's counts: the writes and reads here, the watches' in the shared runner's Tally.
 type stats struct {
-	writes, badWrites, lists, pages, gets, watches, events, endBookmarks, bookmarks, errors, resumes int
-	restarts                                                                                         int
+	diffrun.Tally
+	writes, badWrites, lists, pages, gets int
 }
 
 func (s stats) String() string {
 	return fmt.Sprintf("%d writes, %d refused writes, %d lists (%d further pages), %d gets, %d watches, %d events, "+
 		"%d initial-events-end bookmarks, %d other bookmarks, %d ERRORs, %d resumes compared; %d watches ended during "+
 		"their initial events started over (judged, not compared)", s.writes, s.badWrites, s.lists, s.pages, s.gets,
-		s.watches, s.events, s.endBookmarks, s.bookmarks, s.errors, s.resumes, s.restarts)
+		s.Watches, s.Events, s.EndBookmarks, s.Bookmarks, s.Errors, s.Resumes, s.Restarts)
 }
 
 func (s *stats) Add(o stats) {
+	s.Tally.Add(o.Tally)
 	s.writes += o.writes
 	s.badWrites += o.badWrites
 	s.lists += o.lists
 	s.pages += o.pages
 	s.gets += o.gets
-	s.watches += o.watches
-	s.events += o.events
-	s.endBookmarks += o.endBookmarks
-	s.bookmarks += o.bookmarks
-	s.errors += o.errors
-	s.resumes += o.resumes
-	s.restarts += o.restarts
-}
-
-func (r *runner) failf(format string, args ...any) {
-	r.t.Helper()
-	r.fails++
-	r.t.Errorf("seed %d: %s", r.seed, fmt.Sprintf(format, args...))
 }
 
 func key(ns, name string) string { return "/widgets/" + ns + "/" + name }
@@ -89,14 +72,14 @@ func (r *runner) widget(ns, name string, extra map[string]any) map[string]any {
 	if ns != "" {
 		md["namespace"] = ns
 	}
-	if app := pick(r.rng, apps); app != "" {
+	if app := pick(r.Rng, apps); app != "" {
 		md["labels"] = map[string]any{"app": app}
 	}
 	for k, v := range extra {
 		md[k] = v
 	}
 	return map[string]any{"apiVersion": group + "/" + version, "kind": "Widget", "metadata": md,
-		"spec": map[string]any{"size": r.rng.IntN(5), "serial": r.serial}}
+		"spec": map[string]any{"size": r.Rng.IntN(5), "serial": r.serial}}
 }
 
 func encode(v any) []byte {
@@ -109,7 +92,7 @@ func encode(v any) []byte {
 
 // call sends both servers the request built for each and compares the answers; it returns them.
 func (r *runner) call(what, method string, path func(*server) string, body func(*server) []byte, contentType string, asked func(*server) string) [2]response {
-	r.t.Helper()
+	r.T.Helper()
 	var out [2]response
 	var desc [2]string
 	for i, s := range r.servers {
@@ -119,7 +102,7 @@ func (r *runner) call(what, method string, path func(*server) string, body func(
 		}
 		resp, err := s.do(r.ctx, method, path(s), contentType, b)
 		if err != nil {
-			r.t.Fatalf("seed %d: %s: %s: %v", r.seed, what, s.name, err)
+			r.Fatalf("%s: %s: %v", what, s.name, err)
 		}
 		out[i] = resp
 		a := ""
@@ -129,7 +112,7 @@ func (r *runner) call(what, method string, path func(*server) string, body func(
 		desc[i] = s.describe(resp, a)
 	}
 	if desc[0] != desc[1] {
-		r.failf("%s: the answers differ (-kube +listwatch):\n%s", what, cmp.Diff(desc[0], desc[1]))
+		r.Failf("%s: the answers differ (-kube +listwatch):\n%s", what, cmp.Diff(desc[0], desc[1]))
 	}
 	return out
 }
@@ -138,20 +121,20 @@ func same(p string) func(*server) string { return func(*server) string { return 
 
 // write makes the same write on both servers and records it in each server's model.
 func (r *runner) write() {
-	r.t.Helper()
-	ns, name := pick(r.rng, namespaces), pick(r.rng, names)
+	r.T.Helper()
+	ns, name := pick(r.Rng, namespaces), pick(r.Rng, names)
 	k := key(ns, name)
 	cur := r.servers[0].h.State(k)
 	switch {
-	case cur == nil && r.rng.IntN(8) == 0:
+	case cur == nil && r.Rng.IntN(8) == 0:
 		r.createGenerated(ns)
 	case cur == nil:
 		body := encode(r.widget(ns, name, nil))
 		resp := r.call("create of "+k, "POST", same(collection(ns)), func(*server) []byte { return body }, "application/json", nil)
 		r.recordWrite(k, resp, 201)
-	case r.rng.IntN(4) == 0:
+	case r.Rng.IntN(4) == 0:
 		var pre string
-		if r.rng.IntN(2) == 0 {
+		if r.Rng.IntN(2) == 0 {
 			pre = "resourceVersion"
 		}
 		resp := r.call("delete of "+k+" precondition="+pre, "DELETE", same(collection(ns)+"/"+name), func(s *server) []byte {
@@ -176,27 +159,27 @@ func (r *runner) write() {
 // generate different names, which the test maps to one name; deleting it before any read keeps
 // the names' order, which differs, out of lists and initial events.
 func (r *runner) createGenerated(ns string) {
-	r.t.Helper()
+	r.T.Helper()
 	body := encode(r.widget(ns, "", map[string]any{"generateName": "g-"}))
 	genName := fmt.Sprintf("gen%d", r.serial)
 	var made [2]string
 	for i, s := range r.servers {
 		resp, err := s.do(r.ctx, "POST", collection(ns), "application/json", body)
 		if err != nil || resp.code != 201 {
-			r.t.Fatalf("seed %d: %s: create with generateName: %v %d %s", r.seed, s.name, err, resp.code, resp.raw)
+			r.Fatalf("%s: create with generateName: %v %d %s", s.name, err, resp.code, resp.raw)
 		}
 		md := resp.body["metadata"].(map[string]any)
 		made[i] = md["name"].(string)
 		if !strings.HasPrefix(made[i], "g-") {
-			r.failf("%s generated the name %q for generateName g-", s.name, made[i])
+			r.Failf("%s generated the name %q for generateName g-", s.name, made[i])
 		}
 		s.gen[made[i]] = genName
 		o, err := objectOf(key(ns, made[i]), resp.body)
 		if err != nil {
-			r.t.Fatal(err)
+			r.T.Fatal(err)
 		}
 		if err := s.h.Apply(o.Rev, o.Key, o); err != nil {
-			r.t.Fatal(err)
+			r.T.Fatal(err)
 		}
 		s.writes = append(s.writes, o.Rev)
 	}
@@ -205,13 +188,13 @@ func (r *runner) createGenerated(ns string) {
 	for i, s := range r.servers {
 		resp, err := s.do(r.ctx, "DELETE", collection(ns)+"/"+made[i], "", nil)
 		if err != nil {
-			r.t.Fatal(err)
+			r.T.Fatal(err)
 		}
 		resps[i] = resp
 	}
 	for i, s := range r.servers {
 		if a, b := r.servers[0].describe(resps[0], ""), s.describe(resps[i], ""); a != b {
-			r.failf("delete of the generated %s: the answers differ (-kube +listwatch):\n%s", genName, cmp.Diff(a, b))
+			r.Failf("delete of the generated %s: the answers differ (-kube +listwatch):\n%s", genName, cmp.Diff(a, b))
 		}
 		r.applyDelete(s, key(ns, made[i]))
 	}
@@ -220,17 +203,17 @@ func (r *runner) createGenerated(ns string) {
 
 // recordWrite records an acknowledged create or update in each server's model.
 func (r *runner) recordWrite(k string, resp [2]response, code int) {
-	r.t.Helper()
+	r.T.Helper()
 	for i, s := range r.servers {
 		if resp[i].code != code {
-			r.t.Fatalf("seed %d: %s: the write of %s answered %d, want %d: %s", r.seed, s.name, k, resp[i].code, code, resp[i].raw)
+			r.Fatalf("%s: the write of %s answered %d, want %d: %s", s.name, k, resp[i].code, code, resp[i].raw)
 		}
 		o, err := objectOf(k, resp[i].body)
 		if err != nil {
-			r.t.Fatal(err)
+			r.T.Fatal(err)
 		}
 		if err := s.h.Apply(o.Rev, k, o); err != nil {
-			r.t.Fatal(err)
+			r.T.Fatal(err)
 		}
 		s.writes = append(s.writes, o.Rev)
 	}
@@ -239,28 +222,28 @@ func (r *runner) recordWrite(k string, resp [2]response, code int) {
 // recordDelete records an acknowledged deletion: its revision is the store's (the answer is a
 // Status without one; nothing else writes to either store meanwhile).
 func (r *runner) recordDelete(k string, resp [2]response) {
-	r.t.Helper()
+	r.T.Helper()
 	for i, s := range r.servers {
 		if resp[i].code != 200 {
-			r.t.Fatalf("seed %d: %s: the delete of %s answered %d: %s", r.seed, s.name, k, resp[i].code, resp[i].raw)
+			r.Fatalf("%s: the delete of %s answered %d: %s", s.name, k, resp[i].code, resp[i].raw)
 		}
 		r.applyDelete(s, k)
 	}
 }
 
 func (r *runner) applyDelete(s *server, k string) {
-	r.t.Helper()
+	r.T.Helper()
 	rev := s.st.Rev()
 	if err := s.h.Apply(rev, k, nil); err != nil {
-		r.t.Fatal(err)
+		r.T.Fatal(err)
 	}
 	s.writes = append(s.writes, rev)
 }
 
 // badWrite sends both servers the same write that must be refused and compares the answers.
 func (r *runner) badWrite() {
-	r.t.Helper()
-	ns, name := pick(r.rng, namespaces), pick(r.rng, names)
+	r.T.Helper()
+	ns, name := pick(r.Rng, namespaces), pick(r.Rng, names)
 	k := key(ns, name)
 	exists := r.servers[0].h.State(k) != nil
 	path := collection(ns) + "/" + name
@@ -268,7 +251,7 @@ func (r *runner) badWrite() {
 	var what, method string
 	var p func(*server) string = same(path)
 	var body func(*server) []byte
-	switch n := r.rng.IntN(11); {
+	switch n := r.Rng.IntN(11); {
 	case n == 0 && exists:
 		what, method, p = "create of the existing "+k, "POST", same(collection(ns))
 		b := encode(r.widget(ns, name, nil))
@@ -333,7 +316,7 @@ func (r *runner) badWrite() {
 		r.stats.writes++
 	case resp[0].code < 300:
 		if method != "GET" {
-			r.failf("%s: accepted with %d", what, resp[0].code)
+			r.Failf("%s: accepted with %d", what, resp[0].code)
 		}
 	default:
 		r.stats.badWrites++
@@ -362,7 +345,7 @@ func (a asked) on(s *server) string {
 
 func (r *runner) resourceVersion() (asked, bool) {
 	n := len(r.servers[0].writes)
-	switch k := r.rng.IntN(20); {
+	switch k := r.Rng.IntN(20); {
 	case k < 4:
 		return "", false
 	case k < 8:
@@ -370,10 +353,9 @@ func (r *runner) resourceVersion() (asked, bool) {
 	case k < 11:
 		return "current", false
 	case k < 17 && n > 0:
-		return asked("w" + strconv.Itoa(1+r.rng.IntN(n))), false
-	case k < 19 && r.future < maxFuturePerSeed:
-		r.future++
-		return asked("future+" + strconv.Itoa(1+r.rng.IntN(3))), true
+		return asked("w" + strconv.Itoa(1+r.Rng.IntN(n))), false
+	case k < 19 && r.Future():
+		return asked("future+" + strconv.Itoa(1+r.Rng.IntN(3))), true
 	case k < 19:
 		return "current", false
 	default:
@@ -381,21 +363,21 @@ func (r *runner) resourceVersion() (asked, bool) {
 	}
 }
 
-// sync brings both servers' caches to their store's revision with a consistent list of every
+// Sync brings both servers' caches to their store's revision with a consistent list of every
 // widget, compared as any list, and moves each model to the revision listed.
-func (r *runner) sync() {
-	r.t.Helper()
+func (r *runner) Sync() {
+	r.T.Helper()
 	resp := r.call("sync: consistent list of every widget", "GET", same(collection("")), nil, "", nil)
 	for i, s := range r.servers {
 		if resp[i].code != 200 {
-			r.t.Fatalf("seed %d: %s: the consistent list answered %d: %s", r.seed, s.name, resp[i].code, resp[i].raw)
+			r.Fatalf("%s: the consistent list answered %d: %s", s.name, resp[i].code, resp[i].raw)
 		}
 		rv, err := strconv.ParseInt(resp[i].body["metadata"].(map[string]any)["resourceVersion"].(string), 10, 64)
 		if err != nil {
-			r.t.Fatal(err)
+			r.T.Fatal(err)
 		}
 		if err := s.h.Advance(rv); err != nil {
-			r.t.Fatal(err)
+			r.T.Fatal(err)
 		}
 	}
 	r.stats.lists++
@@ -403,21 +385,21 @@ func (r *runner) sync() {
 
 // list sends both servers the same random list and follows the continue tokens for a few pages.
 func (r *runner) list() {
-	r.t.Helper()
-	r.sync()
+	r.T.Helper()
+	r.Sync()
 	ns := ""
-	if r.rng.IntN(3) > 0 {
-		ns = pick(r.rng, namespaces)
+	if r.Rng.IntN(3) > 0 {
+		ns = pick(r.Rng, namespaces)
 	}
 	rv, _ := r.resourceVersion()
 	q := url.Values{}
-	match := pick(r.rng, []string{"", "", "", "NotOlderThan", "Exact", "Newest"})
+	match := pick(r.Rng, []string{"", "", "", "NotOlderThan", "Exact", "Newest"})
 	limit := 0
-	switch r.rng.IntN(3) {
+	switch r.Rng.IntN(3) {
 	case 0:
-		limit = 1 + r.rng.IntN(3)
+		limit = 1 + r.Rng.IntN(3)
 	}
-	if ls := pick(r.rng, labelSels); ls != "" {
+	if ls := pick(r.Rng, labelSels); ls != "" {
 		q.Set("labelSelector", ls)
 	}
 	if fs := r.fieldSelector(); fs != "" {
@@ -430,7 +412,7 @@ func (r *runner) list() {
 		q.Set("limit", strconv.Itoa(limit))
 	}
 	// An unset resourceVersion is sometimes sent empty.
-	emptyRV := rv == "" && r.rng.IntN(2) == 0
+	emptyRV := rv == "" && r.Rng.IntN(2) == 0
 	what := fmt.Sprintf("list of %s rv=%s (sent empty: %t) %s", collection(ns), rv, emptyRV, q.Encode())
 	path := func(s *server) string {
 		qq := url.Values{}
@@ -444,7 +426,7 @@ func (r *runner) list() {
 	}
 	resp := r.call(what, "GET", path, nil, "", rv.on)
 	r.stats.lists++
-	for page := 2; page <= 4 && resp[0].code == 200 && resp[1].code == 200 && r.rng.IntN(4) > 0; page++ {
+	for page := 2; page <= 4 && resp[0].code == 200 && resp[1].code == 200 && r.Rng.IntN(4) > 0; page++ {
 		var tokens [2]string
 		for i := range r.servers {
 			tokens[i], _ = resp[i].body["metadata"].(map[string]any)["continue"].(string)
@@ -452,7 +434,7 @@ func (r *runner) list() {
 		if tokens[0] == "" || tokens[1] == "" {
 			return
 		}
-		withRV := r.rng.IntN(8) == 0
+		withRV := r.Rng.IntN(8) == 0
 		next := func(s *server) string {
 			qq := url.Values{}
 			for k, v := range q {
@@ -478,13 +460,13 @@ func indexOf(servers [2]*server, s *server) int {
 }
 
 func (r *runner) fieldSelector() string {
-	switch r.rng.IntN(8) {
+	switch r.Rng.IntN(8) {
 	case 0:
-		return "metadata.name=" + pick(r.rng, names)
+		return "metadata.name=" + pick(r.Rng, names)
 	case 1:
-		return "metadata.namespace=" + pick(r.rng, namespaces)
+		return "metadata.namespace=" + pick(r.Rng, namespaces)
 	case 2:
-		return "metadata.name!=" + pick(r.rng, names)
+		return "metadata.name!=" + pick(r.Rng, names)
 	case 3:
 		return "spec.size=1"
 	}
@@ -493,9 +475,9 @@ func (r *runner) fieldSelector() string {
 
 // get sends both servers the same random get.
 func (r *runner) get() {
-	r.t.Helper()
-	r.sync()
-	ns, name := pick(r.rng, namespaces), pick(r.rng, names)
+	r.T.Helper()
+	r.Sync()
+	ns, name := pick(r.Rng, namespaces), pick(r.Rng, names)
 	rv, _ := r.resourceVersion()
 	path := func(s *server) string {
 		p := collection(ns) + "/" + name
@@ -507,6 +489,3 @@ func (r *runner) get() {
 	r.call(fmt.Sprintf("get of %s/%s rv=%s", ns, name, rv), "GET", path, nil, "", rv.on)
 	r.stats.gets++
 }
-
-// histories are the servers' models, for the watches.
-func (r *runner) history(i int) *kubemodel.History { return r.servers[i].h }

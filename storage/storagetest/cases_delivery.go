@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/watch"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
 
 	"github.com/listwatch/listwatch/storage"
 )
@@ -44,7 +44,7 @@ func (h *H) waitFor(what string, cond func() bool) {
 }
 
 // nextBefore returns the next event, or timedOut once deadline passes with none ready.
-func (w *W) nextBefore(deadline time.Time) (ev watch.Event, ok, timedOut bool) {
+func (w *W) nextBefore(deadline time.Time) (ev apiwatch.Event, ok, timedOut bool) {
 	select {
 	case ev, ok = <-w.w.ResultChan():
 		return ev, ok, false
@@ -52,7 +52,7 @@ func (w *W) nextBefore(deadline time.Time) (ev watch.Event, ok, timedOut bool) {
 	}
 	wait := time.Until(deadline)
 	if wait <= 0 {
-		return watch.Event{}, false, true
+		return apiwatch.Event{}, false, true
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -60,11 +60,11 @@ func (w *W) nextBefore(deadline time.Time) (ev watch.Event, ok, timedOut bool) {
 	case ev, ok = <-w.w.ResultChan():
 		return ev, ok, false
 	case <-t.C:
-		return watch.Event{}, false, true
+		return apiwatch.Event{}, false, true
 	case <-w.h.ctx.Done():
 		w.h.Fail("%s: %v", w.name, w.h.ctx.Err())
 	}
-	return watch.Event{}, false, false
+	return apiwatch.Event{}, false, false
 }
 
 // delayedWatchDeliveryCase ports RunTestDelayedWatchDelivery: with 21 events for a watch that read one,
@@ -100,7 +100,7 @@ func delayedWatchDeliveryCase() Case {
 					break
 				}
 				u, isPod := plain(ev.Object).(*unstructured.Unstructured)
-				if want := fmt.Sprintf("foo-%d", watched); ev.Type != watch.Added || !isPod || u.GetName() != want {
+				if want := fmt.Sprintf("foo-%d", watched); ev.Type != apiwatch.Added || !isPod || u.GetName() != want {
 					h.Logf("w event %d after Stop: got %s %s, want ADDED test-ns/%s", watched, ev.Type, h.describe(ev.Object), want)
 					w.Stop()
 					return
@@ -206,7 +206,7 @@ func dispatchBookmarkEventsCase() Case {
 				}
 				w.w.Stop()
 				for ev, ok := w.next(); ok; ev, ok = w.next() {
-					if ev.Type != watch.Bookmark {
+					if ev.Type != apiwatch.Bookmark {
 						w.record(ev)
 					}
 				}
@@ -244,15 +244,15 @@ func bookmarksWithCorrectResourceVersionCase() Case {
 				storage.ListOptions{ResourceVersion: l.GetResourceVersion(), Predicate: p, Recursive: true})
 			var last int64
 			events, bookmarks := 0, 0
-			observe := func(ev watch.Event) {
+			observe := func(ev apiwatch.Event) {
 				rv := objectRV(ev.Object)
 				switch {
-				case ev.Type == watch.Bookmark:
+				case ev.Type == apiwatch.Bookmark:
 					bookmarks++
 					if rv < last {
 						h.Logf("w BOOKMARK at %s below %s", h.Rel(rv), h.Rel(last))
 					}
-				case ev.Type != watch.Added:
+				case ev.Type != apiwatch.Added:
 					h.Logf("w unexpected %s %s", ev.Type, h.describe(ev.Object))
 				default:
 					events++
@@ -271,7 +271,7 @@ func bookmarksWithCorrectResourceVersionCase() Case {
 						h.Fail("w closed before the creation of foo-%d", i)
 					}
 					observe(ev)
-					if ev.Type == watch.Added && objectRV(ev.Object) == objectRV(out) {
+					if ev.Type == apiwatch.Added && objectRV(ev.Object) == objectRV(out) {
 						break
 					}
 				}

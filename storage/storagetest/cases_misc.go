@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/listwatch/listwatch/storage"
-	"github.com/listwatch/listwatch/watch"
 )
 
 // Cases returns every conformance case, in a stable order.
@@ -182,7 +181,7 @@ func watchErrorCase() Case {
 		Run: func(h *H) {
 			l := h.List("l", "/pods/", storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything, Recursive: true})
 			h.Put(Pod("test-ns", "foo"))
-			failing := h.NewStorage(watch.Config{Transformer: FailingTransformer{}})
+			failing := h.NewStorage(Config{Transformer: FailingTransformer{}})
 			w := h.WatchIn(failing, "w", Key("test-ns", "foo"), storage.ListOptions{ResourceVersion: l.GetResourceVersion(), Predicate: storage.Everything})
 			w.UntilClosed()
 		},
@@ -205,7 +204,7 @@ func watchWithUnsafeDeleteCase() Case {
 		Run: func(h *H) {
 			h.Create(Pod("test-ns", "foo"))
 			l := h.List("l", "/pods/", storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything, Recursive: true})
-			corrupt := h.NewStorage(watch.Config{Transformer: FailingTransformer{}})
+			corrupt := h.NewStorage(Config{Transformer: FailingTransformer{}})
 			w := h.WatchIn(corrupt, "w", Key("test-ns", "foo"), storage.ListOptions{ResourceVersion: l.GetResourceVersion(), Predicate: storage.Everything})
 			key := Key("test-ns", "foo")
 			h.ErrorLine("get", corrupt.Get(h.Ctx(), key, storage.GetOptions{}, &unstructured.Unstructured{}))
@@ -485,8 +484,8 @@ func errorIsBlockingFurtherEventsCase() Case {
 		Name:     "ErrorIsBlockingFurtherEvents",
 		Upstream: "RunWatchErrorIsBlockingFurtherEvents",
 		Run: func(h *H) {
-			oldPrefix := h.NewStorage(watch.Config{Transformer: PrefixTransformer{"old:"}})
-			newPrefix := h.NewStorage(watch.Config{Transformer: PrefixTransformer{"new:"}})
+			oldPrefix := h.NewStorage(Config{Transformer: PrefixTransformer{"old:"}})
+			newPrefix := h.NewStorage(Config{Transformer: PrefixTransformer{"new:"}})
 			foo := h.CreateIn(oldPrefix, Pod("test", "foo"), 0)
 			h.CreateIn(oldPrefix, Pod("test", "bar"), 0)
 			h.CreateIn(newPrefix, Pod("test", "baz"), 0)
@@ -538,7 +537,7 @@ func watchErrorIncorrectConfigurationCase() Case {
 		Name:     "WatchErrorIncorrectConfiguration",
 		Upstream: "etcd3/watcher_test.go TestWatchErrorIncorrectConfiguration",
 		Run: func(h *H) {
-			noNewFunc := h.NewStorage(watch.Config{Codec: storage.UnstructuredJSON})
+			noNewFunc := h.NewStorage(Config{Codec: storage.UnstructuredJSON})
 			h.WatchIn(noNewFunc, "progress-without-newfunc", "/pods/ns", storage.ListOptions{Predicate: storage.Everything, Recursive: true, ProgressNotify: true})
 			opts := storage.ListOptions{Predicate: storage.Everything, Recursive: true, SendInitialEvents: trueP()}
 			opts.Predicate.AllowWatchBookmarks = true
@@ -603,7 +602,7 @@ func watchListGateOffCase() Case {
 		Run: func(h *H) {
 			h.Create(Pod("ns", "a"))
 			h.Put(Pod("ns", "a", Node("n")))
-			off := h.NewStorage(watch.Config{Features: watch.Features{DisableWatchList: true}})
+			off := h.NewStorage(Config{DisableWatchList: true})
 			opts := storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything, Recursive: true, SendInitialEvents: trueP()}
 			opts.Predicate.AllowWatchBookmarks = true
 			w := h.WatchIn(off, "sie-true", "/pods/ns", opts)
@@ -709,121 +708,100 @@ func ttlCase() Case {
 	}
 }
 
+// keySchemaOps are the operations keySchemaCase tries, in order, each on its keys; recursive ones
+// get the trailing "/" a recursive key gets.
+var keySchemaOps = []struct {
+	op        string
+	recursive bool
+	keys      []string
+}{
+	{"create", false, []string{"", "/", ".", "..", "pods", "/pods", "/pods.apps", "/foo/", "/pods/", "/pods/name", "/pods/namespace", "/pods/namespace/name"}},
+	{"list", true, []string{"", "/", ".", "..", "pods", "/pods.apps", "/foo/", "/pods", "/pods/", "/pods/namespace", "/pods/namespace/name"}},
+	{"list non-recursive", false, []string{"/pods"}},
+	{"get", false, []string{"", "/", ".", "..", "pods", "/pods", "/pods.apps", "/foo/", "/pods/", "/pods/namespace", "/pods/namespace/name"}},
+	{"watch", true, []string{"", "/", ".", "..", "pods", "/pods.apps", "/foo/", "/pods", "/pods/namespace", "/pods/namespace/name"}},
+	{"watch non-recursive", false, []string{"/pods"}},
+	{"update", false, []string{"", "/", ".", "..", "pods", "/pods", "/pods.apps", "/foo/", "/pods/", "/pods/namespace", "/pods/namespace/name"}},
+	{"delete", false, []string{"", "/", ".", "..", "pods", "/pods", "/pods.apps", "/foo", "/pods/", "/pods/namespace", "/pods/namespace/name"}},
+}
+
 // keySchemaCase ports RunTestKeySchema: empty, invalid and foreign keys fail every operation.
 func keySchemaCase() Case {
-	obj := func() runtime.Object { return Pod("", "") }
+	var want []string
+	for _, o := range keySchemaOps {
+		for _, k := range o.keys {
+			want = append(want, keySchemaWant(o.op, k, o.recursive))
+		}
+	}
 	return Case{
 		Name:     "KeySchema",
 		Upstream: "RunTestKeySchema",
 		Run: func(h *H) {
-			s := h.S()
-			ctx := h.Ctx()
-			bad := []string{"", "/", ".", "..", "pods", "/pods", "/pods.apps", "/foo/"}
-			for _, k := range bad {
-				h.ErrorLine(fmt.Sprintf("create %q", k), s.Create(ctx, k, obj(), &unstructured.Unstructured{}, 0))
-			}
-			for _, k := range []string{"/pods/", "/pods/name", "/pods/namespace", "/pods/namespace/name"} {
-				h.ErrorLine(fmt.Sprintf("create %q", k), s.Create(ctx, k, obj(), &unstructured.Unstructured{}, 0))
-			}
-			rec := storage.ListOptions{Predicate: storage.Everything, Recursive: true}
-			nonRec := storage.ListOptions{Predicate: storage.Everything}
-			for _, k := range []string{"", "/", ".", "..", "pods", "/pods.apps", "/foo/", "/pods", "/pods/", "/pods/namespace", "/pods/namespace/name"} {
-				h.ErrorLine(fmt.Sprintf("list %q", k), s.GetList(ctx, k, rec, &unstructured.UnstructuredList{}))
-			}
-			h.ErrorLine(`list non-recursive "/pods"`, s.GetList(ctx, "/pods", nonRec, &unstructured.UnstructuredList{}))
-			for _, k := range []string{"", "/", ".", "..", "pods", "/pods", "/pods.apps", "/foo/", "/pods/", "/pods/namespace", "/pods/namespace/name"} {
-				h.ErrorLine(fmt.Sprintf("get %q", k), s.Get(ctx, k, storage.GetOptions{}, &unstructured.Unstructured{}))
-			}
-			for _, k := range []string{"", "/", ".", "..", "pods", "/pods.apps", "/foo/", "/pods", "/pods/namespace", "/pods/namespace/name"} {
-				w, err := s.Watch(ctx, k, rec)
-				h.ErrorLine(fmt.Sprintf("watch %q", k), err)
-				if err == nil {
-					w.Stop()
-					for range w.ResultChan() {
-					}
+			for _, o := range keySchemaOps {
+				for _, k := range o.keys {
+					h.ErrorLine(fmt.Sprintf("%s %q", o.op, k), keySchemaDo(h, o.op, k))
 				}
 			}
-			_, err := s.Watch(ctx, "/pods", nonRec)
-			h.ErrorLine(`watch non-recursive "/pods"`, err)
-			update := storage.SimpleUpdate(func(runtime.Object) (runtime.Object, error) { return obj(), nil })
-			for _, k := range []string{"", "/", ".", "..", "pods", "/pods", "/pods.apps", "/foo/", "/pods/", "/pods/namespace", "/pods/namespace/name"} {
-				h.ErrorLine(fmt.Sprintf("update %q", k), s.GuaranteedUpdate(ctx, k, &unstructured.Unstructured{}, false, nil, update, nil))
-			}
-			for _, k := range []string{"", "/", ".", "..", "pods", "/pods", "/pods.apps", "/foo", "/pods/", "/pods/namespace", "/pods/namespace/name"} {
-				h.ErrorLine(fmt.Sprintf("delete %q", k), s.Delete(ctx, k, &unstructured.Unstructured{}, nil, storage.ValidateAllObjectFunc, nil, storage.DeleteOptions{}))
-			}
 		},
-		Want: []string{
-			`create "" error: empty key: ""`,
-			`create "/" error: empty key: "/"`,
-			`create "." error: invalid key: "."`,
-			`create ".." error: invalid key: ".."`,
-			`create "pods" error: invalid key: "pods" lacks resource prefix: "/pods/"`,
-			`create "/pods" error: invalid key: "/pods" lacks resource prefix: "/pods/"`,
-			`create "/pods.apps" error: invalid key: "/pods.apps" lacks resource prefix: "/pods/"`,
-			`create "/foo/" error: invalid key: "/foo/" lacks resource prefix: "/pods/"`,
-			`create "/pods/" ok`,
-			`create "/pods/name" ok`,
-			`create "/pods/namespace" ok`,
-			`create "/pods/namespace/name" ok`,
-			`list "" error: empty key: ""`,
-			`list "/" error: empty key: "/"`,
-			`list "." error: invalid key: "."`,
-			`list ".." error: invalid key: ".."`,
-			`list "pods" error: invalid key: "pods/" lacks resource prefix: "/pods/"`,
-			`list "/pods.apps" error: invalid key: "/pods.apps/" lacks resource prefix: "/pods/"`,
-			`list "/foo/" error: invalid key: "/foo/" lacks resource prefix: "/pods/"`,
-			`list "/pods" ok`,
-			`list "/pods/" ok`,
-			`list "/pods/namespace" ok`,
-			`list "/pods/namespace/name" ok`,
-			`list non-recursive "/pods" error: invalid key: "/pods" lacks resource prefix: "/pods/"`,
-			`get "" error: empty key: ""`,
-			`get "/" error: empty key: "/"`,
-			`get "." error: invalid key: "."`,
-			`get ".." error: invalid key: ".."`,
-			`get "pods" error: invalid key: "pods" lacks resource prefix: "/pods/"`,
-			`get "/pods" error: invalid key: "/pods" lacks resource prefix: "/pods/"`,
-			`get "/pods.apps" error: invalid key: "/pods.apps" lacks resource prefix: "/pods/"`,
-			`get "/foo/" error: invalid key: "/foo/" lacks resource prefix: "/pods/"`,
-			`get "/pods/" ok`,
-			`get "/pods/namespace" ok`,
-			`get "/pods/namespace/name" ok`,
-			`watch "" error: empty key: ""`,
-			`watch "/" error: empty key: "/"`,
-			`watch "." error: invalid key: "."`,
-			`watch ".." error: invalid key: ".."`,
-			`watch "pods" error: invalid key: "pods/" lacks resource prefix: "/pods/"`,
-			`watch "/pods.apps" error: invalid key: "/pods.apps/" lacks resource prefix: "/pods/"`,
-			`watch "/foo/" error: invalid key: "/foo/" lacks resource prefix: "/pods/"`,
-			`watch "/pods" ok`,
-			`watch "/pods/namespace" ok`,
-			`watch "/pods/namespace/name" ok`,
-			`watch non-recursive "/pods" error: invalid key: "/pods" lacks resource prefix: "/pods/"`,
-			`update "" error: empty key: ""`,
-			`update "/" error: empty key: "/"`,
-			`update "." error: invalid key: "."`,
-			`update ".." error: invalid key: ".."`,
-			`update "pods" error: invalid key: "pods" lacks resource prefix: "/pods/"`,
-			`update "/pods" error: invalid key: "/pods" lacks resource prefix: "/pods/"`,
-			`update "/pods.apps" error: invalid key: "/pods.apps" lacks resource prefix: "/pods/"`,
-			`update "/foo/" error: invalid key: "/foo/" lacks resource prefix: "/pods/"`,
-			`update "/pods/" ok`,
-			`update "/pods/namespace" ok`,
-			`update "/pods/namespace/name" ok`,
-			`delete "" error: empty key: ""`,
-			`delete "/" error: empty key: "/"`,
-			`delete "." error: invalid key: "."`,
-			`delete ".." error: invalid key: ".."`,
-			`delete "pods" error: invalid key: "pods" lacks resource prefix: "/pods/"`,
-			`delete "/pods" error: invalid key: "/pods" lacks resource prefix: "/pods/"`,
-			`delete "/pods.apps" error: invalid key: "/pods.apps" lacks resource prefix: "/pods/"`,
-			`delete "/foo" error: invalid key: "/foo" lacks resource prefix: "/pods/"`,
-			`delete "/pods/" ok`,
-			`delete "/pods/namespace" ok`,
-			`delete "/pods/namespace/name" ok`,
-		},
+		Want: want,
 	}
+}
+
+// keySchemaWant is the line RunTestKeySchema expects for op on k: "" and "/" are empty keys, "." and
+// ".." invalid ones, a key outside "/pods/" (after a recursive key's trailing "/") lacks the resource
+// prefix, and every key under it works.
+func keySchemaWant(op, k string, recursive bool) string {
+	line := fmt.Sprintf("%s %q ", op, k)
+	shown := k
+	if recursive && !strings.HasSuffix(k, "/") {
+		shown += "/"
+	}
+	switch {
+	case k == "" || k == "/":
+		return line + fmt.Sprintf("error: empty key: %q", k)
+	case k == "." || k == "..":
+		return line + fmt.Sprintf("error: invalid key: %q", k)
+	case strings.HasPrefix(shown, "/pods/"):
+		return line + "ok"
+	}
+	return line + fmt.Sprintf(`error: invalid key: %q lacks resource prefix: "/pods/"`, shown)
+}
+
+// keySchemaDo runs one operation of keySchemaCase on k; a watch that opens is stopped and drained.
+func keySchemaDo(h *H, op, k string) error {
+	s, ctx := h.S(), h.Ctx()
+	obj := func() runtime.Object { return Pod("", "") }
+	rec := storage.ListOptions{Predicate: storage.Everything, Recursive: true}
+	nonRec := storage.ListOptions{Predicate: storage.Everything}
+	switch op {
+	case "create":
+		return s.Create(ctx, k, obj(), &unstructured.Unstructured{}, 0)
+	case "list":
+		return s.GetList(ctx, k, rec, &unstructured.UnstructuredList{})
+	case "list non-recursive":
+		return s.GetList(ctx, k, nonRec, &unstructured.UnstructuredList{})
+	case "get":
+		return s.Get(ctx, k, storage.GetOptions{}, &unstructured.Unstructured{})
+	case "watch", "watch non-recursive":
+		opts := rec
+		if op != "watch" {
+			opts = nonRec
+		}
+		w, err := s.Watch(ctx, k, opts)
+		if err == nil {
+			w.Stop()
+			for range w.ResultChan() {
+			}
+		}
+		return err
+	case "update":
+		update := storage.SimpleUpdate(func(runtime.Object) (runtime.Object, error) { return obj(), nil })
+		return s.GuaranteedUpdate(ctx, k, &unstructured.Unstructured{}, false, nil, update, nil)
+	case "delete":
+		return s.Delete(ctx, k, &unstructured.Unstructured{}, nil, storage.ValidateAllObjectFunc, nil, storage.DeleteOptions{})
+	}
+	h.Fail("key schema: unknown operation %q", op)
+	return nil
 }
 
 // consistentListCase ports RunTestConsistentList: a list with RV "" or a continue token with RV -1
@@ -1175,7 +1153,7 @@ func getCase() Case {
 // statsCase ports RunTestStats with the size estimate on (upstream's etcd3 TestStats with
 // SizeBasedListCostEstimate, and its Cacher, which enables its storage's): after every write and a
 // consistent list, Stats counts the objects and averages the sizes of their stored values, as etcd
-// holds them. A storage that can keep an estimate but does not yet (a bare *watch.Store) is given
+// holds them. A storage that can keep an estimate but does not yet (a bare etcd3 storage) is given
 // one whose keys are etcd's, as upstream's test gives store.getKeys.
 func statsCase() Case {
 	return Case{

@@ -5,10 +5,14 @@
 // where upstream has none, the upstream test or function whose behaviour it checks).
 //
 // The same cases are played against every implementation, as upstream plays pkg/storage/testing
-// against both its etcd3 storage and its Cacher:
+// against both its etcd3 storage and its Cacher. Like upstream's, the suite imports no storage
+// implementation: the caller passes the storage under test (Env.NewStorage) and the hooks the cases
+// need (Env.Client for raw access to etcd's keys and for compaction, Env.Compact, Env.RequestProgress);
+// internal/storagebackend starts the servers and internal/storagebackend/watchsuite wires the etcd3
+// storage in. The players:
 //
-//   - the etcd3 storage on listwatch's in-process store (etcd3 TestConformance and its variants) and
-//     on a real etcd (etcd3 TestConformanceEtcd with -etcd; module interop
+//   - the etcd3 storage on listwatch's in-process store (watch TestConformance and its variants) and
+//     on a real etcd (watch TestConformanceEtcd with -etcd; module interop
 //     TestWatchConformanceEtcdVsListwatch, which also requires both transcripts to be equal);
 //   - the watch cache, a Cacher over the etcd3 storage (cache TestConformance). Where upstream's
 //     expectations for its Cacher differ from those for etcd (bookmarks, consistent reads, "too old"
@@ -25,14 +29,17 @@
 //
 // Running the suite:
 //
+//	env := storagetest.Env{Client: client, NewStorage: func(cfg storagetest.Config) (storage.Interface, error) {
+//		return newMyStorage(client, cfg) // under cfg.Prefix+cfg.ResourcePrefix, with cfg's codec and transformer
+//	}}
 //	for _, c := range storagetest.Cases() {
-//		got, err := c.Play(ctx, storagetest.Env{Client: client})
+//		got, err := c.Play(ctx, env)
 //		// err: the scenario could not be played; otherwise got must equal c.Want.
 //	}
 //
-// Env.NewStorage builds the storage under test (by default etcd3.New over Env.Client); a storage with a
-// Close method (*watch.Store) is closed when the case ends, so the caller closes only what it wraps
-// (the Store under a watch cache). A storage that
+// Env.NewStorage builds the storage under test for a Config; a storage with a Close method (the etcd3
+// storage) is closed when the case ends, so the caller closes only what it wraps (the etcd3 storage
+// under a watch cache). A storage that
 // does not forward etcd's progress notifications to its watches, such as the watch cache, also sets
 // Env.RequestProgress, with which W.Sync learns that a watch has delivered everything up to a
 // revision, and Env.Compact, which compacts it as H.Compact compacts etcd.
@@ -48,7 +55,7 @@
 //   - A case never passes by not looking: a deviating event shows in the transcript, and every wait
 //     for an event is bounded by Env.Timeout, after which Play returns an error. Sync reads every
 //     event up to the revision it waits for, so an unexpected event before it is recorded. Checked by
-//     TestPlayFailsOnDeviation.
+//     watch TestPlayFailsOnDeviation.
 //   - Every watch a case opens is stopped and drained when Play returns, so no goroutine of the case
 //     outlives it. Checked by goleak in the TestMain of every package that plays the cases.
 package storagetest

@@ -18,20 +18,23 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 
 	"github.com/listwatch/listwatch/storage"
-	"github.com/listwatch/listwatch/watch"
 )
 
-// Env is the server a case runs against and the storage under test.
+// Env is the server a case runs against and the storage under test, both given by the caller: the
+// suite imports no storage implementation, as upstream's pkg/storage/testing takes its store and
+// its hooks from the etcd3 and cacher tests.
 type Env struct {
-	// Client is connected to the server.
+	// Client is connected to the etcd server the storage keeps its objects in: the cases read and
+	// write its keys raw (the base revision, Sync's write, the stored values Stats averages) and, unless
+	// Compact is set, compact it.
 	Client *clientv3.Client
-	// NewStorage builds the storage under test over an etcd3 configuration; nil means
-	// watch.New(Client, cfg). A watch cache builds its Cacher over watch.New(Client, cfg) and returns
-	// it once ready.
-	NewStorage func(cfg watch.Config) (storage.Interface, error)
+	// NewStorage builds the storage under test for cfg; required. The etcd3 storage's tests build
+	// watch.New over Client; a watch cache builds its Cacher over one and returns it once ready.
+	NewStorage func(cfg Config) (storage.Interface, error)
 	// RequestProgress, when set, replaces the progress requests of W.Sync and W.NextBookmark: it must
 	// make w, a watch of s, deliver a BOOKMARK at a revision at or after rev once it has delivered
 	// every event up to rev, or do nothing yet (it is called again every 20 ms). nil means
@@ -43,6 +46,26 @@ type Env struct {
 	Compact func(ctx context.Context, s storage.Interface, rev int64) error
 	// Timeout bounds every wait for an event; 0 means 30 s.
 	Timeout time.Duration
+}
+
+// Config is the storage a case asks NewStorage for: where its objects are and what the case varies.
+type Config struct {
+	// Prefix is the etcd path prefix of the case (never empty: the case's own, so cases may share a
+	// server).
+	Prefix string
+	// ResourcePrefix is the key prefix of the resource ("/pods/").
+	ResourcePrefix string
+	// GroupResource names the resource in errors (pods).
+	GroupResource schema.GroupResource
+	// Codec, when set, replaces the default unstructured JSON codec; the storage then has no NewFunc,
+	// as upstream's etcd3 storage built without one (the cases check what it refuses).
+	Codec storage.Codec
+	// Transformer, when set, converts values at rest (nil: identity).
+	Transformer storage.Transformer
+	// Logger receives the storage's warnings; the cases provoke them, so it discards them.
+	Logger *slog.Logger
+	// DisableWatchList turns the WatchList feature off.
+	DisableWatchList bool
 }
 
 // Case is one conformance scenario.
@@ -98,12 +121,15 @@ type H struct {
 	lines   []string
 	watches []*W
 	storage storage.Interface
-	// closers close the storages of the case that have a Close (*watch.Store stops its watch of
+	// closers close the storages of the case that have a Close (the etcd3 storage stops its watch of
 	// compact_rev_key) once it ends.
 	closers []func()
 }
 
 func newH(ctx context.Context, env Env) (*H, error) {
+	if env.NewStorage == nil {
+		return nil, errors.New("storagetest: Env.NewStorage is nil")
+	}
 	if env.Timeout <= 0 {
 		env.Timeout = 30 * time.Second
 	}
@@ -117,7 +143,7 @@ func newH(ctx context.Context, env Env) (*H, error) {
 		base:   resp.Header.Revision,
 		prefix: fmt.Sprintf("/registry-%d-%d", time.Now().UnixNano(), prefixSeq.Add(1)),
 	}
-	h.storage = h.NewStorage(watch.Config{})
+	h.storage = h.NewStorage(Config{})
 	return h, nil
 }
 
@@ -163,7 +189,7 @@ func (h *H) relRV(rv string) string {
 
 // NewStorage builds a storage for pods under the case's own etcd prefix. cfg.Prefix, ResourcePrefix
 // and GroupResource are set unless given.
-func (h *H) NewStorage(cfg watch.Config) storage.Interface {
+func (h *H) NewStorage(cfg Config) storage.Interface {
 	if cfg.Prefix == "" {
 		cfg.Prefix = h.prefix
 	}
@@ -177,13 +203,7 @@ func (h *H) NewStorage(cfg watch.Config) storage.Interface {
 		// The cases provoke the errors the storage logs; the transcript shows them.
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	var s storage.Interface
-	var err error
-	if h.env.NewStorage != nil {
-		s, err = h.env.NewStorage(cfg)
-	} else {
-		s, err = watch.New(h.env.Client, cfg)
-	}
+	s, err := h.env.NewStorage(cfg)
 	h.check(err, "new storage")
 	if c, ok := s.(interface{ Close() }); ok {
 		h.closers = append(h.closers, c.Close)
@@ -397,25 +417,27 @@ func (w *W) next() (apiwatch.Event, bool) {
 // Next records the next n events (or the close, which ends the reading).
 func (w *W) Next(n int) {
 	for range n {
-		ev, ok := w.next()
-		if !ok {
-			w.logClosed()
+		if !w.recordNext() {
 			return
 		}
-		w.record(ev)
 	}
 }
 
 // UntilClosed records every event up to the close of the result channel.
 func (w *W) UntilClosed() {
-	for {
-		ev, ok := w.next()
-		if !ok {
-			w.logClosed()
-			return
-		}
-		w.record(ev)
+	for w.recordNext() {
 	}
+}
+
+// recordNext records the next event, or the close; it reports whether the watch is still open.
+func (w *W) recordNext() bool {
+	ev, ok := w.next()
+	if !ok {
+		w.logClosed()
+		return false
+	}
+	w.record(ev)
+	return true
 }
 
 // Stop stops the watch and records what is left on it up to the close.

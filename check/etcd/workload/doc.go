@@ -1,6 +1,7 @@
 // Package workload drives an etcd v3 endpoint with seeded, randomized, concurrent traffic and
-// records it through an etcd.Recorder, so that the history can be judged by etcd.Check. It is
-// what `listwatch check` runs, and tests and interop reuse it against any clientv3 endpoint: the
+// records it through an etcd.Recorder (package etcd, check/etcd), so that the history can be judged
+// by etcd.Check. Config.Validate checks its bounds with package check's Load, as package kube's
+// workload does. It is what `listwatch check` runs, and tests and interop reuse it against any clientv3 endpoint: the
 // in-process store (etcdgrpc.NewClient), a real etcd, or another etcd-compatible store.
 //
 // # API
@@ -15,9 +16,9 @@
 //     fresh, may hold keys of the prefix already, and others may write outside it meanwhile; the
 //     workload reads and watches from the start revision on (TestWorkloadsUnderPrefix: both
 //     workloads pass with another client writing all along, its revisions reported as gaps;
-//     TestRunBeginsOnce: a recorder that recorded already is refused with history.ErrBegun).
+//     TestRunBeginsOnce: a recorder that recorded already is refused with etcd.ErrBegun).
 //   - Stats counts, safely for concurrent use, what a running workload did: operations by name and
-//     outcome (Outcome), watches, watch events, progress notifications. Pass one in Config.Stats to
+//     outcome (Outcome and NameCount, package check's, which package kube's counts share), watches, watch events, progress notifications. Pass one in Config.Stats to
 //     watch a run progress; Stats.Snapshot reads it. Its count of operations is the history's
 //     (TestWorkloadsPassInMemory).
 //   - Status(ctx, c) asks every endpoint of c its version, revision and member ID.
@@ -32,14 +33,22 @@
 //   - RunScenarios(ctx, c, ScenarioConfig) runs Scenarios, a suite of short deterministic sequences,
 //     one per guarantee and per known real-world watch bug (Scenario.Mirrors names it), each
 //     recorded under a prefix of its own, checked by etcd.Check and labelled by
-//     history.Classify; a scenario that waits for an answer that never comes (a progress
+//     etcd.Classify; a scenario that waits for an answer that never comes (a progress
 //     notification, a lease expiry) reports a Finding. TestScenariosPassInMemory: every scenario
 //     passes against listwatch's store and together they cover every guarantee;
 //     TestScenariosFail: a store that sends prev_kv unasked and leaves RequestProgress unanswered
-//     (kine's ways) fails exactly the scenarios for those.
+//     (kine's ways) fails exactly the scenarios for those. ScenarioResult.Status, Errored and
+//     Failure say what one found, as `listwatch check` prints it.
+//   - Summarize tallies a check of a store: the labels of its violations and of the scenarios',
+//     the scenarios' findings, those that could not run to their end, the capabilities refused or
+//     different and what the store said of itself (StatusFindings: a Status without revision).
+//     Summary counts the known bugs (each once), the unexplained and the deviations from etcd's
+//     API; any of them fails the check (TestSummarize). ForeignKeys notes the keys a store holds
+//     outside the run's prefix, which do not fail it; Gated says whether the apiserver sends no
+//     RequestProgress to a target.
 //   - Known bugs are provoked, not avoided: the workloads use every feature the store does not
 //     refuse, whatever its version. What a version is known to get wrong is told apart afterwards
-//     (history.KnownBugs): TestWorkloadsAgainstEtcd and TestWorkloadsAgainstEtcdCluster run against
+//     (etcd.KnownBugs): TestWorkloadsAgainstEtcd and TestWorkloadsAgainstEtcdCluster run against
 //     etcd processes and accept only violations of its version's known bugs;
 //     TestKnownBugsAreReal reproduces each on a version that has it and sees it labelled.
 //     Avoiding RequestProgress (the apiserver's gating, for `check --apiserver-gating`) sends none

@@ -4,39 +4,23 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/listwatch/listwatch/check"
 )
 
-// Outcome is how a request ended.
-type Outcome int
+// Outcome is how a request ended: check's.
+type Outcome = check.Outcome
 
-// The outcomes.
+// The outcomes, as check has them. Conflict is a txn whose compares failed: a create that found its
+// key, an update or a delete that lost a race, a compactor that lost the compare-and-swap; Failed,
+// a definite error (etcd.IsDefiniteError).
 const (
-	// OK: the request succeeded (a txn: its compares held).
-	OK Outcome = iota
-	// Conflict: a txn whose compares failed: a create that found its key, an update or a delete that
-	// lost a race, a compactor that lost the compare-and-swap.
-	Conflict
-	// Failed: etcd refused the request with a definite error (history.IsDefiniteError).
-	Failed
-	// Unknown: the request may or may not have taken effect (a timeout, a lost connection).
-	Unknown
-	numOutcomes
+	OK          = check.OK
+	Conflict    = check.Conflict
+	Failed      = check.Failed
+	Unknown     = check.Unknown
+	numOutcomes = check.NumOutcomes
 )
-
-// String names the outcome as the summary shows it.
-func (o Outcome) String() string {
-	switch o {
-	case OK:
-		return "ok"
-	case Conflict:
-		return "conflict"
-	case Failed:
-		return "failed"
-	case Unknown:
-		return "unknown"
-	}
-	return "outcome?"
-}
 
 // Stats counts what a workload does; it is safe for concurrent use and its zero value is ready.
 type Stats struct {
@@ -83,20 +67,8 @@ type Snapshot struct {
 	ByName []NameCount
 }
 
-// NameCount is how the requests of one name ended, indexed by Outcome.
-type NameCount struct {
-	Name     string
-	Outcomes [numOutcomes]int64
-}
-
-// Total is the number of requests of the name.
-func (n NameCount) Total() int64 {
-	var t int64
-	for _, c := range n.Outcomes {
-		t += c
-	}
-	return t
-}
+// NameCount is how the requests of one name ended, indexed by Outcome: check's.
+type NameCount = check.NameCount
 
 // NameOrder is the order Snapshot.ByName lists request names in; other names follow, sorted.
 var NameOrder = []string{

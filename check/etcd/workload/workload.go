@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"k8s.io/utils/clock"
 
+	"github.com/listwatch/listwatch/check"
 	"github.com/listwatch/listwatch/check/etcd"
 	"github.com/listwatch/listwatch/internal/runplan"
 )
@@ -88,25 +89,15 @@ type Config struct {
 
 // Validate checks the config; its errors wrap ErrInvalidConfig.
 func (c Config) Validate() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
-	}
 	if _, err := ParseKind(string(c.Kind)); err != nil {
-		return bad("kind: %v", err)
+		return check.Invalid(ErrInvalidConfig, "kind: %v", err)
 	}
-	switch {
-	case c.Clients < 1:
-		return bad("clients %d: need at least one", c.Clients)
-	case c.Watchers < 0:
-		return bad("watchers %d: must not be negative", c.Watchers)
-	case c.Ops < 0:
-		return bad("ops %d: must not be negative", c.Ops)
-	case c.Duration < 0:
-		return bad("duration %v: must not be negative", c.Duration)
-	case c.CompactEvery < 0:
-		return bad("compact-every %d: must not be negative", c.CompactEvery)
-	case c.RequestTimeout < 0:
-		return bad("request timeout %v: must not be negative", c.RequestTimeout)
+	load := check.Load{Clients: c.Clients, Watchers: c.Watchers, Ops: c.Ops, Duration: c.Duration, RequestTimeout: c.RequestTimeout}
+	if err := load.Validate(ErrInvalidConfig); err != nil {
+		return err
+	}
+	if c.CompactEvery < 0 {
+		return check.Invalid(ErrInvalidConfig, "compact-every %d: must not be negative", c.CompactEvery)
 	}
 	return nil
 }

@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"go.uber.org/goleak"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,16 +18,12 @@ import (
 	storagetesting "k8s.io/apiserver/pkg/storage/testing"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
-	"k8s.io/klog/v2"
 
 	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/interop/internal/kubeapiserver"
 )
 
-func TestMain(m *testing.M) {
-	klog.SetLogger(logr.Discard())
-	goleak.VerifyTestMain(m, kubeapiserver.GoleakOptions()...)
-}
+func TestMain(m *testing.M) { kubeapiserver.VerifyTestMain(m) }
 
 func newServed(t *testing.T) (*Cache, *Cache, func(string) string) {
 	t.Helper()
@@ -129,10 +124,7 @@ func TestObserveCompaction(t *testing.T) {
 	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.ListFromCacheSnapshot, true)
 	for _, b := range Builders {
 		t.Run(b.Name, func(t *testing.T) {
-			st := NewStore()
-			t.Cleanup(func() { st.Close() })
-			cli := Serve(t, st, nil)
-			c := b.Build(t, cli, Setup{})
+			c, cli := onFreshStore(t, b.Build)
 			first := create(t, c.Storage, "/pods/ns/a", "a")
 			second := create(t, c.Storage, "/pods/ns/b", "b")
 			exact := k8sstorage.ListOptions{ResourceVersion: first.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact,
@@ -165,10 +157,7 @@ func TestBuildersFollowListFromCacheSnapshot(t *testing.T) {
 			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.ListFromCacheSnapshot, on)
 			for _, b := range Builders {
 				t.Run(b.Name, func(t *testing.T) {
-					st := NewStore()
-					t.Cleanup(func() { st.Close() })
-					cli := Serve(t, st, nil)
-					c := b.Build(t, cli, Setup{})
+					c, cli := onFreshStore(t, b.Build)
 					if c.Clock.HasPollers() != on {
 						t.Fatalf("%s cache has a compactor poll: %t, want %t", c.Name, c.Clock.HasPollers(), on)
 					}
@@ -301,4 +290,13 @@ func TestListRecorder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// onFreshStore is the cache build builds over a fresh store, and the client it reads etcd through.
+func onFreshStore(t *testing.T, build Builder) (*Cache, *clientv3.Client) {
+	t.Helper()
+	st := NewStore()
+	t.Cleanup(func() { st.Close() })
+	cli := Serve(t, st, nil)
+	return build(t, cli, Setup{}), cli
 }

@@ -7,6 +7,10 @@
 // the client, then the member, and returns when every goroutine either started has exited. No
 // goroutine of the embedded server outlives stop (goleak finds none in this package's tests or in
 // interop's, with no ignore option), so test mains need no exceptions for it.
+//
+// Listwatch serves the member's listwatch twin for the same comparisons: a fresh store with the
+// member's lease TTL floor and etcdgrpc's member ID, through etcdgrpc's in-process client, stopped
+// at the test's cleanup (TestListwatchLikeTheMember).
 package etcdtest
 
 import (

@@ -10,6 +10,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
+
+	"github.com/listwatch/listwatch/etcdgrpc"
 )
 
 func TestMain(m *testing.M) {
@@ -61,5 +63,33 @@ func TestStartFailsOnUnusableDir(t *testing.T) {
 	}
 	if !strings.HasPrefix(err.Error(), "etcdtest: start: ") {
 		t.Errorf("error %q does not say which step failed", err)
+	}
+}
+
+// TestListwatchLikeTheMember: the listwatch twin answers as the embedded member does where the
+// comparisons need it (the first write's revision, the lease TTL floor), presents etcdgrpc's member
+// ID, and applies the client configuration it is given.
+func TestListwatchLikeTheMember(t *testing.T) {
+	configured := false
+	cli := Listwatch(t, 0, func(*clientv3.Config) { configured = true })
+	if !configured {
+		t.Error("the client configuration was not applied")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	put, err := cli.Put(ctx, "a", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := etcdgrpc.Options{}.WithDefaults().MemberID
+	if put.Header.Revision != 2 || put.Header.MemberId != member {
+		t.Errorf("first put: revision %d, member %x; want 2, %x", put.Header.Revision, put.Header.MemberId, member)
+	}
+	lease, err := cli.Grant(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lease.TTL != MinLeaseTTL {
+		t.Errorf("granted TTL = %d, want the floor %d", lease.TTL, MinLeaseTTL)
 	}
 }

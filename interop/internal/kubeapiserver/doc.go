@@ -18,7 +18,8 @@
 //     API (etcdgrpc.NewServer) on a loopback port; or any endpoint.
 //   - CRDFor(httpwatch.Resource) is the CRD that serves a listwatch custom resource with the same
 //     group, version, names, scope and selectable fields; WidgetsCRD() is httpwatch.Widgets()'s.
-//   - GoleakOptions() are the goleak options a TestMain of a package that starts servers needs.
+//   - GoleakOptions() are the goleak options a TestMain of a package that starts servers needs;
+//     VerifyTestMain(m, extra...) is that TestMain, with upstream's klog lines discarded.
 //   - Errors wrap ErrInvalidOptions, ErrEtcdUnavailable, ErrNotReady or ErrServer.
 //
 // # What runs

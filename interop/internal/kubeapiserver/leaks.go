@@ -1,6 +1,12 @@
 package kubeapiserver
 
-import "go.uber.org/goleak"
+import (
+	"testing"
+
+	"github.com/go-logr/logr"
+	"go.uber.org/goleak"
+	"k8s.io/klog/v2"
+)
 
 // GoleakOptions are the goleak options a TestMain of a package that starts servers needs: each
 // ignores one upstream goroutine that no caller can stop but that ends by itself shortly after the
@@ -15,4 +21,13 @@ func GoleakOptions() []goleak.Option {
 	return []goleak.Option{
 		goleak.IgnoreTopFunction("k8s.io/apiserver/pkg/storage/cacher.(*watchCache).waitUntilFreshLocked.func2"),
 	}
+}
+
+// VerifyTestMain is the TestMain of a package whose tests run upstream's server or Cacher: their
+// klog lines (start-up, relists, watcher terminations, shutdown; klog is process-wide) are
+// discarded, as the tests say what failed, and the package's tests must leave no goroutine behind
+// but those GoleakOptions and extra name.
+func VerifyTestMain(m *testing.M, extra ...goleak.Option) {
+	klog.SetLogger(logr.Discard())
+	goleak.VerifyTestMain(m, append(GoleakOptions(), extra...)...)
 }

@@ -367,114 +367,137 @@ func (s *Server) waitReady(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("%w: client: %v", ErrServer, err)
 	}
-	rc := crds.Discovery().RESTClient()
-	// lastErr says what was still missing when the time ran out.
-	var lastErr error
-	poll := func(what string, cond func() (bool, error)) error {
-		ticker := time.NewTicker(pollInterval)
-		defer ticker.Stop()
-		for {
-			done, err := cond()
-			if err != nil {
-				return err
-			}
-			if done {
-				return nil
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("%w: %s: %v (last: %v)", ErrNotReady, what, ctx.Err(), lastErr)
-			case <-s.runDone:
-				return fmt.Errorf("%w: %s: the server stopped: %v", ErrServer, what, s.runErr)
-			case <-ticker.C:
-			}
-		}
-	}
-
+	r := &readiness{s: s, ctx: ctx, crds: crds, rc: crds.Discovery().RESTClient()}
 	// The CRDs are created while the post-start hooks run: the apiextensions group is served from
 	// the moment the handler is.
 	for _, crd := range o.CRDs {
-		err := poll("create CRD "+crd.Name, func() (bool, error) {
-			_, err := crds.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
-			switch {
-			case err == nil:
-				return true, nil
-			case apierrors.IsInvalid(err) || apierrors.IsAlreadyExists(err) || apierrors.IsBadRequest(err):
-				return false, fmt.Errorf("%w: CRD %q refused: %v", ErrInvalidOptions, crd.Name, err)
-			}
-			lastErr = err
-			return false, nil
-		})
-		if err != nil {
+		if err := r.poll("create CRD "+crd.Name, r.create(crd)); err != nil {
 			return err
 		}
 	}
-
 	for _, crd := range o.CRDs {
-		err := poll("CRD "+crd.Name+" established", func() (bool, error) {
-			got, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-			if err != nil {
-				lastErr = err
-				return false, nil
-			}
-			for _, c := range got.Status.Conditions {
-				if c.Type == apiextensionsv1.NamesAccepted && c.Status == apiextensionsv1.ConditionFalse {
-					return false, fmt.Errorf("%w: CRD %q names not accepted: %s", ErrInvalidOptions, crd.Name, c.Message)
-				}
-				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			lastErr = fmt.Errorf("conditions %v", got.Status.Conditions)
-			return false, nil
-		})
-		if err != nil {
-			return err
-		}
-		s.addDiscoveryGroup(crd)
-		gv := schema.GroupVersion{Group: crd.Spec.Group, Version: servedVersion(crd)}
-		err = poll("first list of "+crd.Name, func() (bool, error) {
-			// The handler serves a CRD once its own informer saw it Established, a moment after
-			// the client did: until then the path is a 404. Then, until the resource's watch cache
-			// has its first list from etcd, a list is a 429 with Retry-After 1 s (Cacher.GetList),
-			// which a client-go client would sleep through: this one does not retry.
-			path := "/apis/" + gv.String() + "/" + crd.Spec.Names.Plural
-			if err := rc.Get().AbsPath(path).MaxRetries(0).Do(ctx).Error(); err != nil {
-				lastErr = err
-				return false, nil
-			}
-			return true, nil
-		})
-		if err != nil {
-			return err
-		}
-		// client-go and kubectl map kinds to resources from the aggregated discovery document,
-		// which the discovery controller fills on its own schedule.
-		err = poll("discovery of "+crd.Name, func() (bool, error) {
-			ok, err := discovered(ctx, rc, gv, crd.Spec.Names.Plural)
-			lastErr = err
-			return ok, nil
-		})
-		if err != nil {
+		if err := r.serving(crd); err != nil {
 			return err
 		}
 	}
-
 	// Last, as it takes longest: the crd-informer-synced hook, until which a 404 is a 503, checks
 	// its informer every 100 ms.
-	err = poll("readyz", func() (bool, error) {
-		status := 0
-		res := rc.Get().AbsPath("/readyz").Do(ctx).StatusCode(&status)
-		if status == http.StatusOK {
-			return true, nil
-		}
-		lastErr = fmt.Errorf("/readyz: %d: %v", status, res.Error())
-		return false, nil
-	})
+	err = r.poll("readyz", r.readyz)
 	if err == nil {
 		s.hooksDone = true
 	}
 	return err
+}
+
+// readiness is waitReady's client of the server, and what was still missing at the last poll.
+type readiness struct {
+	s    *Server
+	ctx  context.Context
+	crds *clientset.Clientset
+	rc   rest.Interface
+	// lastErr says what was still missing when the time ran out.
+	lastErr error
+}
+
+// poll checks cond every pollInterval until it holds or fails, the context ends or the server
+// stops.
+func (r *readiness) poll(what string, cond func() (bool, error)) error {
+	ticker := time.NewTicker(pollInterval)
+	defer ticker.Stop()
+	for {
+		done, err := cond()
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-r.ctx.Done():
+			return fmt.Errorf("%w: %s: %v (last: %v)", ErrNotReady, what, r.ctx.Err(), r.lastErr)
+		case <-r.s.runDone:
+			return fmt.Errorf("%w: %s: the server stopped: %v", ErrServer, what, r.s.runErr)
+		case <-ticker.C:
+		}
+	}
+}
+
+// create is the condition that creates the CRD: refused as invalid or existing is an error.
+func (r *readiness) create(crd *apiextensionsv1.CustomResourceDefinition) func() (bool, error) {
+	return func() (bool, error) {
+		_, err := r.crds.ApiextensionsV1().CustomResourceDefinitions().Create(r.ctx, crd, metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			return true, nil
+		case apierrors.IsInvalid(err) || apierrors.IsAlreadyExists(err) || apierrors.IsBadRequest(err):
+			return false, fmt.Errorf("%w: CRD %q refused: %v", ErrInvalidOptions, crd.Name, err)
+		}
+		r.lastErr = err
+		return false, nil
+	}
+}
+
+// serving waits until the CRD is Established, its resource lists and discovery names it.
+func (r *readiness) serving(crd *apiextensionsv1.CustomResourceDefinition) error {
+	if err := r.poll("CRD "+crd.Name+" established", r.established(crd)); err != nil {
+		return err
+	}
+	r.s.addDiscoveryGroup(crd)
+	gv := schema.GroupVersion{Group: crd.Spec.Group, Version: servedVersion(crd)}
+	err := r.poll("first list of "+crd.Name, func() (bool, error) {
+		// The handler serves a CRD once its own informer saw it Established, a moment after
+		// the client did: until then the path is a 404. Then, until the resource's watch cache
+		// has its first list from etcd, a list is a 429 with Retry-After 1 s (Cacher.GetList),
+		// which a client-go client would sleep through: this one does not retry.
+		path := "/apis/" + gv.String() + "/" + crd.Spec.Names.Plural
+		if err := r.rc.Get().AbsPath(path).MaxRetries(0).Do(r.ctx).Error(); err != nil {
+			r.lastErr = err
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	// client-go and kubectl map kinds to resources from the aggregated discovery document,
+	// which the discovery controller fills on its own schedule.
+	return r.poll("discovery of "+crd.Name, func() (bool, error) {
+		ok, err := discovered(r.ctx, r.rc, gv, crd.Spec.Names.Plural)
+		r.lastErr = err
+		return ok, nil
+	})
+}
+
+// established is the condition that the CRD is Established; names not accepted is an error.
+func (r *readiness) established(crd *apiextensionsv1.CustomResourceDefinition) func() (bool, error) {
+	return func() (bool, error) {
+		got, err := r.crds.ApiextensionsV1().CustomResourceDefinitions().Get(r.ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			r.lastErr = err
+			return false, nil
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == apiextensionsv1.NamesAccepted && c.Status == apiextensionsv1.ConditionFalse {
+				return false, fmt.Errorf("%w: CRD %q names not accepted: %s", ErrInvalidOptions, crd.Name, c.Message)
+			}
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		r.lastErr = fmt.Errorf("conditions %v", got.Status.Conditions)
+		return false, nil
+	}
+}
+
+// readyz is the condition that /readyz answers 200.
+func (r *readiness) readyz() (bool, error) {
+	status := 0
+	res := r.rc.Get().AbsPath("/readyz").Do(r.ctx).StatusCode(&status)
+	if status == http.StatusOK {
+		return true, nil
+	}
+	r.lastErr = fmt.Errorf("/readyz: %d: %v", status, res.Error())
+	return false, nil
 }
 
 // crdInformerSyncedHook is the one post-start hook of the server that fails when the server stops

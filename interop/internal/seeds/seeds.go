@@ -72,13 +72,21 @@ type Tally[T any] interface {
 	Add(T)
 }
 
-// Run runs one subtest per seed that FromEnv(seedsVar, defSeeds, countVar, defCount) names, each
-// playing count operations through play, and logs the seeds' summed tallies with the seeds that
-// failed, so that a long run names what to rerun alone. unit names what count counts.
-func Run[T any, P Tally[T]](t *testing.T, seedsVar, defSeeds, countVar string, defCount int, unit string,
-	play func(t *testing.T, seed uint64, count int) T) {
+// Config is a seeded run's environment and defaults: the variable SeedsVar names the seeds (default
+// Seeds) and CountVar the operations per seed (default Count), which Unit names in the log.
+type Config struct {
+	SeedsVar, Seeds string
+	CountVar        string
+	Count           int
+	Unit            string
+}
+
+// Run runs one subtest per seed that FromEnv names from c, each playing count operations through
+// play, and logs the seeds' summed tallies with the seeds that failed, so that a long run names what
+// to rerun alone.
+func Run[T any, P Tally[T]](t *testing.T, c Config, play func(t *testing.T, seed uint64, count int) T) {
 	t.Helper()
-	list, count, err := FromEnv(seedsVar, defSeeds, countVar, defCount)
+	list, count, err := FromEnv(c.SeedsVar, c.Seeds, c.CountVar, c.Count)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,5 +103,5 @@ func Run[T any, P Tally[T]](t *testing.T, seedsVar, defSeeds, countVar string, d
 			P(&total).Add(play(t, seed, count))
 		})
 	}
-	t.Logf("%d seeds of %d %s in %v: %v; failing seeds: %v", len(list), count, unit, time.Since(start).Round(time.Second), total, failed)
+	t.Logf("%d seeds of %d %s in %v: %v; failing seeds: %v", len(list), count, c.Unit, time.Since(start).Round(time.Second), total, failed)
 }

@@ -53,7 +53,7 @@ func TestRun(t *testing.T) {
 	t.Setenv("SEEDS_TEST_SEEDS", "3,5-6")
 	t.Setenv("SEEDS_TEST_COUNT", "4")
 	var played []uint64
-	Run(t, "SEEDS_TEST_SEEDS", "1", "SEEDS_TEST_COUNT", 2, "ops", func(st *testing.T, seed uint64, n int) tally {
+	Run(t, Config{SeedsVar: "SEEDS_TEST_SEEDS", Seeds: "1", CountVar: "SEEDS_TEST_COUNT", Count: 2, Unit: "ops"}, func(st *testing.T, seed uint64, n int) tally {
 		if want := fmt.Sprintf("%s/seed=%d", t.Name(), seed); st.Name() != want {
 			t.Errorf("subtest %q, want %q", st.Name(), want)
 		}

@@ -1,11 +1,14 @@
-// Package backend starts the etcd servers the watch tests run against: listwatch's in-process store
-// served over gRPC, or a real etcd process.
-package backend
+// Package storagebackend starts the etcd servers the storage tests run against: listwatch's in-process
+// store served over gRPC, or a real etcd process. It is an assembler for tests (the watch, cache and
+// interop conformance tests), kept out of storage/storagetest so that the suite imports no storage
+// implementation.
+package storagebackend
 
 import (
 	"context"
 	"errors"
 	"sync"
+	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -64,6 +67,22 @@ func NewInProcess(opts store.Options) (*Backend, error) {
 		stop:        st.Close,
 		closeClient: closeFn,
 	}, nil
+}
+
+// StartInProcess is NewInProcess for a test: the test fails if the server does not start, and the
+// server is closed when the test ends.
+func StartInProcess(t testing.TB, opts store.Options) *Backend {
+	t.Helper()
+	b, err := NewInProcess(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("close backend: %v", err)
+		}
+	})
+	return b
 }
 
 // StartEtcd starts an etcd process (etcdprocess.Launch: a fresh data directory on free loopback

@@ -1,0 +1,46 @@
+package workload
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/listwatch/listwatch/check"
+	"github.com/listwatch/listwatch/check/etcd"
+)
+
+// TestSummarize: labels and scenario findings explained by a known bug count as known, each bug
+// once; the others, a regression and a scenario that could not run to its end count as
+// unexplained; deviations and the store's findings count apart; any of them fails the check. A
+// scenario's status and failure say what it found.
+func TestSummarize(t *testing.T) {
+	bug := etcd.KnownBugs[0]
+	own := &Scenario{Name: "s", Guarantee: etcd.Reliable}
+	violation := func(g etcd.Guarantee, msg string) etcd.Violation {
+		return etcd.Violation{Violation: check.Violation{Guarantee: g, Operation: -1, Watch: 0, Message: msg}, Response: -1}
+	}
+	failed := ScenarioResult{Scenario: own, Result: &etcd.Result{Verdict: etcd.VerdictLinearizable,
+		Violations: []etcd.Violation{violation(etcd.Ordered, "other"), violation(etcd.Reliable, "its own")}},
+		Labels: []etcd.Label{{Bug: bug}, {}}}
+	found := ScenarioResult{Scenario: own, Finding: "no answer", FindingBug: bug}
+	errored := ScenarioResult{Scenario: own, Err: errors.New("put failed")}
+	skipped := ScenarioResult{Scenario: own, Skipped: "needs compaction"}
+	passed := ScenarioResult{Scenario: own, Result: &etcd.Result{Verdict: etcd.VerdictLinearizable}}
+	caps := &Capabilities{Results: []Capability{{Status: Refused}, {Status: Supported}}}
+	s := Summarize([]etcd.Label{{Bug: bug}, {Bug: bug, Regression: true}},
+		[]ScenarioResult{failed, found, errored, skipped, passed}, caps, 1)
+	if len(s.Bugs) != 1 || s.Known != 3 || s.Unexplained != 3 || s.Deviations != 2 || !s.Failed() {
+		t.Errorf("Summarize = %+v", s)
+	}
+	if got, want := s.String(), "1 known upstream bug, 3 unexplained; 2 differences from etcd's API"; got != want {
+		t.Errorf("String = %q, want %q", got, want)
+	}
+	if s := Summarize(nil, []ScenarioResult{passed, skipped}, nil, 0); s.Failed() || s.String() != "0 known upstream bugs, 0 unexplained" {
+		t.Errorf("nothing found: %+v %q", s, s)
+	}
+	for r, want := range map[*ScenarioResult][2]string{&failed: {"FAIL", "its own"}, &found: {"FAIL", "no answer"},
+		&errored: {"ERROR", "put failed"}, &skipped: {"SKIP", ""}, &passed: {"PASS", ""}} {
+		if r.Status() != want[0] || r.Failure() != want[1] {
+			t.Errorf("%+v: status %s failure %q, want %v", r, r.Status(), r.Failure(), want)
+		}
+	}
+}

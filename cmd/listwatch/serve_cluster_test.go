@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/listwatch/listwatch/internal/testutil"
+)
+
+// TestServeAsCluster runs `serve` with its defaults as a local cluster is used: a namespace with
+// content and a pod bound to a node are deleted for good (the controllers run), an object's
+// events are found by the field selector kubectl describe uses, /metrics counts the requests, and
+// the refused request is one line of the log.
+func TestServeAsCluster(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdout := newLines()
+	var stderr testutil.SyncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runServe(ctx, []string{"--etcd-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, stdout, &stderr)
+	}()
+	base := await(t, stdout.ch, "listwatch: serving the Kubernetes API on ")
+	await(t, stdout.ch, "listwatch: serving the etcd API on ")
+	must := func(method, path, body string, want int) {
+		t.Helper()
+		if code, out := httpDo(t, method, base+path, body); code != want {
+			t.Fatalf("%s %s: %d %s", method, path, code, out)
+		}
+	}
+	must("POST", "/api/v1/namespaces", `{"metadata":{"name":"x"}}`, http.StatusCreated)
+	must("POST", "/api/v1/namespaces/x/configmaps", `{"metadata":{"name":"c"}}`, http.StatusCreated)
+	must("POST", "/api/v1/namespaces/x/pods", `{"metadata":{"name":"p"},"spec":{"nodeName":"n1","containers":[{"name":"c","image":"i"}]}}`, http.StatusCreated)
+	must("DELETE", "/api/v1/namespaces/x", "", http.StatusOK)
+	poll := testutil.Poller{Interval: 10 * time.Millisecond}
+	poll.WaitFor(t, "namespace x gone", func() bool {
+		code, _ := httpDo(t, "GET", base+"/api/v1/namespaces/x", "")
+		return code == http.StatusNotFound
+	})
+
+	must("POST", "/api/v1/namespaces/default/pods", `{"metadata":{"name":"p"},"spec":{"nodeName":"n1","containers":[{"name":"c","image":"i"}]}}`, http.StatusCreated)
+	must("DELETE", "/api/v1/namespaces/default/pods/p", "", http.StatusOK)
+	poll.WaitFor(t, "the bound pod gone", func() bool {
+		code, _ := httpDo(t, "GET", base+"/api/v1/namespaces/default/pods/p", "")
+		return code == http.StatusNotFound
+	})
+
+	must("POST", "/api/v1/namespaces/default/events", `{"metadata":{"name":"e"},"involvedObject":{"kind":"Pod","name":"p","namespace":"default","uid":"u"},"reason":"R"}`, http.StatusCreated)
+	if code, body := httpDo(t, "GET", base+"/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dp,involvedObject.namespace%3Ddefault,involvedObject.kind%3DPod,involvedObject.uid%3Du", ""); code != http.StatusOK || !strings.Contains(string(body), `"reason": "R"`) && !strings.Contains(string(body), `"reason":"R"`) {
+		t.Errorf("events of the pod: %d %s", code, body)
+	}
+
+	code, metrics := httpDo(t, "GET", base+"/metrics", "")
+	if code != http.StatusOK || !strings.Contains(string(metrics), `apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="namespaces",scope="cluster",subresource="",verb="POST",version="v1"} 1`) {
+		t.Errorf("/metrics: %d %.2000s", code, metrics)
+	}
+	if got := stderr.String(); !strings.Contains(got, "msg=request verb=GET uri=/api/v1/namespaces/x code=404") {
+		t.Errorf("the log has no line for the refused GET:\n%s", got)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve returned %v", err)
+		}
+	case <-time.After(testutil.WaitTimeout):
+		t.Fatal("serve did not stop")
+	}
+}

@@ -1,0 +1,82 @@
+package httpwatch
+
+import (
+	"net/http"
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestDeletePropagation marks an object for the garbage collector as the generic registry store
+// does: Foreground keeps it with the foregroundDeletion finalizer, Orphan (and orphanDependents)
+// with the orphan finalizer, Background deletes it; events, which garbage collection does not
+// concern, are deleted whatever the policy; a removed finalizer lets the deletion finish.
+func TestDeletePropagation(t *testing.T) {
+	e := newEnv(t)
+	const cms = "/api/v1/namespaces/default/configmaps"
+	for _, c := range []struct {
+		name, body string
+		finalizers []string // nil: deleted
+		code       int
+	}{
+		{"fg", `{"propagationPolicy":"Foreground"}`, []string{metav1.FinalizerDeleteDependents}, http.StatusOK},
+		{"orphan", `{"propagationPolicy":"Orphan"}`, []string{metav1.FinalizerOrphanDependents}, http.StatusOK},
+		{"orphandeps", `{"orphanDependents":true}`, []string{metav1.FinalizerOrphanDependents}, http.StatusOK},
+		{"bg", `{"propagationPolicy":"Background"}`, nil, http.StatusOK},
+		{"nodeps", `{"orphanDependents":false}`, nil, http.StatusOK},
+		{"default", ``, nil, http.StatusOK},
+	} {
+		e.mustCreate(cms, cmJSON("", c.name, ""))
+		r := e.do("DELETE", cms+"/"+c.name, c.body)
+		if r.code != c.code {
+			t.Errorf("%s: %d %s", c.name, r.code, r.body)
+			continue
+		}
+		got := e.do("GET", cms+"/"+c.name, "")
+		if c.finalizers == nil {
+			if got.code != http.StatusNotFound {
+				t.Errorf("%s: still there: %s", c.name, got.body)
+			}
+			continue
+		}
+		obj := got.object(t)
+		if !slices.Equal(obj.GetFinalizers(), c.finalizers) || obj.GetDeletionTimestamp() == nil ||
+			obj.GetDeletionGracePeriodSeconds() == nil || *obj.GetDeletionGracePeriodSeconds() != 0 {
+			t.Errorf("%s: finalizers %v, deletionTimestamp %v, want %v and marked", c.name, obj.GetFinalizers(), obj.GetDeletionTimestamp(), c.finalizers)
+		}
+	}
+	// A Foreground delete of an object marked Orphan switches the finalizer, as upstream.
+	r := e.do("DELETE", cms+"/orphan", `{"propagationPolicy":"Foreground"}`)
+	if fs := r.object(t).GetFinalizers(); r.code != http.StatusOK || !slices.Equal(fs, []string{metav1.FinalizerDeleteDependents}) {
+		t.Errorf("re-delete Foreground: %d %v", r.code, fs)
+	}
+	// The garbage collector's removal of the finalizer deletes the object.
+	obj := e.do("GET", cms+"/fg", "").object(t)
+	obj.SetFinalizers(nil)
+	body, _ := obj.MarshalJSON()
+	if r := e.do("PUT", cms+"/fg", string(body)); r.code != http.StatusOK {
+		t.Fatalf("removing the finalizer: %d %s", r.code, r.body)
+	}
+	if r := e.do("GET", cms+"/fg", ""); r.code != http.StatusNotFound {
+		t.Errorf("after its last finalizer went: %d %s", r.code, r.body)
+	}
+
+	// Events are not garbage collected: no finalizer, deleted at once.
+	e.mustCreate("/api/v1/namespaces/default/events", `{"metadata":{"name":"ev"},"involvedObject":{"kind":"Pod","name":"p"}}`)
+	if r := e.do("DELETE", "/api/v1/namespaces/default/events/ev", `{"propagationPolicy":"Foreground"}`); r.code != http.StatusOK {
+		t.Fatalf("delete event: %d %s", r.code, r.body)
+	}
+	if r := e.do("GET", "/api/v1/namespaces/default/events/ev", ""); r.code != http.StatusNotFound {
+		t.Errorf("event kept by a Foreground delete: %s", r.body)
+	}
+
+	// Failure modes: both ways of asking, or an unknown policy, are refused and change nothing.
+	e.mustCreate(cms, cmJSON("", "kept", ""))
+	rev := e.st.Rev()
+	r = e.do("DELETE", cms+"/kept", `{"propagationPolicy":"Orphan","orphanDependents":true}`)
+	wantStatus(t, r, http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, "")
+	r = e.do("DELETE", cms+"/kept", `{"propagationPolicy":"Sideways"}`)
+	wantStatus(t, r, http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, "")
+	e.unchanged(rev, "refused deletes")
+}
