@@ -28,6 +28,9 @@ const (
 	opsEnv       = "LISTWATCH_CACHERDIFF_OPS"
 	defaultSeeds = "1-3"
 	defaultOps   = 250
+	// With -short (the inner loop, make stress): one seed, fewer operations.
+	shortSeeds = "1"
+	shortOps   = 100
 )
 
 // TestCacherDifferential runs, for each seed, the same random history and the same random requests
@@ -35,7 +38,11 @@ const (
 // to every list, get and failing write and the same events on every watch; bookmarks and
 // terminations are held to upstream's guarantees (kubemodel).
 func TestCacherDifferential(t *testing.T) {
-	seeds.Run(t, seedsEnv, defaultSeeds, opsEnv, defaultOps, "operations", runSeed)
+	def, ops := defaultSeeds, defaultOps
+	if testing.Short() {
+		def, ops = shortSeeds, shortOps
+	}
+	seeds.Run(t, seedsEnv, def, opsEnv, ops, "operations", runSeed)
 }
 
 // runSeed plays one seed: ops random operations, then every open watch finished and compared.

@@ -27,6 +27,9 @@ const (
 	opsEnv       = "LISTWATCH_HTTPDIFF_OPS"
 	defaultSeeds = "1-2,20"
 	defaultOps   = 150
+	// With -short (the inner loop, make stress): one seed, fewer requests.
+	shortSeeds = "1"
+	shortOps   = 60
 )
 
 // TestHTTPDifferential runs, for each seed, the same random requests over HTTP against a real
@@ -35,7 +38,11 @@ const (
 // what is each server's own is normalized (uids, timestamps, managedFields, generated names,
 // resourceVersions by their place among the writes).
 func TestHTTPDifferential(t *testing.T) {
-	seeds.Run(t, seedsEnv, defaultSeeds, opsEnv, defaultOps, "requests", runSeed)
+	def, ops := defaultSeeds, defaultOps
+	if testing.Short() {
+		def, ops = shortSeeds, shortOps
+	}
+	seeds.Run(t, seedsEnv, def, opsEnv, ops, "requests", runSeed)
 }
 
 func runSeed(t *testing.T, seed uint64, ops int) stats {
