@@ -1,7 +1,7 @@
 # The one test command: every test of the root module and of the interop module, with the race detector.
 GO ?= go
 
-.PHONY: test test-root test-interop bench bench-packages
+.PHONY: test test-root test-interop test-short stress bench bench-packages
 
 test: test-root test-interop
 
@@ -12,6 +12,20 @@ test-root:
 
 test-interop:
 	cd interop && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) test -race -timeout 30m ./...
+
+# test-short is the inner loop: every package's core properties with the -short sizes (README, "Test
+# sizes"), without vet or the race detector.
+test-short:
+	$(GO) test -short ./...
+	cd interop && $(GO) test -short ./...
+
+# stress runs the suites with -race while stress-ng oversubscribes the cores (2 x nproc workers): by
+# default the -short suites of both modules, 5 runs each, GOMAXPROCS 1, 2, 4 in turn, every failure
+# reported with its seeds. STRESS_FLAGS= (empty) runs the full suites; STRESS_RUNS, STRESS_CPU,
+# STRESS_COUNT, STRESS_RUN, STRESS_MODULES, STRESS_PKGS and STRESS_HOG choose the rest (.ci/stress).
+# It needs stress-ng (Debian's stress-ng package) and says so when it is missing.
+stress:
+	GO=$(GO) .ci/stress
 
 # bench runs listwatch and the upstream code it mirrors side by side (interop/sidebyside: etcd's mvcc
 # store, the apiserver's Cacher, a real apiextensions-apiserver; same process, same workload) and

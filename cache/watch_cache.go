@@ -259,11 +259,12 @@ func (w *watchCache) waitUntilFreshLocked(resourceVersion uint64) error {
 	if resourceVersion == 0 || resourceVersion <= w.resourceVersion {
 		return nil
 	}
-	w.progress.add()
-	defer w.progress.remove()
-
+	// The deadline is set before the wait is announced to the progress requester: whoever sees the
+	// waiter (a test stepping a fake clock included) sees its timer already running.
 	start := w.clock.Now()
 	timer := w.clock.NewTimer(blockTimeout)
+	w.progress.add()
+	defer w.progress.remove()
 	waitDone := make(chan struct{})
 	defer func() {
 		close(waitDone)

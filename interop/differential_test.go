@@ -255,5 +255,9 @@ func etcdVsListwatch(t *testing.T) (ref, other *side) {
 // TestDifferentialEtcdVsListwatch runs the workload against an embedded etcd and against listwatch
 // and requires every answer and every watch stream to be equal.
 func TestDifferentialEtcdVsListwatch(t *testing.T) {
-	runDifferential(t, opsPerSeed(500), differentialSeeds(t, 1, 2, 3, 4), etcdVsListwatch, knownDifferences)
+	ops, defaults := 500, []uint64{1, 2, 3, 4}
+	if testing.Short() {
+		ops, defaults = 200, []uint64{1}
+	}
+	runDifferential(t, opsPerSeed(ops), differentialSeeds(t, defaults...), etcdVsListwatch, knownDifferences)
 }

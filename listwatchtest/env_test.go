@@ -138,22 +138,45 @@ func TestStart(t *testing.T) {
 	}
 }
 
-// TestStartParallel: twenty environments started at once in one process are each their own: each
-// sees only its own writes, on its own ports.
+// TestStartParallel: twenty environments started at once in one process are each their own: while
+// all are open, each has ports of its own (no address is handed to two of them), and each sees only
+// its own writes. All twenty stay open until the test ends: an environment's port is only its own
+// while it is open, and the kernel may hand a closed one's port to the next listener.
 func TestStartParallel(t *testing.T) {
 	t.Parallel()
 	const n = 20
-	urls := sync.Map{}
+	ctx := ctxFor(t)
+	envs := make([]*listwatchtest.Env, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
 	for i := range n {
+		wg.Go(func() { envs[i], errs[i] = listwatchtest.New(ctx) })
+	}
+	wg.Wait()
+	for i, e := range envs {
+		if e != nil {
+			t.Cleanup(func() {
+				if err := e.Close(); err != nil {
+					t.Errorf("close environment %d: %v", i, err)
+				}
+			})
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	owner := map[string]int{}
+	for i, e := range envs {
+		for _, addr := range []string{e.URL(), e.Endpoint()} {
+			if j, dup := owner[addr]; dup {
+				t.Fatalf("%s handed to environments %d and %d, both open", addr, j, i)
+			}
+			owner[addr] = i
+		}
+	}
+	for i, e := range envs {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			t.Parallel()
-			e := listwatchtest.Start(t)
-			if _, dup := urls.LoadOrStore(e.URL(), i); dup {
-				t.Fatalf("URL %s handed out twice", e.URL())
-			}
-			if _, dup := urls.LoadOrStore(e.Endpoint(), i); dup {
-				t.Fatalf("endpoint %s handed out twice", e.Endpoint())
-			}
 			ctx := ctxFor(t)
 			cs := clientsetFor(t, e)
 			name := fmt.Sprintf("env-%d", i)

@@ -21,13 +21,14 @@ import (
 // explicitly wins.
 const chainPropertyChecks = 200
 
-// withChecks runs rapid with n checks unless the command line or the environment chose a number.
+// withChecks runs rapid with n checks (shortChecks(n) with -short) unless the command line or the
+// environment chose a number.
 func withChecks(t *testing.T, n int) {
 	if rapidChecksChosen {
 		return
 	}
 	old := flag.Lookup("rapid.checks").Value.String()
-	if err := flag.Set("rapid.checks", strconv.Itoa(n)); err != nil {
+	if err := flag.Set("rapid.checks", strconv.Itoa(shortChecks(n))); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { flag.Set("rapid.checks", old) })

@@ -180,12 +180,16 @@ func noCallsValidation(*testing.T, uint64, uint64) {}
 // TestCacherConformance runs every conformance function upstream runs against its Cacher
 // (pkg/storage/cacher/cacher_test.go), with upstream's setup, against upstream's Cacher and against
 // listwatch's cache, one subtest at a time. A function that passes against upstream's Cacher must
-// pass against listwatch's; the README lists the results.
+// pass against listwatch's; the README lists the results. With -short only against listwatch's:
+// upstream's, the reference, runs in the full suite.
 func TestCacherConformance(t *testing.T) {
 	for _, c := range cacherCases() {
 		t.Run(c.name, func(t *testing.T) {
 			for _, b := range cachepair.Builders {
 				t.Run(b.Name, func(t *testing.T) {
+					if testing.Short() && b.Name != "listwatch" {
+						t.Skip("-short: upstream's Cacher, the reference, runs in the full suite")
+					}
 					if len(c.gates) > 0 {
 						featuregatetesting.SetFeatureGatesDuringTest(t, utilfeature.DefaultFeatureGate, c.gates)
 					}

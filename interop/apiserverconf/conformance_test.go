@@ -233,7 +233,8 @@ func watchCases() []conformanceCase {
 	return cases
 }
 
-// TestStorageConformance runs every case on every backend, one subtest at a time.
+// TestStorageConformance runs every case on every backend, one subtest at a time. With -short only
+// on listwatch: the reference, embedded etcd, runs in the full suite.
 func TestStorageConformance(t *testing.T) {
 	for _, c := range append(storeCases(), watchCases()...) {
 		t.Run(c.name, func(t *testing.T) {
@@ -241,6 +242,9 @@ func TestStorageConformance(t *testing.T) {
 				t.Run(b.name, func(t *testing.T) {
 					if c.skip != "" {
 						t.Skip(c.skip)
+					}
+					if testing.Short() && b.name != "listwatch" {
+						t.Skip("-short: the reference backend runs in the full suite")
 					}
 					if len(c.gates) > 0 {
 						featuregatetesting.SetFeatureGatesDuringTest(t, utilfeature.DefaultFeatureGate, c.gates)

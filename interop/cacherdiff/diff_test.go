@@ -22,7 +22,8 @@ func TestMain(m *testing.M) { kubeapiserver.VerifyTestMain(m) }
 // operations; the environment names others for long runs.
 func TestCacherDifferential(t *testing.T) {
 	seeds.Run(t, seeds.Config{SeedsVar: "LISTWATCH_CACHERDIFF_SEEDS", Seeds: "1-3",
-		CountVar: "LISTWATCH_CACHERDIFF_OPS", Count: 250, Unit: "operations"}, runSeed)
+		CountVar: "LISTWATCH_CACHERDIFF_OPS", Count: 250, Unit: "operations",
+		ShortSeeds: "1", ShortCount: 100}, runSeed)
 }
 
 // runSeed plays one seed: ops random operations, then every open watch finished and compared.

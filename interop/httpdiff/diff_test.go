@@ -21,7 +21,8 @@ func TestMain(m *testing.M) { kubeapiserver.VerifyTestMain(m) }
 // environment names others for long runs.
 func TestHTTPDifferential(t *testing.T) {
 	seeds.Run(t, seeds.Config{SeedsVar: "LISTWATCH_HTTPDIFF_SEEDS", Seeds: "1-2,20",
-		CountVar: "LISTWATCH_HTTPDIFF_OPS", Count: 150, Unit: "requests"}, runSeed)
+		CountVar: "LISTWATCH_HTTPDIFF_OPS", Count: 150, Unit: "requests",
+		ShortSeeds: "1", ShortCount: 60}, runSeed)
 }
 
 func runSeed(t *testing.T, seed uint64, ops int) stats {

@@ -112,7 +112,10 @@ func (s *kineLikeStream) RecvMsg(m any) error {
 // find nothing else.
 func TestScenariosFail(t *testing.T) {
 	cli := kineLikeClient(t)
-	results := RunScenarios(context.Background(), cli, ScenarioConfig{Prefix: "/sc/", Timeout: time.Second})
+	// Timeout bounds each request as well as the waits for the progress answers this store never
+	// gives (each of those takes all of it): long enough for a request of a loaded machine (1 s was
+	// not, under make stress), short enough for those waits.
+	results := RunScenarios(context.Background(), cli, ScenarioConfig{Prefix: "/sc/", Timeout: 5 * time.Second})
 	for _, r := range results {
 		switch r.Scenario.Name {
 		case "prev-kv-only-when-asked":

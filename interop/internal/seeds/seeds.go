@@ -11,6 +11,7 @@
 package seeds
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"strconv"
@@ -73,12 +74,23 @@ type Tally[T any] interface {
 }
 
 // Config is a seeded run's environment and defaults: the variable SeedsVar names the seeds (default
-// Seeds) and CountVar the operations per seed (default Count), which Unit names in the log.
+// Seeds) and CountVar the operations per seed (default Count), which Unit names in the log. With
+// -short (the inner loop, make stress) the defaults are ShortSeeds and ShortCount where set.
 type Config struct {
 	SeedsVar, Seeds string
 	CountVar        string
 	Count           int
 	Unit            string
+	ShortSeeds      string
+	ShortCount      int
+}
+
+// defaults are the seeds and count a run uses when the environment names none.
+func (c Config) defaults() (string, int) {
+	if testing.Short() {
+		return cmp.Or(c.ShortSeeds, c.Seeds), cmp.Or(c.ShortCount, c.Count)
+	}
+	return c.Seeds, c.Count
 }
 
 // Run runs one subtest per seed that FromEnv names from c, each playing count operations through
@@ -86,7 +98,8 @@ type Config struct {
 // to rerun alone.
 func Run[T any, P Tally[T]](t *testing.T, c Config, play func(t *testing.T, seed uint64, count int) T) {
 	t.Helper()
-	list, count, err := FromEnv(c.SeedsVar, c.Seeds, c.CountVar, c.Count)
+	def, defCount := c.defaults()
+	list, count, err := FromEnv(c.SeedsVar, def, c.CountVar, defCount)
 	if err != nil {
 		t.Fatal(err)
 	}
