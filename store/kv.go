@@ -19,6 +19,7 @@ func (s *Store) Range(r *RangeRequest) (*RangeResponse, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
+	s.stats.txns.Add(1)
 	return s.rangeLocked(r, s.currentRev)
 }
 
@@ -118,7 +119,10 @@ func (s *Store) compactLocked(rev int64) {
 	x := s.idx
 	var empty []*keyIndex
 	x.tree.Ascend(func(ki *keyIndex) bool {
-		ki.compact(rev, x.vals.release)
+		ki.compact(rev, func(r *rec) {
+			s.dbInUse -= recordBytes(len(ki.key), r.vlen)
+			x.vals.release(r)
+		})
 		if len(ki.revs) == 0 {
 			empty = append(empty, ki)
 		}
@@ -201,6 +205,7 @@ func isTxnReadOnly(r *TxnRequest) bool {
 // transaction sees (the current revision, or the txn's own next revision once it has written).
 func (s *Store) rangeLocked(r *RangeRequest, curRev int64) (*RangeResponse, error) {
 	rev := r.Revision
+	s.stats.ranges.Add(1)
 	if rev > curRev {
 		return nil, ErrFutureRev
 	}
@@ -507,6 +512,7 @@ type writeTxn struct {
 }
 
 func (s *Store) beginWrite() *writeTxn {
+	s.stats.txns.Add(1)
 	return &writeTxn{s: s, beginRev: s.currentRev}
 }
 
@@ -544,6 +550,8 @@ func (tw *writeTxn) put(r *PutRequest) *PutResponse {
 	p := s.log.append(nr)
 	ki.revs = append(ki.revs, p)
 	tw.changes = append(tw.changes, p)
+	s.dbInUse += recordBytes(len(ki.key), nr.vlen)
+	s.stats.puts.Add(1)
 	if oldLease != nr.lease {
 		if oldLease != 0 {
 			s.leases.detach(oldLease, ki.key)
@@ -557,6 +565,7 @@ func (tw *writeTxn) put(r *PutRequest) *PutResponse {
 
 func (tw *writeTxn) deleteRange(r *DeleteRangeRequest) *DeleteRangeResponse {
 	s := tw.s
+	s.stats.deletes.Add(1)
 	readRev := tw.rev()
 	var victims []*keyIndex
 	var prevs []*KeyValue
@@ -586,6 +595,7 @@ func (tw *writeTxn) delete(ki *keyIndex) {
 	p := s.log.append(rec{key: ki.id, mod: tw.beginRev + 1})
 	ki.revs = append(ki.revs, p)
 	tw.changes = append(tw.changes, p)
+	s.dbInUse += recordBytes(len(ki.key), 0)
 	if old.lease != 0 {
 		s.leases.detach(old.lease, ki.key)
 	}
@@ -631,5 +641,6 @@ func (tw *writeTxn) end() {
 	}
 	s := tw.s
 	s.currentRev = tw.beginRev + 1
+	s.dbSize = max(s.dbSize, s.dbInUse)
 	s.notifyLocked(s.currentRev, tw.changes)
 }

@@ -116,6 +116,10 @@ type Store struct {
 	watch      watchState
 	arena      arena // events for watchers, carved under the write lock
 	closed     bool
+	// dbInUse and dbSize are the predicted database size in use and its high-water mark since the
+	// last Defragment (maintenance.go)
+	dbInUse, dbSize int64
+	stats           counters
 
 	// ticking state, guarded by mu
 	nextSync  time.Time
@@ -140,6 +144,8 @@ func New(opts Options) *Store {
 		opts:       opts,
 		currentRev: 1,
 		compactRev: -1,
+		dbInUse:    BaseDBBytes,
+		dbSize:     BaseDBBytes,
 		idx:        newIndex(),
 		leases:     newLeases(opts.MemberID, now),
 		watch:      newWatchState(),
