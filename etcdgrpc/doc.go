@@ -76,6 +76,19 @@
 //     stops the server and waits for it. (goleak in TestMain after every test;
 //     TestWatchClientDisconnect, TestWatchAfterClientHalfClose, TestRangeStreamCanceled)
 //
-// RPCs other than those above (Auth, member changes, alarms, snapshots, hashes, defragmentation,
-// downgrade, leader moves) answer codes.Unimplemented (TestUnimplementedRPCs).
+//   - Maintenance is v3rpc's for a member that is its own leader. Status reports the store's predicted
+//     database sizes (dbSize, dbSizeInUse: store.BaseDBBytes) and the quota, and lists active alarms
+//     in Errors. Alarm keeps etcd's alarm store: GET by type or all, ACTIVATE/DEACTIVATE answer the
+//     alarm changed. A write that would take the size to QuotaBackendBytes raises NOSPACE and fails
+//     with "database space exceeded"; with NOSPACE on, puts, txns that put and lease grants fail
+//     that way, deletes and compactions go through, and Defragment then AlarmDisarm recover; with
+//     CORRUPT on every write fails with "corrupt cluster". Hash and HashKV are the store's (HashKV
+//     with mvcc's revision and compaction rules and errors). MoveLeader succeeds to the member itself
+//     and fails with "bad leader transferee" for any other. Snapshot streams the store as an etcd
+//     database (package etcdsnap) in 32 KiB chunks with the bytes remaining, then its SHA-256.
+//     (TestQuotaAlarmAndRecovery, TestAlarmActions, TestHashKVAndMoveLeader, TestSnapshotStream,
+//     TestMemberListAndStatus)
+//
+// RPCs other than those above (Auth, member changes, downgrade) answer codes.Unimplemented
+// (TestUnimplementedRPCs).
 package etcdgrpc

@@ -64,6 +64,13 @@ type Options struct {
 	// to this plus GRPCOverheadBytes, and fragments watch responses from that size. Default
 	// store.DefaultMaxRequestBytes. RangeStream also aims its chunks at this size.
 	MaxRequestBytes int
+	// QuotaBackendBytes is etcd's --quota-backend-bytes: writes that would take the store's
+	// predicted database size (store.Store.Size) to it raise the NOSPACE alarm and fail. 0 means
+	// DefaultQuotaBytes; a negative quota is none.
+	QuotaBackendBytes int64
+	// SnapshotDir is where Snapshot writes its temporary database; "" is the system's temporary
+	// directory.
+	SnapshotDir string
 
 	// hooks are set only by this package's tests.
 	hooks *testHooks
@@ -129,6 +136,9 @@ func clusterID(members []uint64) uint64 {
 type server struct {
 	st   *store.Store
 	opts Options
+	// quota is the effective quota in bytes, 0 for none
+	quota  int64
+	alarms alarms
 	// applied counts the writes the store accepted through this server: the raft index a
 	// single-member etcd would report, less its bootstrap entries.
 	applied atomic.Uint64
@@ -140,6 +150,13 @@ type server struct {
 // owns st and closes it after stopping the server.
 func NewServer(st *store.Store, opts Options) *grpc.Server {
 	s := &server{st: st, opts: opts.WithDefaults()}
+	s.quota = s.opts.QuotaBackendBytes
+	if s.quota == 0 {
+		s.quota = DefaultQuotaBytes
+	}
+	if s.quota < 0 {
+		s.quota = 0
+	}
 	gs := grpc.NewServer(
 		grpc.MaxRecvMsgSize(s.opts.MaxRequestBytes+GRPCOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
