@@ -11,7 +11,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/api/v3/version"
 
-	"github.com/listwatch/listwatch/etcdsnap")
+	"github.com/listwatch/listwatch/etcdsnap"
+)
 
 // Quota, as etcd's server/storage/quota.go has it.
 const (

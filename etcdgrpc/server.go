@@ -5,11 +5,13 @@ import (
 	"crypto/sha1"
 	"encoding/binary"
 	"math"
+	"net/http"
 	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -149,6 +151,15 @@ type server struct {
 // limit, etcd's keepalive policy. Stop and GracefulStop wait for every handler to return. The caller
 // owns st and closes it after stopping the server.
 func NewServer(st *store.Store, opts Options) *grpc.Server {
+	gs, _ := NewServerAndHTTP(st, opts)
+	return gs
+}
+
+// NewServerAndHTTP returns NewServer's gRPC server and the HTTP handler of etcd's client URL over
+// the same member: /health (false while an alarm is on), /version and /metrics (etcd's metric names,
+// read from the store's Stats, and the gRPC server's metrics). etcd serves both on one port; the
+// caller splits a listener between them (cmux, as etcd does).
+func NewServerAndHTTP(st *store.Store, opts Options) (*grpc.Server, http.Handler) {
 	s := &server{st: st, opts: opts.WithDefaults()}
 	s.quota = s.opts.QuotaBackendBytes
 	if s.quota == 0 {
@@ -157,12 +168,15 @@ func NewServer(st *store.Store, opts Options) *grpc.Server {
 	if s.quota < 0 {
 		s.quota = 0
 	}
+	grpcMetrics := grpcprom.NewServerMetrics()
 	gs := grpc.NewServer(
 		grpc.MaxRecvMsgSize(s.opts.MaxRequestBytes+GRPCOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepAliveMinTime}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: keepAliveInterval, Timeout: keepAliveTimeout}),
 		grpc.WaitForHandlers(true),
+		grpc.ChainUnaryInterceptor(grpcMetrics.UnaryServerInterceptor()),
+		grpc.ChainStreamInterceptor(grpcMetrics.StreamServerInterceptor()),
 	)
 	pb.RegisterKVServer(gs, &kvServer{s: s})
 	pb.RegisterWatchServer(gs, &watchServer{s: s})
@@ -170,7 +184,7 @@ func NewServer(st *store.Store, opts Options) *grpc.Server {
 	pb.RegisterClusterServer(gs, &clusterServer{s: s})
 	pb.RegisterMaintenanceServer(gs, &maintenanceServer{s: s})
 	healthpb.RegisterHealthServer(gs, health.NewServer())
-	return gs
+	return gs, s.httpHandler(gs, grpcMetrics)
 }
 
 // fill follows v3rpc/header.go header.fill: the member's identity and term, and the current

@@ -7,15 +7,20 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/soheilhy/cmux"
 	"google.golang.org/grpc"
+	"k8s.io/utils/clock"
 
 	"github.com/listwatch/listwatch/chain"
+	"github.com/listwatch/listwatch/compactor"
 	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/etcdsnap"
 	"github.com/listwatch/listwatch/httpwatch"
 	"github.com/listwatch/listwatch/store"
 )
@@ -52,6 +57,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"on SIGINT or SIGTERM, how long to let open RPCs finish before cutting them (watch streams never finish by themselves)")
 	var crdFiles stringList
 	fs.Var(&crdFiles, "crd", "`file` of CustomResourceDefinitions (YAML or JSON) whose resources to serve besides the built-in ones; may repeat")
+	compactMode := fs.String("auto-compaction-mode", compactor.ModePeriodic, "etcd's flag: `mode` of auto-compaction, periodic (retention is a duration, or hours) or revision (retention is a number of revisions)")
+	compactRetention := fs.String("auto-compaction-retention", "0", "etcd's flag: how much history auto-compaction keeps (periodic: \"30m\", \"1\" for an hour; revision: \"10000\"); 0 disables it")
+	quota := fs.Int64("quota-backend-bytes", 0, "etcd's flag: raise the NOSPACE alarm and refuse writes when the predicted database size reaches this many `bytes` (0: etcd's 2 GiB; negative: no quota)")
+	fromSnapshot := fs.String("from-snapshot", "", "load an etcd snapshot `file` (etcdctl snapshot save, or a member's snap/db) into the store before serving: its keys, revisions, leases and compaction")
 	systemNamespaces := fs.Bool("system-namespaces", false, "create the namespaces kube-apiserver creates at start (default, kube-system, kube-public, kube-node-lease)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err: err, reported: true}
@@ -78,17 +87,28 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{err: err}
 	}
 
+	st, err := newServeStore(*fromSnapshot, store.Options{ProgressNotifyInterval: *progress})
+	if err != nil {
+		return usageError{err: fmt.Errorf("--from-snapshot: %w", err)}
+	}
+	comp, err := compactor.New(*compactMode, *compactRetention, clock.RealClock{}, st)
+	if err != nil {
+		st.Close()
+		return usageError{err: err}
+	}
+	defer comp.Stop()
 	lis, err := net.Listen("tcp", *etcdListen)
 	if err != nil {
+		st.Close()
 		return err
 	}
 	httpLis, err := net.Listen("tcp", *httpListen)
 	if err != nil {
 		lis.Close()
+		st.Close()
 		return err
 	}
-	opts := etcdgrpc.Options{Name: *name, ClientURLs: []string{"http://" + lis.Addr().String()}}.WithDefaults()
-	st := store.New(store.Options{MemberID: opts.MemberID, ProgressNotifyInterval: *progress})
+	opts := etcdgrpc.Options{Name: *name, ClientURLs: []string{"http://" + lis.Addr().String()}, QuotaBackendBytes: *quota}.WithDefaults()
 	// The chain waits until every cache has its first list, or ctx ends; it takes httpLis over.
 	api, err := chain.New(ctx, chain.Config{Store: st, Etcd: opts, Listener: httpLis, Resources: resources, SystemNamespaces: *systemNamespaces})
 	if err != nil {
@@ -99,12 +119,40 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// The etcd line comes last: scripts wait for it to know that both APIs are up.
 	fmt.Fprintf(stdout, "listwatch: serving the Kubernetes API on http://%s\n", httpLis.Addr())
 	fmt.Fprintf(stdout, "listwatch: serving the etcd API on %s\n", lis.Addr())
+	gs, etcdHTTP := etcdgrpc.NewServerAndHTTP(st, opts)
 	err = serve(ctx, st, []server{
-		grpcServer{name: "etcd API", srv: etcdgrpc.NewServer(st, opts), lis: lis},
+		newEtcdPort("etcd API", gs, etcdHTTP, lis),
 		chainServer{name: "Kubernetes API", c: api},
 	}, *shutdownTimeout, stdout)
 	fmt.Fprintln(stdout, "listwatch: stopped")
 	return err
+}
+
+// newServeStore is the store serve runs on: an empty one, or one loaded from an etcd snapshot file
+// and compacted to the snapshot's compaction, as an etcd member finishes a scheduled compaction when
+// it starts. Lease IDs the store picks follow the default member ID, as serve's etcd options do.
+func newServeStore(snapshotFile string, opts store.Options) (*store.Store, error) {
+	opts.MemberID = etcdgrpc.Options{}.WithDefaults().MemberID
+	if snapshotFile == "" {
+		return store.New(opts), nil
+	}
+	snap, err := etcdsnap.Load(snapshotFile)
+	if err != nil {
+		return nil, err
+	}
+	compact := snap.CompactRevision
+	snap.CompactRevision = -1
+	st, err := store.Restore(opts, snap)
+	if err != nil {
+		return nil, err
+	}
+	if compact > 0 {
+		if _, err := st.Compact(compact); err != nil && !errors.Is(err, store.ErrCompacted) {
+			st.Close()
+			return nil, fmt.Errorf("compacting to the snapshot's revision %d: %w", compact, err)
+		}
+	}
+	return st, nil
 }
 
 // stringList is a flag that may repeat.
@@ -255,4 +303,64 @@ func (g grpcServer) Shutdown(ctx context.Context) {
 		g.srv.Stop()
 		<-done
 	}
+}
+
+// etcdPort serves gRPC and etcd's HTTP endpoints on one listener, split as etcd splits an insecure
+// client port (embed/serve.go): HTTP/2 connections to gRPC, HTTP/1 to the HTTP handler (cmux).
+type etcdPort struct {
+	name  string
+	mux   cmux.CMux
+	grpc  grpcServer
+	http  *http.Server
+	httpL net.Listener
+}
+
+func newEtcdPort(name string, gs *grpc.Server, h http.Handler, lis net.Listener) *etcdPort {
+	m := cmux.New(lis)
+	grpcL := m.Match(cmux.HTTP2())
+	httpL := m.Match(cmux.HTTP1())
+	return &etcdPort{
+		name:  name,
+		mux:   m,
+		grpc:  grpcServer{name: name, srv: gs, lis: grpcL},
+		http:  &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second},
+		httpL: httpL,
+	}
+}
+
+func (p *etcdPort) Name() string { return p.name }
+
+// Serve runs the split and both servers until Shutdown; it returns the first failure.
+func (p *etcdPort) Serve() error {
+	errs := make(chan error, 3)
+	go func() { errs <- p.grpc.Serve() }()
+	go func() {
+		err := p.http.Serve(p.httpL)
+		if errors.Is(err, http.ErrServerClosed) || errors.Is(err, cmux.ErrListenerClosed) || errors.Is(err, net.ErrClosed) {
+			err = nil
+		}
+		errs <- err
+	}()
+	go func() {
+		err := p.mux.Serve()
+		if errors.Is(err, cmux.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
+			err = nil
+		}
+		errs <- err
+	}()
+	var first error
+	for range 3 {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+			p.mux.Close()
+		}
+	}
+	return first
+}
+
+// Shutdown stops the HTTP server and the gRPC server (etcd's stopServers), then the split.
+func (p *etcdPort) Shutdown(ctx context.Context) {
+	_ = p.http.Shutdown(ctx)
+	p.grpc.Shutdown(ctx)
+	p.mux.Close()
 }
