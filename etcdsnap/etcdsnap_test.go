@@ -32,7 +32,9 @@ func history(t *testing.T) *store.Store {
 			t.Fatal(err)
 		}
 	}
-	put := func(k, v string, lease int64) { must(st.Put(&store.PutRequest{Key: []byte(k), Value: []byte(v), Lease: lease})) }
+	put := func(k, v string, lease int64) {
+		must(st.Put(&store.PutRequest{Key: []byte(k), Value: []byte(v), Lease: lease}))
+	}
 	put("a", "1", 0)
 	put("b", "1", 0)
 	l, err := st.LeaseGrant(0, 30)
