@@ -113,18 +113,41 @@ func Create(dir string, snap *store.Snapshot, meta Meta) (*File, error) {
 		os.RemoveAll(tmp)
 		return nil, err
 	}
-	f, err := os.Open(path)
+	snapPath := filepath.Join(tmp, "snap")
+	size, err := copyDB(path, snapPath)
 	if err != nil {
 		os.RemoveAll(tmp)
 		return nil, err
 	}
-	st, err := f.Stat()
+	f, err := os.Open(snapPath)
 	if err != nil {
-		f.Close()
 		os.RemoveAll(tmp)
 		return nil, err
 	}
-	return &File{File: f, Size: st.Size(), dir: tmp}, nil
+	return &File{File: f, Size: size, dir: tmp}, nil
+}
+
+// copyDB copies the database at from to to as etcd's backend Snapshot does, through a bbolt read
+// transaction's WriteTo: the pages in use only, not the room bbolt allocated ahead in the file.
+func copyDB(from, to string) (int64, error) {
+	db, err := bolt.Open(from, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	err = db.View(func(tx *bolt.Tx) error {
+		n, err = tx.WriteTo(out)
+		return err
+	})
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
 }
 
 // Load reads an etcd snapshot file, as etcdctl snapshot save writes it (the database, then its

@@ -333,10 +333,21 @@ func (p *etcdPort) Name() string { return p.name }
 // Serve runs the split and both servers until Shutdown; it returns the first failure.
 func (p *etcdPort) Serve() error {
 	errs := make(chan error, 3)
-	go func() { errs <- p.grpc.Serve() }()
+	// the split's listeners end with cmux's errors once it closes, which Shutdown does
+	closed := func(err error) bool {
+		return errors.Is(err, http.ErrServerClosed) || errors.Is(err, cmux.ErrListenerClosed) ||
+			errors.Is(err, cmux.ErrServerClosed) || errors.Is(err, net.ErrClosed)
+	}
+	go func() {
+		err := p.grpc.Serve()
+		if closed(err) {
+			err = nil
+		}
+		errs <- err
+	}()
 	go func() {
 		err := p.http.Serve(p.httpL)
-		if errors.Is(err, http.ErrServerClosed) || errors.Is(err, cmux.ErrListenerClosed) || errors.Is(err, net.ErrClosed) {
+		if closed(err) {
 			err = nil
 		}
 		errs <- err
