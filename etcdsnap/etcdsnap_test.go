@@ -76,7 +76,8 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	for rev := snap.CompactRevision; rev <= snap.Revision; rev++ {
+	// above the compact revision, where the original answers the hash its compaction kept
+	for rev := snap.CompactRevision + 1; rev <= snap.Revision; rev++ {
 		a, _, _ := st.HashKV(rev)
 		b, _, err := r.HashKV(rev)
 		if err != nil || a != b {

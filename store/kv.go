@@ -107,6 +107,7 @@ func (s *Store) Compact(rev int64) (*CompactResponse, error) {
 	if rev > s.currentRev {
 		return nil, ErrFutureRev
 	}
+	s.storeCompactionHashLocked(rev)
 	s.compactRev = rev
 	s.compactLocked(rev)
 	return &CompactResponse{Header: Header{Revision: s.currentRev}}, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash"
 	"hash/crc32"
+	"sort"
 	"sync/atomic"
 	"time"
 
@@ -107,8 +108,9 @@ type KVHash struct {
 // revision at or below rev in revision order, as etcd's key bucket holds it (the revision key, then
 // the encoded KeyValue), skipping revisions at or below the compact revision that are not the
 // newest live revision of their key at rev (unless no key is live at rev), and a tombstone at exactly
-// the compact revision. So equal histories, compacted at the same revision, hash alike, whatever
-// compactions came before, and writes after rev leave its hash as it was. It fails with ErrCompacted for 0 < rev < compact
+// the compact revision. As in etcd, a compaction at C first hashes the history up to C with the compact
+// revision before it and keeps that hash (the newest 10 such): HashKV at C answers the kept hash. So
+// equal histories compacted alike hash alike, and writes after rev leave its hash as it was. It fails with ErrCompacted for 0 < rev < compact
 // revision and with ErrFutureRev above the current revision; it also returns the current revision.
 func (s *Store) HashKV(rev int64) (KVHash, int64, error) {
 	s.mu.RLock()
@@ -125,6 +127,16 @@ func (s *Store) HashKV(rev int64) (KVHash, int64, error) {
 	case rev == 0:
 		rev = cur
 	}
+	for _, h := range s.hashes {
+		if h.Revision == rev {
+			return h, cur, nil
+		}
+	}
+	return s.hashKVLocked(rev, compact), cur, nil
+}
+
+// hashKVLocked is HashKV's hash of the history up to rev as it stands with compact revision compact.
+func (s *Store) hashKVLocked(rev, compact int64) KVHash {
 	keep := make(map[*rec]struct{})
 	s.idx.tree.Ascend(func(ki *keyIndex) bool {
 		if r := ki.at(rev); r != nil {
@@ -148,7 +160,24 @@ func (s *Store) HashKV(rev int64) (KVHash, int64, error) {
 		s.hashRecord(h, r, sub)
 		return true
 	})
-	return KVHash{Hash: h.Sum32(), CompactRevision: compact, Revision: rev}, cur, nil
+	return KVHash{Hash: h.Sum32(), CompactRevision: compact, Revision: rev}
+}
+
+// hashStorageMaxSize is how many compaction hashes the store keeps (mvcc/hash.go).
+const hashStorageMaxSize = 10
+
+// storeCompactionHashLocked keeps the hash of the history up to rev as it stood before the
+// compaction at rev, as etcd's compaction computes and stores it (kvstore_compaction.go, mvcc's
+// hashStorage.Store): HashKV at rev answers it afterwards, with the compact revision before it.
+func (s *Store) storeCompactionHashLocked(rev int64) {
+	h := s.hashKVLocked(rev, s.compactRev)
+	i := sort.Search(len(s.hashes), func(i int) bool { return s.hashes[i].Revision >= h.Revision })
+	s.hashes = append(s.hashes, KVHash{})
+	copy(s.hashes[i+1:], s.hashes[i:])
+	s.hashes[i] = h
+	if len(s.hashes) > hashStorageMaxSize {
+		s.hashes = s.hashes[len(s.hashes)-hashStorageMaxSize:]
+	}
 }
 
 // Hash hashes everything the store retains (every revision, and the compact and current

@@ -120,6 +120,8 @@ type Store struct {
 	// last Defragment (maintenance.go)
 	dbInUse, dbSize int64
 	stats           counters
+	// hashes are the HashKV answers compactions kept, by revision (maintenance.go)
+	hashes []KVHash
 
 	// ticking state, guarded by mu
 	nextSync  time.Time
