@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -173,4 +174,34 @@ func freeAddrs(t *testing.T, n int) []string {
 		l.Close()
 	}
 	return out
+}
+
+// TestServeRefusesBadMaintenanceFlags: etcd's compaction flags and --from-snapshot are checked before
+// anything listens; a bad one is a usage error naming the flag.
+func TestServeRefusesBadMaintenanceFlags(t *testing.T) {
+	junk := filepath.Join(t.TempDir(), "junk.db")
+	if err := os.WriteFile(junk, []byte(strings.Repeat("junk", 2000)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--auto-compaction-mode", "hourly", "--auto-compaction-retention", "1"}, `--auto-compaction-mode "hourly"`},
+		{[]string{"--auto-compaction-retention", "soon"}, `--auto-compaction-retention "soon"`},
+		{[]string{"--auto-compaction-mode", "revision", "--auto-compaction-retention", "1h"}, `--auto-compaction-retention "1h"`},
+		{[]string{"--from-snapshot", junk}, "--from-snapshot: not an etcd snapshot"},
+		{[]string{"--from-snapshot", junk + ".missing"}, "--from-snapshot: open"},
+	} {
+		var stdout, stderr strings.Builder
+		args := append([]string{"--etcd-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, c.args...)
+		err := runServe(t.Context(), args, &stdout, &stderr)
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("serve %q = %v, want a usage error containing %q", c.args, err, c.want)
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("serve %q printed %q", c.args, stdout.String())
+		}
+	}
 }
