@@ -8,6 +8,11 @@
 //     services (and grpc.health.v1) registered, configured as etcd configures its gRPC server.
 //   - NewClient(st, opts, configure...) serves st in-process over a bufconn listener and returns a
 //     real *clientv3.Client connected to it, plus the function that closes both.
+//   - NewServerAndHTTP also returns the HTTP handler of etcd's client URL for the same member:
+//     /health (etcdhttp's answer; 503 with "ALARM NOSPACE" or "ALARM CORRUPT" while an alarm not
+//     named in ?exclude= is on), /version, and /metrics (Prometheus: etcd's metric names read from
+//     store.Stats at each scrape, go-grpc-middleware's grpc_server_* metrics, as etcd registers
+//     them, and the Go and process collectors). (cmd/listwatch's TestServeMaintenanceWithEtcdctl)
 //   - Options describes the member (name, URLs, IDs, raft term) and the request size limit;
 //     Options.WithDefaults fills in what etcd would pick, so the store can be given the same member
 //     ID for its lease IDs.
