@@ -67,7 +67,8 @@
 //   - Size and maintenance. Size predicts etcd's database size: BaseDBBytes plus, per retained
 //     revision, its key and value bytes and RecordOverheadBytes; compaction lowers the size in use,
 //     Defragment lowers the size to it. HashKV follows mvcc's hashByRev rules and encoding (equal
-//     histories compacted at the same revision hash alike; later writes leave a revision's hash),
+//     histories compacted at the same revision hash alike above it; later writes leave a revision's
+//     hash; at a compact revision it answers the hash the compaction kept, as etcd's hash storage),
 //     with ErrCompacted and ErrFutureRev. Snapshot copies what is retained and Restore rebuilds a
 //     store from it that answers every range and HashKV as the original. (TestSizeModel,
 //     TestHashKVFollowsEtcdRules, TestSnapshotRestoreRoundTrip, TestRestoreRejectsBadSnapshot,
