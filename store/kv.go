@@ -132,17 +132,22 @@ func (s *Store) compactLocked(rev int64) {
 	for _, ki := range empty {
 		x.remove(ki)
 	}
+	subs := newSubTracker(s.subs, rev)
 	s.log.compact(rev,
 		func(r *rec) bool {
 			ki := x.tab[r.key]
-			return ki != nil && len(ki.revs) > 0 && ki.revs[0] == r
+			kept := ki != nil && len(ki.revs) > 0 && ki.revs[0] == r
+			subs.seen(r, kept)
+			return kept
 		},
 		func(old, cur *rec) {
 			x.tab[cur.key].revs[0] = cur
+			subs.moved(cur)
 			if x.vals.sparse(cur) {
 				x.vals.relocate(cur)
 			}
 		})
+	s.subs = subs.out
 }
 
 // CheckRequest returns the error Range, Put, DeleteRange or Txn gives req whatever the store holds

@@ -206,18 +206,71 @@ func newKVHash() hash.Hash32 {
 	return h
 }
 
-// eachRecord calls f with each retained record in revision order and its sub-revision (its position
-// among the retained records of its main revision), until f returns false.
+// eachRecord calls f with each retained record in revision order and its sub-revision, until f
+// returns false. A record's sub-revision is its position among the retained records of its main
+// revision, unless compaction dropped records of that revision before it: then Store.subs keeps
+// the one it was written with, as etcd's key bucket does.
 func (s *Store) eachRecord(f func(r *rec, sub int64) bool) {
-	var main, sub int64 = -1, 0
+	var main, pos int64 = -1, 0
 	s.log.scan(0, func(r *rec) bool {
 		if r.mod != main {
-			main, sub = r.mod, 0
+			main, pos = r.mod, 0
 		} else {
-			sub++
+			pos++
+		}
+		sub, ok := s.subs[r]
+		if !ok {
+			sub = pos
 		}
 		return f(r, sub)
 	})
+}
+
+// subTracker carries the sub-revisions of the records a compaction keeps at or below its revision
+// across the log's rebuild: it sees every record there in order (seen), then each survivor's new
+// address (moved), and builds the new Store.subs.
+type subTracker struct {
+	old             map[*rec]int64
+	out             map[*rec]int64
+	main, pos, kept int64
+	sub             int64 // the sub-revision of the record last seen
+}
+
+func newSubTracker(old map[*rec]int64, rev int64) *subTracker {
+	t := &subTracker{old: old, main: -1}
+	// records above rev keep their addresses and their positions
+	for r, sub := range old {
+		if r.mod > rev {
+			if t.out == nil {
+				t.out = make(map[*rec]int64)
+			}
+			t.out[r] = sub
+		}
+	}
+	return t
+}
+
+func (t *subTracker) seen(r *rec, kept bool) {
+	if r.mod != t.main {
+		t.main, t.pos, t.kept = r.mod, 0, 0
+	} else {
+		t.pos++
+	}
+	sub, ok := t.old[r]
+	if !ok {
+		sub = t.pos
+	}
+	t.sub = sub
+}
+
+func (t *subTracker) moved(cur *rec) {
+	if t.sub != t.kept {
+		if t.out == nil {
+			t.out = make(map[*rec]int64)
+		}
+		t.out[cur] = t.sub
+	}
+	t.kept++
 }
 
 func (s *Store) hashRecord(h hash.Hash32, r *rec, sub int64) {
@@ -335,7 +388,7 @@ func Restore(opts Options, snap *Snapshot) (*Store, error) {
 
 func (s *Store) restoreLocked(snap *Snapshot) error {
 	x := s.idx
-	last := int64(0)
+	last, lastMain, pos := int64(0), int64(-1), int64(0)
 	for i, sr := range snap.Records {
 		kv := sr.KV
 		if len(kv.Key) == 0 || kv.ModRevision < 1 || kv.ModRevision < last {
@@ -351,8 +404,20 @@ func (s *Store) restoreLocked(snap *Snapshot) error {
 			nr.create, nr.ver, nr.lease = kv.CreateRevision, kv.Version, kv.Lease
 			x.vals.add(&nr, kv.Value)
 		}
-		ki.revs = append(ki.revs, s.log.append(nr))
+		p := s.log.append(nr)
+		ki.revs = append(ki.revs, p)
 		s.dbInUse += recordBytes(len(kv.Key), nr.vlen)
+		if kv.ModRevision != lastMain {
+			lastMain, pos = kv.ModRevision, 0
+		} else {
+			pos++
+		}
+		if sr.Sub != pos {
+			if s.subs == nil {
+				s.subs = make(map[*rec]int64)
+			}
+			s.subs[p] = sr.Sub
+		}
 	}
 	s.currentRev = max(last, snap.Revision, snap.CompactRevision, 1)
 	s.compactRev = snap.CompactRevision

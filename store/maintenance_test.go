@@ -297,3 +297,57 @@ func TestStatsCounts(t *testing.T) {
 		t.Fatalf("stats (-want +got):\n%s", diff)
 	}
 }
+
+// TestSubRevisionsSurviveCompaction: a record keeps the sub-revision it was written with when
+// compaction drops records of its revision before it, as etcd's key bucket keeps it, through later
+// compactions, Snapshot and Restore.
+func TestSubRevisionsSurviveCompaction(t *testing.T) {
+	e := newEnv(t, store.Options{})
+	_, err := e.s.Txn(&store.TxnRequest{Success: []store.RequestOp{ // 2: x.0, y.1, z.2
+		{Put: &store.PutRequest{Key: []byte("x"), Value: []byte("1")}},
+		{Put: &store.PutRequest{Key: []byte("y"), Value: []byte("1")}},
+		{Put: &store.PutRequest{Key: []byte("z"), Value: []byte("1")}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.put("x", "2") // 3
+	subsAt2 := func(s *store.Store) map[string]int64 {
+		snap, err := s.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, r := range snap.Records {
+			if r.KV.ModRevision == 2 {
+				out[string(r.KV.Key)] = r.Sub
+			}
+		}
+		return out
+	}
+	want := map[string]int64{"y": 1, "z": 2}
+	for _, c := range []int64{3, 4} {
+		if _, err := e.s.Compact(c); err != nil {
+			t.Fatal(err)
+		}
+		if got := subsAt2(e.s); !cmp.Equal(got, want) {
+			t.Fatalf("after compaction at %d: sub-revisions at 2 = %v, want %v", c, got, want)
+		}
+		e.put("w", "1")
+	}
+	snap, _ := e.s.Snapshot()
+	r, err := store.Restore(store.Options{ManualTick: true}, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := subsAt2(r); !cmp.Equal(got, want) {
+		t.Fatalf("restored: sub-revisions at 2 = %v, want %v", got, want)
+	}
+	a, _, _ := e.s.HashKV(0)
+	b, _, _ := r.HashKV(0)
+	want2 := etcdHashKV(snap.Records, snap.CompactRevision, snap.Revision, keepAt(snap.Records, snap.Revision))
+	if a != b || a.Hash != want2 {
+		t.Fatalf("HashKV: original %+v, restored %+v, etcd's rules %d", a, b, want2)
+	}
+}

@@ -122,6 +122,9 @@ type Store struct {
 	stats           counters
 	// hashes are the HashKV answers compactions kept, by revision (maintenance.go)
 	hashes []KVHash
+	// subs holds the sub-revisions of records that compaction left after dropping records of the
+	// same revision before them (maintenance.go eachRecord)
+	subs map[*rec]int64
 
 	// ticking state, guarded by mu
 	nextSync  time.Time
