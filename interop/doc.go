@@ -21,6 +21,8 @@
 //     each compaction computes, as etcd does), the Alarm answers and the effect of NOSPACE on a put
 //     and a delete, MoveLeader to the member and elsewhere, and Defragment with Status's sizes by
 //     their relations (in use at most the size, never larger after defragment, the quota).
+//     The seeded workload also asks HashKV after each compaction, at the compact revision, above it
+//     and at 0, and compares all but the hash (which covers lease IDs each server picks).
 //     TestSnapshotRestoredByEtcdutl restores listwatch's snapshot stream with etcdutl's snapshot
 //     package (v3.7.3) and starts an embedded etcd on it: same keys, revision and compaction.
 //   - The fuzzer's operations. FuzzDifferential runs the same workload with the fuzzer's bytes as

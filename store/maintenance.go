@@ -109,7 +109,9 @@ type KVHash struct {
 // the encoded KeyValue), skipping revisions at or below the compact revision that are not the
 // newest live revision of their key at rev (unless no key is live at rev), and a tombstone at exactly
 // the compact revision. As in etcd, a compaction at C first hashes the history up to C with the compact
-// revision before it and keeps that hash (the newest 10 such): HashKV at C answers the kept hash. So
+// revision before it and keeps that hash (the newest 10 such): HashKV at C answers the kept hash,
+// looked up before anything else, so even below the compact revision and for 0 after a compaction
+// at 0, as etcd's hash storage does. So
 // equal histories compacted alike hash alike, and writes after rev leave its hash as it was. It fails with ErrCompacted for 0 < rev < compact
 // revision and with ErrFutureRev above the current revision; it also returns the current revision.
 func (s *Store) HashKV(rev int64) (KVHash, int64, error) {
@@ -119,6 +121,13 @@ func (s *Store) HashKV(rev int64) (KVHash, int64, error) {
 		return KVHash{}, 0, ErrClosed
 	}
 	cur, compact := s.currentRev, s.compactRev
+	// mvcc's hashStorage.HashByRev looks the asked revision up among the kept hashes first, before
+	// any check and before 0 means the current revision
+	for _, h := range s.hashes {
+		if h.Revision == rev {
+			return h, cur, nil
+		}
+	}
 	switch {
 	case rev > 0 && rev < compact:
 		return KVHash{}, 0, ErrCompacted
@@ -126,11 +135,6 @@ func (s *Store) HashKV(rev int64) (KVHash, int64, error) {
 		return KVHash{}, cur, ErrFutureRev
 	case rev == 0:
 		rev = cur
-	}
-	for _, h := range s.hashes {
-		if h.Revision == rev {
-			return h, cur, nil
-		}
 	}
 	return s.hashKVLocked(rev, compact), cur, nil
 }
