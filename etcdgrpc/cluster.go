@@ -2,15 +2,9 @@ package etcdgrpc
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/coreos/go-semver/semver"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/version"
 )
-
-// defaultQuotaBytes is storage.DefaultQuotaBytes, the backend quota etcd reports when none is set.
-const defaultQuotaBytes = 2 * 1024 * 1024 * 1024
 
 // clusterServer answers MemberList with the one member the server is, as v3rpc/member.go
 // ClusterServer does for a single-member cluster. Membership changes are Unimplemented.
@@ -31,33 +25,4 @@ func (c *clusterServer) MemberList(context.Context, *pb.MemberListRequest) (*pb.
 			ClientURLs: append([]string(nil), o.ClientURLs...),
 		}},
 	}, nil
-}
-
-// maintenanceServer implements Status, which `etcdctl endpoint status` and clientv3's version check
-// need. The other maintenance RPCs are Unimplemented.
-type maintenanceServer struct {
-	pb.UnimplementedMaintenanceServer
-	s *server
-}
-
-// Status follows v3rpc/maintenance.go Status for a member that is its own leader. There is no raft
-// log: raft index and applied index count the writes this server applied, and the in-memory store
-// has no database file, so its size is 0.
-func (m *maintenanceServer) Status(context.Context, *pb.StatusRequest) (*pb.StatusResponse, error) {
-	o := m.s.opts
-	applied := m.s.applied.Load()
-	resp := &pb.StatusResponse{
-		Header:           m.s.fill(&pb.ResponseHeader{}),
-		Version:          version.Version,
-		Leader:           o.MemberID,
-		RaftIndex:        applied,
-		RaftTerm:         o.RaftTerm,
-		RaftAppliedIndex: applied,
-		DbSizeQuota:      defaultQuotaBytes,
-		DowngradeInfo:    &pb.DowngradeInfo{},
-	}
-	if v, err := semver.NewVersion(version.Version); err == nil {
-		resp.StorageVersion = fmt.Sprintf("%d.%d.0", v.Major, v.Minor)
-	}
-	return resp, nil
 }

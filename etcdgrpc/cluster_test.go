@@ -63,8 +63,8 @@ func TestMemberListAndStatus(t *testing.T) {
 func TestUnimplementedRPCs(t *testing.T) {
 	_, cli := newClient(t, store.Options{})
 	ctx := testContext(t)
-	if _, err := cli.Defragment(ctx, "bufconn"); status.Code(err) != codes.Unimplemented {
-		t.Errorf("defragment: %v, want Unimplemented", err)
+	if _, err := cli.Downgrade(ctx, clientv3.DowngradeValidate, "3.6.0"); status.Code(err) != codes.Unimplemented {
+		t.Errorf("downgrade: %v, want Unimplemented", err)
 	}
 	if _, err := cli.MemberAdd(ctx, []string{"http://x:2380"}); status.Code(err) != codes.Unimplemented {
 		t.Errorf("member add: %v, want Unimplemented", err)

@@ -8,6 +8,11 @@
 //     services (and grpc.health.v1) registered, configured as etcd configures its gRPC server.
 //   - NewClient(st, opts, configure...) serves st in-process over a bufconn listener and returns a
 //     real *clientv3.Client connected to it, plus the function that closes both.
+//   - NewServerAndHTTP also returns the HTTP handler of etcd's client URL for the same member:
+//     /health (etcdhttp's answer; 503 with "ALARM NOSPACE" or "ALARM CORRUPT" while an alarm not
+//     named in ?exclude= is on), /version, and /metrics (Prometheus: etcd's metric names read from
+//     store.Stats at each scrape, go-grpc-middleware's grpc_server_* metrics, as etcd registers
+//     them, and the Go and process collectors). (cmd/listwatch's TestServeMaintenanceWithEtcdctl)
 //   - Options describes the member (name, URLs, IDs, raft term) and the request size limit;
 //     Options.WithDefaults fills in what etcd would pick, so the store can be given the same member
 //     ID for its lease IDs.
@@ -21,6 +26,7 @@
 //     clientv3 turns them into the rpctypes errors a real etcd produces. (TestKVPutGetDelete,
 //     TestKVTxn, TestKVCompact, TestKVErrors, TestLease, TestToGRPCErrorFallbacks; interop's
 //     TestDifferentialEtcdVsListwatch and FuzzDifferential compare every answer with etcd's)
+//
 //   - Headers. Every top-level response header carries cluster_id, member_id, raft_term and the
 //     revision (the store's, or the current one where the store gives none, as v3rpc's header.fill);
 //     member-list headers carry no revision, as etcd's. A RangeStream has one header, on its last
@@ -29,6 +35,7 @@
 //     Watch headers carry the revision the store response reflects, so the compaction answer keeps
 //     revision 0. (TestKVPutGetDelete, TestMemberListAndStatus, TestRangeStreamPinnedRevision,
 //     TestWatchProtocol, TestWatchCompacted, TestDefaultIDsAreEtcds)
+//
 //   - Watch order. A watch stream's responses are sent in the order the store stream yields them, so
 //     no event for an ID precedes its created answer, no event follows its compaction answer (only
 //     the answer to a later cancel may), and nothing follows its cancel answer. A response is
@@ -39,6 +46,7 @@
 //     TestWatchCancelClosesChannel, TestWatchCompacted, TestWatchRequestProgress,
 //     TestWatchProgressNotify, TestWatchFragment, TestSendFragmentsMatchesUpstreamCuts,
 //     TestSendFragmentsStopsAtSendError)
+//
 //   - RangeStream is etcd v3.7's EtcdServer.rangeStream over store.Range. The first chunk reads at
 //     most 10 keys at the requested revision, or at the current one, which then pins every later
 //     chunk; so the chunks merged are exactly a Range at that revision, whatever is written or
@@ -57,18 +65,22 @@
 //     request. A canceled stream stops before its next chunk. (TestRangeStreamMatchesRange,
 //     TestRangeStreamChunkSizes, TestRangeStreamPinnedRevision, TestRangeStreamConcurrentWrites,
 //     TestRangeStreamErrors, TestRangeStreamCompactedMidStream, TestRangeStreamCanceled)
+//
 //   - Size limits. The server accepts messages up to MaxRequestBytes+512 KiB, like etcd, so a larger
 //     request fails in gRPC with ResourceExhausted; a smaller write over MaxRequestBytes fails in the
 //     store with "etcdserver: request is too large", while a Range or a txn of ranges only, which
 //     etcd serves without raft, is bound by the receive limit alone. Sends are unlimited.
 //     (TestKVRequestSizeLimit, TestKVReadOnlyTxnSizeLimit)
+//
 //   - Keepalives. A keepalive of an expired lease is answered (TTL 0, v3rpc's "not found") only once
 //     the revocation has deleted the lease's keys, as etcd's lessor waits for it; one still waiting
 //     ends with its stream. (TestLeaseKeepAliveOfExpiredLease, TestLeaseKeepAliveStream)
+//
 //   - Watch control. Created and canceled answers never wait behind a slow stream's events: the
 //     store stream keeps room for them apart, as v3rpc's control channel, and the receive loop goes
 //     on to the next request as soon as the answer is queued. (store's
 //     TestControlAnswersNotQueuedBehindFullChannel and TestWatchFromZeroOnFullStreamIsSynced)
+//
 //   - No leaks. Each watch or lease-keepalive stream runs in its handler's goroutine plus, for a watch,
 //     one send goroutine that the handler stops and waits for; the store watch stream is closed before
 //     the handler returns. The server waits for handlers on Stop and GracefulStop, so once either
@@ -76,6 +88,19 @@
 //     stops the server and waits for it. (goleak in TestMain after every test;
 //     TestWatchClientDisconnect, TestWatchAfterClientHalfClose, TestRangeStreamCanceled)
 //
-// RPCs other than those above (Auth, member changes, alarms, snapshots, hashes, defragmentation,
-// downgrade, leader moves) answer codes.Unimplemented (TestUnimplementedRPCs).
+//   - Maintenance is v3rpc's for a member that is its own leader. Status reports the store's predicted
+//     database sizes (dbSize, dbSizeInUse: store.BaseDBBytes) and the quota, and lists active alarms
+//     in Errors. Alarm keeps etcd's alarm store: GET by type or all, ACTIVATE/DEACTIVATE answer the
+//     alarm changed. A write that would take the size to QuotaBackendBytes raises NOSPACE and fails
+//     with "database space exceeded"; with NOSPACE on, puts, txns that put and lease grants fail
+//     that way, deletes and compactions go through, and Defragment then AlarmDisarm recover; with
+//     CORRUPT on every write fails with "corrupt cluster". Hash and HashKV are the store's (HashKV
+//     with mvcc's revision and compaction rules and errors). MoveLeader succeeds to the member itself
+//     and fails with "bad leader transferee" for any other. Snapshot streams the store as an etcd
+//     database (package etcdsnap) in 32 KiB chunks with the bytes remaining, then its SHA-256.
+//     (TestQuotaAlarmAndRecovery, TestAlarmActions, TestHashKVAndMoveLeader, TestSnapshotStream,
+//     TestMemberListAndStatus)
+//
+// RPCs other than those above (Auth, member changes, downgrade) answer codes.Unimplemented
+// (TestUnimplementedRPCs).
 package etcdgrpc

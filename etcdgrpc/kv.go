@@ -172,6 +172,9 @@ func adjustChunkLimit(lastLimit int64, lastSize, targetSize int) int64 {
 }
 
 func (k *kvServer) Put(_ context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
+	if err := k.s.admit(r); err != nil {
+		return nil, err
+	}
 	resp, err := k.s.st.Put(putFromPB(r))
 	if err != nil {
 		return nil, toGRPCError(err)
@@ -183,6 +186,9 @@ func (k *kvServer) Put(_ context.Context, r *pb.PutRequest) (*pb.PutResponse, er
 }
 
 func (k *kvServer) DeleteRange(_ context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
+	if err := k.s.admit(r); err != nil {
+		return nil, err
+	}
 	resp, err := k.s.st.DeleteRange(deleteRangeFromPB(r))
 	if err != nil {
 		return nil, toGRPCError(err)
@@ -195,6 +201,11 @@ func (k *kvServer) DeleteRange(_ context.Context, r *pb.DeleteRangeRequest) (*pb
 
 func (k *kvServer) Txn(_ context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
 	req := txnFromPB(r)
+	if txnWrites(req) {
+		if err := k.s.admit(r); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := k.s.st.Txn(req)
 	if err != nil {
 		return nil, toGRPCError(err)
@@ -209,6 +220,9 @@ func (k *kvServer) Txn(_ context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 
 // Compact ignores Physical: the store's compaction is complete when Compact returns.
 func (k *kvServer) Compact(_ context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
+	if err := k.s.admit(r); err != nil {
+		return nil, err
+	}
 	resp, err := k.s.st.Compact(r.Revision)
 	if err != nil {
 		return nil, toGRPCError(err)

@@ -17,6 +17,9 @@ type leaseServer struct {
 }
 
 func (l *leaseServer) LeaseGrant(_ context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
+	if err := l.s.admit(r); err != nil {
+		return nil, err
+	}
 	resp, err := l.s.st.LeaseGrant(r.ID, r.TTL)
 	if err != nil {
 		return nil, toGRPCError(err)
@@ -26,6 +29,9 @@ func (l *leaseServer) LeaseGrant(_ context.Context, r *pb.LeaseGrantRequest) (*p
 }
 
 func (l *leaseServer) LeaseRevoke(_ context.Context, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
+	if err := l.s.admit(r); err != nil {
+		return nil, err
+	}
 	resp, err := l.s.st.LeaseRevoke(r.ID)
 	if err != nil {
 		return nil, toGRPCError(err)

@@ -5,11 +5,13 @@ import (
 	"crypto/sha1"
 	"encoding/binary"
 	"math"
+	"net/http"
 	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -64,6 +66,13 @@ type Options struct {
 	// to this plus GRPCOverheadBytes, and fragments watch responses from that size. Default
 	// store.DefaultMaxRequestBytes. RangeStream also aims its chunks at this size.
 	MaxRequestBytes int
+	// QuotaBackendBytes is etcd's --quota-backend-bytes: writes that would take the store's
+	// predicted database size (store.Store.Size) to it raise the NOSPACE alarm and fail. 0 means
+	// DefaultQuotaBytes; a negative quota is none.
+	QuotaBackendBytes int64
+	// SnapshotDir is where Snapshot writes its temporary database; "" is the system's temporary
+	// directory.
+	SnapshotDir string
 
 	// hooks are set only by this package's tests.
 	hooks *testHooks
@@ -129,6 +138,9 @@ func clusterID(members []uint64) uint64 {
 type server struct {
 	st   *store.Store
 	opts Options
+	// quota is the effective quota in bytes, 0 for none
+	quota  int64
+	alarms alarms
 	// applied counts the writes the store accepted through this server: the raft index a
 	// single-member etcd would report, less its bootstrap entries.
 	applied atomic.Uint64
@@ -139,13 +151,32 @@ type server struct {
 // limit, etcd's keepalive policy. Stop and GracefulStop wait for every handler to return. The caller
 // owns st and closes it after stopping the server.
 func NewServer(st *store.Store, opts Options) *grpc.Server {
+	gs, _ := NewServerAndHTTP(st, opts)
+	return gs
+}
+
+// NewServerAndHTTP returns NewServer's gRPC server and the HTTP handler of etcd's client URL over
+// the same member: /health (false while an alarm is on), /version and /metrics (etcd's metric names,
+// read from the store's Stats, and the gRPC server's metrics). etcd serves both on one port; the
+// caller splits a listener between them (cmux, as etcd does).
+func NewServerAndHTTP(st *store.Store, opts Options) (*grpc.Server, http.Handler) {
 	s := &server{st: st, opts: opts.WithDefaults()}
+	s.quota = s.opts.QuotaBackendBytes
+	if s.quota == 0 {
+		s.quota = DefaultQuotaBytes
+	}
+	if s.quota < 0 {
+		s.quota = 0
+	}
+	grpcMetrics := grpcprom.NewServerMetrics()
 	gs := grpc.NewServer(
 		grpc.MaxRecvMsgSize(s.opts.MaxRequestBytes+GRPCOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepAliveMinTime}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: keepAliveInterval, Timeout: keepAliveTimeout}),
 		grpc.WaitForHandlers(true),
+		grpc.ChainUnaryInterceptor(grpcMetrics.UnaryServerInterceptor()),
+		grpc.ChainStreamInterceptor(grpcMetrics.StreamServerInterceptor()),
 	)
 	pb.RegisterKVServer(gs, &kvServer{s: s})
 	pb.RegisterWatchServer(gs, &watchServer{s: s})
@@ -153,7 +184,7 @@ func NewServer(st *store.Store, opts Options) *grpc.Server {
 	pb.RegisterClusterServer(gs, &clusterServer{s: s})
 	pb.RegisterMaintenanceServer(gs, &maintenanceServer{s: s})
 	healthpb.RegisterHealthServer(gs, health.NewServer())
-	return gs
+	return gs, s.httpHandler(gs, grpcMetrics)
 }
 
 // fill follows v3rpc/header.go header.fill: the member's identity and term, and the current

@@ -15,6 +15,16 @@
 //     field, after removing only what identifies a member (cluster and member IDs, raft term) and
 //     mapping lease IDs, which each server picks, to the workload's names for them; the full list,
 //     and what of a watch stream is compared, is documented at cmpOptions and watchOutcome.
+//   - Same maintenance answers. TestDifferentialMaintenance runs the same history on both sides and
+//     compares HashKV at every revision before and after a compaction (error, compact and hash
+//     revisions, and the hash itself: listwatch hashes etcd's key-bucket encoding, and keeps the hash
+//     each compaction computes, as etcd does), the Alarm answers and the effect of NOSPACE on a put
+//     and a delete, MoveLeader to the member and elsewhere, and Defragment with Status's sizes by
+//     their relations (in use at most the size, never larger after defragment, the quota).
+//     The seeded workload also asks HashKV after each compaction, at the compact revision, above it
+//     and at 0, and compares all but the hash (which covers lease IDs each server picks).
+//     TestSnapshotRestoredByEtcdutl restores listwatch's snapshot stream with etcdutl's snapshot
+//     package (v3.7.3) and starts an embedded etcd on it: same keys, revision and compaction.
 //   - The fuzzer's operations. FuzzDifferential runs the same workload with the fuzzer's bytes as
 //     its random source, so they choose every operation and argument, and holds the two sides to
 //     the same comparisons; its corpus (testdata/fuzz/FuzzDifferential, with the inputs that found

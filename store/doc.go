@@ -64,6 +64,15 @@
 //   - Determinism. Given its clock, the store is deterministic: with Options.ManualTick it runs no
 //     goroutine and the caller drives its periodic work with Tick; otherwise one goroutine, stopped
 //     by Close, calls Tick when work is due. (TestDriverGoroutineCatchesUp, TestStoreCloseClosesStreams)
+//   - Size and maintenance. Size predicts etcd's database size: BaseDBBytes plus, per retained
+//     revision, its key and value bytes and RecordOverheadBytes; compaction lowers the size in use,
+//     Defragment lowers the size to it. HashKV follows mvcc's hashByRev rules and encoding (equal
+//     histories compacted at the same revision hash alike above it; later writes leave a revision's
+//     hash; at a compact revision it answers the hash the compaction kept, as etcd's hash storage),
+//     with ErrCompacted and ErrFutureRev. Snapshot copies what is retained and Restore rebuilds a
+//     store from it that answers every range and HashKV as the original. (TestSizeModel,
+//     TestHashKVFollowsEtcdRules, TestSnapshotRestoreRoundTrip, TestRestoreRejectsBadSnapshot,
+//     TestStatsCounts)
 //
 // Values handed out are copies, except the events and key-values delivered on watch streams, which
 // are shared by all the watchers that receive them and must not be modified. Errors are sentinel

@@ -19,6 +19,7 @@ func (s *Store) Range(r *RangeRequest) (*RangeResponse, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
+	s.stats.txns.Add(1)
 	return s.rangeLocked(r, s.currentRev)
 }
 
@@ -106,6 +107,7 @@ func (s *Store) Compact(rev int64) (*CompactResponse, error) {
 	if rev > s.currentRev {
 		return nil, ErrFutureRev
 	}
+	s.storeCompactionHashLocked(rev)
 	s.compactRev = rev
 	s.compactLocked(rev)
 	return &CompactResponse{Header: Header{Revision: s.currentRev}}, nil
@@ -118,7 +120,10 @@ func (s *Store) compactLocked(rev int64) {
 	x := s.idx
 	var empty []*keyIndex
 	x.tree.Ascend(func(ki *keyIndex) bool {
-		ki.compact(rev, x.vals.release)
+		ki.compact(rev, func(r *rec) {
+			s.dbInUse -= recordBytes(len(ki.key), r.vlen)
+			x.vals.release(r)
+		})
 		if len(ki.revs) == 0 {
 			empty = append(empty, ki)
 		}
@@ -127,17 +132,22 @@ func (s *Store) compactLocked(rev int64) {
 	for _, ki := range empty {
 		x.remove(ki)
 	}
+	subs := newSubTracker(s.subs, rev)
 	s.log.compact(rev,
 		func(r *rec) bool {
 			ki := x.tab[r.key]
-			return ki != nil && len(ki.revs) > 0 && ki.revs[0] == r
+			kept := ki != nil && len(ki.revs) > 0 && ki.revs[0] == r
+			subs.seen(r, kept)
+			return kept
 		},
 		func(old, cur *rec) {
 			x.tab[cur.key].revs[0] = cur
+			subs.moved(cur)
 			if x.vals.sparse(cur) {
 				x.vals.relocate(cur)
 			}
 		})
+	s.subs = subs.out
 }
 
 // CheckRequest returns the error Range, Put, DeleteRange or Txn gives req whatever the store holds
@@ -182,6 +192,7 @@ func isTxnReadOnly(r *TxnRequest) bool {
 // transaction sees (the current revision, or the txn's own next revision once it has written).
 func (s *Store) rangeLocked(r *RangeRequest, curRev int64) (*RangeResponse, error) {
 	rev := r.Revision
+	s.stats.ranges.Add(1)
 	if rev > curRev {
 		return nil, ErrFutureRev
 	}
@@ -438,6 +449,7 @@ type writeTxn struct {
 }
 
 func (s *Store) beginWrite() *writeTxn {
+	s.stats.txns.Add(1)
 	return &writeTxn{s: s, beginRev: s.currentRev}
 }
 
@@ -475,6 +487,8 @@ func (tw *writeTxn) put(r *PutRequest) *PutResponse {
 	p := s.log.append(nr)
 	ki.revs = append(ki.revs, p)
 	tw.changes = append(tw.changes, p)
+	s.dbInUse += recordBytes(len(ki.key), nr.vlen)
+	s.stats.puts.Add(1)
 	if oldLease != nr.lease {
 		if oldLease != 0 {
 			s.leases.detach(oldLease, ki.key)
@@ -488,6 +502,7 @@ func (tw *writeTxn) put(r *PutRequest) *PutResponse {
 
 func (tw *writeTxn) deleteRange(r *DeleteRangeRequest) *DeleteRangeResponse {
 	s := tw.s
+	s.stats.deletes.Add(1)
 	readRev := tw.rev()
 	var victims []*keyIndex
 	var prevs []KeyValue
@@ -518,6 +533,7 @@ func (tw *writeTxn) delete(ki *keyIndex) {
 	p := s.log.append(rec{key: ki.id, mod: tw.beginRev + 1})
 	ki.revs = append(ki.revs, p)
 	tw.changes = append(tw.changes, p)
+	s.dbInUse += recordBytes(len(ki.key), 0)
 	if old.lease != 0 {
 		s.leases.detach(old.lease, ki.key)
 	}
@@ -563,5 +579,6 @@ func (tw *writeTxn) end() {
 	}
 	s := tw.s
 	s.currentRev = tw.beginRev + 1
+	s.dbSize = max(s.dbSize, s.dbInUse)
 	s.notifyLocked(s.currentRev, tw.changes)
 }

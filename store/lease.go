@@ -85,6 +85,7 @@ func (s *Store) LeaseGrant(id, ttl int64) (*LeaseGrantResponse, error) {
 	l := &lease{id: id, ttl: ttl, keys: make(map[string]struct{}), revoked: make(chan struct{})}
 	l.expiry = s.opts.Clock.Now().Add(time.Duration(ttl) * time.Second)
 	s.leases.byID[id] = l
+	s.stats.leaseGranted.Add(1)
 	return &LeaseGrantResponse{Header: Header{Revision: s.currentRev}, ID: id, TTL: ttl}, nil
 }
 
@@ -118,6 +119,7 @@ func (s *Store) revokeLocked(l *lease) {
 		}
 	}
 	delete(s.leases.byID, l.id)
+	s.stats.leaseRevoked.Add(1)
 	tw.end()
 	close(l.revoked)
 }
@@ -141,6 +143,7 @@ func (s *Store) LeaseKeepAlive(ctx context.Context, id int64) (*LeaseKeepAliveRe
 	}
 	if l.remaining(now) > 0 {
 		l.expiry = now.Add(time.Duration(l.ttl) * time.Second)
+		s.stats.leaseRenews.Add(1)
 		resp := &LeaseKeepAliveResponse{Header: Header{Revision: s.currentRev}, ID: id, TTL: l.ttl}
 		s.mu.Unlock()
 		return resp, nil
@@ -236,6 +239,7 @@ func (s *Store) revokeExpired(now time.Time) {
 		s.step(func() {
 			// LeaseRevoke may have been first
 			if s.leases.get(l.id) == l {
+				s.stats.leaseExpired.Add(1)
 				s.revokeLocked(l)
 			}
 		})

@@ -116,6 +116,15 @@ type Store struct {
 	watch      watchState
 	arena      arena // events for watchers, carved under the write lock
 	closed     bool
+	// dbInUse and dbSize are the predicted database size in use and its high-water mark since the
+	// last Defragment (maintenance.go)
+	dbInUse, dbSize int64
+	stats           counters
+	// hashes are the HashKV answers compactions kept, by revision (maintenance.go)
+	hashes []KVHash
+	// subs holds the sub-revisions of records that compaction left after dropping records of the
+	// same revision before them (maintenance.go eachRecord)
+	subs map[*rec]int64
 
 	// ticking state, guarded by mu
 	nextSync  time.Time
@@ -140,6 +149,8 @@ func New(opts Options) *Store {
 		opts:       opts,
 		currentRev: 1,
 		compactRev: -1,
+		dbInUse:    BaseDBBytes,
+		dbSize:     BaseDBBytes,
 		idx:        newIndex(),
 		leases:     newLeases(opts.MemberID, now),
 		watch:      newWatchState(),

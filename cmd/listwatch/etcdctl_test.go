@@ -244,7 +244,7 @@ func TestEtcdctl(t *testing.T) {
 	e.fails(1, "Error: failed to revoke lease (etcdserver: requested lease not found)", "lease", "revoke", lease)
 
 	e.ok("8e9e05c52164694d, started, e2e, http://localhost:2380, http://"+p.addr+", false\n", "member", "list")
-	e.match(regexp.QuoteMeta(p.addr)+`, 8e9e05c52164694d, 3\.7\.3, 0 B, true, false, 2, (\d+), (\d+), \n`, "endpoint", "status")
+	e.match(regexp.QuoteMeta(p.addr)+`, 8e9e05c52164694d, 3\.7\.3, \d+ kB, true, false, 2, (\d+), (\d+), \n`, "endpoint", "status")
 	// etcdctl 3.4 prints health to stderr.
 	if out, errOut, code := e.run("", "endpoint", "health"); code != 0 || out != "" ||
 		!regexp.MustCompile("^"+regexp.QuoteMeta(p.addr)+` is healthy: successfully committed proposal: took = \S+\n$`).MatchString(errOut) {

@@ -15,13 +15,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/soheilhy/cmux"
 	"google.golang.org/grpc"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
 	"github.com/listwatch/listwatch/chain"
+	"github.com/listwatch/listwatch/compactor"
 	"github.com/listwatch/listwatch/controllers"
 	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/etcdsnap"
 	"github.com/listwatch/listwatch/httpwatch"
 	"github.com/listwatch/listwatch/internal/observe"
 	"github.com/listwatch/listwatch/store"
@@ -44,100 +47,143 @@ const (
 	defaultShutdownTimeout = 5 * time.Second
 )
 
-// runServe is `listwatch serve`: one in-memory store, served as etcd's gRPC API and, over the same
-// store, as the apiserver's HTTP API for httpwatch.DefaultResources (each behind a watch cache),
-// until SIGINT or SIGTERM.
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// serveFlags are `listwatch serve`'s flags, parsed and checked.
+type serveFlags struct {
+	etcdListen, httpListen string
+	name                   string
+	progress               time.Duration
+	shutdownTimeout        time.Duration
+	resources              []httpwatch.Resource
+	compactMode            string
+	compactRetention       string
+	quota                  int64
+	fromSnapshot           string
+	compactionInterval     time.Duration
+	logger                 *slog.Logger
+	profiling              bool
+	controllers            []string
+	systemNamespaces       bool
+}
+
+// parseServeFlags reads serve's flags; a usageError names what is wrong.
+func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
+	var f serveFlags
 	fs := flag.NewFlagSet("listwatch serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	etcdListen := fs.String("etcd-listen", defaultEtcdListen, "`address` (host:port) to serve the etcd v3 gRPC API on")
-	httpListen := fs.String("http-listen", defaultHTTPListen, "`address` (host:port) to serve the Kubernetes API (list, watch, get, create, update, delete) on")
+	fs.StringVar(&f.etcdListen, "etcd-listen", defaultEtcdListen, "`address` (host:port) to serve the etcd v3 gRPC API on")
+	fs.StringVar(&f.httpListen, "http-listen", defaultHTTPListen, "`address` (host:port) to serve the Kubernetes API (list, watch, get, create, update, delete) on")
 	allowRemote := fs.Bool("allow-remote", false, "allow listening on addresses other than loopback; the APIs have no authentication")
-	name := fs.String("name", etcdgrpc.DefaultName, "member `name` shown by member list")
-	progress := fs.Duration("watch-progress-notify-interval", store.DefaultProgressNotifyInterval,
+	fs.StringVar(&f.name, "name", etcdgrpc.DefaultName, "member `name` shown by member list")
+	fs.DurationVar(&f.progress, "watch-progress-notify-interval", store.DefaultProgressNotifyInterval,
 		"period of progress notifications for watches that ask for them (etcd's flag of the same name; minimum 100ms)")
-	shutdownTimeout := fs.Duration("shutdown-timeout", defaultShutdownTimeout,
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout,
 		"on SIGINT or SIGTERM, how long to let open RPCs finish before cutting them (watch streams never finish by themselves)")
 	var crdFiles stringList
 	fs.Var(&crdFiles, "crd", "`file` of CustomResourceDefinitions (YAML or JSON) whose resources to serve besides the built-in ones; may repeat")
-	compactionInterval := fs.Duration("etcd-compaction-interval", watch.DefaultCompactionInterval,
+	fs.StringVar(&f.compactMode, "auto-compaction-mode", compactor.ModePeriodic, "etcd's flag: `mode` of auto-compaction, periodic (retention is a duration, or hours) or revision (retention is a number of revisions)")
+	fs.StringVar(&f.compactRetention, "auto-compaction-retention", "0", "etcd's flag: how much history auto-compaction keeps (periodic: \"30m\", \"1\" for an hour; revision: \"10000\"); 0 disables it")
+	fs.Int64Var(&f.quota, "quota-backend-bytes", 0, "etcd's flag: raise the NOSPACE alarm and refuse writes when the predicted database size reaches this many `bytes` (0: etcd's 2 GiB; negative: no quota)")
+	fs.StringVar(&f.fromSnapshot, "from-snapshot", "", "load an etcd snapshot `file` (etcdctl snapshot save, or a member's snap/db) into the store before serving: its keys, revisions, leases and compaction")
+	fs.DurationVar(&f.compactionInterval, "etcd-compaction-interval", watch.DefaultCompactionInterval,
 		"how often the Kubernetes API's compactor compacts etcd, at the revision of the interval before, by the compact_rev_key protocol (kube-apiserver's flag of the same name); 0 disables")
 	logLevel := fs.String("log-level", "info", "`level` of the log on stderr: debug (every request), info (refused requests), warn (failed ones), error")
-	profiling := fs.Bool("pprof", false, "serve net/http/pprof under /debug/pprof/ on the Kubernetes API's address (kube-apiserver's --profiling)")
+	fs.BoolVar(&f.profiling, "pprof", false, "serve net/http/pprof under /debug/pprof/ on the Kubernetes API's address (kube-apiserver's --profiling)")
 	controllerList := fs.String("controllers", "*", "`list` of the controllers to run, comma-separated: namespace, garbagecollector, kubelet; * for all, -name to leave one out, \"\" for none")
-	systemNamespaces := fs.Bool("system-namespaces", false, "create the namespaces kube-apiserver creates at start (default, kube-system, kube-public, kube-node-lease)")
+	fs.BoolVar(&f.systemNamespaces, "system-namespaces", false, "create the namespaces kube-apiserver creates at start (default, kube-system, kube-public, kube-node-lease)")
 	if err := fs.Parse(args); err != nil {
-		return usageError{err: err, reported: true}
+		return f, usageError{err: err, reported: true}
 	}
 	if fs.NArg() > 0 {
-		return usageError{err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+		return f, usageError{err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return usageError{err: fmt.Errorf("--log-level: %w", err)}
+		return f, usageError{err: fmt.Errorf("--log-level: %w", err)}
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	controllerNames, err := parseControllers(*controllerList)
-	if err != nil {
-		return usageError{err: fmt.Errorf("--controllers: %w", err)}
+	f.logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	var err error
+	if f.controllers, err = parseControllers(*controllerList); err != nil {
+		return f, usageError{err: fmt.Errorf("--controllers: %w", err)}
 	}
-	resources := httpwatch.DefaultResources()
+	f.resources = httpwatch.DefaultResources()
 	for _, file := range crdFiles {
 		data, err := os.ReadFile(file)
 		if err != nil {
-			return usageError{err: fmt.Errorf("--crd: %w", err)}
+			return f, usageError{err: fmt.Errorf("--crd: %w", err)}
 		}
 		crds, err := httpwatch.CRDResources(data)
 		if err != nil {
-			return usageError{err: fmt.Errorf("--crd %s: %w", file, err)}
+			return f, usageError{err: fmt.Errorf("--crd %s: %w", file, err)}
 		}
-		resources = append(resources, crds...)
+		f.resources = append(f.resources, crds...)
 	}
-	if err := checkListenAddr("etcd-listen", *etcdListen, *allowRemote); err != nil {
-		return usageError{err: err}
+	if err := checkListenAddr("etcd-listen", f.etcdListen, *allowRemote); err != nil {
+		return f, usageError{err: err}
 	}
-	if err := checkListenAddr("http-listen", *httpListen, *allowRemote); err != nil {
-		return usageError{err: err}
+	if err := checkListenAddr("http-listen", f.httpListen, *allowRemote); err != nil {
+		return f, usageError{err: err}
 	}
+	return f, nil
+}
 
-	lis, err := net.Listen("tcp", *etcdListen)
+// runServe is `listwatch serve`: one in-memory store, served as etcd's gRPC API (and etcd's HTTP
+// endpoints on the same port) and, over the same store, as the apiserver's HTTP API for
+// httpwatch.DefaultResources (each behind a watch cache), until SIGINT or SIGTERM.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseServeFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	httpLis, err := net.Listen("tcp", *httpListen)
+	st, err := newServeStore(f.fromSnapshot, store.Options{ProgressNotifyInterval: f.progress})
+	if err != nil {
+		return usageError{err: fmt.Errorf("--from-snapshot: %w", err)}
+	}
+	comp, err := compactor.New(f.compactMode, f.compactRetention, clock.RealClock{}, st)
+	if err != nil {
+		st.Close()
+		return usageError{err: err}
+	}
+	defer comp.Stop()
+	lis, err := net.Listen("tcp", f.etcdListen)
+	if err != nil {
+		st.Close()
+		return err
+	}
+	httpLis, err := net.Listen("tcp", f.httpListen)
 	if err != nil {
 		lis.Close()
+		st.Close()
 		return err
 	}
-	opts := etcdgrpc.Options{Name: *name, ClientURLs: []string{"http://" + lis.Addr().String()}}.WithDefaults()
-	st := store.New(store.Options{MemberID: opts.MemberID, ProgressNotifyInterval: *progress})
+	opts := etcdgrpc.Options{Name: f.name, ClientURLs: []string{"http://" + lis.Addr().String()}, QuotaBackendBytes: f.quota}.WithDefaults()
 	// The chain waits until every cache has its first list, or ctx ends; it takes httpLis over.
-	api, err := chain.New(ctx, chain.Config{Store: st, Etcd: opts, Listener: httpLis, Resources: resources, SystemNamespaces: *systemNamespaces,
-		Logger: logger,
+	api, err := chain.New(ctx, chain.Config{Store: st, Etcd: opts, Listener: httpLis, Resources: f.resources, SystemNamespaces: f.systemNamespaces,
+		Logger: f.logger,
 		WrapHandler: func(h http.Handler) http.Handler {
-			return observe.Wrap(h, observe.Options{Logger: logger, PProf: *profiling})
+			return observe.Wrap(h, observe.Options{Logger: f.logger, PProf: f.profiling})
 		}})
 	if err != nil {
 		lis.Close()
 		st.Close()
 		return err
 	}
+	gs, etcdHTTP := etcdgrpc.NewServerAndHTTP(st, opts)
 	servers := []server{
-		grpcServer{name: "etcd API", srv: etcdgrpc.NewServer(st, opts), lis: lis},
+		newEtcdPort("etcd API", gs, etcdHTTP, lis),
 		chainServer{name: "Kubernetes API", c: api},
 	}
-	if len(controllerNames) > 0 {
-		cfg := controllers.Config{REST: &rest.Config{Host: api.URL(), QPS: -1}, Names: controllerNames, Logger: logger}
+	if len(f.controllers) > 0 {
+		cfg := controllers.Config{REST: &rest.Config{Host: api.URL(), QPS: -1}, Names: f.controllers, Logger: f.logger}
 		servers = append(servers, newControllersServer(cfg))
 	}
-	if *compactionInterval > 0 {
-		compactor := watch.StartCompactor(api.Client(), *compactionInterval, clock.RealClock{}, logger, nil)
-		servers = append(servers, backgroundServer{name: "compactor", stop: compactor.Stop, stopped: make(chan struct{})})
+	if f.compactionInterval > 0 {
+		c := watch.StartCompactor(api.Client(), f.compactionInterval, clock.RealClock{}, f.logger, nil)
+		servers = append(servers, backgroundServer{name: "compactor", stop: c.Stop, stopped: make(chan struct{})})
 	}
 	// The etcd line comes last: scripts wait for it to know that both APIs are up.
 	fmt.Fprintf(stdout, "listwatch: serving the Kubernetes API on http://%s\n", httpLis.Addr())
 	fmt.Fprintf(stdout, "listwatch: serving the etcd API on %s\n", lis.Addr())
-	err = serve(ctx, st, servers, *shutdownTimeout, stdout)
+	err = serve(ctx, st, servers, f.shutdownTimeout, stdout)
 	fmt.Fprintln(stdout, "listwatch: stopped")
 	return err
 }
@@ -225,6 +271,33 @@ func (s *controllersServer) Serve() error {
 func (s *controllersServer) Shutdown(context.Context) {
 	s.cancel()
 	<-s.done
+}
+
+// newServeStore is the store serve runs on: an empty one, or one loaded from an etcd snapshot file
+// and compacted to the snapshot's compaction, as an etcd member finishes a scheduled compaction when
+// it starts. Lease IDs the store picks follow the default member ID, as serve's etcd options do.
+func newServeStore(snapshotFile string, opts store.Options) (*store.Store, error) {
+	opts.MemberID = etcdgrpc.Options{}.WithDefaults().MemberID
+	if snapshotFile == "" {
+		return store.New(opts), nil
+	}
+	snap, err := etcdsnap.Load(snapshotFile)
+	if err != nil {
+		return nil, err
+	}
+	compact := snap.CompactRevision
+	snap.CompactRevision = -1
+	st, err := store.Restore(opts, snap)
+	if err != nil {
+		return nil, err
+	}
+	if compact > 0 {
+		if _, err := st.Compact(compact); err != nil && !errors.Is(err, store.ErrCompacted) {
+			st.Close()
+			return nil, fmt.Errorf("compacting to the snapshot's revision %d: %w", compact, err)
+		}
+	}
+	return st, nil
 }
 
 // stringList is a flag that may repeat.
@@ -375,4 +448,75 @@ func (g grpcServer) Shutdown(ctx context.Context) {
 		g.srv.Stop()
 		<-done
 	}
+}
+
+// etcdPort serves gRPC and etcd's HTTP endpoints on one listener, split as etcd splits an insecure
+// client port (embed/serve.go): HTTP/2 connections to gRPC, HTTP/1 to the HTTP handler (cmux).
+type etcdPort struct {
+	name  string
+	mux   cmux.CMux
+	grpc  grpcServer
+	http  *http.Server
+	httpL net.Listener
+}
+
+func newEtcdPort(name string, gs *grpc.Server, h http.Handler, lis net.Listener) *etcdPort {
+	m := cmux.New(lis)
+	grpcL := m.Match(cmux.HTTP2())
+	httpL := m.Match(cmux.HTTP1())
+	return &etcdPort{
+		name:  name,
+		mux:   m,
+		grpc:  grpcServer{name: name, srv: gs, lis: grpcL},
+		http:  &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second},
+		httpL: httpL,
+	}
+}
+
+func (p *etcdPort) Name() string { return p.name }
+
+// Serve runs the split and both servers until Shutdown; it returns the first failure.
+func (p *etcdPort) Serve() error {
+	errs := make(chan error, 3)
+	// the split's listeners end with cmux's errors once it closes, which Shutdown does
+	closed := func(err error) bool {
+		return errors.Is(err, http.ErrServerClosed) || errors.Is(err, cmux.ErrListenerClosed) ||
+			errors.Is(err, cmux.ErrServerClosed) || errors.Is(err, net.ErrClosed)
+	}
+	go func() {
+		err := p.grpc.Serve()
+		if closed(err) {
+			err = nil
+		}
+		errs <- err
+	}()
+	go func() {
+		err := p.http.Serve(p.httpL)
+		if closed(err) {
+			err = nil
+		}
+		errs <- err
+	}()
+	go func() {
+		err := p.mux.Serve()
+		if errors.Is(err, cmux.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
+			err = nil
+		}
+		errs <- err
+	}()
+	var first error
+	for range 3 {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+			p.mux.Close()
+		}
+	}
+	return first
+}
+
+// Shutdown stops the HTTP server and the gRPC server (etcd's stopServers), then the split.
+func (p *etcdPort) Shutdown(ctx context.Context) {
+	_ = p.http.Shutdown(ctx)
+	p.grpc.Shutdown(ctx)
+	p.mux.Close()
 }
