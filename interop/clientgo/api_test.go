@@ -223,7 +223,7 @@ func TestMetadataAndDiscovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(groups) != 3 {
+	if len(groups) != 4 { // core, apps, events.k8s.io, example.com
 		t.Errorf("groups %v", groups)
 	}
 	aggregated := e.log.requests(directAgent, func(r *request) bool { return r.path == "/apis" })
