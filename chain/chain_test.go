@@ -46,11 +46,7 @@ func newChain(t *testing.T, cfg chain.Config) *chain.Chain {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
+	testutil.CloseAtCleanup(t, "Close", c.Close)
 	return c
 }
 

@@ -59,14 +59,22 @@ func advance(t *testing.T, fc *clocktesting.FakeClock, d time.Duration) {
 	testutil.WaitFor(t, "the compactor to wait again", fc.HasWaiters)
 }
 
-func TestPeriodic(t *testing.T) {
+// start runs a compactor of mode and retention on a fake clock and a fake store at rev; the test's
+// cleanup stops it.
+func start(t *testing.T, mode, retention string, rev int64) (*clocktesting.FakeClock, *fakeStore) {
+	t.Helper()
 	fc := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
-	fs := &fakeStore{rev: 1}
-	c, err := compactor.New(compactor.ModePeriodic, "10m", fc, fs)
+	fs := &fakeStore{rev: rev}
+	c, err := compactor.New(mode, retention, fc, fs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Stop()
+	t.Cleanup(c.Stop)
+	return fc, fs
+}
+
+func TestPeriodic(t *testing.T) {
+	fc, fs := start(t, compactor.ModePeriodic, "10m", 1)
 	testutil.WaitFor(t, "the first sample", fc.HasWaiters)
 	// the revision is sampled every minute; write 100 revisions a minute
 	for i := 1; i <= 9; i++ {
@@ -92,13 +100,7 @@ func TestPeriodic(t *testing.T) {
 }
 
 func TestRevision(t *testing.T) {
-	fc := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
-	fs := &fakeStore{rev: 500}
-	c, err := compactor.New(compactor.ModeRevision, "1000", fc, fs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop()
+	fc, fs := start(t, compactor.ModeRevision, "1000", 500)
 	advance(t, fc, compactor.RevisionInterval) // 500-1000 <= 0: nothing
 	fs.set(1500)
 	advance(t, fc, compactor.RevisionInterval)

@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/listwatch/listwatch/internal/testutil"
 )
 
 const thingsCRD = `apiVersion: apiextensions.k8s.io/v1
@@ -114,11 +116,7 @@ func TestCRDResources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	testutil.CloseAtCleanup(t, "Close", c.Close)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	e := &env{t: t, st: c.Store, api: c.API, url: c.URL, client: &http.Client{Transport: tr}}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/listwatch/listwatch/internal/etcdprocess"
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/interop/internal/etcdtest"
 )
 
@@ -105,11 +106,7 @@ func TestCheckCommandAgainstEmbeddedEtcd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() {
-				if err := stop(); err != nil {
-					t.Errorf("stop etcd: %v", err)
-				}
-			})
+			testutil.CloseAtCleanup(t, "stop etcd", stop)
 			ep := endpointOf(t, cli.Endpoints())
 			code, stdout, stderr := runListwatch(t, bin, "check", "--endpoints", ep, "--workload", kind,
 				"--seed", "7", "--ops", "1500", "--compact-every", "200")

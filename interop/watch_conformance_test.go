@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/listwatch/listwatch/internal/storagebackend/watchsuite"
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/interop/internal/etcdtest"
 	"github.com/listwatch/listwatch/storage/storagetest"
 	"github.com/listwatch/listwatch/watch"
@@ -106,11 +107,7 @@ func startConfEtcd(t *testing.T, rs *confRangeStreams) *confServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("stopping etcd: %v", err)
-		}
-	})
+	testutil.CloseAtCleanup(t, "stopping etcd", stop)
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   own.Endpoints(),
 		DialTimeout: 30 * time.Second,

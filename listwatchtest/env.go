@@ -25,6 +25,7 @@ import (
 	"github.com/listwatch/listwatch/controllers"
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/httpwatch"
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/store"
 	"github.com/listwatch/listwatch/watch"
@@ -250,11 +251,7 @@ func Start(tb testing.TB, opts ...Option) *Env {
 	if err != nil {
 		tb.Fatalf("listwatchtest: %v", err)
 	}
-	tb.Cleanup(func() {
-		if err := e.Close(); err != nil {
-			tb.Errorf("listwatchtest: %v", err)
-		}
-	})
+	testutil.CloseAtCleanup(tb, "listwatchtest", e.Close)
 	return e
 }
 

@@ -32,11 +32,7 @@ func newTestChain(t *testing.T, opts chaintest.Options) *chaintest.Chain {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	testutil.CloseAtCleanup(t, "Close", c.Close)
 	return c
 }
 

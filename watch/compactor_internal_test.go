@@ -25,11 +25,7 @@ func otherClient(t *testing.T, st *store.Store) *clientv3.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("stopping the other client: %v", err)
-		}
-	})
+	testutil.CloseAtCleanup(t, "stopping the other client", stop)
 	return cli
 }
 

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/listwatch/listwatch/chain"
+	"github.com/listwatch/listwatch/internal/testutil"
 )
 
 // startChain starts listwatch's whole chain and returns a client configuration for its API.
@@ -21,11 +22,7 @@ func startChain(t *testing.T, cfg chain.Config) *rest.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
+	testutil.CloseAtCleanup(t, "Close", c.Close)
 	return &rest.Config{Host: c.URL()}
 }
 

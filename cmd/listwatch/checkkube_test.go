@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/listwatch/listwatch/chain"
+	"github.com/listwatch/listwatch/internal/testutil"
 )
 
 // startAPI starts listwatch's whole chain (what `listwatch serve` serves) and returns its URL.
@@ -22,11 +23,7 @@ func startAPI(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
+	testutil.CloseAtCleanup(t, "Close", c.Close)
 	return c.URL()
 }
 

@@ -3,9 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,15 +22,11 @@ func lookEtcdctl(t *testing.T) string {
 	return path
 }
 
+// httpGet is httpDo's GET, its body as a string.
 func httpGet(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	code, body := httpDo(t, "GET", url, "")
+	return code, string(body)
 }
 
 // TestServeMaintenanceWithEtcdctl runs etcdctl's maintenance commands against serve, and etcd's HTTP

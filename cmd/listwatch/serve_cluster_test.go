@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,16 +14,10 @@ import (
 // events are found by the field selector kubectl describe uses, /metrics counts the requests, and
 // the refused request is one line of the log.
 func TestServeAsCluster(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stdout := newLines()
 	var stderr testutil.SyncBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- runServe(ctx, []string{"--etcd-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, stdout, &stderr)
-	}()
-	base := await(t, stdout.ch, "listwatch: serving the Kubernetes API on ")
-	await(t, stdout.ch, "listwatch: serving the etcd API on ")
+	srv := startServe(t, []string{"--etcd-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, &stderr)
+	base := await(t, srv.stdout.ch, "listwatch: serving the Kubernetes API on ")
+	await(t, srv.stdout.ch, "listwatch: serving the etcd API on ")
 	must := func(method, path, body string, want int) {
 		t.Helper()
 		if code, out := httpDo(t, method, base+path, body); code != want {
@@ -60,13 +53,5 @@ func TestServeAsCluster(t *testing.T) {
 	if got := stderr.String(); !strings.Contains(got, "msg=request verb=GET uri=/api/v1/namespaces/x code=404") {
 		t.Errorf("the log has no line for the refused GET:\n%s", got)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("serve returned %v", err)
-		}
-	case <-time.After(testutil.WaitTimeout):
-		t.Fatal("serve did not stop")
-	}
+	srv.stop(t)
 }

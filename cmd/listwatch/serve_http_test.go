@@ -45,15 +45,9 @@ func httpDo(t *testing.T, method, url, body string) (int, []byte) {
 // listed and watched, a key written through the etcd API shows up in the HTTP watch (one store
 // behind both), and shutdown ends the open watch cleanly.
 func TestServeHTTP(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stdout, stderr := newLines(), newLines()
-	done := make(chan error, 1)
-	go func() {
-		done <- runServe(ctx, []string{"--etcd-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--shutdown-timeout", "5s"}, stdout, stderr)
-	}()
-	base := await(t, stdout.ch, "listwatch: serving the Kubernetes API on ")
-	etcdAddr := await(t, stdout.ch, "listwatch: serving the etcd API on ")
+	srv := startServe(t, []string{"--etcd-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--shutdown-timeout", "5s"}, newLines())
+	base := await(t, srv.stdout.ch, "listwatch: serving the Kubernetes API on ")
+	etcdAddr := await(t, srv.stdout.ch, "listwatch: serving the etcd API on ")
 	if !strings.HasPrefix(base, "http://127.0.0.1:") || strings.HasSuffix(base, ":0") {
 		t.Fatalf("printed address %q", base)
 	}
@@ -130,7 +124,7 @@ func TestServeHTTP(t *testing.T) {
 	}
 
 	// Shutdown with the watch open: it ends without an error, and serve returns cleanly.
-	cancel()
+	srv.cancel()
 	select {
 	case err := <-ended:
 		if err != io.EOF {
@@ -139,14 +133,7 @@ func TestServeHTTP(t *testing.T) {
 	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("the watch did not end at shutdown")
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("serve returned %v", err)
-		}
-	case <-time.After(testutil.WaitTimeout):
-		t.Fatal("serve did not stop")
-	}
+	srv.wait(t)
 	lis, err := net.Listen("tcp", strings.TrimPrefix(base, "http://"))
 	if err != nil {
 		t.Fatalf("HTTP port still taken after shutdown: %v", err)
@@ -202,24 +189,16 @@ spec:
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stdout, stderr := newLines(), newLines()
-	done := make(chan error, 1)
-	go func() {
-		done <- runServe(ctx, []string{"--etcd-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--crd", crd, "--system-namespaces"}, stdout, stderr)
-	}()
-	base := await(t, stdout.ch, "listwatch: serving the Kubernetes API on ")
-	await(t, stdout.ch, "listwatch: serving the etcd API on ")
+	srv := startServe(t, []string{"--etcd-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--crd", crd, "--system-namespaces"}, newLines())
+	base := await(t, srv.stdout.ch, "listwatch: serving the Kubernetes API on ")
+	await(t, srv.stdout.ch, "listwatch: serving the etcd API on ")
 	if code, body := httpDo(t, "POST", base+"/apis/example.org/v1/namespaces/default/things", `{"apiVersion":"example.org/v1","kind":"Thing","metadata":{"name":"t"}}`); code != http.StatusCreated {
 		t.Errorf("create a thing: %d %s", code, body)
 	}
 	if code, body := httpDo(t, "GET", base+"/api/v1/namespaces/kube-system", ""); code != 200 {
 		t.Errorf("kube-system: %d %s", code, body)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	srv.stop(t)
 
 	bad := filepath.Join(dir, "bad.yaml")
 	if err := os.WriteFile(bad, []byte("apiVersion: v1\nkind: ConfigMap\n"), 0o644); err != nil {

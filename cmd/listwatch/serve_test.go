@@ -95,6 +95,43 @@ func await(t *testing.T, ch <-chan string, prefix string) string {
 	}
 }
 
+// serveRun is `serve` run in a goroutine of the test by startServe; the test owns it and stops it.
+type serveRun struct {
+	cancel context.CancelFunc
+	done   chan error
+	stdout *lines
+}
+
+// startServe runs `serve` with args in a goroutine, its output lines on stdout; the test's cleanup
+// cancels it if the test ends first.
+func startServe(t *testing.T, args []string, stderr io.Writer) *serveRun {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r := &serveRun{cancel: cancel, done: make(chan error, 1), stdout: newLines()}
+	go func() { r.done <- runServe(ctx, args, r.stdout, stderr) }()
+	return r
+}
+
+// wait waits for serve, once cancelled, to return, and fails the test if it returns an error.
+func (r *serveRun) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("serve returned %v after a requested shutdown", err)
+		}
+	case <-time.After(testutil.WaitTimeout):
+		t.Fatal("serve did not stop")
+	}
+}
+
+// stop cancels serve and waits for it.
+func (r *serveRun) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	r.wait(t)
+}
+
 func dialTCP(t *testing.T, addr string) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, Logger: zap.NewNop(), DialTimeout: testutil.WaitTimeout})
@@ -108,14 +145,8 @@ func dialTCP(t *testing.T, addr string) *clientv3.Client {
 // shuts it down while a watch stream is open: the graceful stop gives up after the timeout and the
 // open stream is cut.
 func TestServeInProcess(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stdout, stderr := newLines(), newLines()
-	done := make(chan error, 1)
-	go func() {
-		done <- runServe(ctx, []string{"--etcd-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--shutdown-timeout", "200ms"}, stdout, stderr)
-	}()
-	addr := await(t, stdout.ch, "listwatch: serving the etcd API on ")
+	srv := startServe(t, []string{"--etcd-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--shutdown-timeout", "200ms"}, newLines())
+	addr := await(t, srv.stdout.ch, "listwatch: serving the etcd API on ")
 	if !strings.HasPrefix(addr, "127.0.0.1:") || strings.HasSuffix(addr, ":0") {
 		t.Fatalf("printed address %q", addr)
 	}
@@ -137,17 +168,9 @@ func TestServeInProcess(t *testing.T) {
 
 	// The open watch stream never ends by itself: serve returns only because the graceful stop gives
 	// up after the timeout and cuts it.
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("serve returned %v after a requested shutdown", err)
-		}
-	case <-time.After(testutil.WaitTimeout):
-		t.Fatal("serve did not stop")
-	}
-	await(t, stdout.ch, "listwatch: shutting down")
-	await(t, stdout.ch, "listwatch: stopped")
+	srv.stop(t)
+	await(t, srv.stdout.ch, "listwatch: shutting down")
+	await(t, srv.stdout.ch, "listwatch: stopped")
 	// The port is free again.
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {

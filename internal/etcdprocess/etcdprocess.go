@@ -211,10 +211,6 @@ func StartCluster(t testing.TB, members int, extraFlags ...string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("stopping etcd: %v", err)
-		}
-	})
+	testutil.CloseAtCleanup(t, "stopping etcd", c.Stop)
 	return c.Endpoints()
 }

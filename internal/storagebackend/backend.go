@@ -16,6 +16,7 @@ import (
 
 	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/internal/etcdprocess"
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -77,11 +78,7 @@ func StartInProcess(t testing.TB, opts store.Options) *Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := b.Close(); err != nil {
-			t.Errorf("close backend: %v", err)
-		}
-	})
+	testutil.CloseAtCleanup(t, "close backend", b.Close)
 	return b
 }
 

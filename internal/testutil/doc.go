@@ -11,6 +11,8 @@
 //     needs. Poller does either with another interval or deadline.
 //   - SyncBuffer is a bytes.Buffer that a writer goroutine and a reader may share.
 //   - DiscardLogger returns a *slog.Logger that drops everything.
+//   - CloseAtCleanup stops what a test started at its cleanup and fails the test, naming it, if
+//     stopping fails.
 //   - Recorder (Record) is a test whose failures are recorded, not reported, for tests of a
 //     helper's failure path.
 //
@@ -22,6 +24,8 @@
 //     recorded, never reported to the wrapped test (TestWaitForFailsTheTest).
 //   - Step runs between polls, never before the first one, so that a condition that already holds
 //     moves no clock (TestPollSteps).
+//   - CloseAtCleanup's stop functions run at the cleanup, last registered first, and only a failing
+//     one fails the test (TestCloseAtCleanup).
 //   - SyncBuffer keeps every byte written, in order, under concurrent Write and String
 //     (TestSyncBuffer, run with -race).
 package testutil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -99,3 +100,14 @@ func (b *SyncBuffer) String() string {
 // DiscardLogger returns a logger that drops every record: for the code under test that logs what
 // the test does not read.
 func DiscardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// CloseAtCleanup runs stop at t's cleanup and fails t, without ending it, if stop returns an error:
+// the message is what, a colon and the error. Cleanups run last registered first, so what is
+// registered later (a server) stops before what it uses (a store).
+func CloseAtCleanup(t testing.TB, what string, stop func() error) {
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+	})
+}

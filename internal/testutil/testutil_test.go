@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -60,6 +61,28 @@ func TestWaitForFailsTheTest(t *testing.T) {
 	rec = Record(t, func(tb testing.TB) { WaitFor(tb, "something", func() bool { return true }) })
 	if rec.Failed() {
 		t.Errorf("WaitFor failed with %q on a condition that holds", rec.FatalMessage())
+	}
+}
+
+// TestCloseAtCleanup: the stop functions run at the test's cleanup, the later registered first; one
+// that fails fails the test with its error named, one that succeeds adds nothing.
+func TestCloseAtCleanup(t *testing.T) {
+	var order []string
+	var rec *Recorder
+	t.Run("inner", func(t *testing.T) {
+		rec = Record(t, func(tb testing.TB) {
+			CloseAtCleanup(tb, "closing the store", func() error { order = append(order, "store"); return nil })
+			CloseAtCleanup(tb, "stopping the server", func() error { order = append(order, "server"); return errors.New("boom") })
+		})
+		if len(order) != 0 {
+			t.Errorf("stopped %v before the cleanup", order)
+		}
+	})
+	if strings.Join(order, ",") != "server,store" {
+		t.Errorf("stopped %v at the cleanup, want [server store]", order)
+	}
+	if errs := rec.Errors(); len(errs) != 1 || errs[0] != "stopping the server: boom" || rec.FatalMessage() != "" {
+		t.Errorf("recorded errors %q, fatal %q; want [stopping the server: boom] alone", errs, rec.FatalMessage())
 	}
 }
 

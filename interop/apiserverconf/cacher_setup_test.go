@@ -14,6 +14,7 @@ import (
 	storagetesting "k8s.io/apiserver/pkg/storage/testing"
 	"k8s.io/apiserver/pkg/storage/value"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/interop/internal/cachepair"
 )
 
@@ -35,11 +36,7 @@ type cacheEnv struct {
 func newCacheEnv(t *testing.T, build cachepair.Builder, setup cachepair.Setup) *cacheEnv {
 	t.Helper()
 	st := cachepair.NewStore()
-	t.Cleanup(func() {
-		if err := st.Close(); err != nil {
-			t.Errorf("closing the store: %v", err)
-		}
-	})
+	testutil.CloseAtCleanup(t, "closing the store", st.Close)
 	recorder := cachepair.NewRecorder()
 	cli := cachepair.Serve(t, st, recorder)
 	c := build(t, cli, setup)

@@ -86,11 +86,7 @@ func startEtcd(t *testing.T, progressNotify time.Duration) *clientv3.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("stopping etcd: %v", err)
-		}
-	})
+	testutil.CloseAtCleanup(t, "stopping etcd", stop)
 	return cli
 }
 

@@ -58,11 +58,7 @@ func startServers(t *testing.T) [2]*server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := ch.Close(); err != nil {
-			t.Errorf("closing the chain: %v", err)
-		}
-	})
+	testutil.CloseAtCleanup(t, "closing the chain", ch.Close)
 	var out [2]*server
 	for i, s := range []struct {
 		name, base string

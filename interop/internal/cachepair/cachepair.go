@@ -381,10 +381,6 @@ func Serve(tb testing.TB, st *store.Store, recorder *storagetesting.KubernetesRe
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() {
-		if err := stop(); err != nil {
-			tb.Errorf("stopping the in-process etcd API: %v", err)
-		}
-	})
+	testutil.CloseAtCleanup(tb, "stopping the in-process etcd API", stop)
 	return cli
 }

@@ -10,7 +10,8 @@
 //
 // Listwatch serves the member's listwatch twin for the same comparisons: a fresh store with the
 // member's lease TTL floor and etcdgrpc's member ID, through etcdgrpc's in-process client, stopped
-// at the test's cleanup (TestListwatchLikeTheMember).
+// at the test's cleanup (TestListwatchLikeTheMember). Store is that store alone, for callers that
+// serve it another way (kubeapiserver.ListwatchEtcd over TCP).
 package etcdtest
 
 import (

@@ -7,6 +7,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -16,20 +17,22 @@ import (
 // client's configuration. Client and store are stopped at tb's cleanup.
 func Listwatch(tb testing.TB, progressNotify time.Duration, configure ...func(*clientv3.Config)) *clientv3.Client {
 	tb.Helper()
-	opts := etcdgrpc.Options{}.WithDefaults()
-	st := store.New(store.Options{MinLeaseTTL: MinLeaseTTL, MemberID: opts.MemberID, ProgressNotifyInterval: progressNotify})
+	st, opts := Store(tb, progressNotify)
 	cli, stop, err := etcdgrpc.NewClient(st, opts, configure...)
 	if err != nil {
-		st.Close()
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() {
-		if err := stop(); err != nil {
-			tb.Errorf("stopping listwatch's in-process etcd API: %v", err)
-		}
-		if err := st.Close(); err != nil {
-			tb.Errorf("closing listwatch's store: %v", err)
-		}
-	})
+	testutil.CloseAtCleanup(tb, "stopping listwatch's in-process etcd API", stop)
 	return cli
+}
+
+// Store is a fresh listwatch store as the embedded member would be: its lease TTL floor
+// (MinLeaseTTL), the member ID of the etcdgrpc options returned, and the progress-notify interval
+// progressNotify (0: the store's default). It is closed at tb's cleanup, after the server that the
+// caller registers later.
+func Store(tb testing.TB, progressNotify time.Duration) (*store.Store, etcdgrpc.Options) {
+	opts := etcdgrpc.Options{}.WithDefaults()
+	st := store.New(store.Options{MinLeaseTTL: MinLeaseTTL, MemberID: opts.MemberID, ProgressNotifyInterval: progressNotify})
+	testutil.CloseAtCleanup(tb, "closing listwatch's store", st.Close)
+	return st, opts
 }

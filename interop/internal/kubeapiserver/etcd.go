@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/interop/internal/etcdtest"
 	"github.com/listwatch/listwatch/store"
 )
@@ -49,11 +50,7 @@ func EmbeddedEtcd(tb testing.TB) []string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() {
-		if err := stop(); err != nil {
-			tb.Errorf("stopping embedded etcd: %v", err)
-		}
-	})
+	testutil.CloseAtCleanup(tb, "stopping embedded etcd", stop)
 	return cli.Endpoints()
 }
 
@@ -61,21 +58,12 @@ func EmbeddedEtcd(tb testing.TB) []string {
 // through ServeEtcdAPI; both are stopped at tb's cleanup. It returns the client URL and the store.
 func ListwatchEtcd(tb testing.TB) ([]string, *store.Store) {
 	tb.Helper()
-	opts := etcdgrpc.Options{}.WithDefaults()
-	st := store.New(store.Options{MinLeaseTTL: etcdtest.MinLeaseTTL, MemberID: opts.MemberID})
+	st, opts := etcdtest.Store(tb, 0)
 	endpoint, stop, err := ServeEtcdAPI(st, opts)
 	if err != nil {
-		st.Close()
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() {
-		if err := stop(); err != nil {
-			tb.Errorf("stopping listwatch's etcd API: %v", err)
-		}
-		if err := st.Close(); err != nil {
-			tb.Errorf("closing listwatch's store: %v", err)
-		}
-	})
+	testutil.CloseAtCleanup(tb, "stopping listwatch's etcd API", stop)
 	return []string{endpoint}, st
 }
 
@@ -86,10 +74,6 @@ func StartT(tb testing.TB, opts Options) *Server {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			tb.Errorf("stopping the apiserver: %v", err)
-		}
-	})
+	testutil.CloseAtCleanup(tb, "stopping the apiserver", s.Stop)
 	return s
 }
