@@ -12,30 +12,40 @@ import (
 func itoa(n int) string     { return strconv.Itoa(n) }
 func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
 
+// short quotes b, cut in the middle when long: a key's prefix is shared by every key of a run, so
+// that its end is what tells keys apart.
 func short(b Bytes) string {
-	const max = 24
-	s := strconv.Quote(string(b))
-	if len(s) > max {
-		s = s[:max-4] + "…\""
+	const head, tail = 14, 22
+	s := []rune(strconv.Quote(string(b)))
+	if len(s) > head+tail+1 {
+		return string(s[:head]) + "…" + string(s[len(s)-tail:])
 	}
-	return s
+	return string(s)
 }
 
-func describeRange(key, end Bytes) string {
+// full quotes b whole, as the report's full texts show keys and values.
+func full(b Bytes) string { return strconv.Quote(string(b)) }
+
+func describeRange(key, end Bytes) string { return describeRangeQ(key, end, short) }
+
+func describeRangeQ(key, end Bytes, q func(Bytes) string) string {
 	switch end {
 	case "":
-		return short(key)
+		return q(key)
 	case "\x00":
-		return "[" + short(key) + ", ∞)"
+		return "[" + q(key) + ", ∞)"
 	}
-	return "[" + short(key) + ", " + short(end) + ")"
+	return "[" + q(key) + ", " + q(end) + ")"
 }
 
 // DescribeRequest is a one-line description of a request, as the report shows it.
-func DescribeRequest(r *Request) string {
+func DescribeRequest(r *Request) string { return describeRequest(r, short) }
+
+// describeRequest describes r with its keys and values quoted by q.
+func describeRequest(r *Request, q func(Bytes) string) string {
 	switch {
 	case r.Range != nil:
-		s := "range " + describeRange(r.Range.Key, r.Range.RangeEnd)
+		s := "range " + describeRangeQ(r.Range.Key, r.Range.RangeEnd, q)
 		if r.Range.Revision != 0 {
 			s += " @" + itoa64(r.Range.Revision)
 		}
@@ -47,13 +57,13 @@ func DescribeRequest(r *Request) string {
 		}
 		return s
 	case r.Put != nil:
-		s := "put " + short(r.Put.Key) + "=" + short(r.Put.Value)
+		s := "put " + q(r.Put.Key) + "=" + q(r.Put.Value)
 		if r.Put.Lease != 0 {
 			s += " lease " + itoa64(r.Put.Lease)
 		}
 		return s
 	case r.DeleteRange != nil:
-		return "delete " + describeRange(r.DeleteRange.Key, r.DeleteRange.RangeEnd)
+		return "delete " + describeRangeQ(r.DeleteRange.Key, r.DeleteRange.RangeEnd, q)
 	case r.Txn != nil:
 		return fmt.Sprintf("txn (%d compares, %d/%d ops)", len(r.Txn.Compare), len(r.Txn.Success), len(r.Txn.Failure))
 	case r.Compact != nil:

@@ -2,7 +2,9 @@ package etcd
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"html"
 	"html/template"
 	"io"
 	"sort"
@@ -13,221 +15,312 @@ import (
 	"github.com/listwatch/listwatch/check"
 )
 
-// Report limits: beyond them only what a violation names is drawn or listed.
+// Report limits: beyond them the timeline holds only what a violation concerns, and the lists are cut.
 const (
-	reportMaxItems      = 4000
-	reportMaxEvents     = 2000
-	reportMaxPorcupine  = 5000
-	reportWidth         = 1400
-	reportLaneHeight    = 22
-	reportLabelWidth    = 110
-	reportWatchRespRows = 300
+	reportMaxItems     = 50000
+	reportMaxEvents    = 2000
+	reportMaxPorcupine = 5000
+	reportEventsShown  = 12
 )
 
-// WriteReport writes a self-contained HTML page about a checked history: the verdict, every
-// violation with its diff, a timeline of the operations (one lane per client) and of the watch
-// responses (one lane per watch) with what a violation names in red, the responses of each watch
-// with a violation, the reference event log, and porcupine's visualisation of the linearizability
-// search. The page is well-formed XML (XHTML) and needs no script of its own.
-func WriteReport(w io.Writer, h *History, r *Result) error {
+// ReportInput is what a report shows besides the history and its result; every field is optional.
+type ReportInput struct {
+	// Run describes the run that recorded the history; nil: the history's own (History.Run).
+	Run *check.Run
+	// Labels are the known-bug labels of the result's violations, in their order (Classify); nil:
+	// classified against the store and version the run names.
+	Labels []Label
+	// Scenarios are the scenario suite's results.
+	Scenarios []check.ReportScenario
+	// Coverage is the coverage table; nil: the result's (Coverage.Counts).
+	Coverage []check.Count
+	// Findings are what the verdict rests on besides the violations; nil: the known bugs the labels
+	// name.
+	Findings []string
+}
+
+// WriteReport writes a self-contained HTML page about a checked history (check.WriteReport): the
+// verdict, the run and every violation first, each with links to the operations and watch responses
+// it concerns on an interactive timeline (one row per client and per watch), the scenario results,
+// the coverage, the reference event log and porcupine's visualisation of the linearizability
+// search. in may be nil.
+func WriteReport(w io.Writer, h *History, r *Result, in *ReportInput) error {
 	if h == nil || r == nil {
 		return fmt.Errorf("etcd: WriteReport needs a history and its result")
 	}
-	d := buildReport(h, r)
+	rep := BuildReport(h, r, in)
 	if r.hasInfo && len(h.Operations) <= reportMaxPorcupine {
 		var buf bytes.Buffer
 		if err := porcupine.Visualize(r.model, r.info, &buf); err != nil {
 			return fmt.Errorf("etcd: porcupine visualisation: %w", err)
 		}
-		d.Porcupine = buf.String()
+		rep.Extra = template.HTML(`<section id="porcupine"><h2>Linearizability search (porcupine)</h2><details><summary>porcupine's visualisation</summary><iframe title="porcupine" style="width:100%;height:800px" srcdoc="` +
+			html.EscapeString(buf.String()) + `"></iframe></details></section>`)
 	}
-	return reportTemplate.Execute(w, d)
+	return check.WriteReport(w, rep)
 }
 
-type reportData struct {
-	Verdict    Verdict
-	OK         bool
-	Ops        int
-	Watches    int
-	EventCount int
-	Counts     []guaranteeCount
-	Notes      []string
-	Violations []reportViolation
-	Timeline   timeline
-	WatchViews []watchView
-	Events     []reportEvent
-	EventsCut  int
-	Porcupine  string
-}
-
-type guaranteeCount struct {
-	Guarantee Guarantee
-	N         int
-}
-
-type reportViolation struct {
-	N         int
-	Guarantee Guarantee
-	Where     string
-	Revision  int64
-	Message   string
-	Diff      string
-}
-
-type timeline struct {
-	Width, Height int
-	Lanes         []lane
-	Items         []item
-	Partial       bool
-}
-
-type lane struct {
-	Y     int
-	Label string
-}
-
-type item struct {
-	X, Y, W int
-	Class   string
-	Title   string
-}
-
-type watchView struct {
-	N       int
-	Request string
-	Rows    []watchRow
-	Cut     int
-}
-
-type watchRow struct {
-	N     int
-	Class string
-	Text  string
-}
-
-type reportEvent struct {
-	Text string
-}
-
-func buildReport(h *History, r *Result) *reportData {
-	d := &reportData{Verdict: r.Verdict, OK: r.OK(), Ops: len(h.Operations), Watches: len(h.Watches),
-		EventCount: len(r.Events), Notes: r.Notes}
-	counts := check.Tally(nil, r.Violations)
-	badOp := map[int]bool{}
-	badResp := map[[2]int]bool{}
-	badWatch := map[int]bool{}
-	for i, v := range r.Violations {
-		switch {
-		case v.Watch >= 0 && v.Response >= 0:
-			badResp[[2]int{v.Watch, v.Response}] = true
-			badWatch[v.Watch] = true
-		case v.Watch >= 0:
-			badWatch[v.Watch] = true
-		case v.Operation >= 0:
-			badOp[v.Operation] = true
+// BuildReport is the report WriteReport writes (in may be nil), without porcupine's visualisation.
+func BuildReport(h *History, r *Result, in *ReportInput) *check.Report {
+	if in == nil {
+		in = &ReportInput{}
+	}
+	run := in.Run
+	if run == nil {
+		run = h.Run
+	}
+	labels := in.Labels
+	if len(labels) != len(r.Violations) {
+		var t Target
+		if run != nil {
+			t = Target{Product: run.Store, Version: run.Version}
 		}
-		d.Violations = append(d.Violations, reportViolation{N: i, Guarantee: v.Guarantee, Where: v.Where("response", v.Response),
-			Revision: v.Revision, Message: v.Message, Diff: v.Diff})
+		labels = Classify(h, r, t)
 	}
-	for _, g := range r.Guarantees() {
-		d.Counts = append(d.Counts, guaranteeCount{g, counts[g]})
+	rep := &check.Report{Title: "listwatch check", Word: check.Word(r.Verdict, len(r.Violations)), Verdict: r.Verdict, Run: run,
+		Summary:  fmt.Sprintf("%d operations, %d watches, %d events in the reference log", len(h.Operations), len(h.Watches), len(r.Events)),
+		Findings: in.Findings, Notes: r.Notes, Scenarios: in.Scenarios, Coverage: in.Coverage}
+	if rep.Coverage == nil {
+		rep.Coverage = r.Coverage.Counts(0)
 	}
-	d.Timeline = buildTimeline(h, badOp, badResp)
-	for wi := range h.Watches {
-		if badWatch[wi] {
-			d.WatchViews = append(d.WatchViews, buildWatchView(h, wi, badResp))
+	if rep.Findings == nil {
+		rep.Findings = bugFindings(labels)
+	}
+	writers := writersByRevision(h)
+	keep := map[string]bool{}
+	for i := range r.Violations {
+		v := reportViolation(h, &r.Violations[i], labels[i], writers)
+		for _, ref := range v.Refs {
+			keep[ref.Item] = true
+		}
+		rep.Violations = append(rep.Violations, v)
+	}
+	timelineItems(rep, h, keep)
+	rep.Sections = append(rep.Sections, eventLog(r.Events))
+	return rep
+}
+
+func bugFindings(labels []Label) []string {
+	var out []string
+	seen := map[*KnownBug]bool{}
+	for _, l := range labels {
+		if l.Bug != nil && !seen[l.Bug] {
+			seen[l.Bug] = true
+			word := "known upstream bug: "
+			if l.Regression {
+				word = "regression (the version has the fix of): "
+			}
+			out = append(out, word+l.Bug.Reference())
 		}
 	}
-	for i, ev := range r.Events {
-		if i == reportMaxEvents {
-			d.EventsCut = len(r.Events) - i
-			break
-		}
-		d.Events = append(d.Events, reportEvent{Text: describeEvent(&ev)})
-	}
-	return d
+	return out
 }
 
-func buildTimeline(h *History, badOp map[int]bool, badResp map[[2]int]bool) timeline {
-	tl := timeline{Width: reportWidth}
-	lo, hi := int64(1<<63-1), int64(-1<<63)
-	see := func(t int64) { lo, hi = min(lo, t), max(hi, t) }
-	clients := map[int]bool{}
-	items := 0
-	for _, op := range h.Operations {
-		see(op.Call)
-		see(op.Return)
-		clients[op.Client] = true
-		items++
+// labelWord is the label's text, as the command line prints it.
+func labelWord(l Label) string {
+	switch {
+	case l.Known():
+		return "known: " + l.Bug.Trackers[0]
+	case l.Bug != nil:
+		return "unexplained: the signature of " + l.Bug.Trackers[0] + ", fixed in " + l.Bug.FixedIn
 	}
-	for _, w := range h.Watches {
-		see(w.Call)
-		for _, r := range w.Responses {
-			see(r.Time)
-			items++
-		}
-	}
-	tl.Partial = items > reportMaxItems
-	if lo > hi {
-		lo, hi = 0, 1
-	}
-	span := max(hi-lo, 1)
-	x := func(t int64) int {
-		return reportLabelWidth + int(float64(t-lo)/float64(span)*float64(reportWidth-reportLabelWidth-10))
-	}
-	var ids []int
-	for c := range clients {
-		ids = append(ids, c)
-	}
-	sort.Ints(ids)
-	laneY := map[int]int{}
-	for i, c := range ids {
-		y := 10 + i*reportLaneHeight
-		laneY[c] = y
-		tl.Lanes = append(tl.Lanes, lane{Y: y, Label: fmt.Sprintf("client %d", c)})
-	}
-	for i, op := range h.Operations {
-		if tl.Partial && !badOp[i] {
+	return "unexplained"
+}
+
+// writersByRevision maps each revision a write of the history made (its answer's header revision)
+// to the write, so that an event links to the request that made it.
+func writersByRevision(h *History) map[int64]int {
+	out := map[int64]int{}
+	for i := range h.Operations {
+		op := &h.Operations[i]
+		if op.Response == nil || !writes(op) {
 			continue
 		}
-		class := "op"
-		switch {
-		case badOp[i]:
-			class = "op bad"
-		case op.Unknown:
-			class = "op unknown"
-		case op.Error != "":
-			class = "op failed"
-		}
-		x0 := x(op.Call)
-		tl.Items = append(tl.Items, item{X: x0, Y: laneY[op.Client], W: max(x(op.Return)-x0, 2), Class: class,
-			Title: fmt.Sprintf("#%d %s → %s", i, DescribeRequest(&op.Request), DescribeOutcome(&op))})
-	}
-	base := 10 + len(ids)*reportLaneHeight
-	for wi, w := range h.Watches {
-		y := base + wi*reportLaneHeight
-		tl.Lanes = append(tl.Lanes, lane{Y: y, Label: fmt.Sprintf("watch %d", wi)})
-		for ri, r := range w.Responses {
-			bad := badResp[[2]int{wi, ri}]
-			if tl.Partial && !bad {
-				continue
-			}
-			class := "resp"
-			if bad {
-				class = "resp bad"
-			}
-			tl.Items = append(tl.Items, item{X: x(r.Time), Y: y, W: 3, Class: class,
-				Title: fmt.Sprintf("watch %d response %d: %s", wi, ri, describeWatchResponse(&r))})
+		if _, ok := out[op.Response.Revision]; !ok {
+			out[op.Response.Revision] = i
 		}
 	}
-	tl.Height = base + len(h.Watches)*reportLaneHeight + 10
-	return tl
+	return out
 }
 
-func buildWatchView(h *History, wi int, badResp map[[2]int]bool) watchView {
-	w := &h.Watches[wi]
-	req := w.Request
-	desc := "watch " + describeRange(req.Key, req.RangeEnd)
+// writes reports whether a successful operation made a revision.
+func writes(op *Operation) bool {
+	r, resp := &op.Request, op.Response
+	switch {
+	case r.Put != nil:
+		return true
+	case r.DeleteRange != nil:
+		return resp.DeleteRange != nil && resp.DeleteRange.Deleted > 0
+	case r.Txn != nil:
+		branch := r.Txn.Failure
+		if resp.Txn != nil && resp.Txn.Succeeded {
+			branch = r.Txn.Success
+		}
+		for _, o := range branch {
+			if o.Put != nil || o.DeleteRange != nil || o.Txn != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func opID(i int) string        { return fmt.Sprintf("op-%d", i) }
+func respID(wi, ri int) string { return fmt.Sprintf("w%d-r%d", wi, ri) }
+func opLabel(op *Operation) string {
+	return DescribeRequest(&op.Request) + " → " + DescribeOutcome(op)
+}
+
+// reportViolation is v with links to what it concerns: its operation, its watch response (the
+// watch's last when about the whole watch), and the writes that made its events.
+func reportViolation(h *History, v *Violation, l Label, writers map[int64]int) check.ReportViolation {
+	rv := check.ReportViolation{Guarantee: v.Guarantee, Where: v.Where("response", v.Response), Message: v.Message,
+		Label: labelWord(l), Known: l.Known(), Detail: v.Diff}
+	if v.Revision != 0 {
+		rv.Where += fmt.Sprintf(" (revision %d)", v.Revision)
+	}
+	seen := map[string]bool{}
+	ref := func(id, text string) {
+		if !seen[id] {
+			seen[id] = true
+			rv.Refs = append(rv.Refs, check.ReportRef{Item: id, Text: text})
+		}
+	}
+	if v.Watch >= 0 && v.Watch < len(h.Watches) {
+		w := &h.Watches[v.Watch]
+		ri := v.Response
+		if ri < 0 || ri >= len(w.Responses) {
+			ri = len(w.Responses) - 1
+		}
+		if ri >= 0 {
+			ref(respID(v.Watch, ri), fmt.Sprintf("watch %d response %d: %s", v.Watch, ri, describeWatchResponse(&w.Responses[ri], short, reportEventsShown)))
+		}
+	}
+	if v.Operation >= 0 && v.Operation < len(h.Operations) {
+		ref(opID(v.Operation), fmt.Sprintf("operation %d (client %d): %s", v.Operation, h.Operations[v.Operation].Client, opLabel(&h.Operations[v.Operation])))
+	}
+	for i := range v.Events {
+		ev := &v.Events[i]
+		rv.Events = append(rv.Events, describeEventQ(ev, full))
+		if oi, ok := writers[ev.Kv.ModRevision]; ok {
+			ref(opID(oi), fmt.Sprintf("operation %d (client %d) made revision %d: %s", oi, h.Operations[oi].Client, ev.Kv.ModRevision, opLabel(&h.Operations[oi])))
+		}
+	}
+	return rv
+}
+
+// timelineItems adds the rows and items: one row per client, one per watch. Beyond reportMaxItems
+// only the items in keep are added.
+func timelineItems(rep *check.Report, h *History, keep map[string]bool) {
+	total := len(h.Operations)
+	for _, w := range h.Watches {
+		total += len(w.Responses)
+	}
+	partial := total > reportMaxItems
+	add := func(it check.ReportItem) {
+		if partial && !keep[it.ID] {
+			rep.Cut++
+			return
+		}
+		rep.Items = append(rep.Items, it)
+	}
+	var clients []int
+	seen := map[int]bool{}
+	for _, op := range h.Operations {
+		if !seen[op.Client] {
+			seen[op.Client] = true
+			clients = append(clients, op.Client)
+		}
+	}
+	sort.Ints(clients)
+	rowOf := map[int]int{}
+	for _, c := range clients {
+		rowOf[c] = len(rep.Rows)
+		rep.Rows = append(rep.Rows, check.ReportRow{Kind: "client", Index: c, Client: c, Label: fmt.Sprintf("client %d", c)})
+	}
+	for i := range h.Operations {
+		op := &h.Operations[i]
+		class := "ok"
+		switch {
+		case op.Unknown:
+			class = "unknown"
+		case op.Error != "":
+			class = "failed"
+		}
+		add(check.ReportItem{ID: opID(i), Row: rowOf[op.Client], Start: op.Call, End: max(op.Return, op.Call), Class: class,
+			Label: fmt.Sprintf("#%d %s", i, opLabel(op)), Text: opText(i, op), Keys: opKeys(op)})
+	}
+	for wi := range h.Watches {
+		w := &h.Watches[wi]
+		row := len(rep.Rows)
+		req := describeWatchRequest(&w.Request, full)
+		rep.Rows = append(rep.Rows, check.ReportRow{Kind: "watch", Index: wi, Client: w.Client,
+			Label: fmt.Sprintf("watch %d %s", wi, describeRange(w.Request.Key, w.Request.RangeEnd)), Text: fmt.Sprintf("watch %d (client %d): %s", wi, w.Client, req)})
+		for ri := range w.Responses {
+			r := &w.Responses[ri]
+			class := "resp"
+			switch {
+			case r.Canceled || r.IsCompacted():
+				class = "canceled"
+			case len(r.Events) == 0:
+				class = "progress"
+			}
+			keys := []string{string(w.Request.Key)}
+			for _, ev := range r.Events {
+				keys = append(keys, string(ev.Kv.Key))
+			}
+			add(check.ReportItem{ID: respID(wi, ri), Row: row, Start: r.Time, End: r.Time, Class: class,
+				Label: fmt.Sprintf("w%d r%d %s", wi, ri, describeWatchResponse(r, short, reportEventsShown)),
+				Text:  fmt.Sprintf("watch %d response %d (watch %s):\n%s", wi, ri, req, describeWatchResponse(r, full, -1)), Keys: keys})
+		}
+	}
+}
+
+// opText is an operation in full: its description with whole keys and values, and its JSON.
+func opText(i int, op *Operation) string {
+	js, err := json.MarshalIndent(op, "", "  ")
+	if err != nil {
+		js = []byte(err.Error())
+	}
+	return fmt.Sprintf("operation %d (client %d): %s → %s\n\n%s", i, op.Client, describeRequest(&op.Request, full), DescribeOutcome(op), js)
+}
+
+// opKeys are the keys an operation names: in its request, and in a range's answer.
+func opKeys(op *Operation) []string {
+	var keys []string
+	var req func(r *Request)
+	reqOp := func(o *RequestOp) { req(&Request{Range: o.Range, Put: o.Put, DeleteRange: o.DeleteRange, Txn: o.Txn}) }
+	req = func(r *Request) {
+		switch {
+		case r.Range != nil:
+			keys = append(keys, string(r.Range.Key))
+		case r.Put != nil:
+			keys = append(keys, string(r.Put.Key))
+		case r.DeleteRange != nil:
+			keys = append(keys, string(r.DeleteRange.Key))
+		case r.Txn != nil:
+			for _, c := range r.Txn.Compare {
+				keys = append(keys, string(c.Key))
+			}
+			for i := range r.Txn.Success {
+				reqOp(&r.Txn.Success[i])
+			}
+			for i := range r.Txn.Failure {
+				reqOp(&r.Txn.Failure[i])
+			}
+		}
+	}
+	req(&op.Request)
+	if op.Response != nil && op.Response.Range != nil {
+		for _, kv := range op.Response.Range.Kvs {
+			keys = append(keys, string(kv.Key))
+		}
+	}
+	return keys
+}
+
+func describeWatchRequest(req *WatchRequest, q func(Bytes) string) string {
+	desc := describeRangeQ(req.Key, req.RangeEnd, q)
 	if req.StartRevision != 0 {
 		desc += fmt.Sprintf(" from %d", req.StartRevision)
 	}
@@ -240,23 +333,12 @@ func buildWatchView(h *History, wi int, badResp map[[2]int]bool) watchView {
 	if len(req.Filters) > 0 {
 		desc += fmt.Sprintf(" filters %v", req.Filters)
 	}
-	v := watchView{N: wi, Request: desc}
-	for ri := range w.Responses {
-		bad := badResp[[2]int{wi, ri}]
-		if len(v.Rows) >= reportWatchRespRows && !bad {
-			v.Cut++
-			continue
-		}
-		class := ""
-		if bad {
-			class = "bad"
-		}
-		v.Rows = append(v.Rows, watchRow{N: ri, Class: class, Text: describeWatchResponse(&w.Responses[ri])})
-	}
-	return v
+	return desc
 }
 
-func describeWatchResponse(r *WatchResponse) string {
+// describeWatchResponse describes r, its keys and values quoted by q, at most shown events (-1: all,
+// one a line).
+func describeWatchResponse(r *WatchResponse, q func(Bytes) string, shown int) string {
 	switch {
 	case r.Created && r.Canceled:
 		return fmt.Sprintf("created and canceled at %d: %s", r.Revision, r.CancelReason)
@@ -271,81 +353,48 @@ func describeWatchResponse(r *WatchResponse) string {
 	}
 	parts := make([]string, 0, len(r.Events))
 	for i := range r.Events {
-		if i == 12 {
+		if i == shown {
 			parts = append(parts, fmt.Sprintf("… %d more", len(r.Events)-i))
 			break
 		}
-		parts = append(parts, describeEvent(&r.Events[i]))
+		parts = append(parts, describeEventQ(&r.Events[i], q))
+	}
+	if shown < 0 {
+		return fmt.Sprintf("header %d, %d events:\n  %s", r.Revision, len(r.Events), strings.Join(parts, "\n  "))
 	}
 	return fmt.Sprintf("header %d: %s", r.Revision, strings.Join(parts, "; "))
 }
 
-func describeEvent(ev *Event) string {
-	s := fmt.Sprintf("%d %s %s", ev.Kv.ModRevision, ev.Type, short(ev.Kv.Key))
+func describeEventQ(ev *Event, q func(Bytes) string) string {
+	s := fmt.Sprintf("%d %s %s", ev.Kv.ModRevision, ev.Type, q(ev.Kv.Key))
 	if ev.Type == Put {
-		s += fmt.Sprintf("=%s (create %d, version %d", short(ev.Kv.Value), ev.Kv.CreateRevision, ev.Kv.Version)
+		s += fmt.Sprintf("=%s (create %d, version %d", q(ev.Kv.Value), ev.Kv.CreateRevision, ev.Kv.Version)
 		if ev.Kv.Lease != 0 {
 			s += fmt.Sprintf(", lease %d", ev.Kv.Lease)
 		}
 		s += ")"
 	}
 	if ev.PrevKV != nil {
-		s += fmt.Sprintf(" prev %s@%d", short(ev.PrevKV.Value), ev.PrevKV.ModRevision)
+		s += fmt.Sprintf(" prev %s@%d", q(ev.PrevKV.Value), ev.PrevKV.ModRevision)
 	}
 	return s
 }
 
-var reportTemplate = template.Must(template.New("report").Parse(`<!DOCTYPE html>
-<html xmlns="http://www.w3.org/1999/xhtml">
-<head>
-<meta charset="utf-8"/>
-<title>listwatch history check: {{.Verdict}}</title>
-<style>
-body { font-family: sans-serif; font-size: 14px; margin: 1em 2em; }
-table { border-collapse: collapse; }
-td, th { border: 1px solid #ccc; padding: 2px 6px; vertical-align: top; text-align: left; }
-pre { margin: 0; font-size: 12px; white-space: pre-wrap; }
-.ok { color: #070; } .fail { color: #b00; }
-svg rect.op { fill: #8ab; } svg rect.op.failed { fill: #bbb; } svg rect.op.unknown { fill: #db8; }
-svg rect.bad { fill: #d22; } svg rect.resp { fill: #57a; } svg text { font-size: 11px; }
-li.bad { color: #b00; font-weight: bold; }
-iframe { width: 100%; height: 800px; border: 1px solid #ccc; }
-</style>
-</head>
-<body>
-<h1>History check: <span class="{{if .OK}}ok{{else}}fail{{end}}">{{if .OK}}all guarantees hold{{else}}violations found{{end}}</span></h1>
-<p>KV verdict: <b>{{.Verdict}}</b>. {{.Ops}} operations, {{.Watches}} watches, {{.EventCount}} events in the reference log.</p>
-{{if .Counts}}<p>Violated: {{range .Counts}}<b>{{.Guarantee}}</b> ({{.N}}) {{end}}</p>{{end}}
-{{if .Notes}}<ul>{{range .Notes}}<li>{{.}}</li>{{end}}</ul>{{end}}
-{{if .Violations}}
-<h2>Violations</h2>
-<table id="violations">
-<tr><th>#</th><th>guarantee</th><th>where</th><th>revision</th><th>what</th></tr>
-{{range .Violations}}<tr class="violation" id="v{{.N}}"><td>{{.N}}</td><td>{{.Guarantee}}</td><td>{{.Where}}</td><td>{{.Revision}}</td><td>{{.Message}}{{if .Diff}}<pre>{{.Diff}}</pre>{{end}}</td></tr>
-{{end}}</table>
-{{end}}
-<h2>Timeline</h2>
-{{if .Timeline.Partial}}<p>Large history: only what a violation names is drawn.</p>{{end}}
-<svg xmlns="http://www.w3.org/2000/svg" width="{{.Timeline.Width}}" height="{{.Timeline.Height}}">
-{{range .Timeline.Lanes}}<text x="2" y="{{.Y}}" dy="12">{{.Label}}</text>
-{{end}}{{range .Timeline.Items}}<rect class="{{.Class}}" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="16"><title>{{.Title}}</title></rect>
-{{end}}</svg>
-{{range .WatchViews}}
-<h3>Watch {{.N}}: {{.Request}}</h3>
-<ol start="0">{{range .Rows}}<li value="{{.N}}" class="{{.Class}}">{{.Text}}</li>
-{{end}}</ol>{{if .Cut}}<p>{{.Cut}} more responses not listed.</p>{{end}}
-{{end}}
-{{if .Events}}
-<h2>Reference event log</h2>
-<details><summary>{{.EventCount}} events</summary>
-<ol>{{range .Events}}<li>{{.Text}}</li>
-{{end}}</ol>{{if .EventsCut}}<p>{{.EventsCut}} more events not listed.</p>{{end}}
-</details>
-{{end}}
-{{if .Porcupine}}
-<h2>Linearizability search (porcupine)</h2>
-<iframe title="porcupine" srcdoc="{{.Porcupine}}"></iframe>
-{{end}}
-</body>
-</html>
-`))
+// eventLog is the reference event log as a table, keys and values whole.
+func eventLog(events []Event) check.ReportSection {
+	s := check.ReportSection{ID: "events", Title: "Reference event log", Header: []string{"revision", "type", "key", "value", "create", "version", "lease", "prev"}}
+	for i := range events {
+		if i == reportMaxEvents {
+			s.More = len(events) - i
+			break
+		}
+		ev := &events[i]
+		prev := ""
+		if ev.PrevKV != nil {
+			prev = fmt.Sprintf("%s@%d", full(ev.PrevKV.Value), ev.PrevKV.ModRevision)
+		}
+		s.Rows = append(s.Rows, []string{itoa64(ev.Kv.ModRevision), ev.Type.String(), full(ev.Kv.Key), full(ev.Kv.Value),
+			itoa64(ev.Kv.CreateRevision), itoa64(ev.Kv.Version), itoa64(ev.Kv.Lease), prev})
+	}
+	return s
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/listwatch/listwatch/check"
 	"github.com/listwatch/listwatch/etcdrules"
 )
 
@@ -62,6 +63,7 @@ type History struct {
 	Initial    []KeyValue  `json:"initial,omitempty"`
 	Operations []Operation `json:"operations"`
 	Watches    []Watch     `json:"watches,omitempty"`
+	Run        *check.Run  `json:"run,omitempty"`
 }
 
 // Open reports whether the history began at a StartRevision on a store others may write to.

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/listwatch/listwatch/check"
 )
 
 // obj is an object state of the hand-written histories: name@rv with a bucket label and a write.
@@ -257,19 +259,44 @@ func TestCheckJSONRoundTrip(t *testing.T) {
 	}
 }
 
-// TestWriteReport: the report names the verdict and each violation.
+// TestWriteReport: the report names the verdict, the run and each violation, which links to the
+// watch frame and the watch it is about, items of the timeline; a frame's item holds the object's
+// name as its key and the whole object in its full text.
 func TestWriteReport(t *testing.T) {
 	h := baseHistory()
 	h.Watches[1].Frames[1].Type = Modified
+	h.Run = &check.Run{Schema: check.SchemaVersion, Target: "http://127.0.0.1:8080", Store: "kube-apiserver", Version: "v1.37.2", Seed: 7}
 	r := mustCheck(t, h)
 	var buf bytes.Buffer
-	if err := WriteReport(&buf, h, r); err != nil {
+	if err := WriteReport(&buf, h, r, nil); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"FAIL", "watch_replay", "wrong event type", "Watch 1"} {
+	for _, want := range []string{`<span class="word">FAIL</span>`, "watch_replay", "wrong event type", "kube-apiserver v1.37.2", "seed <b>7</b>", `href="#i-w1-f1"`} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}
+	}
+	rep := BuildReport(h, r, nil)
+	ids := map[string]*check.ReportItem{}
+	for i := range rep.Items {
+		ids[rep.Items[i].ID] = &rep.Items[i]
+	}
+	for i, v := range rep.Violations {
+		if len(v.Refs) == 0 {
+			t.Errorf("violation %d links to nothing", i)
+		}
+		for _, ref := range v.Refs {
+			if ids[ref.Item] == nil {
+				t.Errorf("violation %d links to %s, no item", i, ref.Item)
+			}
+		}
+	}
+	f := ids["w1-f1"]
+	if o := h.Watches[1].Frames[1].Object; f == nil || len(f.Keys) != 1 || f.Keys[0] != o.Name || !strings.Contains(f.Text, `"name": "`+o.Name+`"`) {
+		t.Errorf("frame item %+v", f)
+	}
+	if err := WriteReport(&buf, nil, r, nil); err == nil {
+		t.Error("WriteReport without a history succeeded")
 	}
 }
 

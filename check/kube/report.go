@@ -1,135 +1,205 @@
 package kube
 
 import (
+	"encoding/json"
 	"fmt"
-	"html/template"
 	"io"
 	"sort"
 
 	"github.com/listwatch/listwatch/check"
 )
 
-// reportFrames bounds the frames shown per watch and the operations shown around violations.
+// reportMaxItems bounds the timeline's items (beyond it, only what a violation concerns is
+// drawn), reportMaxWrites the write log's rows.
 const (
-	reportFrames     = 400
-	reportOperations = 2000
+	reportMaxItems  = 50000
+	reportMaxWrites = 5000
 )
 
-var reportTemplate = template.Must(template.New("report").Parse(`<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>listwatch check --kube: {{.Verdict}}</title>
-<style>
-body{font-family:sans-serif;margin:1.5em} table{border-collapse:collapse;font-size:90%}
-td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}
-.bad{background:#fdd} pre{white-space:pre-wrap;margin:0} h2{margin-top:1.5em}
-</style></head><body>
-<h1>listwatch check --kube: {{.Verdict}}</h1>
-<p>{{.Resource}}; {{.Ops}} requests, {{.Watches}} watches; linearizability search: {{.Search}}.</p>
-<h2>Coverage</h2>
-<table><tr><th>what</th><th>count</th></tr>
-{{range .Coverage}}<tr><td>{{.Name}}</td><td>{{.N}}</td></tr>{{end}}
-</table>
-{{if .Notes}}<h2>Notes</h2><ul>{{range .Notes}}<li>{{.}}</li>{{end}}</ul>{{end}}
-<h2>Violations ({{len .Violations}})</h2>
-{{if not .Violations}}<p>None.</p>{{end}}
-<table>{{range .Violations}}<tr class="bad"><td>{{.Guarantee}}</td><td>{{.Where}}</td><td><pre>{{.Message}}</pre>
-{{if .Expected}}<pre>expected: {{.Expected}}
-received: {{.Received}}</pre>{{end}}</td></tr>{{end}}</table>
-{{range .FailingWatches}}<h2 id="watch-{{.Index}}">Watch {{.Index}}</h2>
-<p>client {{.Client}}, called at {{.Call}} ns: {{.Options}}; answer {{.Status}}; ended at {{.End}} ns ({{.EndReason}})</p>
-<table><tr><th>frame</th><th>time (ns)</th><th>frame</th></tr>
-{{range .Frames}}<tr{{if .Bad}} class="bad"{{end}}><td>{{.Index}}</td><td>{{.Call}}</td><td>{{.Text}}</td></tr>{{end}}</table>
-{{end}}
-<h2>Operations</h2>
-<table><tr><th>#</th><th>client</th><th>call (ns)</th><th>return (ns)</th><th>operation</th></tr>
-{{range .Operations}}<tr{{if .Bad}} class="bad"{{end}}><td>{{.Index}}</td><td>{{.Client}}</td><td>{{.Call}}</td><td>{{.Return}}</td><td>{{.Text}}</td></tr>{{end}}</table>
-{{if .MoreOperations}}<p>… {{.MoreOperations}} more operations are in the history.</p>{{end}}
-<h2>Write log</h2>
-<table><tr><th>resourceVersion</th><th>operation</th><th>before</th><th>after</th></tr>
-{{range .Writes}}<tr><td>{{.RV}}</td><td>{{.Operation}}</td><td>{{.Before}}</td><td>{{.After}}</td></tr>{{end}}</table>
-</body></html>
-`))
-
-type reportLine struct {
-	Index        int
-	Client       int
-	Call, Return int64
-	Text         string
-	Bad          bool
+// ReportInput is what a report shows besides the history and its result; every field is optional.
+type ReportInput struct {
+	// Run describes the run that recorded the history; nil: the history's own (History.Run).
+	Run *check.Run
+	// Findings are what the verdict rests on besides the violations.
+	Findings []string
 }
 
-type reportWatch struct {
-	Index, Client, Status int
-	Call, End             int64
-	Options, EndReason    string
-	Frames                []reportLine
-}
-
-// WriteReport writes an HTML page of a checked history: the verdict, the coverage, the
-// violations with what was expected and received, the frames of every watch with a violation,
-// the operations (those with a violation highlighted) and the write log.
-func WriteReport(w io.Writer, h *History, res *Result) error {
-	verdict := check.Word(res.Verdict, len(res.Violations))
-	badOps := map[int]bool{}
-	badFrames := map[int]map[int]bool{}
-	type viol struct {
-		Violation
-		Where string
+// WriteReport writes a self-contained HTML page of a checked history (check.WriteReport): the
+// verdict, the run and every violation first, each with what was expected and received and links
+// to the requests and watch frames it concerns on an interactive timeline (one row per client and
+// per watch), the coverage and the write log. in may be nil.
+func WriteReport(w io.Writer, h *History, res *Result, in *ReportInput) error {
+	if h == nil || res == nil {
+		return fmt.Errorf("kube: WriteReport needs a history and its result")
 	}
-	var violations []viol
+	return check.WriteReport(w, BuildReport(h, res, in))
+}
+
+// BuildReport is the report WriteReport writes (in may be nil).
+func BuildReport(h *History, res *Result, in *ReportInput) *check.Report {
+	if in == nil {
+		in = &ReportInput{}
+	}
+	run := in.Run
+	if run == nil {
+		run = h.Run
+	}
+	rep := &check.Report{Title: "listwatch check --kube", Word: check.Word(res.Verdict, len(res.Violations)), Verdict: res.Verdict,
+		Run: run, Summary: fmt.Sprintf("%s; %d requests, %d watches", h.Resource, len(h.Operations), len(h.Watches)),
+		Findings: in.Findings, Notes: res.Notes, Coverage: res.Coverage.Counts()}
+	keep := map[string]bool{}
 	for _, v := range res.Violations {
-		switch {
-		case v.Watch >= 0:
-			if badFrames[v.Watch] == nil {
-				badFrames[v.Watch] = map[int]bool{}
-			}
-			badFrames[v.Watch][v.Frame] = true
-		case v.Operation >= 0:
-			badOps[v.Operation] = true
+		rv := reportViolation(h, &v)
+		for _, r := range rv.Refs {
+			keep[r.Item] = true
 		}
-		violations = append(violations, viol{v, v.Where("frame", v.Frame)})
+		rep.Violations = append(rep.Violations, rv)
 	}
-	var watches []reportWatch
-	var failing []int
-	for wi := range badFrames {
-		failing = append(failing, wi)
+	timelineItems(rep, h, keep)
+	rep.Sections = append(rep.Sections, writeLog(res.Writes))
+	return rep
+}
+
+func opID(i int) string         { return fmt.Sprintf("op-%d", i) }
+func watchID(wi int) string     { return fmt.Sprintf("w%d", wi) }
+func frameID(wi, fi int) string { return fmt.Sprintf("w%d-f%d", wi, fi) }
+func watchLabel(w *Watch) string {
+	return fmt.Sprintf("watch %s -> %d", describeOptions(&w.Options), w.Status)
+}
+func frameLabel(f *Frame) string       { return describeFrame(f) }
+func inRange[T any](s []T, i int) bool { return i >= 0 && i < len(s) }
+
+func reportViolation(h *History, v *Violation) check.ReportViolation {
+	rv := check.ReportViolation{Guarantee: v.Guarantee, Where: v.Where("frame", v.Frame), Message: v.Message}
+	if v.Expected != "" || v.Received != "" {
+		rv.Detail = fmt.Sprintf("expected: %s\nreceived: %s", v.Expected, v.Received)
 	}
-	sort.Ints(failing)
-	for _, wi := range failing {
-		wt := &h.Watches[wi]
-		rw := reportWatch{Index: wi, Client: wt.Client, Status: wt.Status, Call: wt.Call, End: wt.End,
-			Options: describeOptions(&wt.Options), EndReason: wt.EndReason}
-		for j := range wt.Frames {
-			if j == reportFrames {
-				break
-			}
-			rw.Frames = append(rw.Frames, reportLine{Index: j, Call: wt.Frames[j].Time, Text: describeFrame(&wt.Frames[j]), Bad: badFrames[wi][j]})
+	if inRange(h.Watches, v.Watch) {
+		w := &h.Watches[v.Watch]
+		if inRange(w.Frames, v.Frame) {
+			rv.Refs = append(rv.Refs, check.ReportRef{Item: frameID(v.Watch, v.Frame),
+				Text: fmt.Sprintf("watch %d frame %d: %s", v.Watch, v.Frame, frameLabel(&w.Frames[v.Frame]))})
 		}
-		watches = append(watches, rw)
+		rv.Refs = append(rv.Refs, check.ReportRef{Item: watchID(v.Watch), Text: fmt.Sprintf("watch %d (client %d): %s", v.Watch, w.Client, watchLabel(w))})
 	}
-	var ops []reportLine
+	if inRange(h.Operations, v.Operation) {
+		op := &h.Operations[v.Operation]
+		rv.Refs = append(rv.Refs, check.ReportRef{Item: opID(v.Operation), Text: fmt.Sprintf("operation %d (client %d): %s", v.Operation, op.Client, describeOperation(op))})
+	}
+	return rv
+}
+
+// timelineItems adds the rows (one per client, one per watch) and the items: the requests, each
+// watch's call and frames. Beyond reportMaxItems only the items in keep are added.
+func timelineItems(rep *check.Report, h *History, keep map[string]bool) {
+	total := len(h.Operations)
+	for _, w := range h.Watches {
+		total += 1 + len(w.Frames)
+	}
+	add := func(it check.ReportItem) {
+		if total > reportMaxItems && !keep[it.ID] {
+			rep.Cut++
+			return
+		}
+		rep.Items = append(rep.Items, it)
+	}
+	var clients []int
+	seen := map[int]bool{}
+	for _, op := range h.Operations {
+		if !seen[op.Client] {
+			seen[op.Client] = true
+			clients = append(clients, op.Client)
+		}
+	}
+	sort.Ints(clients)
+	rowOf := map[int]int{}
+	for _, c := range clients {
+		rowOf[c] = len(rep.Rows)
+		rep.Rows = append(rep.Rows, check.ReportRow{Kind: "client", Index: c, Client: c, Label: fmt.Sprintf("client %d", c)})
+	}
 	for i := range h.Operations {
-		if len(ops) == reportOperations {
+		op := &h.Operations[i]
+		class := "ok"
+		switch {
+		case op.Unknown || op.Status == 0:
+			class = "unknown"
+		case op.Error != nil:
+			class = "failed"
+		}
+		add(check.ReportItem{ID: opID(i), Row: rowOf[op.Client], Start: op.Call, End: max(op.Return, op.Call), Class: class,
+			Label: fmt.Sprintf("#%d %s", i, describeOperation(op)), Text: fullText(fmt.Sprintf("operation %d (client %d): %s", i, op.Client, describeOperation(op)), op),
+			Keys: opNames(op)})
+	}
+	for wi := range h.Watches {
+		w := &h.Watches[wi]
+		row := len(rep.Rows)
+		rep.Rows = append(rep.Rows, check.ReportRow{Kind: "watch", Index: wi, Client: w.Client, Label: fmt.Sprintf("watch %d", wi),
+			Text: fmt.Sprintf("watch %d (client %d): %s; ended at %d (%s)", wi, w.Client, watchLabel(w), w.End, w.EndReason)})
+		class := "ok"
+		if w.Status != 200 {
+			class = "failed"
+		}
+		add(check.ReportItem{ID: watchID(wi), Row: row, Start: w.Call, End: w.Call, Class: class, Label: watchLabel(w),
+			Text: fullText(fmt.Sprintf("watch %d (client %d): %s", wi, w.Client, watchLabel(w)), struct {
+				Options   ListOptions `json:"options"`
+				Error     *Status     `json:"error,omitempty"`
+				EndReason string      `json:"endReason,omitempty"`
+			}{w.Options, w.Error, w.EndReason})})
+		for fi := range w.Frames {
+			f := &w.Frames[fi]
+			class := "resp"
+			switch f.Type {
+			case Bookmark:
+				class = "progress"
+			case Error:
+				class = "canceled"
+			}
+			var names []string
+			if f.Object != nil && f.Object.Name != "" {
+				names = []string{f.Object.Name}
+			}
+			add(check.ReportItem{ID: frameID(wi, fi), Row: row, Start: f.Time, End: f.Time, Class: class,
+				Label: fmt.Sprintf("f%d %s", fi, frameLabel(f)), Text: fullText(fmt.Sprintf("watch %d frame %d: %s", wi, fi, frameLabel(f)), f), Keys: names})
+		}
+	}
+}
+
+// fullText is a description followed by the JSON of what it describes: every name, label and
+// annotation.
+func fullText(desc string, v any) string {
+	js, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		js = []byte(err.Error())
+	}
+	return desc + "\n\n" + string(js)
+}
+
+// opNames are the object names an operation names: in its request and in a list's answer.
+func opNames(op *Operation) []string {
+	var names []string
+	if op.Name != "" {
+		names = append(names, op.Name)
+	}
+	if op.List != nil {
+		for _, o := range op.List.Items {
+			names = append(names, o.Name)
+		}
+	}
+	return names
+}
+
+func writeLog(writes []WriteRecord) check.ReportSection {
+	s := check.ReportSection{ID: "writes", Title: "Write log", Header: []string{"resourceVersion", "operation", "object", "before", "after"}}
+	for i, r := range writes {
+		if i == reportMaxWrites {
+			s.More = len(writes) - i
 			break
 		}
-		op := &h.Operations[i]
-		ops = append(ops, reportLine{Index: i, Client: op.Client, Call: op.Call, Return: op.Return, Text: describeOperation(op), Bad: badOps[i]})
-	}
-	type writeLine struct {
-		RV            string
-		Operation     int
-		Before, After string
-	}
-	var writes []writeLine
-	for _, r := range res.Writes {
 		rv := fmt.Sprint(r.RV)
 		if r.RV == 0 {
 			rv = fmt.Sprintf("%d..%d", r.MinRV, r.MaxRV)
 		}
-		writes = append(writes, writeLine{rv, r.Operation, r.Before.String(), r.After.String()})
+		s.Rows = append(s.Rows, []string{rv, fmt.Sprint(r.Operation), r.Name, r.Before.String(), r.After.String()})
 	}
-	return reportTemplate.Execute(w, map[string]any{
-		"Verdict": verdict, "Resource": h.Resource.String(), "Ops": len(h.Operations), "Watches": len(h.Watches),
-		"Search": res.Verdict, "Coverage": res.Coverage.Counts(), "Notes": res.Notes, "Violations": violations,
-		"FailingWatches": watches, "Operations": ops, "MoreOperations": len(h.Operations) - len(ops), "Writes": writes,
-	})
+	return s
 }

@@ -25,7 +25,8 @@ type History struct {
 	// Operations are the requests, in the order they were called.
 	Operations []Operation `json:"operations,omitempty"`
 	// Watches are the watch requests, in the order they were called.
-	Watches []Watch `json:"watches,omitempty"`
+	Watches []Watch    `json:"watches,omitempty"`
+	Run     *check.Run `json:"run,omitempty"`
 }
 
 // Resource names what the history is about: a namespaced resource and the namespace of the run.

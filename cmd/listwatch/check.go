@@ -521,7 +521,9 @@ func (env checkEnv) check(h *etcd.History, f *checkFlags, recorded bool, er *etc
 	if h == nil {
 		return verdict
 	}
-	return f.keepEvidence(stdout, verdict, recorded, func(w io.Writer) error { return etcd.WriteReport(w, h, res) }, h.WriteJSON)
+	return f.keepEvidence(stdout, verdict, recorded, func(w io.Writer) error {
+		return etcd.WriteReport(w, h, res, etcdReportInput(er, res, labels, sum))
+	}, h.WriteJSON)
 }
 
 // writeHistory writes the recorded history to --history, if given.

@@ -139,19 +139,8 @@ func labelText(l etcd.Label) string {
 
 // writeCoverage says what the run exercised, and names what it did not.
 func writeCoverage(w io.Writer, res *etcd.Result, scenarios []workload.ScenarioResult) (missing []string) {
-	var c etcd.Coverage
-	if res != nil {
-		c.Add(res.Coverage)
-	}
-	fragments := 0
-	for _, r := range scenarios {
-		if r.Result != nil {
-			c.Add(r.Result.Coverage)
-		}
-		fragments += r.Fragments
-	}
+	c, counts := runCoverage(res, scenarios)
 	var parts []string
-	counts := c.Counts(fragments)
 	for _, it := range counts {
 		parts = append(parts, it.String())
 	}
@@ -166,9 +155,40 @@ func writeCoverage(w io.Writer, res *etcd.Result, scenarios []workload.ScenarioR
 	return missing
 }
 
-// writeFindings lists what the verdict rests on besides the violations: the known bugs, the
-// capabilities refused or different, what the store said of itself.
+// runCoverage is what the workload's history (res, nil when none) and the scenarios exercised
+// together, and its table.
+func runCoverage(res *etcd.Result, scenarios []workload.ScenarioResult) (etcd.Coverage, []check.Count) {
+	var c etcd.Coverage
+	if res != nil {
+		c.Add(res.Coverage)
+	}
+	fragments := 0
+	for _, r := range scenarios {
+		if r.Result != nil {
+			c.Add(r.Result.Coverage)
+		}
+		fragments += r.Fragments
+	}
+	return c, c.Counts(fragments)
+}
+
+// writeFindings lists what the verdict rests on besides the violations.
 func writeFindings(w io.Writer, er *etcdRun, s workload.Summary) {
+	lines := findings(er, s)
+	if len(lines) > 0 {
+		fmt.Fprintln(w, "findings:")
+		for _, l := range lines {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+	}
+	for _, n := range er.notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
+
+// findings are what the verdict rests on besides the violations: the known bugs, the capabilities
+// refused or different, what the store said of itself, the scenarios that failed.
+func findings(er *etcdRun, s workload.Summary) []string {
 	var lines []string
 	for _, b := range s.Bugs {
 		lines = append(lines, "known upstream bug: "+b.Reference())
@@ -184,13 +204,5 @@ func writeFindings(w io.Writer, er *etcdRun, s workload.Summary) {
 			lines = append(lines, fmt.Sprintf("scenario %s FAIL (%s): %s", r.Scenario.Name, r.Scenario.Guarantee, r.Failure()))
 		}
 	}
-	if len(lines) > 0 {
-		fmt.Fprintln(w, "findings:")
-		for _, l := range lines {
-			fmt.Fprintf(w, "  %s\n", l)
-		}
-	}
-	for _, n := range er.notes {
-		fmt.Fprintf(w, "note: %s\n", n)
-	}
+	return lines
 }

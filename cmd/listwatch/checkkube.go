@@ -181,5 +181,5 @@ func (env checkEnv) checkKubeHistory(h *kube.History, f *checkFlags, recorded bo
 			took, f.checkTimeout)
 		verdict = fmt.Errorf("%w: the linearizability search timed out after %v (raise --check-timeout)", errInconclusive, f.checkTimeout)
 	}
-	return f.keepEvidence(stdout, verdict, recorded, func(w io.Writer) error { return kube.WriteReport(w, h, res) }, h.WriteJSON)
+	return f.keepEvidence(stdout, verdict, recorded, func(w io.Writer) error { return kube.WriteReport(w, h, res, nil) }, h.WriteJSON)
 }
