@@ -68,7 +68,7 @@
     for (var i = 0; i <= n; i++) {
       var t = view.a + (view.b - view.a) * i / n;
       var tk = document.createElement("span");
-      tk.className = "tick";
+      tk.className = i === n ? "tick last" : "tick";
       tk.style.left = (LABEL + width * i / n) + "px";
       tk.textContent = fmt(t);
       ax.appendChild(tk);
