@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -40,6 +41,10 @@ type Report struct {
 	Sections []ReportSection
 	// Extra is trusted HTML appended at the end (the porcupine visualisation).
 	Extra template.HTML
+
+	// only, when not nil, names the items Add adds: a large history's are cut to what a violation
+	// concerns.
+	only map[string]bool
 }
 
 // ReportViolation is one violation as a report shows it.
@@ -114,6 +119,49 @@ type ReportSection struct {
 	Rows      [][]string
 	// More counts the rows left out.
 	More int
+}
+
+// Limit makes Add keep, of a history with total items, only those a violation's Refs name when
+// total is over max; call it once the violations are in.
+func (r *Report) Limit(total, max int) {
+	if total <= max {
+		r.only = nil
+		return
+	}
+	r.only = map[string]bool{}
+	for _, v := range r.Violations {
+		for _, ref := range v.Refs {
+			r.only[ref.Item] = true
+		}
+	}
+}
+
+// Add adds the item with id that build makes, unless Limit leaves it out: then it counts it in Cut
+// (build does not run).
+func (r *Report) Add(id string, build func() ReportItem) {
+	if r.only != nil && !r.only[id] {
+		r.Cut++
+		return
+	}
+	it := build()
+	it.ID = id
+	r.Items = append(r.Items, it)
+}
+
+// ClientRows adds a row for each client of a history's n requests (client(i) is request i's), in
+// number order, and returns the row of each.
+func (r *Report) ClientRows(n int, client func(i int) int) map[int]int {
+	sorted := make([]int, n)
+	for i := range sorted {
+		sorted[i] = client(i)
+	}
+	slices.Sort(sorted)
+	rowOf := map[int]int{}
+	for _, c := range slices.Compact(sorted) {
+		rowOf[c] = len(r.Rows)
+		r.Rows = append(r.Rows, ReportRow{Kind: "client", Index: c, Client: c, Label: fmt.Sprintf("client %d", c)})
+	}
+	return rowOf
 }
 
 //go:embed report.js

@@ -110,3 +110,31 @@ func TestWriteReportPass(t *testing.T) {
 		t.Error("a passing report lists a violation")
 	}
 }
+
+// TestReportLimit: over its limit a report adds only the items a violation names, counting the
+// others as cut without building them; at its limit it adds every item. ClientRows adds one row per
+// client, in number order.
+func TestReportLimit(t *testing.T) {
+	r := &Report{Violations: []ReportViolation{{Refs: []ReportRef{{Item: "b"}}}}}
+	built := 0
+	item := func() ReportItem { built++; return ReportItem{Class: "ok"} }
+	r.Limit(3, 2)
+	r.Add("a", item)
+	r.Add("b", item)
+	r.Add("c", item)
+	if len(r.Items) != 1 || r.Items[0].ID != "b" || r.Cut != 2 || built != 1 {
+		t.Errorf("over the limit: items %+v, cut %d, built %d; want b alone, 2 cut, 1 built", r.Items, r.Cut, built)
+	}
+	r.Items, r.Cut = nil, 0
+	r.Limit(2, 2)
+	r.Add("a", item)
+	r.Add("c", item)
+	if len(r.Items) != 2 || r.Cut != 0 {
+		t.Errorf("at the limit: items %+v, cut %d; want both", r.Items, r.Cut)
+	}
+	clients := []int{3, 1, 3}
+	rows := r.ClientRows(len(clients), func(i int) int { return clients[i] })
+	if len(r.Rows) != 2 || r.Rows[0].Label != "client 1" || r.Rows[1].Label != "client 3" || rows[1] != 0 || rows[3] != 1 {
+		t.Errorf("client rows %+v, map %v", r.Rows, rows)
+	}
+}

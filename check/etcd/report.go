@@ -7,7 +7,7 @@ import (
 	"html"
 	"html/template"
 	"io"
-	"sort"
+
 	"strings"
 
 	"github.com/anishathalye/porcupine"
@@ -87,15 +87,10 @@ func BuildReport(h *History, r *Result, in *ReportInput) *check.Report {
 		rep.Findings = bugFindings(labels)
 	}
 	writers := writersByRevision(h)
-	keep := map[string]bool{}
 	for i := range r.Violations {
-		v := reportViolation(h, &r.Violations[i], labels[i], writers)
-		for _, ref := range v.Refs {
-			keep[ref.Item] = true
-		}
-		rep.Violations = append(rep.Violations, v)
+		rep.Violations = append(rep.Violations, reportViolation(h, &r.Violations[i], labels[i], writers))
 	}
-	timelineItems(rep, h, keep)
+	timelineItems(rep, h)
 	rep.Sections = append(rep.Sections, eventLog(r.Events))
 	return rep
 }
@@ -210,34 +205,14 @@ func reportViolation(h *History, v *Violation, l Label, writers map[int64]int) c
 }
 
 // timelineItems adds the rows and items: one row per client, one per watch. Beyond reportMaxItems
-// only the items in keep are added.
-func timelineItems(rep *check.Report, h *History, keep map[string]bool) {
+// only those a violation concerns are added.
+func timelineItems(rep *check.Report, h *History) {
 	total := len(h.Operations)
 	for _, w := range h.Watches {
 		total += len(w.Responses)
 	}
-	partial := total > reportMaxItems
-	add := func(it check.ReportItem) {
-		if partial && !keep[it.ID] {
-			rep.Cut++
-			return
-		}
-		rep.Items = append(rep.Items, it)
-	}
-	var clients []int
-	seen := map[int]bool{}
-	for _, op := range h.Operations {
-		if !seen[op.Client] {
-			seen[op.Client] = true
-			clients = append(clients, op.Client)
-		}
-	}
-	sort.Ints(clients)
-	rowOf := map[int]int{}
-	for _, c := range clients {
-		rowOf[c] = len(rep.Rows)
-		rep.Rows = append(rep.Rows, check.ReportRow{Kind: "client", Index: c, Client: c, Label: fmt.Sprintf("client %d", c)})
-	}
+	rep.Limit(total, reportMaxItems)
+	rowOf := rep.ClientRows(len(h.Operations), func(i int) int { return h.Operations[i].Client })
 	for i := range h.Operations {
 		op := &h.Operations[i]
 		class := "ok"
@@ -247,8 +222,10 @@ func timelineItems(rep *check.Report, h *History, keep map[string]bool) {
 		case op.Error != "":
 			class = "failed"
 		}
-		add(check.ReportItem{ID: opID(i), Row: rowOf[op.Client], Start: op.Call, End: max(op.Return, op.Call), Class: class,
-			Label: fmt.Sprintf("#%d %s", i, opLabel(op)), Text: opText(i, op), Keys: opKeys(op)})
+		rep.Add(opID(i), func() check.ReportItem {
+			return check.ReportItem{Row: rowOf[op.Client], Start: op.Call, End: max(op.Return, op.Call), Class: class,
+				Label: fmt.Sprintf("#%d %s", i, opLabel(op)), Text: opText(i, op), Keys: opKeys(op)}
+		})
 	}
 	for wi := range h.Watches {
 		w := &h.Watches[wi]
@@ -265,13 +242,15 @@ func timelineItems(rep *check.Report, h *History, keep map[string]bool) {
 			case len(r.Events) == 0:
 				class = "progress"
 			}
-			keys := []string{string(w.Request.Key)}
-			for _, ev := range r.Events {
-				keys = append(keys, string(ev.Kv.Key))
-			}
-			add(check.ReportItem{ID: respID(wi, ri), Row: row, Start: r.Time, End: r.Time, Class: class,
-				Label: fmt.Sprintf("w%d r%d %s", wi, ri, describeWatchResponse(r, short, reportEventsShown)),
-				Text:  fmt.Sprintf("watch %d response %d (watch %s):\n%s", wi, ri, req, describeWatchResponse(r, full, -1)), Keys: keys})
+			rep.Add(respID(wi, ri), func() check.ReportItem {
+				keys := []string{string(w.Request.Key)}
+				for _, ev := range r.Events {
+					keys = append(keys, string(ev.Kv.Key))
+				}
+				return check.ReportItem{Row: row, Start: r.Time, End: r.Time, Class: class,
+					Label: fmt.Sprintf("w%d r%d %s", wi, ri, describeWatchResponse(r, short, reportEventsShown)),
+					Text:  fmt.Sprintf("watch %d response %d (watch %s):\n%s", wi, ri, req, describeWatchResponse(r, full, -1)), Keys: keys}
+			})
 		}
 	}
 }

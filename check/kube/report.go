@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
 
 	"github.com/listwatch/listwatch/check"
 )
@@ -47,15 +46,10 @@ func BuildReport(h *History, res *Result, in *ReportInput) *check.Report {
 	rep := &check.Report{Title: "listwatch check --kube", Word: check.Word(res.Verdict, len(res.Violations)), Verdict: res.Verdict,
 		Run: run, Summary: fmt.Sprintf("%s; %d requests, %d watches", h.Resource, len(h.Operations), len(h.Watches)),
 		Findings: in.Findings, Notes: res.Notes, Coverage: res.Coverage.Counts()}
-	keep := map[string]bool{}
 	for _, v := range res.Violations {
-		rv := reportViolation(h, &v)
-		for _, r := range rv.Refs {
-			keep[r.Item] = true
-		}
-		rep.Violations = append(rep.Violations, rv)
+		rep.Violations = append(rep.Violations, reportViolation(h, &v))
 	}
-	timelineItems(rep, h, keep)
+	timelineItems(rep, h)
 	rep.Sections = append(rep.Sections, writeLog(res.Writes))
 	return rep
 }
@@ -90,33 +84,14 @@ func reportViolation(h *History, v *Violation) check.ReportViolation {
 }
 
 // timelineItems adds the rows (one per client, one per watch) and the items: the requests, each
-// watch's call and frames. Beyond reportMaxItems only the items in keep are added.
-func timelineItems(rep *check.Report, h *History, keep map[string]bool) {
+// watch's call and frames. Beyond reportMaxItems only those a violation concerns are added.
+func timelineItems(rep *check.Report, h *History) {
 	total := len(h.Operations)
 	for _, w := range h.Watches {
 		total += 1 + len(w.Frames)
 	}
-	add := func(it check.ReportItem) {
-		if total > reportMaxItems && !keep[it.ID] {
-			rep.Cut++
-			return
-		}
-		rep.Items = append(rep.Items, it)
-	}
-	var clients []int
-	seen := map[int]bool{}
-	for _, op := range h.Operations {
-		if !seen[op.Client] {
-			seen[op.Client] = true
-			clients = append(clients, op.Client)
-		}
-	}
-	sort.Ints(clients)
-	rowOf := map[int]int{}
-	for _, c := range clients {
-		rowOf[c] = len(rep.Rows)
-		rep.Rows = append(rep.Rows, check.ReportRow{Kind: "client", Index: c, Client: c, Label: fmt.Sprintf("client %d", c)})
-	}
+	rep.Limit(total, reportMaxItems)
+	rowOf := rep.ClientRows(len(h.Operations), func(i int) int { return h.Operations[i].Client })
 	for i := range h.Operations {
 		op := &h.Operations[i]
 		class := "ok"
@@ -126,9 +101,11 @@ func timelineItems(rep *check.Report, h *History, keep map[string]bool) {
 		case op.Error != nil:
 			class = "failed"
 		}
-		add(check.ReportItem{ID: opID(i), Row: rowOf[op.Client], Start: op.Call, End: max(op.Return, op.Call), Class: class,
-			Label: fmt.Sprintf("#%d %s", i, describeOperation(op)), Text: fullText(fmt.Sprintf("operation %d (client %d): %s", i, op.Client, describeOperation(op)), op),
-			Keys: opNames(op)})
+		rep.Add(opID(i), func() check.ReportItem {
+			return check.ReportItem{Row: rowOf[op.Client], Start: op.Call, End: max(op.Return, op.Call), Class: class,
+				Label: fmt.Sprintf("#%d %s", i, describeOperation(op)), Text: fullText(fmt.Sprintf("operation %d (client %d): %s", i, op.Client, describeOperation(op)), op),
+				Keys: opNames(op)}
+		})
 	}
 	for wi := range h.Watches {
 		w := &h.Watches[wi]
@@ -139,12 +116,14 @@ func timelineItems(rep *check.Report, h *History, keep map[string]bool) {
 		if w.Status != 200 {
 			class = "failed"
 		}
-		add(check.ReportItem{ID: watchID(wi), Row: row, Start: w.Call, End: w.Call, Class: class, Label: watchLabel(w),
-			Text: fullText(fmt.Sprintf("watch %d (client %d): %s", wi, w.Client, watchLabel(w)), struct {
-				Options   ListOptions `json:"options"`
-				Error     *Status     `json:"error,omitempty"`
-				EndReason string      `json:"endReason,omitempty"`
-			}{w.Options, w.Error, w.EndReason})})
+		rep.Add(watchID(wi), func() check.ReportItem {
+			return check.ReportItem{Row: row, Start: w.Call, End: w.Call, Class: class, Label: watchLabel(w),
+				Text: fullText(fmt.Sprintf("watch %d (client %d): %s", wi, w.Client, watchLabel(w)), struct {
+					Options   ListOptions `json:"options"`
+					Error     *Status     `json:"error,omitempty"`
+					EndReason string      `json:"endReason,omitempty"`
+				}{w.Options, w.Error, w.EndReason})}
+		})
 		for fi := range w.Frames {
 			f := &w.Frames[fi]
 			class := "resp"
@@ -154,12 +133,14 @@ func timelineItems(rep *check.Report, h *History, keep map[string]bool) {
 			case Error:
 				class = "canceled"
 			}
-			var names []string
-			if f.Object != nil && f.Object.Name != "" {
-				names = []string{f.Object.Name}
-			}
-			add(check.ReportItem{ID: frameID(wi, fi), Row: row, Start: f.Time, End: f.Time, Class: class,
-				Label: fmt.Sprintf("f%d %s", fi, frameLabel(f)), Text: fullText(fmt.Sprintf("watch %d frame %d: %s", wi, fi, frameLabel(f)), f), Keys: names})
+			rep.Add(frameID(wi, fi), func() check.ReportItem {
+				var names []string
+				if f.Object != nil && f.Object.Name != "" {
+					names = []string{f.Object.Name}
+				}
+				return check.ReportItem{Row: row, Start: f.Time, End: f.Time, Class: class,
+					Label: fmt.Sprintf("f%d %s", fi, frameLabel(f)), Text: fullText(fmt.Sprintf("watch %d frame %d: %s", wi, fi, frameLabel(f)), f), Keys: names}
+			})
 		}
 	}
 }
