@@ -30,6 +30,20 @@
 //     name, leaving out names without any. Count is one line of a coverage, Missing names what a
 //     run did not exercise (TestCountNames).
 //
+//   - Report is what an HTML report of a checked history shows, whichever checker built it: the
+//     word and verdict, the Run, findings, violations (ReportViolation: guarantee, where, message,
+//     known-bug label, detail, and Refs to the timeline items it concerns), scenario results,
+//     coverage (the lines counting 0 named as not exercised), the timeline's rows (a client's or a
+//     watch's) and items (ReportItem: a short label, the full text, the keys the key filter matches),
+//     and tables of the checker's own. Limit and Add keep a large history's timeline to the items a
+//     violation names; ClientRows adds a row per client. WriteReport writes it as one self-contained
+//     page (inline style, script and JSON data, no network): the verdict and violations as HTML,
+//     the timeline drawn by the script, only rows with something in view, with zoom, pan, filters
+//     by key, client and watch, and violation links that zoom to, highlight and open their items
+//     (TestWriteReport: every link names an item, which lists the violation; the data cannot close
+//     its script element; TestWriteReportPass, TestReportLimit). interop/report checks the page in
+//     chromium.
+//
 // Like the checkers, package check imports nothing of what they judge (no listwatch store,
 // etcdgrpc, watch, cache, httpwatch, chain or storage package): `go list -deps ./check/...` shows
 // none. The command that runs the checkers, `listwatch check`, parses flags and prints what they

@@ -22,10 +22,17 @@
 //     Check's own error wraps ErrInvalidHistory for a malformed history, naming the first problem
 //     (TestInvalidHistories), or ErrModelDivergence for a bug of this package (no test can provoke
 //     it; every test that checks a history fails on it).
-//   - WriteReport(w, h, res) writes an HTML page of a checked history: violations and their diffs,
-//     a timeline of operations and watch responses with the violating ones in red, the responses of
-//     each failing watch, the reference event log and porcupine's visualisation of the search, as
-//     well-formed XHTML (TestReportOfFailingHistory, TestReportOfPassingHistory).
+//   - WriteReport(w, h, res, *ReportInput) writes check.WriteReport's HTML page of a checked
+//     history (BuildReport builds it): the verdict, the run (ReportInput.Run, else History.Run:
+//     target, version, seed), each violation with its known-bug label (ReportInput.Labels, else
+//     Classify against the run's store and version), its diff and links to the timeline items it
+//     concerns (its operation, its watch response or the watch's last, and the writes that made its
+//     events: the operation whose answer's revision is the event's), the scenario results and
+//     coverage the command passes, a timeline of every operation (a row per client) and watch
+//     response (a row per watch) whose full text holds whole keys and values, the reference event
+//     log and porcupine's visualisation (TestReportOfFailingHistory: every link names an item;
+//     TestReportFullKeys, TestReportOfPassingHistory). Short descriptions cut a long key or value in
+//     the middle, keeping its end.
 //   - Recorder records a History from any clientv3 endpoint: Begin makes it an open history under a
 //     prefix (Recording, below; a second Begin is ErrBegun), Do sends a request, Watch runs a
 //     watch, RequestProgress asks the watches for progress notifications, History returns what was

@@ -24,8 +24,11 @@
 //     expected and received), the Linearization, the reference write log (Writes), the Coverage
 //     (lists by resourceVersion semantics, watches by start, resumed watches, events replayed,
 //     bookmarks, initial-events-end bookmarks, 410s) and Notes. Result.Err wraps ErrViolation
-//     (TestCheckMutations) or ErrInconclusive. WriteReport writes it as an HTML page that names the
-//     verdict and each violation (TestWriteReport).
+//     (TestCheckMutations) or ErrInconclusive. WriteReport(w, h, res, *ReportInput) writes it as
+//     check.WriteReport's HTML page (BuildReport builds it): the verdict, the run (History.Run
+//     unless ReportInput.Run), each violation with links to the frame, watch and request it is
+//     about, a timeline of the requests (a row per client) and of each watch's call and frames (a
+//     row per watch) with their full JSON, the coverage and the write log (TestWriteReport).
 //   - Guarantees lists the guarantees in this comment's order, each with whether it needs the
 //     write log; CheckedOver says what a result checked each over, History.Counts counts the
 //     requests by verb and outcome (check.NameCount), Coverage.Counts lists the coverage as the
