@@ -29,7 +29,6 @@
 //     both workloads' stats and both histories' Counts do; CountNames counts a history's items by
 //     name, leaving out names without any. Count is one line of a coverage, Missing names what a
 //     run did not exercise (TestCountNames).
-//
 //   - Report is what an HTML report of a checked history shows, whichever checker built it: the
 //     word and verdict, the Run, findings, violations (ReportViolation: guarantee, where, message,
 //     known-bug label, detail, and Refs to the timeline items it concerns), scenario results,
