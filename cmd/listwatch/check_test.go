@@ -80,6 +80,13 @@ func TestCheckPasses(t *testing.T) {
 					t.Errorf("%s not written: %v", f, err)
 				}
 			}
+			// the report holds the scenarios' results and the coverage of the workload and scenarios
+			page, err := os.ReadFile(report)
+			for _, want := range []string{`<span class="word">PASS</span>`, `<tr class="scenario pass"><td>PASS</td><td>tombstone-at-compact-revision`, `<section id="coverage">`} {
+				if err != nil || !strings.Contains(string(page), want) {
+					t.Errorf("report %s (%v) lacks %q", report, err, want)
+				}
+			}
 			code, out, errOut = runCheckCmd(t, "--check-history", hist)
 			if code != 0 || !passed(out) {
 				t.Fatalf("--check-history of the recorded history: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
