@@ -54,9 +54,13 @@
     return false;
   }
 
+  // fmt is time t from the start of the history, in the unit the window's span reads best in.
   function fmt(t) {
-    var ms = (t - lo) / 1e6;
-    return (Math.abs(ms) >= 1000 ? (ms / 1000).toFixed(3) + " s" : ms.toFixed(ms < 10 ? 3 : 1) + " ms");
+    var d = t - lo, span = view.b - view.a;
+    if (span >= 5e9) { return (d / 1e9).toFixed(3) + " s"; }
+    if (span >= 5e6) { return (d / 1e6).toFixed(span >= 5e7 ? 1 : 2) + " ms"; }
+    if (span >= 5e3) { return (d / 1e3).toFixed(span >= 5e4 ? 1 : 2) + " µs"; }
+    return d.toFixed(0) + " ns";
   }
 
   function laneWidth() { return Math.max(tl.clientWidth - LABEL - 10, 200); }
@@ -135,7 +139,7 @@
   function zoom(f, center) {
     var c = center === undefined ? (view.a + view.b) / 2 : center;
     var a = c - (c - view.a) * f, b = c + (view.b - c) * f;
-    if (b - a < 1000) { return; }
+    if (b - a < 10) { return; }
     view = { a: Math.max(a, lo - (hi - lo)), b: Math.min(b, hi + (hi - lo)) };
     render();
   }
@@ -151,7 +155,8 @@
     var p = $("detail");
     p.hidden = false;
     $("detail-title").textContent = it.id + ": " + it.l;
-    $("detail-text").textContent = it.t + "\n\ncall/receive " + fmt(it.s) + (it.e !== it.s ? ", return " + fmt(it.e) : "");
+    $("detail-text").textContent = it.t + "\n\n" + (it.e !== it.s ? "call " + it.s + " ns, return " + it.e + " ns" : "received " + it.s + " ns") +
+      " (from the history's origin)";
     var links = $("detail-links");
     links.replaceChildren();
     (it.v || []).forEach(function (vi) {

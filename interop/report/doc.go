@@ -13,6 +13,8 @@
 //     are visible without scrolling;
 //   - the first violation's first link scrolls the timeline to the watch response it concerns:
 //     that element is in the viewport, highlighted, and the detail panel shows its full text;
+//   - its "show on the timeline" button draws every item it links to (the writes that made the
+//     events the watch missed), highlighted;
 //   - the key filter hides the rows without that key: fewer rows are drawn, and every item drawn
 //     names the key; zooming in narrows the time window shown.
 //

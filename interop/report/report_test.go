@@ -199,7 +199,7 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 // TestReportInBrowser: the report of a failing run against etcd 3.4.23 loads in chromium without a
 // JavaScript error; the verdict and the first violation are visible on load; the violation's first
 // link scrolls the timeline to its watch response, highlighted and in view, with its full text in
-// the detail panel; the key filter leaves only rows with items naming the key; zooming narrows the
+// the detail panel; "show on the timeline" highlights every item it links to; the key filter leaves only rows with items naming the key; zooming narrows the
 // window. A JavaScript error thrown into the page is caught, as one in the report would be.
 func TestReportInBrowser(t *testing.T) {
 	if _, err := os.Stat(chromium); err != nil {
@@ -239,6 +239,18 @@ func TestReportInBrowser(t *testing.T) {
 	}
 	screenshot(t, ctx, "2-violation-link.png", false)
 
+	// "show on the timeline" draws and highlights every item the violation links to
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#v-0 button.showall"))); err != nil {
+		t.Fatal(err)
+	}
+	missing, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#v-0 a.ref"))
+		.map(a => a.dataset.item)
+		.filter(id => { const el = document.getElementById("i-" + id); return !el || !el.classList.contains("hl"); })`))
+	if err != nil || len(missing) > 0 {
+		t.Fatalf("after show on the timeline, items not drawn highlighted: %v (%v)", missing, err)
+	}
+	screenshot(t, ctx, "3-show-all.png", false)
+
 	// the key a write the violation links to names, filtered over the whole run
 	key, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => {
 		const ref = Array.from(document.querySelectorAll("#v-0 a.ref")).find(a => a.dataset.item.startsWith("op-"));
@@ -262,7 +274,7 @@ func TestReportInBrowser(t *testing.T) {
 	if err != nil || after.Rows == 0 || after.Rows >= before.Rows || !after.AllMatch || before.AllMatch {
 		t.Fatalf("filter by key %q: rows %d -> %d, every item naming it %v -> %v (%v)", key, before.Rows, after.Rows, before.AllMatch, after.AllMatch, err)
 	}
-	screenshot(t, ctx, "3-key-filter.png", false)
+	screenshot(t, ctx, "4-key-filter.png", false)
 
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#zoom-in"))); err != nil {
 		t.Fatal(err)
@@ -281,7 +293,7 @@ func TestReportInBrowser(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#zoom-reset")), chromedp.Click(chromedp.CSS("#detail-close"))); err != nil {
 		t.Fatal(err)
 	}
-	screenshot(t, ctx, "4-whole-page.png", true)
+	screenshot(t, ctx, "5-whole-page.png", true)
 	if errs := jsErrors(); len(errs) > 0 {
 		t.Fatalf("JavaScript errors: %q", errs)
 	}
