@@ -193,6 +193,9 @@ func reportViolation(h *History, v *Violation, l Label, writers map[int64]int) c
 	}
 	if v.Operation >= 0 && v.Operation < len(h.Operations) {
 		ref(opID(v.Operation), fmt.Sprintf("operation %d (client %d): %s", v.Operation, h.Operations[v.Operation].Client, opLabel(&h.Operations[v.Operation])))
+		for _, oi := range concurrent(h, v.Operation) {
+			ref(opID(oi), fmt.Sprintf("concurrent operation %d (client %d) on the same keys: %s", oi, h.Operations[oi].Client, opLabel(&h.Operations[oi])))
+		}
 	}
 	for i := range v.Events {
 		ev := &v.Events[i]
@@ -202,6 +205,36 @@ func reportViolation(h *History, v *Violation, l Label, writers map[int64]int) c
 		}
 	}
 	return rv
+}
+
+// reportConcurrent bounds the concurrent operations a violation about an operation links to.
+const reportConcurrent = 10
+
+// concurrent lists the operations that overlap operation oi in time and name one of its keys: the
+// ones a linearization orders it against.
+func concurrent(h *History, oi int) []int {
+	op := &h.Operations[oi]
+	keys := map[string]bool{}
+	for _, k := range opKeys(op) {
+		keys[k] = true
+	}
+	var out []int
+	for j := range h.Operations {
+		o := &h.Operations[j]
+		if j == oi || o.Call > op.Return || o.Return < op.Call {
+			continue
+		}
+		for _, k := range opKeys(o) {
+			if keys[k] {
+				out = append(out, j)
+				break
+			}
+		}
+		if len(out) == reportConcurrent {
+			break
+		}
+	}
+	return out
 }
 
 // timelineItems adds the rows and items: one row per client, one per watch. Beyond reportMaxItems

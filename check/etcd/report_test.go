@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"bytes"
+	"fmt"
 	"html"
 	"strconv"
 	"strings"
@@ -64,6 +65,13 @@ func TestReportOfFailingHistory(t *testing.T) {
 			case Linearizable:
 				if first.Refs[0].Item != opID(mv.Operation) {
 					t.Errorf("the linearizability violation links to %v, not to operation %d", first.Refs, mv.Operation)
+				}
+				for _, r := range first.Refs[1:] {
+					var j int
+					fmt.Sscanf(r.Item, "op-%d", &j)
+					if o, c := &mh.Operations[j], &mh.Operations[mv.Operation]; o.Call > c.Return || o.Return < c.Call {
+						t.Errorf("the linearizability violation links to %s, not concurrent with operation %d", r.Item, mv.Operation)
+					}
 				}
 			default:
 				if first.Refs[0].Item != respID(mv.Watch, mv.Response) && mv.Response >= 0 {
@@ -134,5 +142,27 @@ func TestReportOfPassingHistory(t *testing.T) {
 	}
 	if err := WriteReport(&page, nil, res, nil); err == nil {
 		t.Fatal("WriteReport without a history succeeded")
+	}
+}
+
+// TestReportLinksConcurrentOperations: a linearizability violation links to its operation and to
+// the operations that overlap it in time on one of its keys, not to those on other keys.
+func TestReportLinksConcurrentOperations(t *testing.T) {
+	h := &History{Operations: []Operation{
+		{Client: 0, Call: 1, Return: 10, Request: put("a", "1"), Response: &Response{Revision: 2}},
+		{Client: 1, Call: 2, Return: 3, Request: get("a"), Response: &Response{Revision: 2,
+			Range: &RangeResponse{Kvs: []KeyValue{{Key: "a", Value: "9", CreateRevision: 2, ModRevision: 2, Version: 1}}, Count: 1}}},
+		{Client: 2, Call: 2, Return: 4, Request: put("b", "1"), Response: &Response{Revision: 3}},
+	}}
+	res := mustCheck(t, h)
+	if len(res.Violations) != 1 || res.Violations[0].Operation != 1 {
+		t.Fatalf("violations %v, want one of operation 1", res.Violations)
+	}
+	var links []string
+	for _, r := range BuildReport(h, res, nil).Violations[0].Refs {
+		links = append(links, r.Item)
+	}
+	if strings.Join(links, " ") != "op-1 op-0" {
+		t.Errorf("the violation links to %v, want op-1 and the concurrent put of its key, op-0", links)
 	}
 }
