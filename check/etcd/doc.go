@@ -28,12 +28,12 @@
 //     Classify against the run's store and version), its diff and links to the timeline items it
 //     concerns (its operation and the operations overlapping it on one of its keys, its watch
 //     response or the watch's last, and the writes that made its events: the operation whose
-//     answer's revision is the event's), the scenario results and
-//     coverage the command passes, a timeline of every operation (a row per client) and watch
-//     response (a row per watch) whose full text holds whole keys and values, the reference event
-//     log and porcupine's visualisation (TestReportOfFailingHistory: every link names an item;
-//     TestReportLinksConcurrentOperations, TestReportFullKeys, TestReportOfPassingHistory). Short descriptions cut a long key or value in
-//     the middle, keeping its end.
+//     answer's revision is the event's), the scenario results and coverage the command passes, a
+//     timeline of every operation (a row per client) and watch response (a row per watch) whose
+//     full text holds whole keys and values, the reference event log and porcupine's
+//     visualisation (TestReportOfFailingHistory: every link names an item;
+//     TestReportLinksConcurrentOperations, TestReportFullKeys, TestReportOfPassingHistory). Short
+//     descriptions cut a long key or value in the middle, keeping its end.
 //   - Recorder records a History from any clientv3 endpoint: Begin makes it an open history under a
 //     prefix (Recording, below; a second Begin is ErrBegun), Do sends a request, Watch runs a
 //     watch, RequestProgress asks the watches for progress notifications, History returns what was
