@@ -162,13 +162,20 @@ func TestCheckHistoryViolation(t *testing.T) {
 	}
 }
 
-// TestCheckInvalidHistory: a submitted file that is not a history fails with exit status 1,
-// naming the problem.
+// TestCheckInvalidHistory: a submitted file that is not a history, an empty one, one of another
+// schema version and a missing file are refused with exit status 2 (could not run), naming the
+// problem.
 func TestCheckInvalidHistory(t *testing.T) {
 	dir := t.TempDir()
 	cases := map[string]string{
 		`{"operations": [{"client": 0, "call": 1, "return": 2, "request": {}}]}`: "operation 0",
 		`{"operations": [], "extra": 1}`:                                         `unknown field "extra"`,
+		`{}`:                                                                     "no operations and no watches: nothing to check",
+		`{"operations": [], "watches": []}`:                                      "no operations and no watches: nothing to check",
+		`{"operations": [], "run": {"schema": 1}}`:                               "unsupported schema version 1 (this build reads version 2",
+		`{"operations": [], "run": {"target": "x"}}`:                             "unsupported schema version 0 (this build reads version 2",
+		`{"resource": {"version": "v1", "resource": "configmaps", "kind": "ConfigMap", "namespace": "n"}}`:                       "no operations and no watches",
+		`{"resource": {"version": "v1", "resource": "configmaps", "kind": "ConfigMap", "namespace": "n"}, "run": {"schema": 9}}`: "unsupported schema version 9",
 	}
 	i := 0
 	for content, want := range cases {
@@ -178,17 +185,17 @@ func TestCheckInvalidHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 		code, _, errOut := runCheckCmd(t, "--check-history", path)
-		if code != 1 || !strings.Contains(errOut, "invalid history") || !strings.Contains(errOut, want) {
-			t.Errorf("%s: exit %d, stderr %q; want 1 and an invalid history naming %q", content, code, errOut, want)
+		if code != exitCouldNotRun || !strings.Contains(errOut, "could not run: ") || !strings.Contains(errOut, "invalid history") || !strings.Contains(errOut, want) {
+			t.Errorf("%s: exit %d, stderr %q; want 2 and an invalid history naming %q", content, code, errOut, want)
 		}
 	}
-	if code, _, errOut := runCheckCmd(t, "--check-history", filepath.Join(dir, "missing.json")); code != 1 || !strings.Contains(errOut, "no such file") {
+	if code, _, errOut := runCheckCmd(t, "--check-history", filepath.Join(dir, "missing.json")); code != exitCouldNotRun || !strings.Contains(errOut, "no such file") {
 		t.Errorf("missing file: exit %d, stderr %q", code, errOut)
 	}
 }
 
-// TestCheckInconclusive: a linearizability search that runs out of time fails the check with exit
-// status 1, labelled INCONCLUSIVE, and still writes the report.
+// TestCheckInconclusive: a linearizability search that runs out of time ends the check with exit
+// status 3, labelled INCONCLUSIVE, and still writes the report.
 func TestCheckInconclusive(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "h.json")
@@ -215,9 +222,9 @@ func TestCheckInconclusive(t *testing.T) {
 	if fi, err := os.Stat(report); err != nil || fi.Size() == 0 {
 		t.Errorf("report %s: %v", report, err)
 	}
-	var ue usageError
-	if errors.As(err, &ue) {
-		t.Errorf("an inconclusive check is not a usage error (exit 2): %v", err)
+	var ec exitCoder
+	if !errors.As(err, &ec) || ec.ExitCode() != exitInconclusive {
+		t.Errorf("an inconclusive check exits %d, want %d: %v", ec.ExitCode(), exitInconclusive, err)
 	}
 }
 
@@ -252,6 +259,8 @@ func TestCheckBadFlags(t *testing.T) {
 		{[]string{"--prefix", ""}, `--prefix "": need a non-empty key prefix`},
 		{[]string{"--kube", "http://127.0.0.1:1", "--prefix", "/p/"}, "--prefix does not apply to --kube"},
 		{[]string{"--check-history", hist, "--scenarios"}, "--scenarios does not apply to --check-history"},
+		{[]string{"--check-history", hist, "--keep"}, "--keep does not apply to --check-history"},
+		{[]string{"--output", "yaml"}, `--output "yaml": want text or json`},
 	}
 	for _, c := range cases {
 		code, out, errOut := runCheckCmd(t, c.args...)
@@ -298,7 +307,7 @@ func TestCheckAgainstEtcd(t *testing.T) {
 	closed := l.Addr().String()
 	l.Close()
 	code, _, errOut = runCheckCmd(t, "--endpoints", closed, "--dial-timeout", "300ms", "--ops", "10")
-	if code != 1 || !strings.Contains(errOut, "no answer within --dial-timeout 300ms") {
+	if code != exitCouldNotRun || !strings.Contains(errOut, "could not run: no answer within --dial-timeout 300ms") {
 		t.Errorf("endpoint nobody listens on: exit %d, stderr %q", code, errOut)
 	}
 }
@@ -423,7 +432,7 @@ func TestCheckProgress(t *testing.T) {
 			clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 			env := checkEnv{clock: clk, terminal: func(io.Writer) bool { return terminal }}
 			var w testutil.SyncBuffer
-			stop := env.progress(&w, &workload.Stats{}, clk.Now())
+			stop := env.progress(&w, &workload.Stats{}, clk.Now(), workload.Config{})
 			testutil.WaitFor(t, "the ticker", clk.HasWaiters)
 			step := time.Second
 			if !terminal {
