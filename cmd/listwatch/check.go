@@ -47,8 +47,9 @@ func init() {
 const (
 	defaultCheckDuration = 5 * time.Second
 	// defaultCheckOps bounds the default run too: a store in process answers ~20000 requests a
-	// second, and the check of a history grows faster than its length (100000 requests take minutes), and the default run should end within seconds.
-	defaultCheckOps = 10000
+	// second, the check of a history grows faster than its length (100000 requests take minutes),
+	// and the default run should end within seconds.
+	defaultCheckOps       = 10000
 	defaultCompactEvery   = 500
 	defaultDialTimeout    = 5 * time.Second
 	defaultCheckTimeout   = 5 * time.Minute
@@ -117,6 +118,8 @@ type checkEnv struct {
 	checkHistory func(*etcd.History, etcd.Options) (*etcd.Result, error)
 	// checkKube checks a Kubernetes API history: kube.Check.
 	checkKube func(*kube.History, kube.Options) (*kube.Result, error)
+	// cleanupTimeout bounds the cleanup at the end of a run (0: cleanupTimeout).
+	cleanupTimeout time.Duration
 	// cleaned, if set, is called with the target's client and the run's prefix once the cleanup
 	// is done, before the client closes.
 	cleaned func(cli *clientv3.Client, prefix string)
@@ -174,11 +177,11 @@ var workloadFlags = []string{"endpoints", "dial-timeout", "seed", "duration", "o
 type checkArgs struct {
 	endpoints, prefix, kind, report, historyOut, checkHistory, kube, resource, namespace, output string
 	scenariosOnly, noScenarios, gating, keep, quiet                                              bool
-	dialTimeout, duration, requestTimeout, checkTimeout                                  time.Duration
-	seed                                                                                 uint64
-	ops, compactEvery                                                                    int64
-	clients, watchers                                                                    int
-	set                                                                                  map[string]bool
+	dialTimeout, duration, requestTimeout, checkTimeout                                          time.Duration
+	seed                                                                                         uint64
+	ops, compactEvery                                                                            int64
+	clients, watchers                                                                            int
+	set                                                                                          map[string]bool
 }
 
 // checkFlagSet defines check's flags, bound to a's fields.
@@ -471,7 +474,10 @@ func (env checkEnv) runEtcd(ctx context.Context, f *checkFlags, stdout, stderr i
 	}
 	f.run.Store, f.run.Capabilities = er.target.Product, er.capabilityNames()
 	var h *etcd.History
-	if !f.scenariosOnly && ctx.Err() == nil {
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(stdout, "interrupted before the workload: checking what the scenarios recorded (interrupt again to stop the check)")
+	case !f.scenariosOnly:
 		if h, err = env.record(ctx, target, f, stdout, stderr); err != nil {
 			return err
 		}

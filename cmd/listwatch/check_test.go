@@ -326,7 +326,7 @@ func TestCheckAgainstEtcdCluster(t *testing.T) {
 }
 
 // TestCheckInterrupted: when the context ends mid-run (SIGINT), check stops the workload, checks
-// what was recorded and reports.
+// what was recorded and reports; finding nothing, it ends INTERRUPTED (exit 130), not PASS.
 func TestCheckInterrupted(t *testing.T) {
 	started := make(chan *workload.Stats, 1)
 	env := defaultCheckEnv
@@ -348,20 +348,25 @@ func TestCheckInterrupted(t *testing.T) {
 	cancel()
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+		if !errors.Is(err, errInterrupted) || exitOf(t, err) != exitInterrupted {
+			t.Fatalf("%v (exit %d), want interrupted (exit %d)\nstdout:\n%s\nstderr:\n%s", err, exitOf(t, err), exitInterrupted, stdout.String(), stderr.String())
 		}
 	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("check did not stop after its context ended")
 	}
-	mustContain(t, "stdout", stdout.String(), "for 10m0s", "interrupted after ", ": checking what was recorded", "\nPASS\n")
+	mustContain(t, "stdout", stdout.String(), "for 10m0s", "interrupted after ", ": checking what was recorded", "every guarantee held",
+		"\nINTERRUPTED: no violation in what was recorded before the interrupt; not a PASS\n")
+	if passed(stdout.String()) {
+		t.Errorf("an interrupted run passed:\n%s", stdout.String())
+	}
 }
 
-// TestCheckSIGINT: the real command, sent SIGINT while the workload runs, reports and exits 0.
+// TestCheckSIGINT: the real command, sent SIGINT while the workload runs, checks what was recorded,
+// reports and exits 130 (interrupted).
 func TestCheckSIGINT(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "check", "--duration", "10m", "--seed", "5")
 	cmd.Env = append(os.Environ(), runAsListwatch+"=1")
-	var stderr bytes.Buffer
+	var stderr testutil.SyncBuffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -406,6 +411,7 @@ func TestCheckSIGINT(t *testing.T) {
 			break
 		}
 	}
+	testutil.WaitFor(t, "the recording", func() bool { return strings.Contains(stderr.String(), "recording the k8s workload") })
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +425,8 @@ func TestCheckSIGINT(t *testing.T) {
 	scanned.Wait()
 	err = cmd.Wait()
 	all := strings.Join(got, "\n")
-	if err != nil || !strings.Contains(all, "interrupted after ") || !strings.HasSuffix(all, "\nPASS") {
+	if cmd.ProcessState.ExitCode() != exitInterrupted || !strings.Contains(all, "interrupted after ") ||
+		!strings.Contains(all, "\nINTERRUPTED: ") || passed(all) {
 		t.Errorf("after SIGINT: %v\nstdout:\n%s\nstderr:\n%s", err, all, stderr.String())
 	}
 }

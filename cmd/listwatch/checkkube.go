@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -127,7 +128,8 @@ func (env checkEnv) cleanupKube(ctx context.Context, rec *kube.Recorder, created
 		fmt.Fprintf(stdout, "--keep: the namespace %s and the run's objects are kept\n", ns)
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	bound := cmp.Or(env.cleanupTimeout, cleanupTimeout)
+	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	fmt.Fprintf(stderr, "cleaning up namespace %s...\n", ns)
 	n, err := rec.DeleteObjects(ctx)
@@ -146,7 +148,7 @@ func (env checkEnv) cleanupKube(ctx context.Context, rec *kube.Recorder, created
 	case err != nil:
 		return fmt.Errorf("cleanup: %w", err)
 	case !gone:
-		fmt.Fprintf(stdout, "cleanup: deleted the run's %d objects; namespace %s is still there (Terminating) after %v\n", n, ns, cleanupTimeout)
+		fmt.Fprintf(stdout, "cleanup: deleted the run's %d objects; namespace %s is still there (Terminating) after %v\n", n, ns, bound)
 	default:
 		fmt.Fprintf(stdout, "cleanup: deleted the run's %d objects and namespace %s\n", n, ns)
 	}

@@ -191,8 +191,12 @@ func (env checkEnv) checking(stop context.Context, progress io.Writer, what stri
 	}
 }
 
-// interruptedVerdict is the verdict of a run interrupted while recording whose check found nothing:
-// not PASS, the run did not do what it was asked to.
+// interruptedVerdict is the verdict of a run interrupted while recording whose check found nothing
+// in the workload's requests (0: the workload did not begin): not PASS, the run did not do what
+// it was asked to.
 func interruptedVerdict(requests int) error {
+	if requests == 0 {
+		return fmt.Errorf("%w before the workload began; no violation in what the scenarios recorded; not a PASS", errInterrupted)
+	}
 	return fmt.Errorf("%w: no violation in the %d requests recorded before the interrupt; not a PASS", errInterrupted, requests)
 }
