@@ -275,8 +275,8 @@ func TestCheckBadFlags(t *testing.T) {
 
 // TestCheckAgainstEtcd: --endpoints runs the scenarios and the workload against a real etcd (3.4.23,
 // Debian's), provoking everything: it fails, every violation one of the known bugs of 3.4.23 and
-// none unexplained. A store already written to runs again, under another prefix; one that does not
-// answer is refused.
+// none unexplained. The workload's history checks again to the verdict of its run. A store already
+// written to runs again, under another prefix; one that does not answer cannot be checked (exit 2).
 func TestCheckAgainstEtcd(t *testing.T) {
 	ep := etcdprocess.Start(t, "--experimental-watch-progress-notify-interval=100ms")
 	code, out, errOut := runCheckCmd(t, "--endpoints", ep, "--ops", "600", "--seed", "3", "--compact-every", "50", "--workload", "etcd")
@@ -285,6 +285,22 @@ func TestCheckAgainstEtcd(t *testing.T) {
 	}
 	mustContain(t, "stdout", out, "target: "+ep+" (etcd 3.4.23)", "known upstream bug: etcd-io/etcd#18089",
 		"  FAIL  tombstone-at-compact-revision", "[known: etcd-io/etcd#18089]")
+
+	// the workload's history re-checks to the same verdict: its run names etcd 3.4.23, whose known
+	// bugs its violations are; --keep leaves its keys for the next run to see
+	hist := filepath.Join(t.TempDir(), "h.json")
+	code, out, errOut = runCheckCmd(t, "--endpoints", ep, "--ops", "600", "--seed", "3", "--compact-every", "50", "--workload", "etcd",
+		"--no-scenarios", "--history", hist, "--keep")
+	verdict := regexp.MustCompile(`\n(PASS[^\n]*|FAIL: [^\n]*)\n`)
+	ran := verdict.FindStringSubmatch(out)
+	if ran == nil || code != 0 && code != exitFail || strings.Contains(ran[1], " 0 known") && !strings.Contains(ran[1], "0 unexplained") {
+		t.Fatalf("--no-scenarios: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	code2, out2, errOut2 := runCheckCmd(t, "--check-history", hist)
+	if again := verdict.FindStringSubmatch(out2); again == nil || again[1] != ran[1] || code2 != code {
+		t.Errorf("--check-history of the run's history: exit %d, %q; the run: exit %d, %q\nstdout:\n%s\nstderr:\n%s", code2, again, code, ran[1], out2, errOut2)
+	}
+	mustContain(t, "--check-history", out2, "(store etcd, version 3.4.23)")
 
 	code, out, errOut = runCheckCmd(t, "--endpoints", "http://"+ep, "--scenarios", "--prefix", "/again/")
 	if code != 1 || !strings.Contains(out, "under /again/") || !regexp.MustCompile(`\nFAIL: [1-9] known upstream bugs?, 0 unexplained\n`).MatchString(out) ||
