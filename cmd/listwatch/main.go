@@ -6,6 +6,11 @@
 //
 // Each command lives in its own file and registers itself with register from an init function;
 // this file only dispatches. `listwatch <command> -h` lists a command's flags.
+//
+// Exit status: 0 on success, 2 for a bad command line, 1 when a command failed, except where a
+// command's error chooses its own (exitCoder): `listwatch check` exits 0 PASS, 1 FAIL, 2 could not
+// run, 3 INCONCLUSIVE, 130 interrupted. The first SIGINT or SIGTERM ends the context a command runs
+// with; for check (command.twoSignals) a second ends abortContext, and the next kills the process.
 package main
 
 import (
