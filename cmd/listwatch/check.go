@@ -602,7 +602,7 @@ func (env checkEnv) check(ctx context.Context, h *etcd.History, f *checkFlags, r
 		what := fmt.Sprintf("%d requests and %d watches", len(h.Operations), len(h.Watches))
 		if ierr := env.checking(checkStop(ctx), stderr, what, f.checkTimeout, func() { res, err = env.checkHistory(h, opts) }); ierr != nil {
 			fmt.Fprintln(stdout, strings.ToUpper(ierr.Error()[:1])+ierr.Error()[1:])
-			return ierr
+			return f.keepHistory(stdout, ierr, recorded, h.WriteJSON)
 		}
 		if err != nil {
 			return err
@@ -730,17 +730,25 @@ func (f *checkFlags) keepEvidence(stdout io.Writer, verdict error, recorded bool
 			verdict = fmt.Errorf("%w; report: %s", verdict, report)
 		}
 	}
-	if verdict != nil && recorded && f.historyOut == "" {
-		path, err := tempFile("listwatch-check-history-*.json")
-		if err == nil {
-			err = writeFile(path, writeHistory)
-		}
-		if err != nil {
-			return errors.Join(verdict, err)
-		}
-		fmt.Fprintf(stdout, "history: %s (check it again with --check-history %s)\n", path, path)
-		f.result.History = path
+	return f.keepHistory(stdout, verdict, recorded, writeHistory)
+}
+
+// keepHistory keeps the history of a run that did not pass (recorded) in a temporary file unless
+// --history wrote it, to check it again with --check-history; it returns verdict joined with any
+// error writing it.
+func (f *checkFlags) keepHistory(stdout io.Writer, verdict error, recorded bool, writeHistory func(io.Writer) error) error {
+	if verdict == nil || !recorded || f.historyOut != "" {
+		return verdict
 	}
+	path, err := tempFile("listwatch-check-history-*.json")
+	if err == nil {
+		err = writeFile(path, writeHistory)
+	}
+	if err != nil {
+		return errors.Join(verdict, err)
+	}
+	fmt.Fprintf(stdout, "history: %s (check it again with --check-history %s)\n", path, path)
+	f.result.History = path
 	return verdict
 }
 

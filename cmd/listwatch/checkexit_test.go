@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -110,6 +111,14 @@ func TestCheckInterruptedTwice(t *testing.T) {
 	}
 	mustContain(t, "stdout", stdout.String(), "interrupted after ", "checking what was recorded (interrupt again to stop the check)",
 		"Interrupted while checking ", "cleanup: revoked ")
+	m := regexp.MustCompile(`history: (\S+listwatch-check-history-\S+\.json) \(check it again`).FindStringSubmatch(stdout.String())
+	if m == nil {
+		t.Fatalf("the history of a run whose check was interrupted is not kept:\n%s", stdout.String())
+	}
+	defer os.Remove(m[1])
+	if h, err := os.ReadFile(m[1]); err != nil || !bytes.Contains(h, []byte(`"interrupted": true`)) {
+		t.Errorf("kept history %s: %v, want one whose run says it was interrupted", m[1], err)
+	}
 	if passed(stdout.String()) {
 		t.Errorf("an interrupted check passed:\n%s", stdout.String())
 	}

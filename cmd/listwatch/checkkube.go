@@ -181,7 +181,7 @@ func (env checkEnv) checkKubeHistory(ctx context.Context, h *kube.History, f *ch
 	what := fmt.Sprintf("%d requests and %d watches", len(h.Operations), len(h.Watches))
 	if ierr := env.checking(checkStop(ctx), stderr, what, f.checkTimeout, func() { res, err = env.checkKube(h, kube.Options{Timeout: f.checkTimeout}) }); ierr != nil {
 		fmt.Fprintln(stdout, strings.ToUpper(ierr.Error()[:1])+ierr.Error()[1:])
-		return ierr
+		return f.keepHistory(stdout, ierr, recorded, h.WriteJSON)
 	}
 	if err != nil {
 		return err
