@@ -221,7 +221,7 @@ func checkFlagSet(a *checkArgs, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&a.watchers, "watchers", workload.DefaultWatchers, "concurrent watchers")
 	fs.Int64Var(&a.compactEvery, "compact-every", defaultCompactEvery, "compact every this many `revisions` (0: never)")
 	fs.StringVar(&a.kind, "workload", string(workload.K8s), fmt.Sprintf("the workload: %v", workload.Kinds))
-	fs.DurationVar(&a.requestTimeout, "request-timeout", defaultRequestTimeout, "timeout of each request (one that runs out has an unknown outcome)")
+	fs.DurationVar(&a.requestTimeout, "request-timeout", defaultRequestTimeout, "timeout of each request (a workload's request that runs out has an unknown outcome), and of each wait of the probes and scenarios for an answer (one that does not come within it is a finding)")
 	fs.DurationVar(&a.checkTimeout, "check-timeout", defaultCheckTimeout, "bound on the linearizability search (0: none); when it runs out the check is inconclusive")
 	fs.StringVar(&a.report, "report", "", "write the HTML report to `file` (on a failure one is always written, to a temporary file if not here)")
 	fs.StringVar(&a.historyOut, "history", "", "write the recorded history as JSON to `file`, to check it again with --check-history")
@@ -485,7 +485,7 @@ func (env checkEnv) runEtcd(ctx context.Context, f *checkFlags, stdout, stderr i
 	if ctx.Err() != nil {
 		f.run.Interrupted = true
 	}
-	cleanupErr := target.cleanup(context.WithoutCancel(ctx), f, stdout)
+	cleanupErr := target.cleanup(context.WithoutCancel(ctx), f, stdout, stderr)
 	if env.cleaned != nil {
 		env.cleaned(target.client, f.prefix)
 	}
@@ -785,13 +785,15 @@ type target struct {
 
 func (t *target) close() { t.closeOnce.Do(t.closeFn) }
 
-// cleanup deletes what the run wrote, unless --keep.
-func (t *target) cleanup(ctx context.Context, f *checkFlags, w io.Writer) error {
+// cleanup deletes what the run wrote, unless --keep, saying so on w (progress on stderr).
+func (t *target) cleanup(ctx context.Context, f *checkFlags, w, stderr io.Writer) error {
+	leases := t.leases.granted()
 	if f.keep {
-		fmt.Fprintf(w, "--keep: the run's keys under %s and its %d leases are kept\n", f.prefix, len(t.leases.granted()))
+		fmt.Fprintf(w, "--keep: the run's keys under %s and its %d leases are kept\n", f.prefix, len(leases))
 		return nil
 	}
-	return cleanupEtcd(ctx, t.client, f.prefix, t.leases.granted(), w)
+	fmt.Fprintf(stderr, "cleaning up: revoking %d leases, deleting %s...\n", len(leases), f.prefix)
+	return cleanupEtcd(ctx, t.client, f.prefix, leases, w)
 }
 
 // openTarget connects to --endpoints, or starts the in-memory store, and asks each endpoint its

@@ -268,7 +268,8 @@ func TestCheckBadFlags(t *testing.T) {
 			t.Errorf("check %q: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.args, code, out, errOut, c.want)
 		}
 	}
-	if code, _, errOut := runCheckCmd(t, "-h"); code != 0 || !strings.Contains(errOut, "usage: listwatch check [flags]") || !strings.Contains(errOut, "-check-history file") {
+	if code, _, errOut := runCheckCmd(t, "-h"); code != 0 || !strings.Contains(errOut, "usage: listwatch check [flags]") || !strings.Contains(errOut, "-check-history file") ||
+		!strings.Contains(errOut, "Exit status: 0 PASS; 1 FAIL") || !strings.Contains(errOut, "130 interrupted") {
 		t.Errorf("check -h: exit %d, stderr %q", code, errOut)
 	}
 }
