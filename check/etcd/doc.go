@@ -42,7 +42,9 @@
 //     one line (used in violations and the report; no test of their own).
 //   - ExampleCheck and ExampleCheck_violation show a history built in Go being checked.
 //   - Options.IgnoreVersions compares answers and events without key versions, for a store that
-//     keeps none (kine), judging the rest of each (TestIgnoreVersions).
+//     keeps none (kine), judging the rest of each (TestIgnoreVersions). Options.Phase is told each
+//     part of the check as it begins (check.PhaseSearch, PhaseReplay, check.PhaseWatches), for a
+//     progress line (TestCheckPhases).
 //   - Guarantees lists the guarantees in this comment's order, each with whether it needs a
 //     reference (the linearization's event log); CheckedOver says what a result checked each over,
 //     History.Counts counts the operations by request type and outcome (check.NameCount),

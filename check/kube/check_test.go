@@ -345,3 +345,14 @@ func TestNoLinearizationChecksOnlyStructure(t *testing.T) {
 	}
 	t.Errorf("with a linearization the dropped event was not reported: %v", r.Violations)
 }
+
+// TestCheckPhases: Options.Phase is told each part of a check as it begins, in order.
+func TestCheckPhases(t *testing.T) {
+	var got []string
+	if _, err := Check(baseHistory(), Options{Phase: func(name string) { got = append(got, name) }}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{check.PhaseSearch, PhaseLists, check.PhaseWatches}; !reflect.DeepEqual(got, want) {
+		t.Errorf("phases %q, want %q", got, want)
+	}
+}

@@ -27,7 +27,9 @@
 //     (lists by resourceVersion semantics, watches by start, resumed watches, events replayed,
 //     bookmarks, initial-events-end bookmarks, 410s) and Notes. Result.Err wraps ErrViolation
 //     (TestCheckMutations) or ErrInconclusive. WriteReport writes it as an HTML page that names the
-//     verdict and each violation (TestWriteReport).
+//     verdict and each violation (TestWriteReport). Options.Phase is told each part of the check as
+//     it begins (check.PhaseSearch, PhaseLists, check.PhaseWatches), for a progress line
+//     (TestCheckPhases).
 //   - Guarantees lists the guarantees in this comment's order, each with whether it needs the
 //     write log; CheckedOver says what a result checked each over, History.Counts counts the
 //     requests by verb and outcome (check.NameCount), Coverage.Counts lists the coverage as the

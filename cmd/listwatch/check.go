@@ -600,7 +600,10 @@ func (env checkEnv) check(ctx context.Context, h *etcd.History, f *checkFlags, r
 		start := env.clock.Now()
 		var err error
 		what := fmt.Sprintf("%d requests and %d watches", len(h.Operations), len(h.Watches))
-		if ierr := env.checking(checkStop(ctx), stderr, what, f.checkTimeout, func() { res, err = env.checkHistory(h, opts) }); ierr != nil {
+		if ierr := env.checking(checkStop(ctx), stderr, what, f.checkTimeout, func(phase check.PhaseFunc) {
+			opts.Phase = phase
+			res, err = env.checkHistory(h, opts)
+		}); ierr != nil {
 			fmt.Fprintln(stdout, strings.ToUpper(ierr.Error()[:1])+ierr.Error()[1:])
 			return f.keepHistory(stdout, ierr, recorded, h.WriteJSON)
 		}

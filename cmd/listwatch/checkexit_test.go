@@ -17,6 +17,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/listwatch/listwatch/check"
 	"github.com/listwatch/listwatch/check/etcd"
@@ -292,4 +293,31 @@ func TestCheckCleanup(t *testing.T) {
 			t.Errorf("etcd, --keep: %d keys under %s and %d leases, want both kept\n%s", keys, prefix, leases, out)
 		}
 	}
+}
+
+// TestCheckingProgress: while a check runs, the progress line names the part running and, during
+// the search, what --check-timeout leaves of it.
+func TestCheckingProgress(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	env := checkEnv{clock: clk, terminal: func(io.Writer) bool { return true }}
+	var w testutil.SyncBuffer
+	searching, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- env.checking(context.Background(), &w, "7 requests and 1 watches", 5*time.Second, func(phase check.PhaseFunc) {
+			phase.Begin(check.PhaseSearch)
+			close(searching)
+			<-release
+		})
+	}()
+	<-searching
+	testutil.WaitFor(t, "the ticker", clk.HasWaiters)
+	clk.Step(time.Second)
+	testutil.WaitFor(t, "a progress line", func() bool { return strings.Contains(w.String(), "1.0s") })
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, "progress", w.String(), "checking 7 requests and 1 watches (the search bounded by --check-timeout 5s)...\n",
+		"\r   1.0s  checking 7 requests and 1 watches: the linearizability search (at most 4s more)")
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/listwatch/listwatch/check"
@@ -159,21 +160,24 @@ func checkStop(ctx context.Context) context.Context {
 }
 
 // checking runs fn, a check of what, until it returns or stop ends (then errInterrupted); a
-// progress line (progressLines) says how long it has run and what bounds it. A check cannot be
-// stopped midway (etcd.Check and kube.Check take no context): on an interrupt checking returns
-// at once and leaves fn's goroutine to end with the process, which exits then (main). fn must
-// therefore keep to itself: it writes nothing the caller reads after an interrupt.
-func (env checkEnv) checking(stop context.Context, progress io.Writer, what string, bound time.Duration, fn func()) error {
+// progress line (progressLines) says how long it has run, the part of the check running (fn
+// passes its PhaseFunc to the checker) and what bounds the search. A check cannot be stopped
+// midway (etcd.Check and kube.Check take no context): on an interrupt checking returns at once
+// and leaves fn's goroutine to end with the process, which exits then (main). fn must therefore
+// keep to itself: it writes nothing the caller reads after an interrupt.
+func (env checkEnv) checking(stop context.Context, progress io.Writer, what string, bound time.Duration, fn func(check.PhaseFunc)) error {
 	bounded := "the search unbounded (--check-timeout 0)"
 	if bound > 0 {
 		bounded = fmt.Sprintf("the search bounded by --check-timeout %v", bound)
 	}
 	fmt.Fprintf(progress, "checking %s (%s)...\n", what, bounded)
 	start := env.clock.Now()
+	var phase atomic.Pointer[string]
+	phase.Store(new("validation"))
 	stopProgress := env.progressLines(progress, start, func(elapsed time.Duration) string {
-		line := fmt.Sprintf("%6.1fs  checking %s", elapsed.Seconds(), what)
-		if bound > 0 {
-			line += fmt.Sprintf("  (at most %v more)", max(0, bound-elapsed).Round(time.Second))
+		line := fmt.Sprintf("%6.1fs  checking %s: %s", elapsed.Seconds(), what, *phase.Load())
+		if bound > 0 && *phase.Load() == check.PhaseSearch {
+			line += fmt.Sprintf(" (at most %v more)", max(0, bound-elapsed).Round(time.Second))
 		}
 		return line
 	})
@@ -181,13 +185,13 @@ func (env checkEnv) checking(stop context.Context, progress io.Writer, what stri
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		fn()
+		fn(func(name string) { phase.Store(&name) })
 	}()
 	select {
 	case <-done:
 		return nil
 	case <-stop.Done():
-		return fmt.Errorf("%w while checking %s, after %v: no verdict", errInterrupted, what, env.clock.Since(start).Round(time.Millisecond))
+		return fmt.Errorf("%w while checking %s, in %s after %v: no verdict", errInterrupted, what, *phase.Load(), env.clock.Since(start).Round(time.Millisecond))
 	}
 }
 
