@@ -421,7 +421,7 @@ func (env checkEnv) run(ctx context.Context, args []string, stdout, stderr io.Wr
 	if err != nil {
 		return err
 	}
-	f.result = &checkResult{}
+	f.result = &checkResult{Counts: map[string]int{"requests": 0, "watches": 0, "known": 0, "unexplained": 0, "deviations": 0}}
 	text, progress := f.streams(stdout, stderr)
 	err = couldNotRun(env.runParsed(ctx, f, args, text, progress))
 	if f.json {
@@ -592,7 +592,7 @@ func (env checkEnv) check(ctx context.Context, h *etcd.History, f *checkFlags, r
 	var took time.Duration
 	if h != nil {
 		writeWatches(stdout, h)
-		f.result.Requests, f.result.Watches = len(h.Operations), len(h.Watches)
+		f.result.Counts["requests"], f.result.Counts["watches"] = len(h.Operations), len(h.Watches)
 		opts := etcd.Options{Timeout: f.checkTimeout, IgnoreVersions: er.noVersions()}
 		if opts.IgnoreVersions {
 			fmt.Fprintln(stdout, "the store keeps no key versions: answers and events are compared without them")

@@ -600,7 +600,7 @@ func TestCheckOutputJSON(t *testing.T) {
 	if err := dec.Decode(&res); err != nil || dec.More() {
 		t.Fatalf("stdout is not one JSON result: %v\n%s", err, out)
 	}
-	if res.Verdict != "PASS" || res.ExitCode != 0 || res.Requests == 0 || res.Watches == 0 || len(res.Scenarios) != len(workload.Scenarios) ||
+	if res.Verdict != "PASS" || res.ExitCode != 0 || res.Counts["requests"] == 0 || res.Counts["watches"] == 0 || len(res.Counts) != 5 || len(res.Scenarios) != len(workload.Scenarios) ||
 		res.Run == nil || res.Run.Schema != check.SchemaVersion || res.Run.Seed != 2 || res.Run.Version == "" || res.History != path {
 		t.Errorf("result %+v", res)
 	}

@@ -174,7 +174,7 @@ func (env checkEnv) checkKubeFile(ctx context.Context, f *checkFlags, file io.Re
 // checkKubeHistory checks h and reports as check does; recorded says h comes from a run.
 func (env checkEnv) checkKubeHistory(ctx context.Context, h *kube.History, f *checkFlags, recorded bool, stdout, stderr io.Writer) error {
 	writeOperations(stdout, h.Counts())
-	f.result.Requests, f.result.Watches = len(h.Operations), len(h.Watches)
+	f.result.Counts["requests"], f.result.Counts["watches"] = len(h.Operations), len(h.Watches)
 	start := env.clock.Now()
 	var res *kube.Result
 	var err error
@@ -193,7 +193,7 @@ func (env checkEnv) checkKubeHistory(ctx context.Context, h *kube.History, f *ch
 		vs[i] = res.Violations[i].Violation
 	}
 	f.result.setViolations(vs, nil)
-	f.result.Unexplained = len(res.Violations)
+	f.result.Counts["unexplained"] = len(res.Violations)
 	f.result.Notes = res.Notes
 	took := env.clock.Since(start).Round(time.Millisecond)
 	c := res.Coverage

@@ -25,13 +25,10 @@ type checkResult struct {
 	// Message is the verdict's line ("FAIL: 1 known upstream bug, 0 unexplained"), or the error
 	// that kept the check from running.
 	Message string `json:"message,omitempty"`
-	// Requests and Watches count the history checked (the workload's, or the file's).
-	Requests int `json:"requests"`
-	Watches  int `json:"watches"`
-	// Known, Unexplained and Deviations are the verdict's counts (workload.Summary).
-	Known       int `json:"known"`
-	Unexplained int `json:"unexplained"`
-	Deviations  int `json:"deviations"`
+	// Counts has "requests" and "watches", the size of the history checked (the workload's, or the
+	// file's), and the verdict's counts (workload.Summary): "known" (violations and findings
+	// explained by known bugs), "unexplained" and "deviations" (differences from etcd's API).
+	Counts map[string]int `json:"counts"`
 	// Violations are the workload's (or the file's) violations, each labelled.
 	Violations []resultViolation `json:"violations,omitempty"`
 	// KnownBugs are the known upstream bugs seen, by reference.
@@ -102,7 +99,7 @@ func (r *checkResult) setScenarios(rs []workload.ScenarioResult) {
 }
 
 func (r *checkResult) setSummary(s workload.Summary) {
-	r.Known, r.Unexplained, r.Deviations = s.Known, s.Unexplained, s.Deviations
+	r.Counts["known"], r.Counts["unexplained"], r.Counts["deviations"] = s.Known, s.Unexplained, s.Deviations
 	r.KnownBugs = nil
 	for _, b := range s.Bugs {
 		r.KnownBugs = append(r.KnownBugs, b.Reference())
