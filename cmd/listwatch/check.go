@@ -566,7 +566,8 @@ func (env checkEnv) checkFile(ctx context.Context, f *checkFlags, stdout, stderr
 		return fmt.Errorf("%s: %w: no operations and no watches: nothing to check", f.checkHistory, check.ErrInvalidHistory)
 	}
 	fmt.Fprintf(stdout, "listwatch check: the history in %s: %d requests, %d watches\n", f.checkHistory, len(h.Operations), len(h.Watches))
-	f.result.Run = h.Run
+	// the file's run stands for this one: an interrupted run's history checks again to INTERRUPTED
+	f.run, f.result.Run = h.Run, h.Run
 	er := &etcdRun{}
 	if h.Run == nil {
 		fmt.Fprintln(stdout, "no run metadata: checked as a history written by hand, with no target version (no violation is a known upstream bug)")

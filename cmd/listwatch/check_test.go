@@ -578,6 +578,11 @@ func TestCheckInterruptedTwice(t *testing.T) {
 	if h, err := os.ReadFile(m[1]); err != nil || !bytes.Contains(h, []byte(`"interrupted": true`)) {
 		t.Errorf("kept history %s: %v, want one whose run says it was interrupted", m[1], err)
 	}
+	// checked again, the history of an interrupted run is INTERRUPTED too, never PASS
+	code, out, errOut := runCheckCmd(t, "--check-history", m[1])
+	if code != exitInterrupted || passed(out) || !strings.Contains(out, "\nINTERRUPTED: no violation in what was recorded before the interrupt") {
+		t.Errorf("--check-history of an interrupted run's history: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
 	if passed(stdout.String()) {
 		t.Errorf("an interrupted check passed:\n%s", stdout.String())
 	}

@@ -165,7 +165,8 @@ func (env checkEnv) checkKubeFile(ctx context.Context, f *checkFlags, file io.Re
 	if len(h.Operations) == 0 && len(h.Watches) == 0 {
 		return fmt.Errorf("%s: %w: no operations and no watches: nothing to check", f.checkHistory, check.ErrInvalidHistory)
 	}
-	f.result.Run = h.Run
+	// the file's run stands for this one: an interrupted run's history checks again to INTERRUPTED
+	f.run, f.result.Run = h.Run, h.Run
 	fmt.Fprintf(stdout, "listwatch check: the Kubernetes API history in %s (%s): %d requests, %d watches\n",
 		f.checkHistory, h.Resource, len(h.Operations), len(h.Watches))
 	return env.checkKubeHistory(ctx, h, f, false, stdout, stderr)
