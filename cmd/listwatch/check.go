@@ -476,7 +476,7 @@ func (env checkEnv) runEtcd(ctx context.Context, f *checkFlags, stdout, stderr i
 	var h *etcd.History
 	switch {
 	case ctx.Err() != nil:
-		fmt.Fprintln(stdout, "interrupted before the workload: checking what the scenarios recorded (interrupt again to stop the check)")
+		fmt.Fprintln(stdout, "interrupted during the probes or the scenarios: those not begun are skipped; checking what was recorded (interrupt again to stop the check)")
 	case !f.scenariosOnly:
 		if h, err = env.record(ctx, target, f, stdout, stderr); err != nil {
 			return err
@@ -527,7 +527,7 @@ func (env checkEnv) record(ctx context.Context, target *target, f *checkFlags, s
 	return h, nil
 }
 
-// boundText says what bounds the workload: "for 5s or 20000 requests".
+// boundText says what bounds the workload: "for 5s or 10000 requests, whichever comes first".
 func boundText(cfg workload.Config) string {
 	switch {
 	case cfg.Ops > 0 && cfg.Duration > 0:
