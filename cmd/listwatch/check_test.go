@@ -685,6 +685,18 @@ func TestCheckHistoryRun(t *testing.T) {
 		}
 		mustContain(t, c.name, out, c.wants...)
 	}
+
+	// the same as JSON: the verdict, its counts, the labelled violation, the known bug, the run
+	code, out, errOut := runCheckCmd(t, "--check-history", filepath.Join(dir, "old.json"), "--output", "json", "--report", filepath.Join(dir, "j.html"))
+	var res checkResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != exitFail {
+		t.Fatalf("--output json: exit %d, %v\nstdout:\n%s\nstderr:\n%s", code, err, out, errOut)
+	}
+	if res.Verdict != "FAIL" || res.ExitCode != exitFail || res.Counts["known"] == 0 || res.Counts["unexplained"] != 0 || len(res.KnownBugs) != 1 ||
+		!strings.HasPrefix(res.KnownBugs[0], "etcd-io/etcd#15220") || len(res.Violations) == 0 || res.Violations[0].Label != "known: etcd-io/etcd#15220" ||
+		res.Run == nil || res.Run.Version != "3.4.23" || res.Report != filepath.Join(dir, "j.html") || !strings.HasPrefix(res.Message, "FAIL: 1 known upstream bug, 0 unexplained") {
+		t.Errorf("result %+v", res)
+	}
 }
 
 // countLeft counts the keys under prefix and the leases the store holds.
