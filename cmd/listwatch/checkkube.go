@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 
 	"github.com/listwatch/listwatch/check"
@@ -63,6 +64,7 @@ func (env checkEnv) runKube(ctx context.Context, f *checkFlags, stdout, stderr i
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.kube, err)
 	}
+	f.run.Version = serverVersion(rc, f.dialTimeout)
 	res.Namespace = f.namespace
 	if res.Namespace == "" {
 		res.Namespace = "listwatch-check-" + strconv.FormatUint(f.cfg.Seed, 36)
@@ -153,6 +155,21 @@ func (env checkEnv) cleanupKube(ctx context.Context, rec *kube.Recorder, created
 		fmt.Fprintf(stdout, "cleanup: deleted the run's %d objects and namespace %s\n", n, ns)
 	}
 	return nil
+}
+
+// serverVersion is the gitVersion the server's /version reports, "" if it reports none.
+func serverVersion(rc *rest.Config, timeout time.Duration) string {
+	c := rest.CopyConfig(rc)
+	c.Timeout = timeout
+	dc, err := discovery.NewDiscoveryClientForConfig(c)
+	if err != nil {
+		return ""
+	}
+	v, err := dc.ServerVersion()
+	if err != nil {
+		return ""
+	}
+	return v.GitVersion
 }
 
 // checkKubeFile is `listwatch check --check-history FILE` for a Kubernetes API history; one with

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/listwatch/listwatch/chain"
+	"github.com/listwatch/listwatch/check"
 	"github.com/listwatch/listwatch/controllers"
 	"github.com/listwatch/listwatch/internal/testutil"
 )
@@ -63,16 +64,21 @@ func TestCheckKubePasses(t *testing.T) {
 	if _, err := os.Stat(report); err != nil {
 		t.Errorf("report: %v", err)
 	}
+	b, err := os.ReadFile(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recorded struct{ Run *check.Run }
+	if err := json.Unmarshal(b, &recorded); err != nil || recorded.Run == nil || recorded.Run.Schema != check.SchemaVersion ||
+		recorded.Run.Target != url || recorded.Run.Store != "kube-apiserver" || recorded.Run.Version == "" || recorded.Run.Workload != "kube" || recorded.Run.Seed != 1 {
+		t.Errorf("the history's run: %+v (%v)", recorded.Run, err)
+	}
 	code, out, errOut = runCheckCmd(t, "--check-history", hist)
 	if code != 0 || !strings.Contains(out, "the Kubernetes API history in") || !strings.Contains(out, "PASS") {
 		t.Fatalf("--check-history: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 
 	// drop the second event of the first watch with two events or more
-	b, err := os.ReadFile(hist)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var h map[string]any
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
