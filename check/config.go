@@ -28,3 +28,20 @@ func (l Load) Validate(errInvalid error) error {
 	}
 	return nil
 }
+
+// PhaseFunc is told the name of each part of a check as it begins (Options.Phase of the
+// checkers), for a progress line; nil is told nothing.
+type PhaseFunc func(name string)
+
+// Begin tells f that the part name begins.
+func (f PhaseFunc) Begin(name string) {
+	if f != nil {
+		f(name)
+	}
+}
+
+// The parts both checkers have, as they name them to a PhaseFunc.
+const (
+	PhaseSearch  = "the linearizability search"
+	PhaseWatches = "the watches"
+)

@@ -25,6 +25,9 @@
 //   - Load is what both workloads' configs bound (clients, watchers, ops, duration, request
 //     timeout); Load.Validate refuses a load with no client or a negative count or duration, naming
 //     the field, with an error wrapping the workload's ErrInvalidConfig (TestLoadValidate).
+//   - PhaseFunc is told each part of a check as it begins (PhaseSearch, PhaseWatches and each
+//     checker's own), for a progress line; a nil one is told nothing (the checkers'
+//     TestCheckPhases).
 //   - Outcome (ok, conflict, failed, unknown) and NameCount count requests by name and outcome, as
 //     both workloads' stats and both histories' Counts do; CountNames counts a history's items by
 //     name, leaving out names without any. Count is one line of a coverage, Missing names what a

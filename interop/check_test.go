@@ -96,8 +96,8 @@ func everyGuaranteeCovered(t *testing.T, stdout string) {
 // TestCheckCommandAgainstEmbeddedEtcd runs `listwatch check --endpoints` with each workload against
 // an embedded etcd v3.7.3: the capabilities are etcd's, every scenario passes, the recorded history is
 // linearizable and every watch keeps etcd's guarantees, so the command passes, with every guarantee
-// covered and everything exercised. A member that has been written to is checked again the same way,
-// under another prefix.
+// covered and everything exercised. A member that has been written to (the first run keeps its keys)
+// is checked again the same way, under another prefix.
 func TestCheckCommandAgainstEmbeddedEtcd(t *testing.T) {
 	bin := buildListwatch(t)
 	for _, kind := range []string{"k8s", "etcd"} {
@@ -108,8 +108,9 @@ func TestCheckCommandAgainstEmbeddedEtcd(t *testing.T) {
 			}
 			testutil.CloseAtCleanup(t, "stop etcd", stop)
 			ep := endpointOf(t, cli.Endpoints())
+			// --keep: the second run below finds the first's keys
 			code, stdout, stderr := runListwatch(t, bin, "check", "--endpoints", ep, "--workload", kind,
-				"--seed", "7", "--ops", "1500", "--compact-every", "200")
+				"--seed", "7", "--ops", "1500", "--compact-every", "200", "--keep")
 			if code != 0 || !strings.Contains(stdout, "\nPASS\n") {
 				t.Fatalf("exit status %d, want 0 and PASS\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 			}

@@ -20,7 +20,13 @@ type Options struct {
 	// IgnoreVersions compares keys in answers and events without their Version, for a store that
 	// keeps none (kine answers version 0): the rest of each answer is still judged.
 	IgnoreVersions bool
+	// Phase, if set, is told each part of the check as it begins (check.PhaseSearch, PhaseReplay,
+	// check.PhaseWatches), for a progress line.
+	Phase check.PhaseFunc
 }
+
+// PhaseReplay is a part of a check its Options.Phase is told of, besides check's.
+const PhaseReplay = "the replay of the linearization"
 
 // Check verifies a history: the KV operations must be linearizable against the reference semantics,
 // and every watch must keep the watch guarantees against the reference event log of the
@@ -37,19 +43,23 @@ func Check(h *History, opts Options) (*Result, error) {
 	c := newChecker(h)
 	c.noVersions = opts.IgnoreVersions
 	res := &Result{}
+	opts.Phase.Begin(check.PhaseSearch)
 	c.linearize(res, opts.Timeout)
 	if res.Verdict != VerdictLinearizable {
 		res.Notes = append(res.Notes, "watch checks against the reference event log skipped: the KV history has no linearization")
+		opts.Phase.Begin(check.PhaseWatches)
 		c.checkWatches(res, nil)
 		c.finish(res)
 		return res, nil
 	}
+	opts.Phase.Begin(PhaseReplay)
 	ref, final, gaps, err := c.replay(res.lin)
 	if err != nil {
 		return nil, err
 	}
 	res.Events, res.Gaps = ref.events, gaps
 	c.checkSerializable(res, final)
+	opts.Phase.Begin(check.PhaseWatches)
 	c.checkWatches(res, ref)
 	c.finish(res)
 	return res, nil

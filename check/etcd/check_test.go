@@ -516,3 +516,14 @@ func TestNoLinearizationChecksOnlyStructure(t *testing.T) {
 		t.Fatalf("with a linearization: %v, want resumable among them", got)
 	}
 }
+
+// TestCheckPhases: Options.Phase is told each part of a check as it begins, in order.
+func TestCheckPhases(t *testing.T) {
+	var got []string
+	if _, err := Check(scenario(t), Options{Phase: func(name string) { got = append(got, name) }}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{check.PhaseSearch, PhaseReplay, check.PhaseWatches}; !slices.Equal(got, want) {
+		t.Errorf("phases %q, want %q", got, want)
+	}
+}

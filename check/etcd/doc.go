@@ -41,13 +41,18 @@
 //     own (TestRecorderConcurrentUse); its times come from an injectable clock. Histories recorded
 //     through clientv3 from the store served by etcdgrpc pass (TestRecorderWithClientv3).
 //   - ReadJSON, History.WriteJSON and History.Validate read, write and validate the JSON form
-//     (TestJSONRoundTrip, TestReadJSONErrors, TestExampleHistory).
+//     (TestJSONRoundTrip, TestReadJSONErrors, TestExampleHistory). History.Run (check.Run), set by
+//     the program that recorded the history, says what its verdict depends on besides it (the
+//     target's version decides which violations are known bugs); a Run of another schema version
+//     is refused with check.ErrUnsupportedSchema (TestReadJSONErrors).
 //   - IsDefiniteError tells an error after which a request certainly changed nothing
 //     (TestRecorderUnknownOutcome); DescribeRequest and DescribeOutcome describe an operation on
 //     one line (used in violations and the report; no test of their own).
 //   - ExampleCheck and ExampleCheck_violation show a history built in Go being checked.
 //   - Options.IgnoreVersions compares answers and events without key versions, for a store that
-//     keeps none (kine), judging the rest of each (TestIgnoreVersions).
+//     keeps none (kine), judging the rest of each (TestIgnoreVersions). Options.Phase is told each
+//     part of the check as it begins (check.PhaseSearch, PhaseReplay, check.PhaseWatches), for a
+//     progress line (TestCheckPhases).
 //   - Guarantees lists the guarantees in this comment's order, each with whether it needs a
 //     reference (the linearization's event log); CheckedOver says what a result checked each over,
 //     History.Counts counts the operations by request type and outcome (check.NameCount),
@@ -92,7 +97,10 @@
 // strings when they are valid UTF-8 and {"base64": "<standard base64>"} otherwise; both forms are
 // read. A request is an object with exactly one of "range", "put", "delete_range", "txn",
 // "compact", "lease_grant", "lease_revoke", "lease_keep_alive"; a response has "revision" (the
-// header revision) and the body named like the request, which may be left out when empty. Unknown
+// header revision) and the body named like the request, which may be left out when empty. A
+// recorded history has "run" (check.Run: "schema", "tool", "target", "store", "version",
+// "capabilities", "workload", "seed", "flags", "started", "interrupted"); one written by hand may
+// leave it out. Unknown
 // fields are rejected (TestBytesJSON, TestReadJSONErrors; TestJSONRoundTrip: a recorded history
 // survives WriteJSON and ReadJSON unchanged). testdata/history.json is a complete example, checked
 // by TestExampleHistory:

@@ -6,8 +6,11 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/listwatch/listwatch/check"
 )
 
 func TestExampleHistory(t *testing.T) {
@@ -55,6 +58,9 @@ func indexOf(s []int, v int) int {
 
 func TestJSONRoundTrip(t *testing.T) {
 	h := scenario(t)
+	h.Run = &check.Run{Schema: check.SchemaVersion, Tool: "listwatch (devel)", Target: "127.0.0.1:2379", Store: "etcd", Version: "3.4.23",
+		Capabilities: []string{"key versions DIFFERS: version 0"}, Workload: "k8s", Seed: 3, Flags: []string{"--seed", "3"},
+		Started: time.Unix(1000, 0).UTC(), Interrupted: true}
 	var buf bytes.Buffer
 	if err := h.WriteJSON(&buf); err != nil {
 		t.Fatal(err)
@@ -103,6 +109,8 @@ func TestReadJSONErrors(t *testing.T) {
 		{`{"watches": [{"request": {"key": "a", "filters": ["NOTHING"]}}]}`, "invalid watch filter"},
 		{`{"operations": [{"call": 1, "return": 2, "request": {"put": {"key": "a"}}}]}`, "neither a response nor an error"},
 		{`{"watches": [{"responses": [{"events": [{"type": "TOUCH"}]}]}]}`, "invalid event type"},
+		{`{"operations": [], "run": {"schema": 1}}`, "unsupported schema version 1 (this build reads version 2"},
+		{`{"operations": [], "run": {}}`, "unsupported schema version 0"},
 	} {
 		_, err := ReadJSON(strings.NewReader(c.in))
 		if !errors.Is(err, ErrInvalidHistory) || !strings.Contains(err.Error(), c.want) {

@@ -63,7 +63,10 @@ type History struct {
 	Initial    []KeyValue  `json:"initial,omitempty"`
 	Operations []Operation `json:"operations"`
 	Watches    []Watch     `json:"watches,omitempty"`
-	Run        *check.Run  `json:"run,omitempty"`
+	// Run describes the run that recorded the history (the target's version, which decides which
+	// violations are known bugs); nil for a history written by hand. Validate refuses one of
+	// another schema version.
+	Run *check.Run `json:"run,omitempty"`
 }
 
 // Open reports whether the history began at a StartRevision on a store others may write to.

@@ -20,6 +20,11 @@ func (h *History) Validate() error {
 	if h == nil {
 		return fmt.Errorf("%w: nil history", ErrInvalidHistory)
 	}
+	if h.Run != nil {
+		if err := check.CheckSchema(h.Run.Schema); err != nil {
+			return err
+		}
+	}
 	if err := h.validateStart(); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidHistory, err)
 	}

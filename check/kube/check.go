@@ -17,7 +17,13 @@ type Options struct {
 	// Timeout bounds the linearizability search; 0 means no bound. When it runs out the verdict is
 	// check.VerdictTimeout and the checks that need the write log are skipped.
 	Timeout time.Duration
+	// Phase, if set, is told each part of the check as it begins (check.PhaseSearch, PhaseLists,
+	// check.PhaseWatches), for a progress line.
+	Phase check.PhaseFunc
 }
+
+// PhaseLists is a part of a check its Options.Phase is told of, besides check's.
+const PhaseLists = "the lists and gets"
 
 // Check verifies a history against the apiserver's guarantees (doc.go defines each). It returns an
 // error wrapping ErrInvalidHistory for a malformed history; violations are in the Result.
@@ -27,7 +33,9 @@ func Check(h *History, opts Options) (*Result, error) {
 	}
 	c := newChecker(h)
 	c.prepare()
+	opts.Phase.Begin(check.PhaseSearch)
 	c.linearize(opts.Timeout)
+	opts.Phase.Begin(PhaseLists)
 	if c.res.Verdict == check.VerdictLinearizable {
 		c.buildLog()
 		c.checkLists()
@@ -36,6 +44,7 @@ func Check(h *History, opts Options) (*Result, error) {
 		c.res.Notes = append(c.res.Notes, "list, get and watch checks against the write log skipped: no linearization")
 	}
 	c.checkListValidation()
+	opts.Phase.Begin(check.PhaseWatches)
 	c.checkWatches(c.res.Verdict == check.VerdictLinearizable)
 	c.checkWindows()
 	c.coverage()

@@ -3,6 +3,7 @@ package kube
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -252,10 +253,23 @@ func TestCheckJSONRoundTrip(t *testing.T) {
 		"no namespace":  `{"resource":{"version":"v1","resource":"x","kind":"X"}}`,
 		"bad verb":      `{"resource":{"version":"v1","resource":"x","kind":"X","namespace":"n"},"operations":[{"verb":"patch","name":"a"}]}`,
 		"time travel":   `{"resource":{"version":"v1","resource":"x","kind":"X","namespace":"n"},"operations":[{"verb":"get","name":"a","call":5,"return":4}]}`,
+		"old schema":    `{"resource":{"version":"v1","resource":"x","kind":"X","namespace":"n"},"run":{"schema":1}}`,
 	} {
 		if _, err := ReadJSON(strings.NewReader(text)); !errors.Is(err, ErrInvalidHistory) {
 			t.Errorf("%s: err %v, want ErrInvalidHistory", name, err)
 		}
+	}
+	if _, err := ReadJSON(strings.NewReader(`{"resource":{"version":"v1","resource":"x","kind":"X","namespace":"n"},"run":{"schema":9}}`)); !errors.Is(err, check.ErrUnsupportedSchema) {
+		t.Errorf("schema 9: err %v, want ErrUnsupportedSchema", err)
+	}
+	h = baseHistory()
+	h.Run = &check.Run{Schema: check.SchemaVersion, Target: "http://127.0.0.1:8080", Store: "kube-apiserver", Workload: "kube", Seed: 1}
+	buf.Reset()
+	if err := h.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if back, err := ReadJSON(&buf); err != nil || back.Run == nil || !reflect.DeepEqual(back.Run, h.Run) {
+		t.Errorf("the run does not survive the round trip: %v, %+v", err, back)
 	}
 }
 
@@ -355,4 +369,15 @@ func TestNoLinearizationChecksOnlyStructure(t *testing.T) {
 		}
 	}
 	t.Errorf("with a linearization the dropped event was not reported: %v", r.Violations)
+}
+
+// TestCheckPhases: Options.Phase is told each part of a check as it begins, in order.
+func TestCheckPhases(t *testing.T) {
+	var got []string
+	if _, err := Check(baseHistory(), Options{Phase: func(name string) { got = append(got, name) }}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{check.PhaseSearch, PhaseLists, check.PhaseWatches}; !reflect.DeepEqual(got, want) {
+		t.Errorf("phases %q, want %q", got, want)
+	}
 }

@@ -16,7 +16,9 @@
 //
 //   - History, Operation, Watch, Frame, Object, ListOptions, ListResult, Status are the input, in
 //     Go or JSON (History.WriteJSON, ReadJSON; History.Validate's errors wrap ErrInvalidHistory)
-//     (TestCheckJSONRoundTrip: a history survives the round trip, malformed ones are refused).
+//     (TestCheckJSONRoundTrip: a history survives the round trip, its Run (check.Run) too,
+//     malformed ones are refused, one whose Run has another schema version with
+//     check.ErrUnsupportedSchema).
 //     IsHistory tells such JSON from package etcd's, for `listwatch check --check-history`
 //     (TestIsHistory).
 //   - Check(h, Options) returns a *Result: the Verdict of the linearizability search, the
@@ -28,7 +30,9 @@
 //     check.WriteReport's HTML page (BuildReport builds it): the verdict, the run (History.Run
 //     unless ReportInput.Run), each violation with links to the frame, watch and request it is
 //     about, a timeline of the requests (a row per client) and of each watch's call and frames (a
-//     row per watch) with their full JSON, the coverage and the write log (TestWriteReport).
+//     row per watch) with their full JSON, the coverage and the write log (TestWriteReport). Options.Phase is told each part of the check as
+//     it begins (check.PhaseSearch, PhaseLists, check.PhaseWatches), for a progress line
+//     (TestCheckPhases).
 //   - Guarantees lists the guarantees in this comment's order, each with whether it needs the
 //     write log; CheckedOver says what a result checked each over, History.Counts counts the
 //     requests by verb and outcome (check.NameCount), Coverage.Counts lists the coverage as the
@@ -37,7 +41,9 @@
 //     NewRecorder(*rest.Config, Resource, clock) records requests to it in Resource.Namespace:
 //     Create, Update (its uid and resourceVersion are preconditions), Delete (with Precondition),
 //     Get, List, Watch (a WatchStream: Next, Stop), ReadInitial (the namespace's content, the
-//     check's starting state), Namespace and DeleteNamespace (not recorded). Requests that get no
+//     check's starting state), Namespace, DeleteNamespace, DeleteObjects and WaitNamespaceGone
+//     (the cleanup after a run, not recorded; `listwatch check --kube`'s TestCheckKubePasses and
+//     TestCheckKubeKeep). Requests that get no
 //     answer return errors wrapping ErrNoAnswer, and are recorded with an unknown outcome; API
 //     errors are their *Status (TestRecorderRecords). An incomplete resource, one the server does
 //     not serve and a cluster-scoped one are refused with ErrInvalidConfig (TestRecorderRefuses).

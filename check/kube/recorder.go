@@ -452,6 +452,71 @@ func (r *Recorder) DeleteNamespace(ctx context.Context) error {
 	return nil
 }
 
+// Resource is what the recorder records requests to.
+func (r *Recorder) Resource() Resource { return r.res }
+
+// DeleteObjects deletes every object of the resource in the namespace, for the cleanup after a
+// run: it lists them and deletes each (an object already gone is not an error). Not recorded. It
+// returns how many it deleted.
+func (r *Recorder) DeleteObjects(ctx context.Context) (int, error) {
+	code, b, err := r.do(ctx, http.MethodGet, r.url("", nil), nil)
+	switch {
+	case err != nil:
+		return 0, err
+	case code == http.StatusNotFound:
+		return 0, nil
+	case code != http.StatusOK:
+		return 0, fmt.Errorf("listing %s in %s to delete them: %w", r.res.Resource, r.res.Namespace, statusOf(code, b))
+	}
+	var list struct {
+		Items []wireObject `json:"items"`
+	}
+	if err := json.Unmarshal(b, &list); err != nil {
+		return 0, fmt.Errorf("listing %s in %s to delete them: %w", r.res.Resource, r.res.Namespace, err)
+	}
+	deleted := 0
+	for _, o := range list.Items {
+		code, b, err := r.do(ctx, http.MethodDelete, r.url(o.Metadata.Name, nil), nil)
+		switch {
+		case err != nil:
+			return deleted, err
+		case code < 300:
+			deleted++
+		case code != http.StatusNotFound:
+			return deleted, fmt.Errorf("deleting %s %s: %w", r.res.Resource, o.Metadata.Name, statusOf(code, b))
+		}
+	}
+	return deleted, nil
+}
+
+// namespaceGonePoll spaces WaitNamespaceGone's reads.
+const namespaceGonePoll = 100 * time.Millisecond
+
+// WaitNamespaceGone waits until the namespace is gone (a read of it answers 404), reading it every
+// namespaceGonePoll on clk; false when ctx ends first (a namespace left Terminating).
+func (r *Recorder) WaitNamespaceGone(ctx context.Context, clk clock.Clock) (bool, error) {
+	u := *r.base
+	u.Path = path.Join(u.Path, "/api/v1/namespaces", r.res.Namespace)
+	for {
+		code, b, err := r.do(ctx, http.MethodGet, u.String(), nil)
+		switch {
+		case ctx.Err() != nil:
+			return false, nil
+		case err != nil:
+			return false, err
+		case code == http.StatusNotFound:
+			return true, nil
+		case code != http.StatusOK:
+			return false, fmt.Errorf("reading namespace %s: %w", r.res.Namespace, statusOf(code, b))
+		}
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case <-clk.After(namespaceGonePoll):
+		}
+	}
+}
+
 // WatchStream is one recorded watch. Next returns its frames; Stop ends it. Its owner must call
 // Stop (after Next returned an error, too).
 type WatchStream struct {

@@ -25,8 +25,10 @@ type History struct {
 	// Operations are the requests, in the order they were called.
 	Operations []Operation `json:"operations,omitempty"`
 	// Watches are the watch requests, in the order they were called.
-	Watches []Watch    `json:"watches,omitempty"`
-	Run     *check.Run `json:"run,omitempty"`
+	Watches []Watch `json:"watches,omitempty"`
+	// Run describes the run that recorded the history; nil for a history written by hand.
+	// Validate refuses one of another schema version.
+	Run *check.Run `json:"run,omitempty"`
 }
 
 // Resource names what the history is about: a namespaced resource and the namespace of the run.
@@ -280,6 +282,11 @@ func (h *History) WriteJSON(w io.Writer) error { return check.WriteJSON(w, h) }
 // wrap ErrInvalidHistory and name the first problem.
 func (h *History) Validate() error {
 	bad := func(format string, a ...any) error { return check.Invalid(ErrInvalidHistory, format, a...) }
+	if h.Run != nil {
+		if err := check.CheckSchema(h.Run.Schema); err != nil {
+			return err
+		}
+	}
 	if h.Resource.Resource == "" || h.Resource.Version == "" || h.Resource.Namespace == "" {
 		return bad("resource: version, resource and namespace are required")
 	}

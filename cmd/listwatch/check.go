@@ -19,6 +19,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
@@ -38,12 +39,17 @@ func init() {
 		run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return defaultCheckEnv.run(ctx, args, stdout, stderr)
 		},
+		twoSignals: true,
 	})
 }
 
 // Flag defaults.
 const (
-	defaultCheckDuration  = 5 * time.Second
+	defaultCheckDuration = 5 * time.Second
+	// defaultCheckOps bounds the default run too: a store in process answers ~20000 requests a
+	// second, the check of a history grows faster than its length (100000 requests take minutes),
+	// and the default run should end within seconds.
+	defaultCheckOps       = 10000
 	defaultCompactEvery   = 500
 	defaultDialTimeout    = 5 * time.Second
 	defaultCheckTimeout   = 5 * time.Minute
@@ -61,11 +67,42 @@ const (
 // that the watches asking for them get some within a run (etcd's default is 10 minutes).
 const inMemoryProgressNotifyInterval = 500 * time.Millisecond
 
-// The verdicts that fail the command (exit status 1).
-var (
-	errFail         = errors.New("FAIL")
-	errInconclusive = errors.New("INCONCLUSIVE")
+// Exit statuses of check besides 0 (PASS); README.md's check section and --help list them.
+const (
+	exitFail         = 1
+	exitCouldNotRun  = 2 // also a bad command line (usageError)
+	exitInconclusive = 3
+	exitInterrupted  = 130 // 128 + SIGINT, as a shell reports a command SIGINT ended
 )
+
+// outcomeError is an outcome of check other than PASS, with its exit status.
+type outcomeError struct {
+	name string
+	code int
+}
+
+func (e *outcomeError) Error() string { return e.name }
+func (e *outcomeError) ExitCode() int { return e.code }
+
+// The outcomes that are not PASS; errors wrapping them exit with their status.
+var (
+	errFail         = &outcomeError{"FAIL", exitFail}
+	errInconclusive = &outcomeError{"INCONCLUSIVE", exitInconclusive}
+	errInterrupted  = &outcomeError{"interrupted", exitInterrupted}
+	// errCouldNotRun: the check could not run (the target did not answer, the history is unreadable).
+	errCouldNotRun = &outcomeError{"could not run", exitCouldNotRun}
+)
+
+// couldNotRun wraps an error of check that is no outcome (no verdict, no usage error) as errCouldNotRun.
+func couldNotRun(err error) error {
+	if _, ok := errors.AsType[*outcomeError](err); ok || err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	if _, ok := errors.AsType[usageError](err); ok {
+		return err
+	}
+	return fmt.Errorf("%w: %w", errCouldNotRun, err)
+}
 
 // maxViolationsShown is how many violations are printed; the report has them all.
 const maxViolationsShown = 10
@@ -81,6 +118,11 @@ type checkEnv struct {
 	checkHistory func(*etcd.History, etcd.Options) (*etcd.Result, error)
 	// checkKube checks a Kubernetes API history: kube.Check.
 	checkKube func(*kube.History, kube.Options) (*kube.Result, error)
+	// cleanupTimeout bounds the cleanup at the end of a run (0: cleanupTimeout).
+	cleanupTimeout time.Duration
+	// cleaned, if set, is called with the target's client and the run's prefix once the cleanup
+	// is done, before the client closes.
+	cleaned func(cli *clientv3.Client, prefix string)
 }
 
 var defaultCheckEnv = checkEnv{clock: clock.RealClock{}, terminal: isTerminal, checkHistory: etcd.Check, checkKube: kube.Check}
@@ -114,23 +156,32 @@ type checkFlags struct {
 	kube      string
 	resource  schema.GroupVersionResource
 	namespace string
+	// keep leaves the run's keys and leases (or objects and namespace) behind, as evidence.
+	keep bool
+	// json writes the result as JSON on stdout (--output json), the report on stderr; quiet
+	// leaves out the progress lines.
+	json, quiet bool
+	// run describes the run (nil for --check-history), for the history and the result; result is
+	// the result being built, for --output json.
+	run    *check.Run
+	result *checkResult
 }
 
 // workloadFlags apply to a workload run only, not to --check-history.
 var workloadFlags = []string{"endpoints", "dial-timeout", "seed", "duration", "ops", "clients", "watchers",
 	"compact-every", "workload", "history", "request-timeout", "kube", "resource", "namespace", "prefix", "scenarios",
-	"no-scenarios", "apiserver-gating"}
+	"no-scenarios", "apiserver-gating", "keep"}
 
 // checkArgs are the flags' values as given, before parseCheckFlags checks them; set names the
 // flags given.
 type checkArgs struct {
-	endpoints, prefix, kind, report, historyOut, checkHistory, kube, resource, namespace string
-	scenariosOnly, noScenarios, gating                                                   bool
-	dialTimeout, duration, requestTimeout, checkTimeout                                  time.Duration
-	seed                                                                                 uint64
-	ops, compactEvery                                                                    int64
-	clients, watchers                                                                    int
-	set                                                                                  map[string]bool
+	endpoints, prefix, kind, report, historyOut, checkHistory, kube, resource, namespace, output string
+	scenariosOnly, noScenarios, gating, keep, quiet                                              bool
+	dialTimeout, duration, requestTimeout, checkTimeout                                          time.Duration
+	seed                                                                                         uint64
+	ops, compactEvery                                                                            int64
+	clients, watchers                                                                            int
+	set                                                                                          map[string]bool
 }
 
 // checkFlagSet defines check's flags, bound to a's fields.
@@ -146,8 +197,14 @@ func checkFlagSet(a *checkArgs, stderr io.Writer) *flag.FlagSet {
 		fmt.Fprintln(stderr, "and every watch guarantee. Violations of known upstream bugs are labelled and counted apart.")
 		fmt.Fprintln(stderr, "Without --endpoints the store is listwatch's in-memory store, in process. With --kube")
 		fmt.Fprintln(stderr, "it runs a workload of writes, lists and watches against a Kubernetes API server instead, in a")
-		fmt.Fprintln(stderr, "namespace of its own, and checks the apiserver's guarantees (package check/kube). Exit status:")
-		fmt.Fprintln(stderr, "0 PASS, 1 a guarantee was violated or the check was inconclusive, 2 a bad command line.")
+		fmt.Fprintln(stderr, "namespace of its own, and checks the apiserver's guarantees (package check/kube). At the end it")
+		fmt.Fprintln(stderr, "deletes what it wrote (the prefix and its leases, or the namespace and its objects) unless --keep.")
+		fmt.Fprintln(stderr, "Progress goes to stderr (--quiet: none). SIGINT stops the recording and checks what was recorded;")
+		fmt.Fprintln(stderr, "a second SIGINT stops the check.")
+		fmt.Fprintln(stderr, "\nExit status: 0 PASS; 1 FAIL (a guarantee was violated, or the store differs from etcd); 2 a bad")
+		fmt.Fprintln(stderr, "command line, or the check could not run (no answer from the target, an unreadable or empty")
+		fmt.Fprintln(stderr, "history); 3 INCONCLUSIVE (the search ran out of --check-timeout); 130 interrupted (no verdict,")
+		fmt.Fprintln(stderr, "or nothing found in what was recorded before the interrupt; never PASS).")
 		fmt.Fprintln(stderr, "\nflags:")
 		fs.PrintDefaults()
 	}
@@ -158,19 +215,22 @@ func checkFlagSet(a *checkArgs, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&a.gating, "apiserver-gating", false, "keep the apiserver's gating: no RequestProgress to an etcd version the apiserver sends none to")
 	fs.DurationVar(&a.dialTimeout, "dial-timeout", defaultDialTimeout, "how long to wait for --endpoints or --kube to answer")
 	fs.Uint64Var(&a.seed, "seed", 0, "seed of the workload's choices (default: drawn, and printed)")
-	fs.DurationVar(&a.duration, "duration", 0, fmt.Sprintf("run the workload this long (default %v unless --ops)", defaultCheckDuration))
-	fs.Int64Var(&a.ops, "ops", 0, "run the workload until its clients have sent this many requests")
+	fs.DurationVar(&a.duration, "duration", 0, fmt.Sprintf("run the workload this long (default: %v or %d requests, whichever comes first, unless --ops)", defaultCheckDuration, defaultCheckOps))
+	fs.Int64Var(&a.ops, "ops", 0, "run the workload until its clients have sent this many requests (no time bound)")
 	fs.IntVar(&a.clients, "clients", workload.DefaultClients, "concurrent clients")
 	fs.IntVar(&a.watchers, "watchers", workload.DefaultWatchers, "concurrent watchers")
 	fs.Int64Var(&a.compactEvery, "compact-every", defaultCompactEvery, "compact every this many `revisions` (0: never)")
 	fs.StringVar(&a.kind, "workload", string(workload.K8s), fmt.Sprintf("the workload: %v", workload.Kinds))
-	fs.DurationVar(&a.requestTimeout, "request-timeout", defaultRequestTimeout, "timeout of each request (one that runs out has an unknown outcome)")
+	fs.DurationVar(&a.requestTimeout, "request-timeout", defaultRequestTimeout, "timeout of each request (a workload's request that runs out has an unknown outcome), and of each wait of the probes and scenarios for an answer (one that does not come within it is a finding)")
 	fs.DurationVar(&a.checkTimeout, "check-timeout", defaultCheckTimeout, "bound on the linearizability search (0: none); when it runs out the check is inconclusive")
 	fs.StringVar(&a.report, "report", "", "write the HTML report to `file` (on a failure one is always written, to a temporary file if not here)")
 	fs.StringVar(&a.historyOut, "history", "", "write the recorded history as JSON to `file`, to check it again with --check-history")
 	fs.StringVar(&a.checkHistory, "check-history", "", "check the JSON history in `file` instead of running a workload")
 	fs.StringVar(&a.kube, "kube", "", "check the Kubernetes API server at `URL` (http://host:port) instead of an etcd store: its list, watch and write guarantees")
 	fs.StringVar(&a.resource, "resource", defaultKubeResource, "with --kube: the namespaced `resource` to run on, as resource, version/resource or group/version/resource; it must accept objects of metadata alone")
+	fs.BoolVar(&a.keep, "keep", false, "keep what the run wrote (keys under --prefix and leases, or --kube's namespace and objects) instead of deleting it at the end")
+	fs.BoolVar(&a.quiet, "quiet", false, "no progress lines on stderr (with --output json, no report either)")
+	fs.StringVar(&a.output, "output", "text", "`format` of the result on stdout: text (the report), or json (one JSON document: verdict, counts, violations, known bugs, findings, run; the report goes to stderr)")
 	fs.StringVar(&a.namespace, "namespace", "", "with --kube: the `namespace` of the run, created if the server serves namespaces (default listwatch-check-<seed>)")
 	return fs
 }
@@ -191,7 +251,7 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 	}
 	fs.Visit(func(f *flag.Flag) { a.set[f.Name] = true })
 	f := &checkFlags{dialTimeout: a.dialTimeout, seedSet: a.set["seed"], checkTimeout: a.checkTimeout,
-		report: a.report, historyOut: a.historyOut, checkHistory: a.checkHistory}
+		report: a.report, historyOut: a.historyOut, checkHistory: a.checkHistory, keep: a.keep, quiet: a.quiet}
 	for _, validate := range []func(*checkFlags) error{a.validateHistory, a.validateKube, a.validateEtcd, a.validateWorkload, a.validateOutputs} {
 		if err := validate(f); err != nil {
 			return nil, err
@@ -297,17 +357,25 @@ func (a *checkArgs) validateWorkload(f *checkFlags) error {
 	case a.checkTimeout < 0:
 		return badFlags("--check-timeout %v: must not be negative (0 is no bound)", a.checkTimeout)
 	}
-	duration := a.duration
+	duration, ops := a.duration, a.ops
 	if !a.set["ops"] && !a.set["duration"] {
-		duration = defaultCheckDuration
+		duration, ops = defaultCheckDuration, defaultCheckOps
 	}
-	f.cfg = workload.Config{Kind: k, Seed: a.seed, Clients: a.clients, Watchers: a.watchers, Ops: a.ops,
+	f.cfg = workload.Config{Kind: k, Seed: a.seed, Clients: a.clients, Watchers: a.watchers, Ops: ops,
 		Duration: duration, CompactEvery: a.compactEvery, RequestTimeout: a.requestTimeout}
 	return nil
 }
 
-// validateOutputs: --report and --history name a file in a directory that exists.
-func (a *checkArgs) validateOutputs(*checkFlags) error {
+// validateOutputs: --report and --history name a file in a directory that exists; --output is
+// text or json.
+func (a *checkArgs) validateOutputs(f *checkFlags) error {
+	switch a.output {
+	case "text":
+	case "json":
+		f.json = true
+	default:
+		return badFlags("--output %q: want text or json", a.output)
+	}
 	for _, out := range []struct{ name, path string }{{"report", a.report}, {"history", a.historyOut}} {
 		if !a.set[out.name] {
 			continue
@@ -346,22 +414,43 @@ func parseEndpoints(s string) ([]string, error) {
 	return eps, nil
 }
 
-// run is `listwatch check`.
+// run is `listwatch check`: it parses the command line, runs the check, and with --output json
+// writes the result to stdout.
 func (env checkEnv) run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseCheckFlags(args, stderr)
 	if err != nil {
 		return err
 	}
+	f.result = &checkResult{Counts: map[string]int{"requests": 0, "watches": 0, "known": 0, "unexplained": 0, "deviations": 0}}
+	text, progress := f.streams(stdout, stderr)
+	err = couldNotRun(env.runParsed(ctx, f, args, text, progress))
+	if f.json {
+		f.result.finish(err)
+		if werr := f.result.writeJSON(stdout); werr != nil {
+			return errors.Join(err, werr)
+		}
+	}
+	return err
+}
+
+// runParsed runs the check f describes, writing its report to stdout and its progress to stderr.
+func (env checkEnv) runParsed(ctx context.Context, f *checkFlags, args []string, stdout, stderr io.Writer) error {
 	if f.checkHistory != "" {
-		return env.checkFile(f, stdout, stderr)
+		return env.checkFile(ctx, f, stdout, stderr)
 	}
 	if !f.seedSet {
 		f.cfg.Seed = uint64(env.clock.Now().UnixNano())
 	}
+	f.run = newRun(f, args, env.clock.Now())
+	f.result.Run = f.run
 	if f.kube != "" {
 		return env.runKube(ctx, f, stdout, stderr)
 	}
+	return env.runEtcd(ctx, f, stdout, stderr)
+}
 
+// runEtcd is `listwatch check` of an etcd store: the survey, the workload, the cleanup, the check.
+func (env checkEnv) runEtcd(ctx context.Context, f *checkFlags, stdout, stderr io.Writer) error {
 	if f.prefix == "" {
 		f.prefix = fmt.Sprintf("/listwatch-check-%016x/", rand.Uint64())
 	}
@@ -371,55 +460,82 @@ func (env checkEnv) run(ctx context.Context, args []string, stdout, stderr io.Wr
 	}
 	defer target.close()
 	f.cfg.Clock = env.clock
-	stats := &workload.Stats{}
-	f.cfg.Stats = stats
-
-	bound := fmt.Sprintf("for %v", f.cfg.Duration)
-	if f.cfg.Ops > 0 {
-		bound = fmt.Sprintf("for %d requests", f.cfg.Ops)
-	}
 	if f.scenariosOnly {
 		fmt.Fprintf(stdout, "listwatch check: the scenario suite, under %s\n", f.prefix)
 	} else {
 		fmt.Fprintf(stdout, "listwatch check: %s workload, seed %d, %d clients, %d watchers, %s, %s, under %s\n",
-			f.cfg.Kind, f.cfg.Seed, f.cfg.Clients, f.cfg.Watchers, compactionText(f.cfg.CompactEvery), bound, f.prefix)
+			f.cfg.Kind, f.cfg.Seed, f.cfg.Clients, f.cfg.Watchers, compactionText(f.cfg.CompactEvery), boundText(f.cfg), f.prefix)
 	}
 	fmt.Fprintf(stdout, "target: %s\n", target.description)
-	// the survey's requests are short and bounded: an interrupt stops the workload after it
-	er, err := env.survey(context.WithoutCancel(ctx), target, f, stdout, stderr)
+	f.run.Target, f.run.Version = target.name, target.endpoints[0].Version
+	er, err := env.survey(ctx, target, f, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	if f.scenariosOnly {
-		target.close()
-		return env.check(nil, f, true, er, stdout, stderr)
+	f.run.Store, f.run.Capabilities = er.target.Product, er.capabilityNames()
+	var h *etcd.History
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(stdout, "interrupted during the probes or the scenarios: those not begun are skipped; checking what was recorded (interrupt again to stop the check)")
+	case !f.scenariosOnly:
+		if h, err = env.record(ctx, target, f, stdout, stderr); err != nil {
+			return err
+		}
 	}
+	if ctx.Err() != nil {
+		f.run.Interrupted = true
+	}
+	cleanupErr := target.cleanup(context.WithoutCancel(ctx), f, stdout, stderr)
+	if env.cleaned != nil {
+		env.cleaned(target.client, f.prefix)
+	}
+	target.close()
+	if h != nil {
+		h.Run = f.run
+		if err := f.writeHistory(stdout, h.WriteJSON); err != nil {
+			return err
+		}
+	}
+	return errors.Join(env.check(ctx, h, f, true, er, stdout, stderr), cleanupErr)
+}
 
+// record runs the workload against target and returns its history.
+func (env checkEnv) record(ctx context.Context, target *target, f *checkFlags, stdout, stderr io.Writer) (*etcd.History, error) {
+	stats := &workload.Stats{}
+	f.cfg.Stats = stats
 	rec := etcd.NewRecorder(target.client, env.clock)
 	start := env.clock.Now()
-	stopProgress := env.progress(stderr, stats, start)
+	fmt.Fprintf(stderr, "recording the %s workload %s...\n", f.cfg.Kind, boundText(f.cfg))
+	stopProgress := env.progress(stderr, stats, start, f.cfg)
 	if env.started != nil {
 		env.started(stats)
 	}
 	snap, err := workload.Run(ctx, rec, f.cfg)
 	stopProgress()
 	if err != nil {
-		return fmt.Errorf("the workload could not begin: %w", err)
+		return nil, fmt.Errorf("the workload could not begin: %w", err)
 	}
 	elapsed := env.clock.Since(start)
 	h := rec.History()
-	target.close()
 	if ctx.Err() != nil {
-		fmt.Fprintf(stdout, "interrupted after %v: checking what was recorded\n", elapsed.Round(time.Millisecond))
+		fmt.Fprintf(stdout, "interrupted after %v: checking what was recorded (interrupt again to stop the check)\n", elapsed.Round(time.Millisecond))
 	}
 	rate := float64(snap.Operations) / max(elapsed.Seconds(), 1e-9)
 	fmt.Fprintf(stdout, "recorded %d requests and %d watches in %v (%.0f requests/s), from revision %d to %d\n",
 		len(h.Operations), len(h.Watches), elapsed.Round(time.Millisecond), rate, h.StartRevision, snap.Revision)
-	if err := f.writeHistory(stdout, h.WriteJSON); err != nil {
-		return err
-	}
 	writeOperations(stdout, snap.ByName)
-	return env.check(h, f, true, er, stdout, stderr)
+	return h, nil
+}
+
+// boundText says what bounds the workload: "for 5s or 10000 requests, whichever comes first".
+func boundText(cfg workload.Config) string {
+	switch {
+	case cfg.Ops > 0 && cfg.Duration > 0:
+		return fmt.Sprintf("for %v or %d requests, whichever comes first", cfg.Duration, cfg.Ops)
+	case cfg.Ops > 0:
+		return fmt.Sprintf("for %d requests", cfg.Ops)
+	}
+	return fmt.Sprintf("for %v", cfg.Duration)
 }
 
 func compactionText(every int64) string {
@@ -429,66 +545,117 @@ func compactionText(every int64) string {
 	return fmt.Sprintf("compaction every %d revisions", every)
 }
 
-// checkFile is `listwatch check --check-history FILE`.
-func (env checkEnv) checkFile(f *checkFlags, stdout, stderr io.Writer) error {
+// checkFile is `listwatch check --check-history FILE`. A file that carries its run (check.Run) is
+// checked as that run checked it: against its target's version and capabilities. One without is
+// taken for a history written by hand, checked with no target version (no violation is a known
+// bug); one with neither operations nor watches is refused.
+func (env checkEnv) checkFile(ctx context.Context, f *checkFlags, stdout, stderr io.Writer) error {
 	file, err := os.Open(f.checkHistory)
 	if err != nil {
 		return err
 	}
 	defer file.Close()
 	if kube.IsHistory(file) {
-		return env.checkKubeFile(f, file, stdout, stderr)
+		return env.checkKubeFile(ctx, f, file, stdout, stderr)
 	}
 	h, err := etcd.ReadJSON(file)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.checkHistory, err)
 	}
+	if len(h.Operations) == 0 && len(h.Watches) == 0 {
+		return fmt.Errorf("%s: %w: no operations and no watches: nothing to check", f.checkHistory, check.ErrInvalidHistory)
+	}
 	fmt.Fprintf(stdout, "listwatch check: the history in %s: %d requests, %d watches\n", f.checkHistory, len(h.Operations), len(h.Watches))
+	// the file's run stands for this one: an interrupted run's history checks again to INTERRUPTED
+	f.run, f.result.Run = h.Run, h.Run
+	er := &etcdRun{}
+	if h.Run == nil {
+		fmt.Fprintln(stdout, "no run metadata: checked as a history written by hand, with no target version (no violation is a known upstream bug)")
+	} else {
+		er = runOf(h.Run)
+		fmt.Fprintf(stdout, "recorded by %s against %s (store %s, version %s), seed %d\n", h.Run.Tool, h.Run.Target, orUnknown(h.Run.Store), orUnknown(h.Run.Version), h.Run.Seed)
+	}
 	writeOperations(stdout, h.Counts())
-	return env.check(h, f, false, nil, stdout, stderr)
+	return env.check(ctx, h, f, false, er, stdout, stderr)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }
 
 // check checks h (nil when only the scenarios ran) and reports, with what the etcd check learned
-// besides (er, nil for a submitted history); recorded says h comes from a run (saved on a failure if
-// --history did not save it).
-func (env checkEnv) check(h *etcd.History, f *checkFlags, recorded bool, er *etcdRun, stdout, stderr io.Writer) error {
-	if er == nil {
-		er = &etcdRun{}
-	}
+// besides (er); recorded says h comes from a run (saved on a failure if --history did not save it).
+func (env checkEnv) check(ctx context.Context, h *etcd.History, f *checkFlags, recorded bool, er *etcdRun, stdout, stderr io.Writer) error {
 	var res *etcd.Result
 	var took time.Duration
 	if h != nil {
 		writeWatches(stdout, h)
-		bound := "unbounded"
-		if f.checkTimeout > 0 {
-			bound = fmt.Sprintf("bounded by --check-timeout %v", f.checkTimeout)
-		}
-		fmt.Fprintf(stderr, "checking %d requests and %d watches (search %s)...\n", len(h.Operations), len(h.Watches), bound)
-		start := env.clock.Now()
-		var err error
-		opts := etcd.Options{Timeout: f.checkTimeout, IgnoreVersions: er.caps != nil && er.caps.NoKeyVersions()}
+		f.result.Counts["requests"], f.result.Counts["watches"] = len(h.Operations), len(h.Watches)
+		opts := etcd.Options{Timeout: f.checkTimeout, IgnoreVersions: er.noVersions()}
 		if opts.IgnoreVersions {
 			fmt.Fprintln(stdout, "the store keeps no key versions: answers and events are compared without them")
 		}
-		if res, err = env.checkHistory(h, opts); err != nil {
+		start := env.clock.Now()
+		var err error
+		what := fmt.Sprintf("%d requests and %d watches", len(h.Operations), len(h.Watches))
+		if ierr := env.checking(checkStop(ctx), stderr, what, f.checkTimeout, func(phase check.PhaseFunc) {
+			opts.Phase = phase
+			res, err = env.checkHistory(h, opts)
+		}); ierr != nil {
+			fmt.Fprintln(stdout, strings.ToUpper(ierr.Error()[:1])+ierr.Error()[1:])
+			return f.keepHistory(stdout, ierr, recorded, h.WriteJSON)
+		}
+		if err != nil {
 			return err
 		}
 		took = env.clock.Since(start).Round(time.Millisecond)
 	}
 	writeGuarantees(stdout, h, res, er.scenarios)
 	if res != nil {
+		f.result.Notes = append(f.result.Notes, res.Notes...)
 		for _, n := range res.Notes {
 			fmt.Fprintf(stdout, "note: %s\n", n)
 		}
 	}
 	missing := writeCoverage(stdout, res, er.scenarios)
+	f.result.NotExercised = missing
 	var labels []etcd.Label
 	if res != nil {
 		labels = etcd.Classify(h, res, er.target)
+		f.result.setViolations(baseViolations(res.Violations), labels)
 	}
 	sum := workload.Summarize(labels, er.scenarios, er.caps, len(er.findings))
+	f.result.setSummary(sum)
+	f.result.setScenarios(er.scenarios)
+	verdict := writeEtcdVerdict(stdout, res, labels, took, f.checkTimeout)
+	f.result.Findings = writeFindings(stdout, er, sum)
+	if sum.Failed() {
+		verdict = fmt.Errorf("%w: %s", errFail, sum)
+	}
+	writeVerdict(stdout, f, verdict, missing)
+	if h == nil {
+		return interruptedOr(f, verdict, 0)
+	}
+	verdict = interruptedOr(f, verdict, len(h.Operations))
+	return f.keepEvidence(stdout, verdict, recorded, func(w io.Writer) error {
+		return etcd.WriteReport(w, h, res, etcdReportInput(er, res, labels, sum))
+	}, h.WriteJSON)
+}
 
-	var verdict error
+func baseViolations(vs []etcd.Violation) []check.Violation {
+	out := make([]check.Violation, len(vs))
+	for i := range vs {
+		out[i] = vs[i].Violation
+	}
+	return out
+}
+
+// writeEtcdVerdict writes what the check of the workload's history found: its violations, or that the
+// search ran out (the INCONCLUSIVE verdict, returned), or that every guarantee held.
+func writeEtcdVerdict(stdout io.Writer, res *etcd.Result, labels []etcd.Label, took, checkTimeout time.Duration) error {
 	switch {
 	case res != nil && len(res.Violations) > 0:
 		fmt.Fprintf(stdout, "checked in %v: %d violation(s) of %s\n", took, len(res.Violations), check.List(res.Guarantees()))
@@ -501,29 +668,37 @@ func (env checkEnv) check(h *etcd.History, f *checkFlags, recorded bool, er *etc
 		}
 	case res != nil && res.Verdict == etcd.VerdictTimeout:
 		fmt.Fprintf(stdout, "checked in %v: INCONCLUSIVE: the linearizability search did not finish within --check-timeout %v, so the watch checks that need a linearization were skipped; no violation was found in what could be checked\n",
-			took, f.checkTimeout)
-		verdict = fmt.Errorf("%w: the linearizability search timed out after %v (raise --check-timeout)", errInconclusive, f.checkTimeout)
+			took, checkTimeout)
+		return fmt.Errorf("%w: the linearizability search timed out after %v (raise --check-timeout)", errInconclusive, checkTimeout)
 	case res != nil:
 		fmt.Fprintf(stdout, "checked in %v: every guarantee held\n", took)
 	}
-	writeFindings(stdout, er, sum)
-	if sum.Failed() {
-		verdict = fmt.Errorf("%w: %s", errFail, sum)
-	}
+	return nil
+}
+
+// writeVerdict writes the verdict's line: PASS (saying what was not exercised, or that the run was
+// interrupted), or the verdict.
+func writeVerdict(stdout io.Writer, f *checkFlags, verdict error, missing []string) {
 	switch {
-	case verdict == nil && len(missing) > 0:
-		fmt.Fprintf(stdout, "PASS, but not exercised: %s\n", strings.Join(missing, ", "))
-	case verdict == nil:
-		fmt.Fprintln(stdout, "PASS")
-	default:
+	case verdict != nil:
 		fmt.Fprintf(stdout, "%v\n", verdict)
+		f.result.Message = verdict.Error()
+	case f.run != nil && f.run.Interrupted:
+		fmt.Fprintln(stdout, "INTERRUPTED: no violation in what was recorded before the interrupt; not a PASS")
+	case len(missing) > 0:
+		fmt.Fprintf(stdout, "PASS, but not exercised: %s\n", strings.Join(missing, ", "))
+	default:
+		fmt.Fprintln(stdout, "PASS")
 	}
-	if h == nil {
-		return verdict
+}
+
+// interruptedOr is verdict, or for a run interrupted while recording that found nothing, the
+// interrupted verdict.
+func interruptedOr(f *checkFlags, verdict error, requests int) error {
+	if verdict == nil && f.run != nil && f.run.Interrupted {
+		return interruptedVerdict(requests)
 	}
-	return f.keepEvidence(stdout, verdict, recorded, func(w io.Writer) error {
-		return etcd.WriteReport(w, h, res, etcdReportInput(er, res, labels, sum))
-	}, h.WriteJSON)
+	return verdict
 }
 
 // writeHistory writes the recorded history to --history, if given.
@@ -535,6 +710,7 @@ func (f *checkFlags) writeHistory(stdout io.Writer, write func(io.Writer) error)
 		return err
 	}
 	fmt.Fprintf(stdout, "history: %s\n", f.historyOut)
+	f.result.History = f.historyOut
 	return nil
 }
 
@@ -555,20 +731,30 @@ func (f *checkFlags) keepEvidence(stdout io.Writer, verdict error, recorded bool
 			return errors.Join(verdict, err)
 		}
 		fmt.Fprintf(stdout, "report: %s\n", report)
+		f.result.Report = report
 		if verdict != nil {
 			verdict = fmt.Errorf("%w; report: %s", verdict, report)
 		}
 	}
-	if verdict != nil && recorded && f.historyOut == "" {
-		path, err := tempFile("listwatch-check-history-*.json")
-		if err == nil {
-			err = writeFile(path, writeHistory)
-		}
-		if err != nil {
-			return errors.Join(verdict, err)
-		}
-		fmt.Fprintf(stdout, "history: %s (check it again with --check-history %s)\n", path, path)
+	return f.keepHistory(stdout, verdict, recorded, writeHistory)
+}
+
+// keepHistory keeps the history of a run that did not pass (recorded) in a temporary file unless
+// --history wrote it, to check it again with --check-history; it returns verdict joined with any
+// error writing it.
+func (f *checkFlags) keepHistory(stdout io.Writer, verdict error, recorded bool, writeHistory func(io.Writer) error) error {
+	if verdict == nil || !recorded || f.historyOut != "" {
+		return verdict
 	}
+	path, err := tempFile("listwatch-check-history-*.json")
+	if err == nil {
+		err = writeFile(path, writeHistory)
+	}
+	if err != nil {
+		return errors.Join(verdict, err)
+	}
+	fmt.Fprintf(stdout, "history: %s (check it again with --check-history %s)\n", path, path)
+	f.result.History = path
 	return verdict
 }
 
@@ -594,37 +780,55 @@ func writeFile(path string, write func(io.Writer) error) error {
 
 // target is the store a workload runs against.
 type target struct {
-	client      *clientv3.Client
-	description string
-	endpoints   []workload.Endpoint
-	closeOnce   sync.Once
-	closeFn     func()
+	client *clientv3.Client
+	// name is what --endpoints named, or "in-memory store"; description adds what each endpoint said.
+	name, description string
+	endpoints         []workload.Endpoint
+	leases            *leaseTracker
+	closeOnce         sync.Once
+	closeFn           func()
 }
 
 func (t *target) close() { t.closeOnce.Do(t.closeFn) }
 
+// cleanup deletes what the run wrote, unless --keep, saying so on w (progress on stderr).
+func (t *target) cleanup(ctx context.Context, f *checkFlags, w, stderr io.Writer) error {
+	leases := t.leases.granted()
+	if f.keep {
+		fmt.Fprintf(w, "--keep: the run's keys under %s and its %d leases are kept\n", f.prefix, len(leases))
+		return nil
+	}
+	fmt.Fprintf(stderr, "cleaning up: revoking %d leases, deleting %s...\n", len(leases), f.prefix)
+	return cleanupEtcd(ctx, t.client, f.prefix, leases, w)
+}
+
 // openTarget connects to --endpoints, or starts the in-memory store, and asks each endpoint its
-// status. Any store will do, fresh or not: the check writes under a prefix of its own.
+// status. Any store will do, fresh or not: the check writes under a prefix of its own. The client
+// notes the leases granted through it, for the cleanup.
 func openTarget(ctx context.Context, f *checkFlags) (*target, error) {
+	leases := &leaseTracker{}
+	track := grpc.WithChainUnaryInterceptor(leases.intercept)
 	var t *target
 	if len(f.endpoints) == 0 {
 		st := store.New(store.Options{ProgressNotifyInterval: inMemoryProgressNotifyInterval, Seed: f.cfg.Seed})
-		cli, closeClient, err := etcdgrpc.NewClient(st, etcdgrpc.Options{})
+		cli, closeClient, err := etcdgrpc.NewClient(st, etcdgrpc.Options{}, func(c *clientv3.Config) { c.DialOptions = append(c.DialOptions, track) })
 		if err != nil {
 			st.Close()
 			return nil, err
 		}
-		t = &target{client: cli, closeFn: func() {
+		t = &target{client: cli, name: "in-memory store", closeFn: func() {
 			_ = closeClient()
 			_ = st.Close()
 		}}
 	} else {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: f.endpoints, DialTimeout: f.dialTimeout, Logger: zap.NewNop()})
+		cli, err := clientv3.New(clientv3.Config{Endpoints: f.endpoints, DialTimeout: f.dialTimeout, Logger: zap.NewNop(),
+			DialOptions: []grpc.DialOption{track}})
 		if err != nil {
 			return nil, fmt.Errorf("connect to %s: %w", strings.Join(f.endpoints, ","), err)
 		}
-		t = &target{client: cli, closeFn: func() { _ = cli.Close() }}
+		t = &target{client: cli, name: strings.Join(f.endpoints, ","), closeFn: func() { _ = cli.Close() }}
 	}
+	t.leases = leases
 	sctx, cancel := context.WithTimeout(ctx, f.dialTimeout)
 	defer cancel()
 	eps, err := workload.Status(sctx, t.client)
@@ -645,10 +849,31 @@ func openTarget(ctx context.Context, f *checkFlags) (*target, error) {
 	return t, nil
 }
 
-// progress prints a progress line to w until the returned function is called: overwritten in
-// place every second on a terminal, a plain line every 10 s otherwise.
-func (env checkEnv) progress(w io.Writer, stats *workload.Stats, start time.Time) (stop func()) {
-	return env.progressLines(w, start, func(elapsed time.Duration) string { return progressLine(stats.Snapshot(), elapsed) })
+// progress prints a progress line of the workload cfg runs to w until the returned function is
+// called: overwritten in place every second on a terminal, a plain line every 10 s otherwise.
+func (env checkEnv) progress(w io.Writer, stats *workload.Stats, start time.Time, cfg workload.Config) (stop func()) {
+	return env.progressLines(w, start, func(elapsed time.Duration) string {
+		s := stats.Snapshot()
+		return progressLine(s, elapsed) + remainingText(cfg, s.Operations, elapsed)
+	})
+}
+
+// remainingText estimates what is left of a run bounded by cfg, from its rate so far.
+func remainingText(cfg workload.Config, done int64, elapsed time.Duration) string {
+	left := time.Duration(-1)
+	if cfg.Duration > 0 {
+		left = max(0, cfg.Duration-elapsed)
+	}
+	if cfg.Ops > 0 && done > 0 {
+		byOps := time.Duration(float64(elapsed) * float64(max(0, cfg.Ops-done)) / float64(done))
+		if left < 0 || byOps < left {
+			left = byOps
+		}
+	}
+	if left < 0 {
+		return ""
+	}
+	return fmt.Sprintf("  ~%v left", left.Round(100*time.Millisecond))
 }
 
 // progressLines prints line(time since start) to w until the returned function is called, as

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -25,19 +27,61 @@ type etcdRun struct {
 	scenarios []workload.ScenarioResult
 }
 
-// probeTimeout bounds each request of the probes and the scenarios, and each wait for an answer.
-const probeTimeout = 3 * time.Second
+// capabilityNames lists what the probe and the store's status found different from etcd, as the
+// findings show them: what a history's run carries (check.Run.Capabilities).
+func (er *etcdRun) capabilityNames() []string {
+	var out []string
+	if er.caps != nil {
+		for _, d := range er.caps.Deviations() {
+			out = append(out, capabilityLine(d))
+		}
+	}
+	return append(out, er.findings...)
+}
+
+func capabilityLine(d workload.Capability) string {
+	return fmt.Sprintf("%s %s: %s", d.Feature, d.Status, d.Detail)
+}
+
+// noKeyVersionsLine is how capabilityNames begins the line of a store that keeps no key versions.
+var noKeyVersionsLine = workload.FeatKeyVersions.String() + " " + workload.Differs.String() + ":"
+
+// noVersions reports whether the store keeps no key versions: answers and events are compared
+// without them.
+func (er *etcdRun) noVersions() bool {
+	if er.caps != nil {
+		return er.caps.NoKeyVersions()
+	}
+	return slices.ContainsFunc(er.findings, func(l string) bool { return strings.HasPrefix(l, noKeyVersionsLine) })
+}
+
+// runOf is what a recorded history's run says of its target, for checking the history again as
+// the run checked it: its store and version label the violations, its capabilities' differences
+// count as they did.
+func runOf(r *check.Run) *etcdRun {
+	return &etcdRun{target: etcd.Target{Product: r.Store, Version: r.Version}, findings: r.Capabilities}
+}
 
 // survey reads what the store says of itself, probes its capabilities and runs the scenarios (as
-// f asks), printing each part; it sets f.cfg's prefix and features for the workload.
+// f asks), printing each part; it sets f.cfg's prefix and features for the workload. Each request
+// of the probes and the scenarios, and each wait for an answer they expect, is bounded by
+// --request-timeout: generous, so that a slow store under load is not taken for one that does not
+// answer. An interrupt (ctx) skips the scenarios not yet begun.
 func (env checkEnv) survey(ctx context.Context, t *target, f *checkFlags, stdout, stderr io.Writer) (*etcdRun, error) {
+	rctx := context.WithoutCancel(ctx)
+	timeout := f.cfg.RequestTimeout
 	er := &etcdRun{target: etcd.Target{Version: t.endpoints[0].Version}, findings: workload.StatusFindings(t.endpoints)}
-	kctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	kctx, cancel := context.WithTimeout(rctx, timeout)
 	er.notes = append(er.notes, workload.ForeignKeys(kctx, t.client, f.prefix)...)
 	cancel()
 	fmt.Fprintln(stderr, "probing what the store supports...")
-	caps, err := workload.ProbeCapabilities(ctx, t.client, workload.ProbeConfig{Prefix: f.prefix + "probe/",
-		Compaction: f.cfg.CompactEvery > 0, Timeout: probeTimeout, Clock: env.clock, Endpoints: t.endpoints})
+	start := env.clock.Now()
+	stop := env.progressLines(stderr, start, func(elapsed time.Duration) string {
+		return fmt.Sprintf("%6.1fs  probing what the store supports", elapsed.Seconds())
+	})
+	caps, err := workload.ProbeCapabilities(rctx, t.client, workload.ProbeConfig{Prefix: f.prefix + "probe/",
+		Compaction: f.cfg.CompactEvery > 0, Timeout: timeout, Clock: env.clock, Endpoints: t.endpoints})
+	stop()
 	if err != nil {
 		return nil, err
 	}
@@ -55,15 +99,30 @@ func (env checkEnv) survey(ctx context.Context, t *target, f *checkFlags, stdout
 	if avoid := caps.Avoid(); avoid != 0 && !f.scenariosOnly {
 		fmt.Fprintf(stdout, "the workload runs without: %s\n", avoid)
 	}
-	if f.noScenarios {
+	if f.noScenarios || ctx.Err() != nil {
 		return er, nil
 	}
-	fmt.Fprintln(stderr, "running the scenarios...")
-	er.scenarios = workload.RunScenarios(ctx, t.client, workload.ScenarioConfig{Prefix: f.prefix + "scenarios/", Capabilities: caps,
-		Compaction: f.cfg.CompactEvery > 0, NoRequestProgress: gated, Target: er.target, Timeout: probeTimeout,
-		CheckTimeout: f.checkTimeout, Clock: env.clock})
+	er.scenarios = env.scenarios(ctx, t, f, er, gated, stderr)
 	writeScenarios(stdout, er.scenarios)
 	return er, nil
+}
+
+// scenarios runs the scenario suite with a progress line naming the one running.
+func (env checkEnv) scenarios(ctx context.Context, t *target, f *checkFlags, er *etcdRun, gated bool, stderr io.Writer) []workload.ScenarioResult {
+	fmt.Fprintf(stderr, "running the %d scenarios...\n", len(workload.Scenarios))
+	var running atomic.Pointer[string]
+	running.Store(new(""))
+	start := env.clock.Now()
+	stop := env.progressLines(stderr, start, func(elapsed time.Duration) string {
+		return fmt.Sprintf("%6.1fs  scenario %s", elapsed.Seconds(), *running.Load())
+	})
+	defer stop()
+	return workload.RunScenarios(context.WithoutCancel(ctx), t.client, workload.ScenarioConfig{Prefix: f.prefix + "scenarios/", Capabilities: er.caps,
+		Compaction: f.cfg.CompactEvery > 0, NoRequestProgress: gated, Target: er.target, Timeout: f.cfg.RequestTimeout,
+		CheckTimeout: f.checkTimeout, Clock: env.clock, Stop: ctx.Done(),
+		Starting: func(i int, sc *workload.Scenario) {
+			running.Store(new(fmt.Sprintf("%d/%d %s", i+1, len(workload.Scenarios), sc.Name)))
+		}})
 }
 
 func writeCapabilities(w io.Writer, caps *workload.Capabilities, t etcd.Target) {
@@ -173,7 +232,7 @@ func runCoverage(res *etcd.Result, scenarios []workload.ScenarioResult) (etcd.Co
 }
 
 // writeFindings lists what the verdict rests on besides the violations.
-func writeFindings(w io.Writer, er *etcdRun, s workload.Summary) {
+func writeFindings(w io.Writer, er *etcdRun, s workload.Summary) []string {
 	lines := findings(er, s)
 	if len(lines) > 0 {
 		fmt.Fprintln(w, "findings:")
@@ -184,6 +243,7 @@ func writeFindings(w io.Writer, er *etcdRun, s workload.Summary) {
 	for _, n := range er.notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
+	return lines
 }
 
 // findings are what the verdict rests on besides the violations: the known bugs, the capabilities
@@ -195,7 +255,7 @@ func findings(er *etcdRun, s workload.Summary) []string {
 	}
 	if er.caps != nil {
 		for _, d := range er.caps.Deviations() {
-			lines = append(lines, fmt.Sprintf("%s %s: %s", d.Feature, d.Status, d.Detail))
+			lines = append(lines, capabilityLine(d))
 		}
 	}
 	lines = append(lines, er.findings...)

@@ -38,7 +38,9 @@
 //     passes against listwatch's store and together they cover every guarantee;
 //     TestScenariosFail: a store that sends prev_kv unasked and leaves RequestProgress unanswered
 //     (kine's ways) fails exactly the scenarios for those. ScenarioResult.Status, Errored and
-//     Failure say what one found, as `listwatch check` prints it.
+//     Failure say what one found, as `listwatch check` prints it. ScenarioConfig.Stop (an
+//     interrupt) skips the scenarios not yet begun, and Starting names each as it begins, for
+//     progress (TestScenariosStop).
 //   - Summarize tallies a check of a store: the labels of its violations and of the scenarios',
 //     the scenarios' findings, those that could not run to their end, the capabilities refused or
 //     different and what the store said of itself (StatusFindings: a Status without revision).

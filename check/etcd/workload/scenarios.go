@@ -74,6 +74,11 @@ type ScenarioConfig struct {
 	CheckTimeout time.Duration
 	// Clock times the waits. Default: the real clock.
 	Clock clock.Clock
+	// Stop, once closed, skips the scenarios not yet begun (the one running runs to its end): an
+	// interrupt. Nil: never.
+	Stop <-chan struct{}
+	// Starting, if set, is called before each scenario runs, with its index in Scenarios.
+	Starting func(i int, sc *Scenario)
 }
 
 // Scenarios is the suite, in the order RunScenarios runs it.
@@ -117,7 +122,16 @@ func RunScenarios(ctx context.Context, c *clientv3.Client, cfg ScenarioConfig) [
 		cfg.Clock = clock.RealClock{}
 	}
 	var out []ScenarioResult
-	for _, sc := range Scenarios {
+	for i, sc := range Scenarios {
+		select {
+		case <-cfg.Stop:
+			out = append(out, ScenarioResult{Scenario: sc, Skipped: "interrupted"})
+			continue
+		default:
+		}
+		if cfg.Starting != nil {
+			cfg.Starting(i, sc)
+		}
 		out = append(out, runScenario(ctx, c, cfg, sc))
 	}
 	return out

@@ -28,6 +28,29 @@ func scenarioResult(t *testing.T, results []ScenarioResult, name string) *Scenar
 	return nil
 }
 
+// TestScenariosStop: once Stop is closed (an interrupt) the scenarios not yet begun are skipped;
+// Starting names each scenario that begins.
+func TestScenariosStop(t *testing.T) {
+	cli := inMemory(t, store.Options{})
+	stop := make(chan struct{})
+	var started []string
+	results := RunScenarios(context.Background(), cli, ScenarioConfig{Prefix: "/sc/", Target: etcd.Target{Product: "etcd", Version: "3.7.3"},
+		Timeout: testutil.WaitTimeout, Stop: stop, Starting: func(i int, sc *Scenario) {
+			started = append(started, sc.Name)
+			if i == 1 {
+				close(stop)
+			}
+		}})
+	if len(started) != 2 || started[0] != Scenarios[0].Name || started[1] != Scenarios[1].Name {
+		t.Errorf("started %v, want the first two", started)
+	}
+	for i, r := range results {
+		if (i >= 2) != (r.Skipped == "interrupted") {
+			t.Errorf("scenario %d %s: skipped %q", i, r.Scenario.Name, r.Skipped)
+		}
+	}
+}
+
 // TestScenariosPassInMemory: every scenario runs and passes against listwatch's store, the
 // fragmented one with fragments, and together they exercise every guarantee.
 func TestScenariosPassInMemory(t *testing.T) {
