@@ -567,20 +567,26 @@ func porcupineOps(kops []*kvOp) []porcupine.Operation {
 	return ops
 }
 
-// guidedOps adds to the operations what else the history observed: for each watch, that the store
-// reached the highest revision the watch saw by the time it saw it; and each serializable read, at
-// its header revision at any time before it returned.
-func (c *checker) guidedOps() []*kvOp {
-	ops := slices.Clone(c.ops)
+// reachOps are the watch observations of the guided search: for each watch, that the store reached
+// the highest revision the watch saw by the time it saw it.
+func (c *checker) reachOps() []*kvOp {
 	lane := 0
 	for _, op := range c.ops {
 		lane = max(lane, op.client+1)
 	}
+	var ops []*kvOp
 	for i, g := range c.guides {
 		if g.last > 1 {
 			ops = append(ops, &kvOp{index: -1, reach: g.last, watch: i, call: c.h.Watches[i].Call, ret: g.lastTime, client: lane, observation: true})
 		}
 	}
+	return ops
+}
+
+// guidedOps adds to the operations what else the history observed: the watches' reachOps, and each
+// serializable read, at its header revision at any time before it returned.
+func (c *checker) guidedOps() []*kvOp {
+	ops := append(slices.Clone(c.ops), c.reachOps()...)
 	for _, op := range c.serializable {
 		o := *op
 		o.call, o.observation = math.MinInt64, true
@@ -589,15 +595,89 @@ func (c *checker) guidedOps() []*kvOp {
 	return ops
 }
 
-// linearize searches for a linearization. With unknown-outcome writes it first runs a guided search:
-// an unknown-outcome write may create a revision only with exactly the events each watch whose
-// window covers that revision received there, the store must reach each watch's highest revision
-// by the time the watch saw it, and each serializable read must fit the store at its header
-// revision some time before it returned. Should that find nothing (a watch or a serializable read
-// is wrong), it searches again unguided, so that the checks that follow can say which is wrong.
+// linearize finds a linearization: first by the sweep (sweep.go), which orders the operations by
+// their revisions; with unknown-outcome writes, guided as the search below is by the watches. If
+// the sweep gets stuck, two operations whose revisions order them against real time prove that
+// there is none (inversion); else porcupine searches, as search says, within what is left of the
+// timeout.
 func (c *checker) linearize(res *Result, timeout time.Duration) {
+	start := time.Now()
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = start.Add(timeout)
+	}
+	res.model = c.model()
+	res.visualize = c.visualize
 	hasUnknown := slices.ContainsFunc(c.ops, func(op *kvOp) bool { return op.unknown })
-	model := c.model()
+	guided := hasUnknown && len(c.guides) > 0
+	passes := []bool{false}
+	if guided {
+		passes = []bool{true, false}
+	}
+	for _, g := range passes {
+		ops := c.ops
+		if g {
+			ops = append(slices.Clone(c.ops), c.reachOps()...)
+		}
+		c.guided = g
+		sw := newSweep(c, ops, deadline)
+		ok := sw.run()
+		c.guided = false
+		if ok {
+			if !g && guided {
+				res.Notes = append(res.Notes, noteUnguided)
+			}
+			res.Verdict = VerdictLinearizable
+			c.setLinearization(res, sw.lin)
+			return
+		}
+	}
+	if a, b := c.inversion(); a != nil {
+		res.Verdict = VerdictNotLinearizable
+		res.Violations = append(res.Violations, c.explainInversion(a, b))
+		return
+	}
+	if timeout > 0 {
+		timeout -= time.Since(start)
+		if timeout <= 0 {
+			res.visualize = nil
+			res.Verdict = VerdictTimeout
+			res.Notes = append(res.Notes, "the linearizability search timed out")
+			return
+		}
+	}
+	c.search(res, timeout)
+}
+
+const noteUnguided = "no linearization agrees with every watch: the unknown-outcome writes were placed without their guidance"
+
+// setLinearization records lin, the linearization found, in res.
+func (c *checker) setLinearization(res *Result, lin []*kvOp) {
+	res.lin = lin
+	res.Linearization = nil
+	for _, op := range lin {
+		if op.index >= 0 {
+			res.Linearization = append(res.Linearization, op.index)
+		}
+	}
+}
+
+// visualize runs porcupine's search for the report of a history the sweep linearized.
+func (c *checker) visualize(timeout time.Duration) (porcupine.LinearizationInfo, bool) {
+	result, info := porcupine.CheckOperationsVerbose(c.model(), porcupineOps(c.ops), timeout)
+	return info, result != porcupine.Unknown
+}
+
+// search is porcupine's search for a linearization. With unknown-outcome writes it first runs a
+// guided search: an unknown-outcome write may create a revision only with exactly the events each
+// watch whose window covers that revision received there, the store must reach each watch's
+// highest revision by the time the watch saw it, and each serializable read must fit the store at
+// its header revision some time before it returned. Should that find nothing (a watch or a
+// serializable read is wrong), it searches again unguided, so that the checks that follow can say
+// which is wrong.
+func (c *checker) search(res *Result, timeout time.Duration) {
+	hasUnknown := slices.ContainsFunc(c.ops, func(op *kvOp) bool { return op.unknown })
+	model := res.model
 	result := porcupine.Unknown
 	var info porcupine.LinearizationInfo
 	kops := c.ops
@@ -609,15 +689,16 @@ func (c *checker) linearize(res *Result, timeout time.Duration) {
 	}
 	if result != porcupine.Ok {
 		if c.guided = false; len(kops) != len(c.ops) {
-			res.Notes = append(res.Notes, "no linearization agrees with every watch: the unknown-outcome writes were placed without their guidance")
+			res.Notes = append(res.Notes, noteUnguided)
 		}
 		kops = c.ops
 		result, info = porcupine.CheckOperationsVerbose(model, porcupineOps(kops), timeout)
 	}
-	res.model, res.info, res.hasInfo = model, info, true
+	res.info, res.hasInfo = info, true
 	switch result {
 	case porcupine.Ok:
 		res.Verdict = VerdictLinearizable
+		var lin []*kvOp
 		if parts := info.PartialLinearizations(); len(parts) > 0 && len(parts[0]) > 0 {
 			// unknown-outcome writes after the last operation of known outcome (or watch
 			// observation) are the ones nothing shows to have happened: they are left out
@@ -630,15 +711,11 @@ func (c *checker) linearize(res *Result, timeout time.Duration) {
 			}
 			for _, i := range full[:last+1] {
 				if !kops[i].observation {
-					res.lin = append(res.lin, kops[i])
+					lin = append(lin, kops[i])
 				}
 			}
 		}
-		for _, op := range res.lin {
-			if op.index >= 0 {
-				res.Linearization = append(res.Linearization, op.index)
-			}
-		}
+		c.setLinearization(res, lin)
 	case porcupine.Illegal:
 		res.Verdict = VerdictNotLinearizable
 		res.Violations = append(res.Violations, c.explainIllegal(info))

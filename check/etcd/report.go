@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 
@@ -15,13 +16,16 @@ import (
 
 // Report limits: beyond them only what a violation names is drawn or listed.
 const (
-	reportMaxItems      = 4000
-	reportMaxEvents     = 2000
-	reportMaxPorcupine  = 5000
-	reportWidth         = 1400
-	reportLaneHeight    = 22
-	reportLabelWidth    = 110
-	reportWatchRespRows = 300
+	reportMaxItems     = 4000
+	reportMaxEvents    = 2000
+	reportMaxPorcupine = 5000
+	// reportPorcupineTimeout bounds the search run for the visualisation of a history the sweep
+	// linearized (porcupine did not search it).
+	reportPorcupineTimeout = 10 * time.Second
+	reportWidth            = 1400
+	reportLaneHeight       = 22
+	reportLabelWidth       = 110
+	reportWatchRespRows    = 300
 )
 
 // WriteReport writes a self-contained HTML page about a checked history: the verdict, every
@@ -34,6 +38,9 @@ func WriteReport(w io.Writer, h *History, r *Result) error {
 		return fmt.Errorf("etcd: WriteReport needs a history and its result")
 	}
 	d := buildReport(h, r)
+	if !r.hasInfo && r.visualize != nil && len(h.Operations) <= reportMaxPorcupine {
+		r.info, r.hasInfo = r.visualize(reportPorcupineTimeout)
+	}
 	if r.hasInfo && len(h.Operations) <= reportMaxPorcupine {
 		var buf bytes.Buffer
 		if err := porcupine.Visualize(r.model, r.info, &buf); err != nil {
