@@ -209,20 +209,11 @@ type checker struct {
 
 func newChecker(h *History) *checker {
 	c := &checker{h: h, claimed: map[int64]*kvOp{}, open: h.Open(), start: h.StartRevision}
-	onlyDeletes := map[int64]bool{} // revisions watches saw, and whether they saw only deletes there
 	for i := range h.Watches {
 		c.guides = append(c.guides, newWatchGuide(&h.Watches[i], i))
-		for _, r := range h.Watches[i].Responses {
-			for _, ev := range r.Events {
-				rev := ev.Kv.ModRevision
-				d, seen := onlyDeletes[rev]
-				onlyDeletes[rev] = (d || !seen) && ev.Type == Delete
-			}
-		}
 	}
 	maxClient := 0
 	granted := map[int64]int64{} // lease ID -> the earliest time it may expire: its grant's call + its TTL
-	leaseMissing := map[int64]bool{}
 	for i := range h.Operations {
 		o := &h.Operations[i]
 		maxClient = max(maxClient, o.Client)
@@ -261,11 +252,6 @@ func newChecker(h *History) *checker {
 				granted[op.grantID] = earliest
 			}
 		}
-		if o.Error == etcdrules.ErrLeaseNotFound.Error() {
-			for _, id := range leasesNamed(req) {
-				leaseMissing[id] = true
-			}
-		}
 		op.shapeErr = shapeError(req)
 		if op.resp != nil {
 			op.rev = revisionCheck(req, op.resp)
@@ -279,28 +265,16 @@ func newChecker(h *History) *checker {
 		}
 		c.ops = append(c.ops, op)
 	}
-	c.addLeaseExpiries(onlyDeletes, granted, leaseMissing, maxClient)
+	c.addLeaseExpiries(granted, maxClient)
 	return c
 }
 
-// addLeaseExpiries adds the expiries of the leases that may have expired. Leases may expire: where
-// the history shows it may have happened (a lease reported missing, or a revision of deletes no
-// request claims: onlyDeletes), the lease gets an expiry, on a client lane after maxClient's, that
-// may take effect at any time after granted says it may.
-func (c *checker) addLeaseExpiries(onlyDeletes map[int64]bool, granted map[int64]int64, leaseMissing map[int64]bool, maxClient int) {
+// addLeaseExpiries adds the expiries of the leases that may have expired: every lease whose TTL
+// may have run out before the history ends gets an expiry, on a client lane after maxClient's,
+// that may take effect at any time after granted says it may, as an unknown-outcome revoke. No
+// more is asked: an expiry may show only in a read that finds a key gone, or in nothing at all.
+func (c *checker) addLeaseExpiries(granted map[int64]int64, maxClient int) {
 	h := c.h
-	expireAll := false
-	revoked := map[int64]bool{} // revisions a revoke answered with, which it may have created
-	for _, o := range h.Operations {
-		if o.Request.LeaseRevoke != nil && o.Response != nil {
-			revoked[o.Response.Revision] = true
-		}
-	}
-	for rev, d := range onlyDeletes {
-		if d && c.claimed[rev] == nil && !revoked[rev] {
-			expireAll = true
-		}
-	}
 	end := int64(math.MinInt64) // the last time the history shows
 	for _, o := range h.Operations {
 		end = max(end, o.Return)
@@ -312,7 +286,7 @@ func (c *checker) addLeaseExpiries(onlyDeletes map[int64]bool, granted map[int64
 	}
 	ids := make([]int64, 0, len(granted))
 	for id, earliest := range granted {
-		if (expireAll || leaseMissing[id]) && earliest <= end {
+		if earliest <= end {
 			ids = append(ids, id)
 		}
 	}
@@ -363,36 +337,6 @@ func txnReadOnly(t *TxnRequest) bool {
 		}
 	}
 	return true
-}
-
-// leasesNamed lists the leases a request refers to.
-func leasesNamed(req *Request) []int64 {
-	switch {
-	case req.Put != nil:
-		return []int64{req.Put.Lease}
-	case req.LeaseRevoke != nil:
-		return []int64{req.LeaseRevoke.ID}
-	case req.LeaseKeepAlive != nil:
-		return []int64{req.LeaseKeepAlive.ID}
-	case req.Txn != nil:
-		var ids []int64
-		var walk func(t *TxnRequest)
-		walk = func(t *TxnRequest) {
-			for _, ops := range [][]RequestOp{t.Success, t.Failure} {
-				for _, op := range ops {
-					if op.Put != nil && op.Put.Lease != 0 {
-						ids = append(ids, op.Put.Lease)
-					}
-					if op.Txn != nil {
-						walk(op.Txn)
-					}
-				}
-			}
-		}
-		walk(req.Txn)
-		return ids
-	}
-	return nil
 }
 
 func revisionCheck(req *Request, resp *Response) revCheck {

@@ -344,6 +344,21 @@ func TestLeaseExpiry(t *testing.T) {
 	if res := mustCheck(t, &long); res.OK() {
 		t.Fatal("a lease of an hour expired within two seconds")
 	}
+	// an expiry that only a read shows, no watch and no "lease not found": the read finds the key
+	// gone, at a revision nobody claims (closed) or in a gap of the store's revisions (open)
+	unseen := b.h
+	unseen.Watches = nil
+	if res := mustCheck(t, &unseen); !res.OK() || res.Coverage.LeaseExpiries != 1 {
+		t.Fatalf("an expiry only a read shows: %v, %d lease expiries", res.Err(), res.Coverage.LeaseExpiries)
+	}
+	open := unseen
+	open.Prefix, open.StartRevision = "", 1
+	open.Operations = slices.Clone(unseen.Operations)
+	open.Operations[2].Response = kvs(7)
+	open.Operations[3].Response = rev(9)
+	if res := mustCheck(t, &open); !res.OK() || res.Coverage.LeaseExpiries != 1 {
+		t.Fatalf("an open history's expiry only a read shows: %v, %d lease expiries", res.Err(), res.Coverage.LeaseExpiries)
+	}
 	b.h.Watches[0].Responses[2].Events = []Event{{Type: Put, Kv: kv("c", "1", 3, 3, 1)}}
 	b.h.Watches[0].Request.RangeEnd = "d"
 	res = mustCheck(t, &b.h)
