@@ -52,6 +52,11 @@ type sweep struct {
 	steps    int
 	// stuck says where the sweep got stuck, for debugging
 	stuck string
+	// gapFrom is, in an open history, the state before the store last moved on by others' writes
+	// alone (nil once it moved by anything else), and gapLin the length of lin then: an
+	// unknown-outcome write or expiry may have made the gap's last revision (repairGap).
+	gapFrom *mstate
+	gapLin  int
 
 	pendingAt map[int64][]int // called and unplaced anchored operations, by anchor
 	left      map[int64]int   // unplaced anchored operations, by anchor
@@ -201,10 +206,10 @@ func (sw *sweep) force(i int) bool {
 		if sw.placed[i] {
 			return true // a revoke that created its revision
 		}
-		return sw.s.rev == a && (sw.tryPlace(i) || sw.fixInSlot(i))
+		return sw.s.rev == a && (sw.tryPlace(i) || sw.fixInSlot(i) || sw.repairGap(i))
 	case kindFloating:
 		for {
-			if sw.tryPlace(i) || sw.fixInSlot(i) {
+			if sw.tryPlace(i) || sw.fixInSlot(i) || sw.repairGap(i) {
 				return true
 			}
 			next := sw.s.rev + 1
@@ -292,7 +297,9 @@ func (sw *sweep) create(next int64) bool {
 			return false
 		}
 	}
+	from := sw.s
 	sw.setState(sw.s.advance(next))
+	sw.gapFrom, sw.gapLin = from, len(sw.lin)
 	return true
 }
 
@@ -311,7 +318,7 @@ func (sw *sweep) drain(r int64) bool {
 			}
 		}
 		for j := 0; !progress && j < len(pend); j++ {
-			progress = sw.fixInSlot(pend[j])
+			progress = sw.fixInSlot(pend[j]) || sw.repairGap(pend[j])
 		}
 		if !progress {
 			return false
@@ -414,10 +421,59 @@ func (sw *sweep) place(i int, o outcome) {
 	sw.setState(o.state)
 }
 
+// repairGap tries, in an open history whose store last moved on by others' writes, to make
+// operation i fit by having an unknown-outcome write or lease expiry make the gap's last revision
+// instead, replaying what was placed since on the state it leaves.
+func (sw *sweep) repairGap(i int) bool {
+	g := sw.gapFrom
+	if g == nil || sw.s.rev-1 < g.rev {
+		return false
+	}
+	since := sw.lin[sw.gapLin:]
+	for _, z := range sw.liveOptional() {
+		zop := sw.ops[z]
+		base := g.advance(sw.s.rev - 1)
+		ok, _, oz := sw.c.apply(base, zop)
+		if !ok || oz.state.rev != sw.s.rev {
+			continue
+		}
+		st, fits := oz.state, true
+		for _, y := range since {
+			var oy outcome
+			if ok, _, oy = sw.c.apply(st, y); !ok || y.ret < zop.call {
+				fits = false
+				break
+			}
+			st = oy.state
+		}
+		if !fits {
+			continue
+		}
+		ok, _, oi := sw.c.apply(st, sw.ops[i])
+		if !ok {
+			continue
+		}
+		lin := slices.Clone(sw.lin[:sw.gapLin])
+		if base != g {
+			lin = append(lin, &kvOp{index: -1, reach: base.rev, observation: true, call: zop.call, ret: math.MaxInt64})
+		}
+		sw.lin = append(append(lin, zop), since...)
+		sw.placed[z] = true
+		sw.setState(st)
+		sw.gapFrom = nil // one repair a gap
+		sw.place(i, oi)
+		return true
+	}
+	return false
+}
+
 // setState moves the store to s and places what now fits without changing it.
 func (sw *sweep) setState(s *mstate) {
 	if s == sw.s {
 		return
+	}
+	if s.rev != sw.s.rev {
+		sw.gapFrom = nil
 	}
 	sw.s = s
 	for _, i := range sw.pending(s.rev) {
