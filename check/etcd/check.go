@@ -527,6 +527,19 @@ func (c *checker) reachOps() []*kvOp {
 	return ops
 }
 
+// sweepObservations are what guides the sweep besides the watches' reachOps: each serializable
+// read shows that the store reached its header revision before it returned (checkSerializable
+// then judges its answer there).
+func (c *checker) sweepObservations() []*kvOp {
+	ops := c.reachOps()
+	for _, op := range c.serializable {
+		if r := op.resp.Revision; r > 0 {
+			ops = append(ops, &kvOp{index: -1, reach: r, watch: -1, call: op.call, ret: op.ret, client: op.client, observation: true})
+		}
+	}
+	return ops
+}
+
 // guidedOps adds to the operations what else the history observed: the watches' reachOps, and each
 // serializable read, at its header revision at any time before it returned.
 func (c *checker) guidedOps() []*kvOp {
@@ -553,7 +566,7 @@ func (c *checker) linearize(res *Result, timeout time.Duration) {
 	res.model = c.model()
 	res.visualize = c.visualize
 	hasUnknown := slices.ContainsFunc(c.ops, func(op *kvOp) bool { return op.unknown })
-	guided := hasUnknown && len(c.guides) > 0
+	guided := hasUnknown && (len(c.guides) > 0 || len(c.serializable) > 0)
 	passes := []bool{false}
 	if guided {
 		passes = []bool{true, false}
@@ -561,7 +574,7 @@ func (c *checker) linearize(res *Result, timeout time.Duration) {
 	for _, g := range passes {
 		ops := c.ops
 		if g {
-			ops = append(slices.Clone(c.ops), c.reachOps()...)
+			ops = append(slices.Clone(c.ops), c.sweepObservations()...)
 		}
 		c.guided = g
 		sw := newSweep(c, ops, deadline)

@@ -28,9 +28,9 @@ func sweepVerdict(h *History) Verdict {
 	for _, op := range c.ops {
 		hasUnknown = hasUnknown || op.unknown
 	}
-	if hasUnknown && len(c.guides) > 0 {
+	if hasUnknown && (len(c.guides) > 0 || len(c.serializable) > 0) {
 		c.guided = true
-		ok := newSweep(c, append(c.ops, c.reachOps()...), time.Time{}).run()
+		ok := newSweep(c, append(c.ops, c.sweepObservations()...), time.Time{}).run()
 		c.guided = false
 		if ok {
 			return VerdictLinearizable
