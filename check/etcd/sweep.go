@@ -62,6 +62,10 @@ type sweep struct {
 	left      map[int64]int   // unplaced anchored operations, by anchor
 	floating  []int           // called and unplaced floating operations
 	optional  []int           // called and unplaced optional operations
+	// optionalBy indexes the called optional operations by the keys they may write; wild are those
+	// that may write keys no index names (ranges, revokes)
+	optionalBy map[Bytes][]int
+	wild       []int
 	creators  map[int64][]int // writes that claim a revision and revokes answered at it
 	seen      map[int64]bool  // revisions at which a watch received events
 	stops     []int64         // open histories: the revisions the store must stop at, sorted
@@ -77,7 +81,8 @@ type sweepEvent struct {
 func newSweep(c *checker, ops []*kvOp, deadline time.Time) *sweep {
 	sw := &sweep{c: c, ops: ops, kind: make([]sweepKind, len(ops)), anchor: make([]int64, len(ops)),
 		placed: make([]bool, len(ops)), called: make([]bool, len(ops)), s: initialState(c.h), deadline: deadline,
-		pendingAt: map[int64][]int{}, left: map[int64]int{}, creators: map[int64][]int{}, seen: map[int64]bool{}}
+		pendingAt: map[int64][]int{}, left: map[int64]int{}, creators: map[int64][]int{}, seen: map[int64]bool{},
+		optionalBy: map[Bytes][]int{}}
 	for _, g := range c.guides {
 		for rev := range g.byRev {
 			sw.seen[rev] = true
@@ -166,6 +171,13 @@ func (sw *sweep) call(i int) bool {
 	switch sw.kind[i] {
 	case kindOptional:
 		sw.optional = append(sw.optional, i)
+		keys, wild := writtenKeys(sw.ops[i].req)
+		if wild {
+			sw.wild = append(sw.wild, i)
+		}
+		for _, k := range keys {
+			sw.optionalBy[k] = append(sw.optionalBy[k], i)
+		}
 	case kindFloating:
 		if !sw.tryPreserving(i) {
 			sw.floating = append(sw.floating, i)
@@ -283,7 +295,7 @@ func (sw *sweep) create(next int64) bool {
 	}
 	if !sw.c.open || sw.seen[next] {
 		base := sw.s.advance(next - 1)
-		for _, i := range sw.liveOptional() {
+		for _, i := range sw.candidates(next) {
 			if ok, _, o := sw.c.apply(base, sw.ops[i]); ok && o.state.rev == next {
 				if base != sw.s {
 					sw.s = base
@@ -343,6 +355,53 @@ func (sw *sweep) pending(r int64) []int {
 	}
 	sw.pendingAt[r] = out
 	return out
+}
+
+// candidates are the optional operations that may make revision next: with what a watch saw
+// there, those that may write its first key; else all.
+func (sw *sweep) candidates(next int64) []int {
+	for _, g := range sw.c.guides {
+		if next < g.first || next > g.last || len(g.byRev[next]) == 0 {
+			continue
+		}
+		k := g.byRev[next][0].key
+		var out []int
+		for _, l := range [][]int{sw.optionalBy[k], sw.wild} {
+			for _, i := range l {
+				if !sw.placed[i] {
+					out = append(out, i)
+				}
+			}
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	return sw.liveOptional()
+}
+
+// writtenKeys lists the keys a request may write, and whether it may write others too.
+func writtenKeys(req *Request) (keys []Bytes, wild bool) {
+	switch {
+	case req.Put != nil:
+		return []Bytes{req.Put.Key}, false
+	case req.DeleteRange != nil:
+		if req.DeleteRange.RangeEnd == "" {
+			return []Bytes{req.DeleteRange.Key}, false
+		}
+		return nil, true
+	case req.Txn != nil:
+		for _, ops := range [][]RequestOp{req.Txn.Success, req.Txn.Failure} {
+			for _, op := range ops {
+				r := Request{Put: op.Put, DeleteRange: op.DeleteRange, Txn: op.Txn}
+				k, w := writtenKeys(&r)
+				keys, wild = append(keys, k...), wild || w
+			}
+		}
+		return keys, wild
+	case req.LeaseRevoke != nil:
+		return nil, true
+	}
+	return nil, false
 }
 
 func (sw *sweep) liveOptional() []int {
