@@ -66,9 +66,9 @@ type sweep struct {
 	// that may write keys no index names (ranges, revokes)
 	optionalBy map[Bytes][]int
 	wild       []int
-	creators  map[int64][]int // writes that claim a revision and revokes answered at it
-	seen      map[int64]bool  // revisions at which a watch received events
-	stops     []int64         // open histories: the revisions the store must stop at, sorted
+	creators   map[int64][]int // writes that claim a revision and revokes answered at it
+	seen       map[int64]bool  // revisions at which a watch received events
+	stops      []int64         // open histories: the revisions the store must stop at, sorted
 }
 
 // sweepEvent is the call or the return of operation i at time t.
