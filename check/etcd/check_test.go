@@ -318,6 +318,32 @@ func TestPutThenDeleteInOneTxn(t *testing.T) {
 	wantOnly(t, &b.h, Unique, -1)
 }
 
+// TestCompactionWithinRevision: a compaction at the revision of a txn that put a key and then
+// deleted it keeps only the DELETE (etcd's key index keeps a key's newest revision at or below the
+// compaction's), so a watch from that revision created after the compaction gets the DELETE alone;
+// without the compaction the PUT is owed.
+func TestCompactionWithinRevision(t *testing.T) {
+	mk := func(compact bool) *History {
+		var b builder
+		b.op(0, Request{Txn: &TxnRequest{Success: []RequestOp{
+			{Put: &PutRequest{Key: "b", Value: "1"}},
+			{DeleteRange: &DeleteRangeRequest{Key: "a", RangeEnd: "\x00"}},
+		}}}, &Response{Revision: 2, Txn: &TxnResponse{Succeeded: true, Responses: []ResponseOp{
+			{Put: &PutResponse{}}, {DeleteRange: &DeleteRangeResponse{Deleted: 1}},
+		}}})
+		if compact {
+			b.op(0, Request{Compact: &CompactRequest{Revision: 2}}, rev(2))
+		}
+		b.h.Watches = []Watch{{Call: 50, Request: WatchRequest{Key: "a", RangeEnd: "c", StartRevision: 2}, Responses: []WatchResponse{
+			{Time: 51, Revision: 2, Created: true},
+			{Time: 52, Revision: 2, Events: []Event{{Type: Delete, Kv: KeyValue{Key: "b", ModRevision: 2}}}},
+		}}}
+		return &b.h
+	}
+	wantOK(t, mk(true))
+	wantOnly(t, mk(false), Resumable, -1)
+}
+
 // TestLeaseExpiry: a revision no request created, seen by a watch as deletes of leased keys, is a
 // lease expiring; a put nobody made is not.
 func TestLeaseExpiry(t *testing.T) {
