@@ -187,10 +187,15 @@ func TestLinearizability(t *testing.T) {
 		}
 	})
 	t.Run("stale read with its old revision", func(t *testing.T) {
+		// its revision orders it before the put of 3, which returned before it was called: the
+		// violation names both
 		var b builder
 		b.op(0, put("a", "1"), rev(2))
 		b.op(0, put("a", "2"), rev(3))
-		wantOnly(t, &b.h, Linearizable, b.op(1, get("a"), kvs(2, kv("a", "1", 2, 2, 1))))
+		res := wantOnly(t, &b.h, Linearizable, b.op(1, get("a"), kvs(2, kv("a", "1", 2, 2, 1))))
+		if m := res.Violations[0].Message; !strings.Contains(m, "#2 range") || !strings.Contains(m, "#1 put") {
+			t.Fatalf("the violation does not name both operations: %s", m)
+		}
 	})
 	t.Run("lost write", func(t *testing.T) {
 		var b builder
@@ -384,6 +389,12 @@ func TestLeaseExpiry(t *testing.T) {
 	open.Operations[3].Response = rev(9)
 	if res := mustCheck(t, &open); !res.OK() || res.Coverage.LeaseExpiries != 1 {
 		t.Fatalf("an open history's expiry only a read shows: %v, %d lease expiries", res.Err(), res.Coverage.LeaseExpiries)
+	}
+	// the sweep finds both: in the open history, by making the gap's last revision the expiry's
+	for _, h := range []*History{&unseen, &open} {
+		if got := sweepVerdict(h); got != VerdictLinearizable {
+			t.Fatalf("the sweep says %q", got)
+		}
 	}
 	b.h.Watches[0].Responses[2].Events = []Event{{Type: Put, Kv: kv("c", "1", 3, 3, 1)}}
 	b.h.Watches[0].Request.RangeEnd = "d"
