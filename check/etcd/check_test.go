@@ -302,17 +302,22 @@ func TestSerializableTxnMayBeStale(t *testing.T) {
 	wantOnly(t, &l.h, Linearizable, l.op(1, lin, stale("1", 2)))
 }
 
-// TestPutThenDeleteInOneTxn: etcd lets a txn put a key and then delete it with a range ending in
-// "\x00" (checkIntervals sees that range as empty), so a watch gets two events of one key at one
-// revision: that is not a duplicate.
-func TestPutThenDeleteInOneTxn(t *testing.T) {
-	var b builder
+// putThenDelete adds a txn that puts b and then deletes it, at revision 2.
+func putThenDelete(b *builder) {
 	b.op(0, Request{Txn: &TxnRequest{Success: []RequestOp{
 		{Put: &PutRequest{Key: "b", Value: "1"}},
 		{DeleteRange: &DeleteRangeRequest{Key: "a", RangeEnd: "\x00"}},
 	}}}, &Response{Revision: 2, Txn: &TxnResponse{Succeeded: true, Responses: []ResponseOp{
 		{Put: &PutResponse{}}, {DeleteRange: &DeleteRangeResponse{Deleted: 1}},
 	}}})
+}
+
+// TestPutThenDeleteInOneTxn: etcd lets a txn put a key and then delete it with a range ending in
+// "\x00" (checkIntervals sees that range as empty), so a watch gets two events of one key at one
+// revision: that is not a duplicate.
+func TestPutThenDeleteInOneTxn(t *testing.T) {
+	var b builder
+	putThenDelete(&b)
 	b.h.Watches = []Watch{{Call: 1, Request: WatchRequest{Key: "a", RangeEnd: "c"}, Responses: []WatchResponse{
 		{Time: 2, Revision: 1, Created: true},
 		{Time: 20, Revision: 2, Events: []Event{{Type: Put, Kv: kv("b", "1", 2, 2, 1)}, {Type: Delete, Kv: KeyValue{Key: "b", ModRevision: 2}}}},
@@ -330,12 +335,7 @@ func TestPutThenDeleteInOneTxn(t *testing.T) {
 func TestCompactionWithinRevision(t *testing.T) {
 	mk := func(compact bool) *History {
 		var b builder
-		b.op(0, Request{Txn: &TxnRequest{Success: []RequestOp{
-			{Put: &PutRequest{Key: "b", Value: "1"}},
-			{DeleteRange: &DeleteRangeRequest{Key: "a", RangeEnd: "\x00"}},
-		}}}, &Response{Revision: 2, Txn: &TxnResponse{Succeeded: true, Responses: []ResponseOp{
-			{Put: &PutResponse{}}, {DeleteRange: &DeleteRangeResponse{Deleted: 1}},
-		}}})
+		putThenDelete(&b)
 		if compact {
 			b.op(0, Request{Compact: &CompactRequest{Revision: 2}}, rev(2))
 		}
