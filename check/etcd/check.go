@@ -577,15 +577,14 @@ func (c *checker) linearize(res *Result, timeout time.Duration) {
 			ops = append(slices.Clone(c.ops), c.sweepObservations()...)
 		}
 		c.guided = g
-		sw := newSweep(c, ops, deadline)
-		ok := sw.run()
+		lin, ok := sweepWithRestarts(c, ops, deadline)
 		c.guided = false
 		if ok {
 			if !g && guided {
 				res.Notes = append(res.Notes, noteUnguided)
 			}
 			res.Verdict = VerdictLinearizable
-			c.setLinearization(res, sw.lin)
+			c.setLinearization(res, lin)
 			return
 		}
 	}

@@ -52,11 +52,13 @@ type sweep struct {
 	steps    int
 	// stuck says where the sweep got stuck, for debugging
 	stuck string
-	// gapFrom is, in an open history, the state before the store last moved on by others' writes
-	// alone (nil once it moved by anything else), and gapLin the length of lin then: an
-	// unknown-outcome write or expiry may have made the gap's last revision (repairGap).
-	gapFrom *mstate
-	gapLin  int
+	// choices are the picks made among the unknown-outcome writes and expiries that could make a
+	// revision, in order; forced, the picks a restart makes (sweepWithRestarts)
+	choices []choice
+	forced  []int
+	// gaps are, in an open history, the last times the store moved on by others' writes alone: an
+	// unknown-outcome write or expiry may have made a gap's last revision (repairGap)
+	gaps []gapMark
 
 	pendingAt map[int64][]int // called and unplaced anchored operations, by anchor
 	left      map[int64]int   // unplaced anchored operations, by anchor
@@ -70,6 +72,58 @@ type sweep struct {
 	seen       map[int64]bool  // revisions at which a watch received events
 	stops      []int64         // open histories: the revisions the store must stop at, sorted
 }
+
+// choice is a pick among the operations that could make a revision: the pick-th that fit, and
+// whether another fit after it.
+type choice struct {
+	pick int
+	more bool
+}
+
+// sweepRestarts bounds the restarts of sweepWithRestarts.
+const sweepRestarts = 16
+
+// sweepWithRestarts runs the sweep, and when it gets stuck runs it again with the last choice
+// among the unknown-outcome writes and expiries that could make a revision changed to the next
+// candidate (chronological backtracking, by restarts), at most sweepRestarts times.
+func sweepWithRestarts(c *checker, ops []*kvOp, deadline time.Time) ([]*kvOp, bool) {
+	var forced []int
+	for range sweepRestarts {
+		sw := newSweep(c, ops, deadline)
+		sw.forced = forced
+		if sw.run() {
+			return sw.lin, true
+		}
+		ch := sw.choices
+		for len(ch) > 0 && !ch[len(ch)-1].more {
+			ch = ch[:len(ch)-1]
+		}
+		if len(ch) == 0 || (!deadline.IsZero() && time.Now().After(deadline)) {
+			return nil, false
+		}
+		forced = make([]int, len(ch))
+		for i, x := range ch {
+			forced[i] = x.pick
+		}
+		forced[len(ch)-1]++
+	}
+	return nil, false
+}
+
+// gapMark is a gap of an open history: the state before it, the revision it moved the store to,
+// and the length of lin then.
+type gapMark struct {
+	from *mstate
+	to   int64
+	lin  int
+}
+
+// Bounds of repairGap: the gaps it tries, newest first, and the operations placed since a gap it
+// replays at most.
+const (
+	repairGaps   = 16
+	repairReplay = 5000
+)
 
 // sweepEvent is the call or the return of operation i at time t.
 type sweepEvent struct {
@@ -277,7 +331,7 @@ func (sw *sweep) create(next int64) bool {
 	for _, i := range sw.creators[next] {
 		if sw.kind[i] == kindCreator && !sw.placed[i] {
 			// a write whose answer claims the revision: nothing else can make it
-			return sw.called[i] && sw.tryPlace(i)
+			return sw.called[i] && (sw.tryPlace(i) || sw.repairGap(i))
 		}
 	}
 	for _, i := range sw.creators[next] {
@@ -295,23 +349,43 @@ func (sw *sweep) create(next int64) bool {
 	}
 	if !sw.c.open || sw.seen[next] {
 		base := sw.s.advance(next - 1)
+		// the pick-th candidate that fits, and whether another follows it (a choice to revisit)
+		pick := 0
+		if k := len(sw.choices); k < len(sw.forced) {
+			pick = sw.forced[k]
+		}
+		var chosen int
+		var o outcome
+		found := 0
 		for _, i := range sw.candidates(next) {
-			if ok, _, o := sw.c.apply(base, sw.ops[i]); ok && o.state.rev == next {
-				if base != sw.s {
-					sw.s = base
-					sw.lin = append(sw.lin, &kvOp{index: -1, reach: base.rev, observation: true, call: sw.ops[i].call, ret: math.MaxInt64})
+			if ok, _, oi := sw.c.apply(base, sw.ops[i]); ok && oi.state.rev == next {
+				if found == pick {
+					chosen, o = i, oi
 				}
-				sw.place(i, o)
-				return true
+				if found++; found > pick+1 {
+					break
+				}
 			}
+		}
+		if found > pick {
+			sw.choices = append(sw.choices, choice{pick: pick, more: found > pick+1})
+			if base != sw.s {
+				sw.s = base
+				sw.lin = append(sw.lin, &kvOp{index: -1, reach: base.rev, observation: true, call: sw.ops[chosen].call, ret: math.MaxInt64})
+			}
+			sw.place(chosen, o)
+			return true
 		}
 		if !sw.c.open {
 			return false
 		}
 	}
-	from := sw.s
+	from, n := sw.s, len(sw.lin)
 	sw.setState(sw.s.advance(next))
-	sw.gapFrom, sw.gapLin = from, len(sw.lin)
+	sw.gaps = append(sw.gaps, gapMark{from: from, to: next, lin: n})
+	if len(sw.gaps) > 2*repairGaps {
+		sw.gaps = slices.Delete(sw.gaps, 0, repairGaps)
+	}
 	return true
 }
 
@@ -469,7 +543,12 @@ func (sw *sweep) tryPreserving(i int) bool {
 	return ok && o.state == sw.s
 }
 
+// place places operation i with outcome o, unless it was placed already (setState places what
+// fits as soon as the state allows).
 func (sw *sweep) place(i int, o outcome) {
+	if sw.placed[i] {
+		return
+	}
 	sw.placed[i] = true
 	if a := sw.anchor[i]; a != noAnchor {
 		sw.left[a]--
@@ -480,59 +559,63 @@ func (sw *sweep) place(i int, o outcome) {
 	sw.setState(o.state)
 }
 
-// repairGap tries, in an open history whose store last moved on by others' writes, to make
-// operation i fit by having an unknown-outcome write or lease expiry make the gap's last revision
-// instead, replaying what was placed since on the state it leaves.
+// repairGap tries, in an open history, to make operation i fit by having an unknown-outcome write
+// or lease expiry make the last revision of one of the last gaps instead of others' writes,
+// replaying what was placed since on the state it leaves: every operation must keep its outcome
+// and none may have returned before the write or expiry was called.
 func (sw *sweep) repairGap(i int) bool {
-	g := sw.gapFrom
-	if g == nil || sw.s.rev-1 < g.rev {
-		return false
-	}
-	since := sw.lin[sw.gapLin:]
-	for _, z := range sw.liveOptional() {
-		zop := sw.ops[z]
-		base := g.advance(sw.s.rev - 1)
-		ok, _, oz := sw.c.apply(base, zop)
-		if !ok || oz.state.rev != sw.s.rev {
-			continue
+	for k := len(sw.gaps) - 1; k >= 0 && k >= len(sw.gaps)-repairGaps; k-- {
+		g := sw.gaps[k]
+		if len(sw.lin)-g.lin > repairReplay {
+			return false
 		}
-		st, fits := oz.state, true
-		for _, y := range since {
-			var oy outcome
-			if ok, _, oy = sw.c.apply(st, y); !ok || y.ret < zop.call {
-				fits = false
-				break
+		for _, z := range sw.liveOptional() {
+			if sw.repairWith(g, z, i) {
+				sw.gaps = sw.gaps[:k]
+				return true
 			}
-			st = oy.state
 		}
-		if !fits {
-			continue
-		}
-		ok, _, oi := sw.c.apply(st, sw.ops[i])
-		if !ok {
-			continue
-		}
-		lin := slices.Clone(sw.lin[:sw.gapLin])
-		if base != g {
-			lin = append(lin, &kvOp{index: -1, reach: base.rev, observation: true, call: zop.call, ret: math.MaxInt64})
-		}
-		sw.lin = append(append(lin, zop), since...)
-		sw.placed[z] = true
-		sw.setState(st)
-		sw.gapFrom = nil // one repair a gap
-		sw.place(i, oi)
-		return true
 	}
 	return false
+}
+
+// repairWith places optional operation z at the last revision of gap g, replays what was placed
+// since, and then operation i, if all of them fit.
+func (sw *sweep) repairWith(g gapMark, z, i int) bool {
+	zop := sw.ops[z]
+	base := g.from.advance(g.to - 1)
+	ok, _, oz := sw.c.apply(base, zop)
+	if !ok || oz.state.rev != g.to {
+		return false
+	}
+	st := oz.state
+	since := sw.lin[g.lin:]
+	for _, y := range since {
+		var oy outcome
+		if ok, _, oy = sw.c.apply(st, y); !ok || y.ret < zop.call {
+			return false
+		}
+		st = oy.state
+	}
+	ok, _, oi := sw.c.apply(st, sw.ops[i])
+	if !ok {
+		return false
+	}
+	lin := slices.Clone(sw.lin[:g.lin])
+	if base != g.from {
+		lin = append(lin, &kvOp{index: -1, reach: base.rev, observation: true, call: zop.call, ret: math.MaxInt64})
+	}
+	sw.lin = append(append(lin, zop), since...)
+	sw.placed[z] = true
+	sw.setState(st)
+	sw.place(i, oi)
+	return true
 }
 
 // setState moves the store to s and places what now fits without changing it.
 func (sw *sweep) setState(s *mstate) {
 	if s == sw.s {
 		return
-	}
-	if s.rev != sw.s.rev {
-		sw.gapFrom = nil
 	}
 	sw.s = s
 	for _, i := range sw.pending(s.rev) {
