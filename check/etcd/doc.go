@@ -138,8 +138,11 @@
 // reach each watch's highest revision by the time the watch saw it, and each serializable read's
 // header revision before it returned), which compaction, grant, revoke or unknown-outcome request
 // must come first for an operation to fit, and, in an open history, whether one made the last
-// revision of a gap (repairGap). Every placement is a step of the model, between the operation's
-// call and return, so a sweep that places every operation of known outcome has a linearization.
+// revision of one of the last gaps (repairGap, which replays what was placed since). A stuck sweep
+// runs again with its last choice of the write or expiry that made a revision changed to the next
+// candidate (chronological backtracking by restarts, at most 16). Every placement is a step of the
+// model, between the operation's call and return, so a sweep that places every operation of known
+// outcome has a linearization.
 // It is O(n log n) in the operations (the sort of calls and returns; each operation is placed
 // once) plus, for each revision no answer claims, the unknown-outcome writes that may have written
 // a key a watch saw there (BenchmarkCheckSize, BenchmarkCheckUnknown). When it gets stuck, two
