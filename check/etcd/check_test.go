@@ -186,6 +186,15 @@ func TestLinearizability(t *testing.T) {
 			t.Fatalf("diff does not show expected vs received value:\n%s", d)
 		}
 	})
+	t.Run("header revision 0", func(t *testing.T) {
+		// no revision the store was at, whatever the rest of the history
+		var b builder
+		b.op(0, put("a", "1"), rev(2))
+		res := wantOnly(t, &b.h, Linearizable, b.op(1, get("b"), kvs(0)))
+		if m := res.Violations[0].Message; !strings.Contains(m, "never was at") {
+			t.Fatalf("violation: %s", m)
+		}
+	})
 	t.Run("stale read with its old revision", func(t *testing.T) {
 		// its revision orders it before the put of 3, which returned before it was called: the
 		// violation names both

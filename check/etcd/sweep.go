@@ -634,18 +634,22 @@ func (sw *sweep) setState(s *mstate) {
 // time: a's answer places it before b (a read at revision r comes after the write that made r and
 // before the one that made r+1), yet b returned before a was called. There is then no
 // linearization, whatever the rest of the history. It returns the pair with the earliest b in
-// revision order, or nils.
+// revision order, or nils; or a alone, answered at a revision below the first the store was at.
 func (c *checker) inversion() (a, b *kvOp) {
 	type keyed struct {
 		op     *kvOp
 		lo, hi int64 // where the answer places it: 2r-1 creating r, 2r at r
 	}
 	var ks []keyed
+	first := initialState(c.h).rev // the first revision the store was at
 	for _, op := range c.ops {
 		if op.unknown || op.resp == nil || op.reach > 0 {
 			continue
 		}
 		r := op.resp.Revision
+		if (op.rev == revSame && r < first) || (op.rev == revNext && r <= first) {
+			return op, nil // answered at a revision the store never was at (0: none)
+		}
 		switch op.rev {
 		case revNext:
 			ks = append(ks, keyed{op, 2*r - 1, 2*r - 1})
@@ -676,6 +680,11 @@ func (c *checker) inversion() (a, b *kvOp) {
 func (c *checker) explainInversion(a, b *kvOp) Violation {
 	v := Violation{Violation: check.Violation{Guarantee: Linearizable, Operation: a.index, Watch: -1}, Response: -1,
 		Revision: a.resp.Revision, Signature: SigNotLinearizable}
+	if b == nil {
+		v.Message = "no linearization: " + describeOp(a) + " is answered at a revision the store never was at (it began at " +
+			itoa64(initialState(c.h).rev) + ")"
+		return v
+	}
 	v.Message = "no linearization: " + describeOp(a) + " took effect before " + describeOp(b) +
 		", as their revisions say, but it was called after that one returned"
 	return v
