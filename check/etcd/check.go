@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -567,6 +568,7 @@ func (c *checker) linearize(res *Result, timeout time.Duration) {
 	res.visualize = c.visualize
 	hasUnknown := slices.ContainsFunc(c.ops, func(op *kvOp) bool { return op.unknown })
 	guided := hasUnknown && (len(c.guides) > 0 || len(c.serializable) > 0)
+	stuck := ""
 	passes := []bool{false}
 	if guided {
 		passes = []bool{true, false}
@@ -577,8 +579,9 @@ func (c *checker) linearize(res *Result, timeout time.Duration) {
 			ops = append(slices.Clone(c.ops), c.sweepObservations()...)
 		}
 		c.guided = g
-		lin, ok := sweepWithRestarts(c, ops, deadline)
+		lin, ok, where := sweepWithRestarts(c, ops, deadline)
 		c.guided = false
+		stuck = cmp.Or(stuck, where)
 		if ok {
 			if !g && guided {
 				res.Notes = append(res.Notes, noteUnguided)
@@ -593,6 +596,7 @@ func (c *checker) linearize(res *Result, timeout time.Duration) {
 		res.Violations = append(res.Violations, c.explainInversion(a, b))
 		return
 	}
+	res.Notes = append(res.Notes, "the revisions did not order the history (stuck where "+stuck+"): porcupine searched")
 	if timeout > 0 {
 		timeout -= time.Since(start)
 		if timeout <= 0 {

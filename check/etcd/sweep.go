@@ -50,7 +50,7 @@ type sweep struct {
 	lin      []*kvOp
 	deadline time.Time
 	steps    int
-	// stuck says where the sweep got stuck, for debugging
+	// stuck says where the sweep got stuck (a note says it when porcupine searches)
 	stuck string
 	// choices are the picks made among the unknown-outcome writes and expiries that could make a
 	// revision, in order; forced, the picks a restart makes (sweepWithRestarts)
@@ -86,20 +86,24 @@ const sweepRestarts = 16
 // sweepWithRestarts runs the sweep, and when it gets stuck runs it again with the last choice
 // among the unknown-outcome writes and expiries that could make a revision changed to the next
 // candidate (chronological backtracking, by restarts), at most sweepRestarts times.
-func sweepWithRestarts(c *checker, ops []*kvOp, deadline time.Time) ([]*kvOp, bool) {
+// Stuck, it returns where its first run got stuck.
+func sweepWithRestarts(c *checker, ops []*kvOp, deadline time.Time) (lin []*kvOp, ok bool, stuck string) {
 	var forced []int
 	for range sweepRestarts {
 		sw := newSweep(c, ops, deadline)
 		sw.forced = forced
 		if sw.run() {
-			return sw.lin, true
+			return sw.lin, true, ""
+		}
+		if stuck == "" {
+			stuck = sw.stuck
 		}
 		ch := sw.choices
 		for len(ch) > 0 && !ch[len(ch)-1].more {
 			ch = ch[:len(ch)-1]
 		}
 		if len(ch) == 0 || (!deadline.IsZero() && time.Now().After(deadline)) {
-			return nil, false
+			return nil, false, stuck
 		}
 		forced = make([]int, len(ch))
 		for i, x := range ch {
@@ -107,7 +111,7 @@ func sweepWithRestarts(c *checker, ops []*kvOp, deadline time.Time) ([]*kvOp, bo
 		}
 		forced[len(ch)-1]++
 	}
-	return nil, false
+	return nil, false, stuck
 }
 
 // gapMark is a gap of an open history: the state before it, the revision it moved the store to,

@@ -30,13 +30,13 @@ func sweepVerdict(h *History) Verdict {
 	}
 	if hasUnknown && (len(c.guides) > 0 || len(c.serializable) > 0) {
 		c.guided = true
-		_, ok := sweepWithRestarts(c, append(c.ops, c.sweepObservations()...), time.Time{})
+		_, ok, _ := sweepWithRestarts(c, append(c.ops, c.sweepObservations()...), time.Time{})
 		c.guided = false
 		if ok {
 			return VerdictLinearizable
 		}
 	}
-	if _, ok := sweepWithRestarts(c, c.ops, time.Time{}); ok {
+	if _, ok, _ := sweepWithRestarts(c, c.ops, time.Time{}); ok {
 		return VerdictLinearizable
 	}
 	if a, _ := c.inversion(); a != nil {
