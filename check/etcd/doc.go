@@ -148,9 +148,10 @@
 // a key a watch saw there (BenchmarkCheckSize, BenchmarkCheckUnknown). When it gets stuck, two
 // operations whose revisions order them against real time (one answered at a revision before the
 // other's, though the other returned before it was called) prove there is no linearization, and
-// the violation names both (TestLinearizability/stale_read_with_its_old_revision); otherwise
-// porcupine searches (github.com/anishathalye/porcupine), in one partition, as below, within what
-// is left of Options.Timeout. TestSweepAgreesWithPorcupine holds the sweep's verdict, where it
+// the violation names both (TestLinearizability/stale_read_with_its_old_revision), and so does an
+// answer at a revision below the store's first (TestLinearizability/header_revision_0); otherwise
+// a note says where the sweep got stuck and porcupine searches (github.com/anishathalye/porcupine),
+// in one partition, as below, within what is left of Options.Timeout. TestSweepAgreesWithPorcupine holds the sweep's verdict, where it
 // gives one, and Check's to porcupine's alone on recorded histories, on the same with unknown
 // outcomes, and on perturbed ones (a header revision off by one, an operation moved earlier, a
 // failure for a success); it also requires the sweep to decide every faithfully recorded history.
