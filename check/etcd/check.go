@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -219,20 +220,11 @@ type checker struct {
 
 func newChecker(h *History) *checker {
 	c := &checker{h: h, claimed: map[int64]*kvOp{}, open: h.Open(), start: h.StartRevision}
-	onlyDeletes := map[int64]bool{} // revisions watches saw, and whether they saw only deletes there
 	for i := range h.Watches {
 		c.guides = append(c.guides, newWatchGuide(&h.Watches[i], i))
-		for _, r := range h.Watches[i].Responses {
-			for _, ev := range r.Events {
-				rev := ev.Kv.ModRevision
-				d, seen := onlyDeletes[rev]
-				onlyDeletes[rev] = (d || !seen) && ev.Type == Delete
-			}
-		}
 	}
 	maxClient := 0
 	granted := map[int64]int64{} // lease ID -> the earliest time it may expire: its grant's call + its TTL
-	leaseMissing := map[int64]bool{}
 	for i := range h.Operations {
 		o := &h.Operations[i]
 		maxClient = max(maxClient, o.Client)
@@ -271,11 +263,6 @@ func newChecker(h *History) *checker {
 				granted[op.grantID] = earliest
 			}
 		}
-		if o.Error == etcdrules.ErrLeaseNotFound.Error() {
-			for _, id := range leasesNamed(req) {
-				leaseMissing[id] = true
-			}
-		}
 		op.shapeErr = shapeError(req)
 		if op.resp != nil {
 			op.rev = revisionCheck(req, op.resp)
@@ -289,28 +276,16 @@ func newChecker(h *History) *checker {
 		}
 		c.ops = append(c.ops, op)
 	}
-	c.addLeaseExpiries(onlyDeletes, granted, leaseMissing, maxClient)
+	c.addLeaseExpiries(granted, maxClient)
 	return c
 }
 
-// addLeaseExpiries adds the expiries of the leases that may have expired. Leases may expire: where
-// the history shows it may have happened (a lease reported missing, or a revision of deletes no
-// request claims: onlyDeletes), the lease gets an expiry, on a client lane after maxClient's, that
-// may take effect at any time after granted says it may.
-func (c *checker) addLeaseExpiries(onlyDeletes map[int64]bool, granted map[int64]int64, leaseMissing map[int64]bool, maxClient int) {
+// addLeaseExpiries adds the expiries of the leases that may have expired: every lease whose TTL
+// may have run out before the history ends gets an expiry, on a client lane after maxClient's,
+// that may take effect at any time after granted says it may, as an unknown-outcome revoke. No
+// more is asked: an expiry may show only in a read that finds a key gone, or in nothing at all.
+func (c *checker) addLeaseExpiries(granted map[int64]int64, maxClient int) {
 	h := c.h
-	expireAll := false
-	revoked := map[int64]bool{} // revisions a revoke answered with, which it may have created
-	for _, o := range h.Operations {
-		if o.Request.LeaseRevoke != nil && o.Response != nil {
-			revoked[o.Response.Revision] = true
-		}
-	}
-	for rev, d := range onlyDeletes {
-		if d && c.claimed[rev] == nil && !revoked[rev] {
-			expireAll = true
-		}
-	}
 	end := int64(math.MinInt64) // the last time the history shows
 	for _, o := range h.Operations {
 		end = max(end, o.Return)
@@ -322,7 +297,7 @@ func (c *checker) addLeaseExpiries(onlyDeletes map[int64]bool, granted map[int64
 	}
 	ids := make([]int64, 0, len(granted))
 	for id, earliest := range granted {
-		if (expireAll || leaseMissing[id]) && earliest <= end {
+		if earliest <= end {
 			ids = append(ids, id)
 		}
 	}
@@ -373,36 +348,6 @@ func txnReadOnly(t *TxnRequest) bool {
 		}
 	}
 	return true
-}
-
-// leasesNamed lists the leases a request refers to.
-func leasesNamed(req *Request) []int64 {
-	switch {
-	case req.Put != nil:
-		return []int64{req.Put.Lease}
-	case req.LeaseRevoke != nil:
-		return []int64{req.LeaseRevoke.ID}
-	case req.LeaseKeepAlive != nil:
-		return []int64{req.LeaseKeepAlive.ID}
-	case req.Txn != nil:
-		var ids []int64
-		var walk func(t *TxnRequest)
-		walk = func(t *TxnRequest) {
-			for _, ops := range [][]RequestOp{t.Success, t.Failure} {
-				for _, op := range ops {
-					if op.Put != nil && op.Put.Lease != 0 {
-						ids = append(ids, op.Put.Lease)
-					}
-					if op.Txn != nil {
-						walk(op.Txn)
-					}
-				}
-			}
-		}
-		walk(req.Txn)
-		return ids
-	}
-	return nil
 }
 
 func revisionCheck(req *Request, resp *Response) revCheck {
@@ -577,20 +522,39 @@ func porcupineOps(kops []*kvOp) []porcupine.Operation {
 	return ops
 }
 
-// guidedOps adds to the operations what else the history observed: for each watch, that the store
-// reached the highest revision the watch saw by the time it saw it; and each serializable read, at
-// its header revision at any time before it returned.
-func (c *checker) guidedOps() []*kvOp {
-	ops := slices.Clone(c.ops)
+// reachOps are the watch observations of the guided search: for each watch, that the store reached
+// the highest revision the watch saw by the time it saw it.
+func (c *checker) reachOps() []*kvOp {
 	lane := 0
 	for _, op := range c.ops {
 		lane = max(lane, op.client+1)
 	}
+	var ops []*kvOp
 	for i, g := range c.guides {
 		if g.last > 1 {
 			ops = append(ops, &kvOp{index: -1, reach: g.last, watch: i, call: c.h.Watches[i].Call, ret: g.lastTime, client: lane, observation: true})
 		}
 	}
+	return ops
+}
+
+// sweepObservations are what guides the sweep besides the watches' reachOps: each serializable
+// read shows that the store reached its header revision before it returned (checkSerializable
+// then judges its answer there).
+func (c *checker) sweepObservations() []*kvOp {
+	ops := c.reachOps()
+	for _, op := range c.serializable {
+		if r := op.resp.Revision; r > 0 {
+			ops = append(ops, &kvOp{index: -1, reach: r, watch: -1, call: op.call, ret: op.ret, client: op.client, observation: true})
+		}
+	}
+	return ops
+}
+
+// guidedOps adds to the operations what else the history observed: the watches' reachOps, and each
+// serializable read, at its header revision at any time before it returned.
+func (c *checker) guidedOps() []*kvOp {
+	ops := append(slices.Clone(c.ops), c.reachOps()...)
 	for _, op := range c.serializable {
 		o := *op
 		o.call, o.observation = math.MinInt64, true
@@ -599,15 +563,91 @@ func (c *checker) guidedOps() []*kvOp {
 	return ops
 }
 
-// linearize searches for a linearization. With unknown-outcome writes it first runs a guided search:
-// an unknown-outcome write may create a revision only with exactly the events each watch whose
-// window covers that revision received there, the store must reach each watch's highest revision
-// by the time the watch saw it, and each serializable read must fit the store at its header
-// revision some time before it returned. Should that find nothing (a watch or a serializable read
-// is wrong), it searches again unguided, so that the checks that follow can say which is wrong.
+// linearize finds a linearization: first by the sweep (sweep.go), which orders the operations by
+// their revisions; with unknown-outcome writes, guided as the search below is by the watches. If
+// the sweep gets stuck, two operations whose revisions order them against real time prove that
+// there is none (inversion); else porcupine searches, as search says, within what is left of the
+// timeout.
 func (c *checker) linearize(res *Result, timeout time.Duration) {
+	start := time.Now()
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = start.Add(timeout)
+	}
+	res.model = c.model()
+	res.visualize = c.visualize
 	hasUnknown := slices.ContainsFunc(c.ops, func(op *kvOp) bool { return op.unknown })
-	model := c.model()
+	guided := hasUnknown && (len(c.guides) > 0 || len(c.serializable) > 0)
+	stuck := ""
+	passes := []bool{false}
+	if guided {
+		passes = []bool{true, false}
+	}
+	for _, g := range passes {
+		ops := c.ops
+		if g {
+			ops = append(slices.Clone(c.ops), c.sweepObservations()...)
+		}
+		c.guided = g
+		lin, ok, where := sweepWithRestarts(c, ops, deadline)
+		c.guided = false
+		stuck = cmp.Or(stuck, where)
+		if ok {
+			if !g && guided {
+				res.Notes = append(res.Notes, noteUnguided)
+			}
+			res.Verdict = VerdictLinearizable
+			c.setLinearization(res, lin)
+			return
+		}
+	}
+	if a, b := c.inversion(); a != nil {
+		res.Verdict = VerdictNotLinearizable
+		res.Violations = append(res.Violations, c.explainInversion(a, b))
+		return
+	}
+	res.Notes = append(res.Notes, "the revisions did not order the history (stuck where "+stuck+"): porcupine searched")
+	if timeout > 0 {
+		timeout -= time.Since(start)
+		if timeout <= 0 {
+			res.visualize = nil
+			res.Verdict = VerdictTimeout
+			res.Notes = append(res.Notes, "the linearizability search timed out")
+			return
+		}
+	}
+	c.search(res, timeout)
+}
+
+const noteUnguided = "no linearization agrees with every watch: the unknown-outcome writes were placed without their guidance"
+
+// setLinearization records lin, the linearization found, in res.
+func (c *checker) setLinearization(res *Result, lin []*kvOp) {
+	res.lin = lin
+	res.Linearization = nil
+	for _, op := range lin {
+		if op.index >= 0 {
+			res.Linearization = append(res.Linearization, op.index)
+		}
+	}
+}
+
+// visualize runs porcupine's search for the report of a history the sweep linearized.
+func (c *checker) visualize(timeout time.Duration) (porcupine.LinearizationInfo, bool) {
+	result, info := porcupine.CheckOperationsVerbose(c.model(), porcupineOps(c.ops), timeout)
+	return info, result != porcupine.Unknown
+}
+
+// search is porcupine's search for a linearization. With unknown-outcome writes it first runs a
+// guided search: an unknown-outcome write may create a revision only with exactly the events each
+// watch whose window covers that revision received there, the store must reach each watch's
+// highest revision by the time the watch saw it, and each serializable read must fit the store at
+// its header revision some time before it returned. Should that find nothing (a watch or a
+// serializable read is wrong), it searches again unguided, so that the checks that follow can say
+// which is wrong.
+func (c *checker) search(res *Result, timeout time.Duration) {
+	hasUnknown := slices.ContainsFunc(c.ops, func(op *kvOp) bool { return op.unknown })
+	model := res.model
 	result := porcupine.Unknown
 	var info porcupine.LinearizationInfo
 	kops := c.ops
@@ -619,15 +659,16 @@ func (c *checker) linearize(res *Result, timeout time.Duration) {
 	}
 	if result != porcupine.Ok {
 		if c.guided = false; len(kops) != len(c.ops) {
-			res.Notes = append(res.Notes, "no linearization agrees with every watch: the unknown-outcome writes were placed without their guidance")
+			res.Notes = append(res.Notes, noteUnguided)
 		}
 		kops = c.ops
 		result, info = porcupine.CheckOperationsVerbose(model, porcupineOps(kops), timeout)
 	}
-	res.model, res.info, res.hasInfo = model, info, true
+	res.info, res.hasInfo = info, true
 	switch result {
 	case porcupine.Ok:
 		res.Verdict = VerdictLinearizable
+		var lin []*kvOp
 		if parts := info.PartialLinearizations(); len(parts) > 0 && len(parts[0]) > 0 {
 			// unknown-outcome writes after the last operation of known outcome (or watch
 			// observation) are the ones nothing shows to have happened: they are left out
@@ -640,15 +681,11 @@ func (c *checker) linearize(res *Result, timeout time.Duration) {
 			}
 			for _, i := range full[:last+1] {
 				if !kops[i].observation {
-					res.lin = append(res.lin, kops[i])
+					lin = append(lin, kops[i])
 				}
 			}
 		}
-		for _, op := range res.lin {
-			if op.index >= 0 {
-				res.Linearization = append(res.Linearization, op.index)
-			}
-		}
+		c.setLinearization(res, lin)
 	case porcupine.Illegal:
 		res.Verdict = VerdictNotLinearizable
 		res.Violations = append(res.Violations, c.explainIllegal(info))

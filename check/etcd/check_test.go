@@ -186,11 +186,25 @@ func TestLinearizability(t *testing.T) {
 			t.Fatalf("diff does not show expected vs received value:\n%s", d)
 		}
 	})
+	t.Run("header revision 0", func(t *testing.T) {
+		// no revision the store was at, whatever the rest of the history
+		var b builder
+		b.op(0, put("a", "1"), rev(2))
+		res := wantOnly(t, &b.h, Linearizable, b.op(1, get("b"), kvs(0)))
+		if m := res.Violations[0].Message; !strings.Contains(m, "never was at") {
+			t.Fatalf("violation: %s", m)
+		}
+	})
 	t.Run("stale read with its old revision", func(t *testing.T) {
+		// its revision orders it before the put of 3, which returned before it was called: the
+		// violation names both
 		var b builder
 		b.op(0, put("a", "1"), rev(2))
 		b.op(0, put("a", "2"), rev(3))
-		wantOnly(t, &b.h, Linearizable, b.op(1, get("a"), kvs(2, kv("a", "1", 2, 2, 1))))
+		res := wantOnly(t, &b.h, Linearizable, b.op(1, get("a"), kvs(2, kv("a", "1", 2, 2, 1))))
+		if m := res.Violations[0].Message; !strings.Contains(m, "#2 range") || !strings.Contains(m, "#1 put") {
+			t.Fatalf("the violation does not name both operations: %s", m)
+		}
 	})
 	t.Run("lost write", func(t *testing.T) {
 		var b builder
@@ -297,17 +311,22 @@ func TestSerializableTxnMayBeStale(t *testing.T) {
 	wantOnly(t, &l.h, Linearizable, l.op(1, lin, stale("1", 2)))
 }
 
-// TestPutThenDeleteInOneTxn: etcd lets a txn put a key and then delete it with a range ending in
-// "\x00" (checkIntervals sees that range as empty), so a watch gets two events of one key at one
-// revision: that is not a duplicate.
-func TestPutThenDeleteInOneTxn(t *testing.T) {
-	var b builder
+// putThenDelete adds a txn that puts b and then deletes it, at revision 2.
+func putThenDelete(b *builder) {
 	b.op(0, Request{Txn: &TxnRequest{Success: []RequestOp{
 		{Put: &PutRequest{Key: "b", Value: "1"}},
 		{DeleteRange: &DeleteRangeRequest{Key: "a", RangeEnd: "\x00"}},
 	}}}, &Response{Revision: 2, Txn: &TxnResponse{Succeeded: true, Responses: []ResponseOp{
 		{Put: &PutResponse{}}, {DeleteRange: &DeleteRangeResponse{Deleted: 1}},
 	}}})
+}
+
+// TestPutThenDeleteInOneTxn: etcd lets a txn put a key and then delete it with a range ending in
+// "\x00" (checkIntervals sees that range as empty), so a watch gets two events of one key at one
+// revision: that is not a duplicate.
+func TestPutThenDeleteInOneTxn(t *testing.T) {
+	var b builder
+	putThenDelete(&b)
 	b.h.Watches = []Watch{{Call: 1, Request: WatchRequest{Key: "a", RangeEnd: "c"}, Responses: []WatchResponse{
 		{Time: 2, Revision: 1, Created: true},
 		{Time: 20, Revision: 2, Events: []Event{{Type: Put, Kv: kv("b", "1", 2, 2, 1)}, {Type: Delete, Kv: KeyValue{Key: "b", ModRevision: 2}}}},
@@ -316,6 +335,27 @@ func TestPutThenDeleteInOneTxn(t *testing.T) {
 	w := &b.h.Watches[0].Responses[1]
 	w.Events = append(w.Events, w.Events[1])
 	wantOnly(t, &b.h, Unique, -1)
+}
+
+// TestCompactionWithinRevision: a compaction at the revision of a txn that put a key and then
+// deleted it keeps only the DELETE (etcd's key index keeps a key's newest revision at or below the
+// compaction's), so a watch from that revision created after the compaction gets the DELETE alone;
+// without the compaction the PUT is owed.
+func TestCompactionWithinRevision(t *testing.T) {
+	mk := func(compact bool) *History {
+		var b builder
+		putThenDelete(&b)
+		if compact {
+			b.op(0, Request{Compact: &CompactRequest{Revision: 2}}, rev(2))
+		}
+		b.h.Watches = []Watch{{Call: 50, Request: WatchRequest{Key: "a", RangeEnd: "c", StartRevision: 2}, Responses: []WatchResponse{
+			{Time: 51, Revision: 2, Created: true},
+			{Time: 52, Revision: 2, Events: []Event{{Type: Delete, Kv: KeyValue{Key: "b", ModRevision: 2}}}},
+		}}}
+		return &b.h
+	}
+	wantOK(t, mk(true))
+	wantOnly(t, mk(false), Resumable, -1)
 }
 
 // TestLeaseExpiry: a revision no request created, seen by a watch as deletes of leased keys, is a
@@ -343,6 +383,27 @@ func TestLeaseExpiry(t *testing.T) {
 	long.Operations[0].Request = Request{LeaseGrant: &LeaseGrantRequest{ID: 5, TTL: 3600}}
 	if res := mustCheck(t, &long); res.OK() {
 		t.Fatal("a lease of an hour expired within two seconds")
+	}
+	// an expiry that only a read shows, no watch and no "lease not found": the read finds the key
+	// gone, at a revision nobody claims (closed) or in a gap of the store's revisions (open)
+	unseen := b.h
+	unseen.Watches = nil
+	if res := mustCheck(t, &unseen); !res.OK() || res.Coverage.LeaseExpiries != 1 {
+		t.Fatalf("an expiry only a read shows: %v, %d lease expiries", res.Err(), res.Coverage.LeaseExpiries)
+	}
+	open := unseen
+	open.Prefix, open.StartRevision = "", 1
+	open.Operations = slices.Clone(unseen.Operations)
+	open.Operations[2].Response = kvs(7)
+	open.Operations[3].Response = rev(9)
+	if res := mustCheck(t, &open); !res.OK() || res.Coverage.LeaseExpiries != 1 {
+		t.Fatalf("an open history's expiry only a read shows: %v, %d lease expiries", res.Err(), res.Coverage.LeaseExpiries)
+	}
+	// the sweep finds both: in the open history, by making the gap's last revision the expiry's
+	for _, h := range []*History{&unseen, &open} {
+		if got := sweepVerdict(h); got != VerdictLinearizable {
+			t.Fatalf("the sweep says %q", got)
+		}
 	}
 	b.h.Watches[0].Responses[2].Events = []Event{{Type: Put, Kv: kv("c", "1", 3, 3, 1)}}
 	b.h.Watches[0].Request.RangeEnd = "d"

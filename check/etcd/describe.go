@@ -102,6 +102,9 @@ func DescribeOutcome(op *Operation) string {
 }
 
 func describeOp(op *kvOp) string {
+	if op.reach > 0 && op.watch < 0 {
+		return "a serializable read saw revision " + itoa64(op.reach)
+	}
 	if op.reach > 0 {
 		return "watch " + itoa(op.watch) + " saw revision " + itoa64(op.reach)
 	}

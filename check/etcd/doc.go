@@ -143,28 +143,56 @@
 // revision in the linearization found (TestSerializableReadMayBeStale,
 // TestSerializableTxnMayBeStale).
 //
-// The search is porcupine's (github.com/anishathalye/porcupine), in one partition, with a model
-// whose states are immutable: a persistent treap of the keyspace plus a snapshot per revision
-// linked by jump pointers, hashed incrementally, so that forking, caching and comparing states is
-// cheap; two states are equal, and hash alike, exactly when their keyspace, leases, compaction and
-// whole revision history are (TestStateEquality). The linearization found is replayed on the model,
-// which must accept every operation where the search placed it (else ErrModelDivergence, a bug of
-// this package); its changes are the reference event log. Three things keep the search small: a
-// response's revision says at which store revision the operation can take effect (a put at r+1, a
-// read at r, and so on), so operations are tried only there; a revision a successful response shows
-// its request created cannot be taken by an unknown-outcome write; and, when there are
-// unknown-outcome writes, a first guided search asks that such a write create a revision only with
-// exactly the events each watch covering that revision received there, that the store reach each
-// watch's highest revision before the watch saw it, and that each serializable read fit the store
-// at its header revision some time before it returned (if that finds nothing, an unguided search
-// follows, so the checks that follow can name the watch or the read at fault). Leases never expire
-// on their own in the model, except where the history shows a lease may have expired (a request
-// naming it answered "lease not found", or a revision that no request created and in which watches
-// saw only deletes): then each such lease may expire at any time after its grant (TestLeaseExpiry:
-// a revision nobody made that watches saw as deletes of a lease's keys passes, a put nobody made
-// does not). A grant with server-chosen ID whose outcome is unknown is assumed to have created no
-// lease anyone used (no test of its own). Options.Timeout bounds the search: a search that cannot
-// finish in time gives VerdictTimeout, not a verdict (TestTimeout).
+// The linearization is found in two stages. First a sweep (sweep.go) walks the calls and returns
+// in time order and places each operation where its answer's revision says: a write that changed
+// something when the store moves to the revision it claims (each revision has one creator), every
+// other answered operation while the store is at its header revision, a failed one or a keepalive
+// at a point where its outcome holds. An operation that changes nothing and fits when it is called
+// is placed then (that loses no linearization); what the revisions leave open is decided greedily:
+// which unknown-outcome write or lease expiry made a revision no answer claims (with unknown
+// outcomes, the first whose changes agree with every watch covering that revision; the store must
+// reach each watch's highest revision by the time the watch saw it, and each serializable read's
+// header revision before it returned), which compaction, grant, revoke or unknown-outcome request
+// must come first for an operation to fit, and, in an open history, whether one made the last
+// revision of one of the last gaps (repairGap, which replays what was placed since). A stuck sweep
+// runs again with its last choice of the write or expiry that made a revision changed to the next
+// candidate (chronological backtracking by restarts, at most 16). Every placement is a step of the
+// model, between the operation's call and return, so a sweep that places every operation of known
+// outcome has a linearization.
+// It is O(n log n) in the operations (the sort of calls and returns; each operation is placed
+// once) plus, for each revision no answer claims, the unknown-outcome writes that may have written
+// a key a watch saw there (BenchmarkCheckSize, BenchmarkCheckUnknown). When it gets stuck, two
+// operations whose revisions order them against real time (one answered at a revision before the
+// other's, though the other returned before it was called) prove there is no linearization, and
+// the violation names both (TestLinearizability/stale_read_with_its_old_revision), and so does an
+// answer at a revision below the store's first (TestLinearizability/header_revision_0); otherwise
+// a note says where the sweep got stuck and porcupine searches (github.com/anishathalye/porcupine),
+// in one partition, as below, within what is left of Options.Timeout. TestSweepAgreesWithPorcupine holds the sweep's verdict, where it
+// gives one, and Check's to porcupine's alone on recorded histories, on the same with unknown
+// outcomes, and on perturbed ones (a header revision off by one, an operation moved earlier, a
+// failure for a success); it also requires the sweep to decide every faithfully recorded history.
+//
+// Porcupine's search uses a model whose states are immutable: a persistent treap of the keyspace
+// plus a snapshot per revision linked by jump pointers, hashed incrementally, so that forking,
+// caching and comparing states is cheap; two states are equal, and hash alike, exactly when their
+// keyspace, leases, compaction and whole revision history are (TestStateEquality). The linearization
+// found, by either stage, is replayed on the model, which must accept every operation where it was
+// placed (else ErrModelDivergence, a bug of this package); its changes are the reference event log.
+// Three things keep the search small: a response's revision says at which store revision the
+// operation can take effect (a put at r+1, a read at r, and so on), so operations are tried only
+// there; a revision a successful response shows its request created cannot be taken by an
+// unknown-outcome write; and, when there are unknown-outcome writes, a first guided search asks
+// that such a write create a revision only with exactly the events each watch covering that
+// revision received there, that the store reach each watch's highest revision before the watch saw
+// it, and that each serializable read fit the store at its header revision some time before it
+// returned (if that finds nothing, an unguided search follows, so the checks that follow can name
+// the watch or the read at fault). Leases never expire on their own in the model, except that every
+// lease whose TTL may have run out before the history ends may expire at any time after its grant
+// plus its TTL, shown or not (TestLeaseExpiry: a revision nobody made that watches saw as deletes of
+// a lease's keys passes, and so does an expiry only a later read shows, in a closed and an open
+// history; a put nobody made does not). A grant with server-chosen ID whose outcome is unknown is
+// assumed to have created no lease anyone used (no test of its own). Options.Timeout bounds the
+// search: a search that cannot finish in time gives VerdictTimeout, not a verdict (TestTimeout).
 //
 // # Open histories
 //
@@ -283,7 +311,11 @@
 //   - reliable: after the first, the events received are the owed ones, in order, within a revision
 //     too, none missing up to L; and each equals the reference event (type, key, value, create and
 //     mod revision, version, lease) ("drop an event", "corrupt an event's value";
-//     TestExampleHistory).
+//     TestExampleHistory). An event of a key that a later event of the same key follows in its
+//     revision C is not owed once a compaction at exactly C may have run before the watch received
+//     what followed: etcd's compaction keeps of each key its newest revision at or below C, so a
+//     watch reading C from the history gets a txn's DELETE of a key without the PUT before it
+//     (TestCompactionWithinRevision).
 //   - is_create: an event's is-create (create revision == mod revision) is the reference's: true
 //     exactly when the key did not exist at the previous revision ("wrong is-create").
 //   - prev_kv: prev_kv is present if and only if the watch asked for it (one not asked for is judged
@@ -312,7 +344,9 @@
 // package can tell: etcd's requested progress notification ahead of pending events
 // (etcd-io/etcd#15220: an event after a progress notification at or above it, a notification
 // below an event, or, when the watch ended before the events came, events missing below a
-// notification it received, or a compaction answer for the revision after one), etcd's compaction
+// notification it received, or a compaction answer for the revision after one; and on a watch
+// with periodic notifications a notification going back, a periodic one made before a requested
+// one and sent after it, as three 3.4.23 members showed), etcd's compaction
 // at a delete dropping the tombstone (etcd-io/etcd#18089, #19179: missing DELETEs at exactly a
 // compaction revision the watch started at or before), kine's progress notifications ahead of
 // events (k3s-io/kine#731) and its refusal of a watch from exactly the compaction revision
@@ -321,15 +355,18 @@
 //
 // # Complexity
 //
-// Preparing the search and the replay are linear in the history (times log of the keyspace). The
-// search is NP-hard in general; with the revisions in the responses it is close to linear for
-// histories of successful operations (a step costs O(log K) for K keys, plus the size of what a
-// range reads), and unknown-outcome writes each add a cheap step per state. Options.Timeout bounds
-// it. The watch checks are linear in the events received plus, per watch, the reference events at
-// the revisions it covers (a one-key watch reads only its key's events): O(E + W·L) for E events
-// received, W watches and L events in the reference log, at some millions of events a second
-// (BenchmarkWatchCheck; BenchmarkCheck measures a whole check; TestSyntheticHistoryPasses checks
-// that their history passes).
+// Preparing the search and the replay are linear in the history (times log of the keyspace), and
+// so is the sweep, after sorting the calls and returns: a history whose revisions order it is
+// checked in O(n log n), some ten thousand requests a second and more of a whole check
+// (BenchmarkCheckSize: 10k, 100k and 1M requests; BenchmarkCheckUnknown: 100k requests with up to
+// 10k unknown outcomes; `listwatch check --workload etcd` checks what it recorded in less time than
+// it took to record it). Porcupine's search, needed only where the sweep gets stuck, is NP-hard in
+// general and quadratic at best (its cache keys on the set of operations placed); Options.Timeout
+// bounds it. The watch checks are linear in the events received plus, per watch, the reference
+// events at the revisions it covers (a one-key watch reads only its key's events): O(E + W·L) for E
+// events received, W watches and L events in the reference log, at some millions of events a
+// second (BenchmarkWatchCheck; BenchmarkCheck measures a whole check of sequential puts;
+// TestSyntheticHistoryPasses and TestConcurrentHistoryPasses check that their histories pass).
 //
 // # Assumptions
 //

@@ -59,12 +59,12 @@ var (
 var KnownBugs = []*KnownBug{
 	{
 		Name: "etcd-progress-ahead", Product: "etcd",
-		Title:    "a requested progress notification is not synchronised with the watch stream: it can be sent ahead of events still to be sent, or below one sent",
+		Title:    "a requested progress notification is not synchronised with the watch stream: it can be sent ahead of events still to be sent, below one sent, or before a periodic notification below it",
 		Trackers: []string{"etcd-io/etcd#15220", "etcd-io/etcd#15237"},
 		// fixed by #15237, whose backports first shipped before these; these are the releases the
 		// apiserver trusts RequestProgress from, the ones with #17557 (etcd-progress-unsynced) too
 		Affected: "etcd before 3.4.31, 3.5.0 to 3.5.12", FixedIn: "3.4.31, 3.5.13",
-		Guarantees: progressAheadGuarantees, Signatures: progressAheadSignatures,
+		Guarantees: progressAheadGuarantees, Signatures: slices.Concat(progressAheadSignatures, []string{SigProgressBackwards}),
 		// k8s.io/apiserver pkg/storage/feature/feature_support_checker.go endpointSupportsRequestWatchProgress
 		affects: func(v *version.Version) bool {
 			return v.LessThan(v3_4_31) || v.AtLeast(v3_5_0) && v.LessThan(v3_5_13)
@@ -121,12 +121,23 @@ var (
 
 func progressAhead(h *History, v *Violation) bool {
 	switch v.Signature {
+	case SigProgressBackwards:
+		return periodicProgress(h, v)
 	case SigMissing:
 		return missingBelowProgress(h, v)
 	case SigCompactedNotNeeded:
 		return neededFromProgress(h, v)
 	}
 	return true
+}
+
+// periodicProgress: the watch asked for periodic progress notifications. etcd before #15237 (v3rpc
+// watch.go) queues a requested notification on the stream's control channel with the revision of
+// when it was asked for, and a periodic one on the watch's own channel with the revision of when it
+// was made; its send loop takes from either, so a periodic notification made before a requested
+// one can be sent after it, going back.
+func periodicProgress(h *History, v *Violation) bool {
+	return v.Watch >= 0 && h.Watches[v.Watch].Request.ProgressNotify
 }
 
 // missingBelowProgress: every missing event is at or below a progress notification the watch

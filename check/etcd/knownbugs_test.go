@@ -34,6 +34,21 @@ func progressAheadHistory() *History {
 	return &b.h
 }
 
+// progressBackwardsHistory is etcd-io/etcd#15220 on a watch with periodic progress notifications
+// (periodic says whether it asked for them): a requested notification at 3 sent before a periodic
+// one at 2, as a cluster of 3.4.23 did (TestWorkloadsAgainstEtcdCluster/k8s: 140, then 139).
+func progressBackwardsHistory(periodic bool) *History {
+	b := &builder{}
+	b.op(0, put("a", "1"), rev(2))
+	b.op(0, put("b", "1"), rev(3))
+	b.h.Watches = []Watch{{Client: 1, Call: 100, Request: WatchRequest{Key: "a", StartRevision: 2, ProgressNotify: periodic},
+		Responses: []WatchResponse{{Time: 101, Revision: 3, Created: true},
+			{Time: 102, Revision: 3, Events: []Event{{Type: Put, Kv: kv("a", "1", 2, 2, 1)}}},
+			{Time: 103, Revision: 3},
+			{Time: 104, Revision: 2}}}}
+	return &b.h
+}
+
 // progressAheadCompactedHistory is etcd-io/etcd#15220 ending in a compaction: a progress notification
 // at 4 before the events at 2 to 4, then a compaction at 5 cancels the watch, which still needed 2.
 // From the notification alone the watch needed 5, which the compaction kept.
@@ -87,6 +102,10 @@ func TestClassify(t *testing.T) {
 		{"progress ahead on an unknown version", progressAheadHistory(), Target{"etcd", "dev"}, "etcd-progress-ahead", false},
 		{"progress ahead on kine", progressAheadHistory(), Target{"kine", "3.5.13"}, "kine-progress-ahead", false},
 		{"progress ahead on something else", progressAheadHistory(), Target{}, "", false},
+		{"progress backwards on 3.4.23", progressBackwardsHistory(true), Target{"etcd", "3.4.23"}, "etcd-progress-ahead", false},
+		{"progress backwards on 3.4.31", progressBackwardsHistory(true), Target{"etcd", "3.4.31"}, "etcd-progress-ahead", true},
+		{"progress backwards without periodic notifications", progressBackwardsHistory(false), Target{"etcd", "3.4.23"}, "", false},
+		{"progress backwards on kine", progressBackwardsHistory(true), Target{"kine", "3.5.13"}, "", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -458,7 +458,7 @@ func eval(s *mstate, op *kvOp) outcome {
 		leases := slices.Clone(s.leases)
 		i, _ := slices.BinarySearch(leases, id)
 		leases = slices.Insert(leases, i, id)
-		return outcome{state: s.withLeases(leases), resp: &Response{Revision: s.rev, LeaseGrant: &LeaseGrantResponse{ID: id}}}
+		return outcome{state: s.withLeases(leases, id), resp: &Response{Revision: s.rev, LeaseGrant: &LeaseGrantResponse{ID: id}}}
 	case req.LeaseRevoke != nil:
 		return revoke(s, req.LeaseRevoke.ID)
 	case req.LeaseKeepAlive != nil:
@@ -493,6 +493,6 @@ func revoke(s *mstate, id int64) outcome {
 		w.deleteKey(v.key, v.rec)
 	}
 	n := w.end()
-	n = n.withLeases(slices.Delete(slices.Clone(s.leases), i, i+1))
+	n = n.withLeases(slices.Delete(slices.Clone(s.leases), i, i+1), id)
 	return outcome{state: n, resp: &Response{Revision: n.rev}, changes: w.changes}
 }

@@ -7,8 +7,8 @@ import (
 	"html"
 	"html/template"
 	"io"
-
 	"strings"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 
@@ -21,6 +21,9 @@ const (
 	reportMaxEvents    = 2000
 	reportMaxPorcupine = 5000
 	reportEventsShown  = 12
+	// reportPorcupineTimeout bounds the search run for the visualisation of a history the sweep
+	// linearized (porcupine did not search it).
+	reportPorcupineTimeout = 10 * time.Second
 )
 
 // ReportInput is what a report shows besides the history and its result; every field is optional.
@@ -49,6 +52,9 @@ func WriteReport(w io.Writer, h *History, r *Result, in *ReportInput) error {
 		return fmt.Errorf("etcd: WriteReport needs a history and its result")
 	}
 	rep := BuildReport(h, r, in)
+	if !r.hasInfo && r.visualize != nil && len(h.Operations) <= reportMaxPorcupine {
+		r.info, r.hasInfo = r.visualize(reportPorcupineTimeout)
+	}
 	if r.hasInfo && len(h.Operations) <= reportMaxPorcupine {
 		var buf bytes.Buffer
 		if err := porcupine.Visualize(r.model, r.info, &buf); err != nil {

@@ -3,6 +3,7 @@ package etcd
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 
@@ -167,8 +168,10 @@ type Result struct {
 	lin   []*kvOp
 	model porcupine.Model
 	info  porcupine.LinearizationInfo
-	// hasInfo is false when the search timed out without producing visualisation data.
-	hasInfo bool
+	// hasInfo is false when porcupine did not search (the sweep found the linearization) or timed
+	// out without producing visualisation data; visualize then runs its search for the report.
+	hasInfo   bool
+	visualize func(timeout time.Duration) (porcupine.LinearizationInfo, bool)
 }
 
 // OK reports whether every guarantee held.

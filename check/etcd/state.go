@@ -271,6 +271,7 @@ type mstate struct {
 	compactRev int64
 	snap       *snapshot // snap.rev <= rev; snap.kv is the live keyspace
 	leases     []int64   // sorted
+	leaseHash  uint64    // the xor of the leases' leaseHash
 	hash       uint64
 }
 
@@ -301,11 +302,12 @@ func (s *mstate) kv() *tnode { return s.snap.kv }
 func (s *mstate) rehash() {
 	h := mix(s.snap.chainHash, uint64(s.compactRev))
 	h = mix(h, uint64(s.rev))
-	for _, l := range s.leases {
-		h = mix(h, uint64(l))
-	}
-	s.hash = h
+	s.hash = mix(h, s.leaseHash)
 }
+
+// leaseHash is one lease's share of leaseHash: the leases hash as the xor of their shares, so that
+// a grant or revoke updates the hash without reading the other leases.
+func leaseHash(id int64) uint64 { return mix(uint64(id), 0x6c65617365) }
 
 // advance is s at revision rev, which others' writes reached without touching the prefix; s
 // itself if rev is not above s.rev.
@@ -324,9 +326,11 @@ func (s *mstate) hasLease(id int64) bool {
 	return ok
 }
 
-func (s *mstate) withLeases(leases []int64) *mstate {
+// withLeases is s with leases, which differ from s.leases by the lease changed alone.
+func (s *mstate) withLeases(leases []int64, changed int64) *mstate {
 	n := *s
 	n.leases = leases
+	n.leaseHash ^= leaseHash(changed)
 	n.rehash()
 	return &n
 }
