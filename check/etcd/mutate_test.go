@@ -203,8 +203,8 @@ func watchEvents(h *History, w int) []evAt {
 }
 
 func (p evAt) get(h *History) *Event { return &h.Watches[p.w].Responses[p.r].Events[p.e] }
-func (p evAt) site() site             { return evSite(p.w, p.r, p.e) }
-func (s site) ev() evAt               { return evAt{s.w, s.r, s.e} }
+func (p evAt) site() site            { return evSite(p.w, p.r, p.e) }
+func (s site) ev() evAt              { return evAt{s.w, s.r, s.e} }
 
 func removeEvent(h *History, p evAt) {
 	r := &h.Watches[p.w].Responses[p.r]
@@ -317,7 +317,6 @@ func closedAndKnown(h *History) bool {
 
 // hasFilter reports whether a watch drops a type of events.
 func hasFilter(w *Watch, f WatchFilter) bool { return slices.Contains(w.Request.Filters, f) }
-
 
 // Reasons a kind of position is excluded, shared by the mutations they apply to.
 const (
@@ -489,7 +488,9 @@ var watchMutations = []mutation{
 		at: func(h *History, _ *Result, s site) { s.ev().get(h).Kv.Value += "-corrupt" }},
 	{name: "wrong is-create", want: IsCreate,
 		sites: func(h *History, _ *Result) []site {
-			return eventSites(h, func(p evAt, ev *Event) bool { return ev.Type == Put && ev.Kv.Version > 1 && judged(h, ev.Kv.ModRevision) })
+			return eventSites(h, func(p evAt, ev *Event) bool {
+				return ev.Type == Put && ev.Kv.Version > 1 && judged(h, ev.Kv.ModRevision)
+			})
 		},
 		at: func(h *History, _ *Result, s site) {
 			ev := s.ev().get(h)
