@@ -944,7 +944,8 @@ var opMutations = []mutation{
 		sites: func(h *History, _ *Result) []site {
 			return opSites(h, func(i int, o *Operation) []int {
 				r := o.Request.Range
-				if r == nil || r.Revision <= 0 || o.Response == nil {
+				// a serializable read's error is not judged: it has no header revision to place it at
+				if r == nil || r.Revision <= 0 || r.Serializable || o.Response == nil {
 					return nil
 				}
 				// a compaction above the revision that may have run before the read answered makes

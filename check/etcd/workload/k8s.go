@@ -156,7 +156,10 @@ func (c *k8sClient) step() {
 	key := etcd.Bytes(fmt.Sprintf("%s%s/%s/%s", c.r.registry(), res.resource, ns, name))
 	if c.rng.IntN(progressTriggerEvery) == 0 {
 		// the apiserver's consistent read from its cache: a RequestProgress after its writes
-		c.progressAfterWrites(func() { c.update(res, key) })
+		c.progressAfterWrites(func() {
+			c.create(res, ns, name, key)
+			c.update(res, key)
+		})
 		return
 	}
 	switch p := c.rng.IntN(100); {
