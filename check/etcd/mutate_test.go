@@ -463,24 +463,14 @@ var watchMutations = []mutation{
 		sites: func(h *History, _ *Result) []site {
 			return eventSites(h, func(p evAt, ev *Event) bool { return !h.Watches[p.w].Request.PrevKV })
 		},
-		at: func(h *History, _ *Result, s site) {
-			ev := s.ev().get(h)
-			prev := ev.Kv
-			prev.Value += "-prev"
-			ev.PrevKV = &prev
-		}},
+		at: addPrevKV},
 	{name: "prev_kv of a created key", want: PrevKV,
 		sites: func(h *History, _ *Result) []site {
 			return eventSites(h, func(p evAt, ev *Event) bool {
 				return h.Watches[p.w].Request.PrevKV && ev.Type == Put && ev.IsCreate() && judged(h, ev.Kv.ModRevision)
 			})
 		},
-		at: func(h *History, _ *Result, s site) {
-			ev := s.ev().get(h)
-			prev := ev.Kv
-			prev.Value += "-prev"
-			ev.PrevKV = &prev
-		}},
+		at: addPrevKV},
 	{name: "corrupt an event's value", want: Reliable,
 		sites: func(h *History, _ *Result) []site {
 			return eventSites(h, func(p evAt, ev *Event) bool { return ev.Type == Put && judged(h, ev.Kv.ModRevision) })
@@ -594,6 +584,14 @@ var watchMutations = []mutation{
 			})
 		},
 		at: func(h *History, _ *Result, s site) { h.Watches[s.w].Responses[s.r].Revision-- }},
+}
+
+// addPrevKV gives the event at s a prev_kv: its own key-value with another value.
+func addPrevKV(h *History, _ *Result, s site) {
+	ev := s.ev().get(h)
+	prev := ev.Kv
+	prev.Value += "-prev"
+	ev.PrevKV = &prev
 }
 
 // nextWithEvents is the index of the first response after ri with events, -1 if none.

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -138,14 +139,11 @@ func etcdInstalled() bool {
 }
 
 func writeRecorded(t *testing.T, path string, h *etcd.History) {
-	f, err := os.Create(path)
-	if err != nil {
+	var buf bytes.Buffer
+	if err := h.WriteJSON(&buf); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.WriteJSON(f); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
