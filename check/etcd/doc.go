@@ -260,7 +260,8 @@
 //     workloads, some scenarios and a recording that puts a txn's events at every kind of place,
 //     against listwatch's store and against Debian's etcd 3.4.23 (spared RequestProgress, the
 //     trigger of its known bugs; its recording of every kind of place fails on them and is not
-//     kept).
+//     kept); and by interop's TestRecordEmbeddedEtcdHistories, the workloads and scenarios against
+//     embedded etcd 3.7.3.
 //   - TestEachMutationBreaksExactlyItsGuarantee applies each at its first and last place in a
 //     hand-made scenario (notInScenario names those it gives no place, and why), and
 //     TestMutatedHistoriesFail at random places of random workloads, with the same judgement.
