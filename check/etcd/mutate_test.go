@@ -322,7 +322,6 @@ func hasFilter(w *Watch, f WatchFilter) bool { return slices.Contains(w.Request.
 const (
 	exclOps           = "a KV operation has no place in a watch stream: progress notifications are the watches'"
 	exclFirstResume   = "at the first event it is the resumable guarantee's: \"drop the first event\""
-	exclOnlyFirst     = "applies to the first event only"
 	exclNoFinal       = "applies where the watch's stream went on: nothing follows the end"
 	exclCompactAnswer = "applies to a compaction answer, which is always beside itself: its kinds are compaction and end"
 	exclAppended      = "the answer is appended after the stream's last response: the end is its one kind of place (and a compaction answer its own by construction)"
@@ -344,7 +343,6 @@ var watchMutations = []mutation{
 		},
 		at: func(h *History, _ *Result, s site) { removeEvent(h, s.ev()) }},
 	{name: "drop the first event", want: Resumable,
-		excluded: map[posKind]string{posAfterProgress: exclOnlyFirst + " (a progress notification before a watch's first event is the compaction's or the end's)"},
 		sites: func(h *History, _ *Result) []site {
 			return eventSites(h, func(p evAt, ev *Event) bool {
 				w := &h.Watches[p.w]
@@ -552,7 +550,6 @@ var watchMutations = []mutation{
 			watch.Responses = append(watch.Responses, WatchResponse{Time: last, Revision: rev, Events: []Event{ev}})
 		}},
 	{name: "event below the first revision", want: FirstRevision,
-		excluded: map[posKind]string{posAfterProgress: exclOnlyFirst + ": its start revision is moved above it"},
 		sites: func(h *History, _ *Result) []site {
 			return eventSites(h, func(p evAt, ev *Event) bool {
 				return p == watchEvents(h, p.w)[0] && firstKnown(&h.Watches[p.w]) && judged(h, ev.Kv.ModRevision)
