@@ -69,18 +69,16 @@ func TestRecordEmbeddedEtcdHistories(t *testing.T) {
 			t.Errorf("%s: %v", name, res.Err())
 			continue
 		}
-		if *flagUpdateRecorded {
-			writeHistory(t, filepath.Join("..", "check", "etcd", "testdata", "recorded", "embedded-etcd-3.7.3-"+name+".json"), h)
+		if !*flagUpdateRecorded {
+			continue
 		}
-	}
-}
-
-func writeHistory(t *testing.T, path string, h *etcd.History) {
-	var buf bytes.Buffer
-	if err := h.WriteJSON(&buf); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
+		var buf bytes.Buffer
+		err = h.WriteJSON(&buf)
+		if err == nil {
+			err = os.WriteFile(filepath.Join("..", "check", "etcd", "testdata", "recorded", "embedded-etcd-3.7.3-"+name+".json"), buf.Bytes(), 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -50,8 +50,14 @@ func (b *buggyStore) compactedAt(rev int64) bool {
 func buggyClient(t *testing.T, bug string) *clientv3.Client {
 	b := &buggyStore{st: store.New(store.Options{}), bug: bug}
 	t.Cleanup(func() { b.st.Close() })
-	cli, closeClient, err := etcdgrpc.NewClient(b.st, etcdgrpc.Options{}, func(cfg *clientv3.Config) {
-		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(b.unary), grpc.WithChainStreamInterceptor(b.stream))
+	return interceptedClient(t, b.st, grpc.WithChainUnaryInterceptor(b.unary), grpc.WithChainStreamInterceptor(b.stream))
+}
+
+// interceptedClient serves st to a client whose calls go through the interceptors of opts; the
+// client is closed when the test ends.
+func interceptedClient(t *testing.T, st *store.Store, opts ...grpc.DialOption) *clientv3.Client {
+	cli, closeClient, err := etcdgrpc.NewClient(st, etcdgrpc.Options{}, func(cfg *clientv3.Config) {
+		cfg.DialOptions = append(cfg.DialOptions, opts...)
 	})
 	if err != nil {
 		t.Fatal(err)
