@@ -44,6 +44,8 @@
 //     the last has fragment=true and holds at least one event. (TestWatchProtocol,
 //     TestWatchHistoryPrevKVAndFilters, TestWatchCreatedNotifyAndLiveEvents,
 //     TestWatchCancelClosesChannel, TestWatchCompacted, TestWatchRequestProgress,
+//     TestWatchRequestProgressAfterBurst (etcd-io/etcd#15220's trigger: no progress notification
+//     ahead of a burst's events),
 //     TestWatchProgressNotify, TestWatchFragment, TestSendFragmentsMatchesUpstreamCuts,
 //     TestSendFragmentsStopsAtSendError)
 //

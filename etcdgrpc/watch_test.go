@@ -244,6 +244,54 @@ func awaitRequestedProgress(t *testing.T, cli *clientv3.Client, wch clientv3.Wat
 	}
 }
 
+// TestWatchRequestProgressAfterBurst is etcd-io/etcd#15220's trigger over gRPC: a burst of writes to
+// a synced watch's key, more than the stream's channel holds, then at once a RequestProgress on its
+// stream, and again after every response while the events come. No notification may come ahead of
+// them (etcd 3.4 sent its answer on the control stream, overtaking them); once they are all sent,
+// one is answered.
+func TestWatchRequestProgressAfterBurst(t *testing.T) {
+	_, cli := newClient(t, store.Options{})
+	ctx := testContext(t)
+	wch := cli.Watch(ctx, "k", clientv3.WithCreatedNotify())
+	if wr, _ := next(t, wch); !wr.Created {
+		t.Fatalf("first response %+v, want created", wr)
+	}
+	const burst = 300
+	var last int64
+	for i := range burst {
+		last = mustPut(t, cli, "k", fmt.Sprint(i)).Header.Revision
+	}
+	var told, seen int64
+	for told < last {
+		if err := cli.RequestProgress(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var wr clientv3.WatchResponse
+		select {
+		case wr = <-wch:
+		case <-time.After(200 * time.Millisecond): // a stream not yet synced is not answered: ask again
+			continue
+		case <-ctx.Done():
+			t.Fatalf("events up to %d, progress %d: want both at %d", seen, told, last)
+		}
+		for _, ev := range wr.Events {
+			if ev.Kv.ModRevision <= told {
+				t.Fatalf("event at %d after a progress notification at %d", ev.Kv.ModRevision, told)
+			}
+			seen = ev.Kv.ModRevision
+		}
+		if wr.IsProgressNotify() {
+			if wr.Header.Revision < seen {
+				t.Fatalf("progress notification at %d after an event at %d", wr.Header.Revision, seen)
+			}
+			told = wr.Header.Revision
+		}
+	}
+	if seen != last {
+		t.Fatalf("progress at %d with events up to %d", told, seen)
+	}
+}
+
 func TestWatchProgressNotify(t *testing.T) {
 	clock := clocktesting.NewFakeClock(time.Unix(1e9, 0))
 	const interval = time.Second

@@ -53,6 +53,9 @@
 //     v0.17.5 over SQLite, in process (internal/kinetest), it runs to completion and fails, naming
 //     the operations kine refuses, the prev_kv it sends unasked, the events a watch from a compacted
 //     revision gets and the RequestProgress it leaves unanswered (TestCheckCommandAgainstKine).
+//     Both workloads and some scenarios recorded against embedded etcd 3.7.3 pass, and are the
+//     valid histories check/etcd's TestMutationsAtEveryPosition mutates
+//     (TestRecordEmbeddedEtcdHistories; -update-recorded rewrites them).
 //   - The Kubernetes checker against the apiserver. check/kube's workload and checker (`listwatch
 //     check --kube`) report no violation against the upstream apiextensions-apiserver over embedded
 //     etcd and over listwatch's etcd API (TestKubeCheckUpstreamAPIServer), nor against listwatch's

@@ -30,7 +30,11 @@
 //     nothing is sent for the ID except the canceled answer to an explicit Cancel. Progress
 //     notifications are never below an event already sent for the ID and never above one still to
 //     come. (TestWatchCatchUpBatchesWholeRevisions, TestCatchUpNeverSplitsARevision,
-//     TestCompactedWatcherIsCanceled, TestCancelAndClose, TestRequestProgressOnlyWhenAllSynced)
+//     TestCompactedWatcherIsCanceled, TestCancelAndClose, TestRequestProgressOnlyWhenAllSynced;
+//     etcd-io/etcd#15220's trigger, a burst of writes beyond the channel then at once a
+//     RequestProgress: TestRequestProgressAfterBurst). A RequestProgress is answered once every
+//     watcher of the stream is synced, also one from the past that caught up without an event
+//     (etcd-io/etcd#17507: TestRequestProgressAfterQuietCatchUp).
 //   - Registration. Watch registers the watcher before its created answer goes out, as mvcc does
 //     before v3rpc answers: a watch from revision 0 is synced at once, even on a stream whose channel
 //     is full, and owes exactly what is written after the revision its created answer reports; like

@@ -881,3 +881,91 @@ func TestPeriodicWorkReleasesLockBetweenSteps(t *testing.T) {
 		}
 	})
 }
+
+// drain reads every response queued on the stream.
+func (s *stream) drain() []store.WatchResponse {
+	var out []store.WatchResponse
+	for {
+		select {
+		case r := <-s.ws.Chan():
+			out = append(out, r)
+		default:
+			return out
+		}
+	}
+}
+
+// progressNotAhead fails the test if a progress notification in rs comes before an event at or below
+// its revision.
+func progressNotAhead(t *testing.T, rs []store.WatchResponse) (progress int) {
+	t.Helper()
+	var told int64
+	for _, r := range rs {
+		for _, ev := range r.Events {
+			if ev.Kv.ModRevision <= told {
+				t.Fatalf("event at %d after a progress notification at %d (etcd-io/etcd#15220)", ev.Kv.ModRevision, told)
+			}
+		}
+		if r.WatchID == store.InvalidWatchID && len(r.Events) == 0 {
+			told = max(told, r.Revision)
+			progress++
+		}
+	}
+	return progress
+}
+
+// TestRequestProgressAfterBurst is etcd-io/etcd#15220's trigger: a burst of writes to a synced
+// watcher's key, more than its stream's channel holds, then at once a RequestProgress on its
+// stream, and again at every step while the events are still queued. No notification may come
+// ahead of them; once they are all sent, one is answered.
+func TestRequestProgressAfterBurst(t *testing.T) {
+	e := newEnv(t, store.Options{})
+	s := openStream(t, e)
+	s.watch(&store.WatchRequest{Key: []byte("a")})
+	const burst = 300 // more than the stream's 128 responses: the rest wait as victims
+	for i := range burst {
+		e.put("a", fmt.Sprint(i))
+	}
+	s.ws.RequestProgress()
+	var got []store.WatchResponse
+	for events, steps := 0, 0; events < burst; steps++ {
+		if steps == 1000 {
+			t.Fatalf("%d of %d events after %d retry steps", events, burst, steps)
+		}
+		rs := s.drain()
+		for _, r := range rs {
+			events += len(r.Events)
+		}
+		got = append(got, rs...)
+		s.ws.RequestProgress()
+		e.step(store.DefaultVictimRetryInterval)
+	}
+	s.ws.RequestProgress()
+	got = append(got, s.drain()...)
+	if progressNotAhead(t, got) == 0 {
+		t.Fatal("RequestProgress not answered once the burst was sent")
+	}
+	if last := got[len(got)-1]; last.Revision != int64(burst+1) || len(last.Events) != 0 {
+		t.Fatalf("last response %s, want progress at %d", describe(last), burst+1)
+	}
+}
+
+// TestRequestProgressAfterQuietCatchUp is etcd-io/etcd#17507's trigger: a watch from a past revision
+// of a key nobody wrote since catches up without an event; a RequestProgress must then be answered.
+func TestRequestProgressAfterQuietCatchUp(t *testing.T) {
+	e := newEnv(t, store.Options{})
+	start := e.put("other", "0").Header.Revision
+	for i := range 20 {
+		e.put("other", fmt.Sprint(i))
+	}
+	s := openStream(t, e)
+	s.watch(&store.WatchRequest{Key: []byte("quiet"), StartRevision: start})
+	s.ws.RequestProgress()
+	s.none() // unsynced: not answered, not ahead
+	e.step(store.DefaultSyncInterval)
+	s.ws.RequestProgress()
+	want := store.WatchResponse{WatchID: store.InvalidWatchID, Revision: 22}
+	if diff := cmp.Diff(want, s.next()); diff != "" {
+		t.Fatalf("progress (-want +got):\n%s", diff)
+	}
+}

@@ -79,8 +79,20 @@ func checkScenario(t *testing.T, h *History) {
 	}
 }
 
-// TestEachMutationBreaksExactlyItsGuarantee: every mutation, at its first and at its last candidate
-// place, is reported with exactly its guarantee, and the violation names where it is.
+// notInScenario names the mutations the hand-made scenario gives no place, and why;
+// TestMutationsAtEveryPosition applies them to the recorded histories.
+var notInScenario = map[string]string{
+	"event of a filtered type":           "it has no watch with a filter",
+	"lease expiry in the wrong revision": "its lease is revoked, never left to expire",
+	"drop a put's prev_kv":               "it asks no put for its prev_kv",
+	"corrupt a put's prev_kv":            "it asks no put for its prev_kv",
+	"created revision behind":            "its watches from now see no event at their created revision",
+	"past read answered compacted":       "its one past read is of a compacted revision",
+}
+
+// TestEachMutationBreaksExactlyItsGuarantee: every mutation, at its first and at its last place in
+// the hand-made scenario, is reported with its guarantee (and none but those it may break besides),
+// and the violation names where it is.
 func TestEachMutationBreaksExactlyItsGuarantee(t *testing.T) {
 	h := scenario(t)
 	res := mustCheck(t, h)
@@ -88,6 +100,12 @@ func TestEachMutationBreaksExactlyItsGuarantee(t *testing.T) {
 		t.Fatal(res.Err())
 	}
 	for _, m := range mutations {
+		if _, ok := notInScenario[m.name]; ok {
+			if len(m.sites(h, res)) > 0 {
+				t.Errorf("%q: the scenario gives it a place now: remove it from notInScenario", m.name)
+			}
+			continue
+		}
 		for _, at := range []string{"first", "last"} {
 			t.Run(m.name+"/"+at, func(t *testing.T) {
 				mh := cloneHistory(t, h)
@@ -99,9 +117,8 @@ func TestEachMutationBreaksExactlyItsGuarantee(t *testing.T) {
 					t.Fatal("the scenario gives the mutation nowhere to apply")
 				}
 				mres := mustCheck(t, mh)
-				got := mres.Guarantees()
-				if len(got) != 1 || got[0] != m.want {
-					t.Fatalf("want exactly %s, got %v:\n%v", m.want, got, mres.Err())
+				if err := m.judge(mres.Guarantees()); err != nil {
+					t.Fatalf("%v:\n%v", err, mres.Err())
 				}
 				v := mres.Violations[0]
 				if v.Message == "" || (v.Watch < 0 && v.Operation < 0) {

@@ -271,11 +271,44 @@
 // etcd's); and the workloads run against a real etcd (workload's TestWorkloadsAgainstEtcd and
 // TestWorkloadsAgainstEtcdCluster, where only the known bugs of Debian's etcd 3.4.23 show, and
 // interop's TestCheckCommandAgainstEmbeddedEtcd, where nothing does). That the
-// checker catches what it must is TestMutatedHistoriesFail and
-// TestEachMutationBreaksExactlyItsGuarantee (mutate_test.go: one injected violation, exactly its
-// guarantee reported); that it accepts what it must, TestScenarioPasses, TestValidHistoriesPass,
-// TestSmokeSequential and TestRecorderWithClientv3 (faithfully recorded histories pass); the
-// examples (ExampleCheck, ExampleCheck_violation) show a history built in Go being checked.
+// checker catches what it must is judged by mutation (Mutations, below); that it accepts what it
+// must, TestScenarioPasses, TestValidHistoriesPass, TestSmokeSequential, TestRecorderWithClientv3
+// and TestMutationsAtEveryPosition (faithfully recorded histories pass); the examples
+// (ExampleCheck, ExampleCheck_violation) show a history built in Go being checked.
+//
+// # Mutations
+//
+// mutate_test.go lists the corruptions a store could commit to a response or a watch stream: drop,
+// duplicate, reorder, shift or split an event or a txn's events, resend a response, invent an
+// event; drop, alter or add a prev_kv; shift the created revision, a write's header or a read's;
+// a progress notification behind an event, ahead of pending events (and the watch then ended),
+// beyond the history or going backwards; a compaction answer undeserved, missing, at the wrong
+// revision or followed by a response; a lease expiry in the wrong revision; a stale read, a lost
+// write, a serializable read of a value never stored, a put's prev_kv dropped or altered, a past
+// read or a compaction refused as compacted. Each names the guarantee it must be reported under,
+// those it may break besides by its nature (an event moved up a revision is both missing and
+// invented), and the kinds of position it cannot apply at, with the reason. Where a corruption is
+// undetectable in principle at a place, the mutation's places leave it out, saying why in a
+// comment: a watch's last event with nothing after it (it may still have been on its way), a
+// prev_kv a compaction may have removed, a compaction answer in an open history (another client
+// may have compacted), a lease expiry's only DELETE (without it the history shows no expiry), a
+// serializable read's error (no header to place it at).
+//
+//   - TestMutationsAtEveryPosition applies every mutation at the first and the last place of each
+//     kind of position (a watch's first events, within a revision of a compaction or beside a
+//     compaction answer, right after a progress notification, a watch's last events; for KV
+//     answers the first, the first after a compaction, the last) of every history in
+//     testdata/recorded, which pass unmutated, and requires its guarantee reported and no other
+//     but those allowed; every kind a mutation does not exclude must be found in some history.
+//     The histories are recorded by workload's TestRecordedHistories (-update-recorded): both
+//     workloads, some scenarios and a recording that puts a txn's events at every kind of place,
+//     against listwatch's store and against Debian's etcd 3.4.23 (spared RequestProgress, the
+//     trigger of its known bugs; its recording of every kind of place fails on them and is not
+//     kept); and by interop's TestRecordEmbeddedEtcdHistories, the workloads and scenarios against
+//     embedded etcd 3.7.3.
+//   - TestEachMutationBreaksExactlyItsGuarantee applies each at its first and last place in a
+//     hand-made scenario (notInScenario names those it gives no place, and why), and
+//     TestMutatedHistoriesFail at random places of random workloads, with the same judgement.
 //
 // # Watch guarantees
 //
@@ -287,30 +320,35 @@
 // (a txn that puts a key, then deletes it with a range ending in "\x00", which etcd's
 // checkIntervals allows). An event that breaks filter, unique or ordered is judged no further.
 //
-// Each guarantee names, in quotes, the mutations of mutate_test.go that break it alone:
-// TestEachMutationBreaksExactlyItsGuarantee applies each at its first and at its last place in a
-// recorded scenario, TestMutatedHistoriesFail at random places of random workloads, and both
-// require exactly its guarantee reported. (The KV ones: linearizable, "stale read" and "lost
-// write"; serializable, "serializable read of a value never stored".)
+// Each guarantee names, in quotes, mutations of mutate_test.go that break it (Mutations, above).
+// (The KV ones: linearizable, "stale read", "lost write", "shift a write's header revision",
+// "read header beyond the history", "drop a put's prev_kv", "corrupt a put's prev_kv", "past read
+// answered compacted", "compaction refused as compacted"; serializable, "serializable read of a
+// value never stored".)
 //
 //   - filter: every event's key is in the watched range and its type is not filtered out ("event
-//     outside the watched range").
+//     outside the watched range", "event of a filtered type").
 //   - unique: no event arrives twice (more often than the reference has it at its revision)
-//     ("duplicate an event"; TestPutThenDeleteInOneTxn: a PUT and a DELETE of one key at one
+//     ("duplicate an event", "resend a response"; TestPutThenDeleteInOneTxn: a PUT and a DELETE of one key at one
 //     revision are two events).
 //   - ordered: event revisions never decrease ("swap two responses").
 //   - atomic: no revision is split: a response's first event is at a revision after the previous
 //     response's last event ("split a revision between responses").
 //   - bookmarkable: progress notifications never go backwards, are never below an event already
 //     received, never above a revision the history reached, and every event after one is above it
-//     ("progress notification behind an event"; workload's TestKnownBugsAreReal/etcd-progress-ahead,
+//     ("progress notification behind an event", "progress notification ahead of pending events",
+//     "progress notification beyond the history", "progress going backwards"; workload's
+//     TestKnownBugsAreReal/etcd-progress-ahead,
 //     on an etcd with that bug, one ahead of the events still to come).
 //   - first_revision: no event is below F ("event below the first revision").
-//   - genuine (nothing invented): every event is in the reference log ("invent an event").
-//   - resumable: the first event received is the first owed event ("drop the first event").
+//   - genuine (nothing invented): every event is in the reference log ("invent an event", "shift an
+//     event up a revision", "lease expiry in the wrong revision").
+//   - resumable: the first event received is the first owed event ("drop the first event",
+//     "created revision behind").
 //   - reliable: after the first, the events received are the owed ones, in order, within a revision
 //     too, none missing up to L; and each equals the reference event (type, key, value, create and
-//     mod revision, version, lease) ("drop an event", "corrupt an event's value";
+//     mod revision, version, lease) ("drop an event", "drop a txn's events", "reorder a txn's
+//     events", "progress notification ahead, then the watch ends", "corrupt an event's value";
 //     TestExampleHistory). An event of a key that a later event of the same key follows in its
 //     revision C is not owed once a compaction at exactly C may have run before the watch received
 //     what followed: etcd's compaction keeps of each key its newest revision at or below C, so a
@@ -322,14 +360,16 @@
 //     without the reference, like the structural guarantees), except for an event that
 //     creates its key (never one) and an event at revision r for which a compaction at or above r
 //     may have run before the response was received (etcd then omits it silently); when present it
-//     is the key's value at r-1 ("corrupt a prev_kv"; TestPrevKVAndCompaction: missing only after a
+//     is the key's value at r-1 ("corrupt a prev_kv", "drop a prev_kv", "prev_kv not asked for",
+//     "prev_kv of a created key"; TestPrevKVAndCompaction: missing only after a
 //     compaction, present only when asked for).
 //   - compaction: a watch answered "compacted at C" must need a revision below C (its next
 //     revision: after its last event or progress notification, else F) and there must be a
 //     compaction at C requested before; a watch from R below a compaction that completed before the
 //     watch was called must be answered "compacted" before it receives any event or progress
 //     notification; nothing follows a compaction answer ("compaction answer the watch did not
-//     deserve", "missing compaction answer"). What cannot be known is not judged: a compaction
+//     deserve", "missing compaction answer", "compaction answer at the wrong revision", "response
+//     after a compaction answer"). What cannot be known is not judged: a compaction
 //     concurrent with the watch's creation may or may not cancel it (no test of its own).
 //
 // Without a linearization (or when the search times out) only filter, unique, ordered, atomic,
@@ -344,7 +384,8 @@
 // package can tell: etcd's requested progress notification ahead of pending events
 // (etcd-io/etcd#15220: an event after a progress notification at or above it, a notification
 // below an event, or, when the watch ended before the events came, events missing below a
-// notification it received, or a compaction answer for the revision after one; and on a watch
+// notification it received, a compaction answer for the revision after one, or a progress
+// notification to a watch from a compacted revision before its compaction answer; and on a watch
 // with periodic notifications a notification going back, a periodic one made before a requested
 // one and sent after it, as three 3.4.23 members showed), etcd's compaction
 // at a delete dropping the tombstone (etcd-io/etcd#18089, #19179: missing DELETEs at exactly a
@@ -352,6 +393,9 @@
 // events (k3s-io/kine#731) and its refusal of a watch from exactly the compaction revision
 // (k3s-io/kine#747); etcd-progress-unsynced (etcd-io/etcd#17507) has no signature: the scenarios
 // that wait for the answer name it. Each bug says the versions it affects and those that fixed it.
+// Every one has a scenario (package workload) that provokes it on purpose, and a store with its
+// behaviour fails that scenario, labelled with it, every run (workload's TestKnownBugsFailEveryRun;
+// TestWorkloadsProvokeProgressAhead for the workloads and etcd-io/etcd#15220's trigger).
 //
 // # Complexity
 //

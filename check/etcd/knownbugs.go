@@ -113,10 +113,12 @@ var KnownBugs = []*KnownBug{
 
 // A progress notification ahead of events still to be sent shows as an event after it, or, when the
 // watch ends before they come (the run closes it, believing it synced, or a compaction cancels it,
-// from the revision after the notification), as events missing below it.
+// from the revision after the notification), as events missing below it; ahead of a compaction
+// answer still to be sent (a watch from a compacted revision, not yet canceled), as a progress
+// notification where the answer was owed first (etcd 3.4.23 does it).
 var (
 	progressAheadGuarantees = []Guarantee{Bookmarkable, Reliable, Resumable, Compaction}
-	progressAheadSignatures = []string{SigEventAfterProgress, SigProgressBelowEvent, SigMissing, SigCompactedNotNeeded}
+	progressAheadSignatures = []string{SigEventAfterProgress, SigProgressBelowEvent, SigMissing, SigCompactedNotNeeded, SigNotCanceled}
 )
 
 func progressAhead(h *History, v *Violation) bool {
@@ -127,6 +129,8 @@ func progressAhead(h *History, v *Violation) bool {
 		return missingBelowProgress(h, v)
 	case SigCompactedNotNeeded:
 		return neededFromProgress(h, v)
+	case SigNotCanceled:
+		return v.Watch >= 0 && v.Response >= 0 && h.Watches[v.Watch].Responses[v.Response].IsProgressNotify()
 	}
 	return true
 }

@@ -226,8 +226,8 @@ func TestValidHistoriesPass(t *testing.T) {
 	})
 }
 
-// TestMutatedHistoriesFail: a valid history with one mutation is reported with exactly the
-// guarantee the mutation breaks.
+// TestMutatedHistoriesFail: a valid history with one mutation is reported with the guarantee the
+// mutation breaks, and none but those it may break besides.
 func TestMutatedHistoriesFail(t *testing.T) {
 	applied := map[string]int{}
 	rapid.Check(t, func(rt *rapid.T) {
@@ -251,9 +251,9 @@ func TestMutatedHistoriesFail(t *testing.T) {
 		m.apply(mh, res, func(n int) int { return rapid.IntRange(0, n-1).Draw(rt, "pick") })
 		applied[m.name]++
 		mres := mustCheck(t, mh)
-		if got := mres.Guarantees(); len(got) != 1 || got[0] != m.want {
+		if err := m.judge(mres.Guarantees()); err != nil {
 			dumpHistory(t, mh)
-			rt.Fatalf("mutation %q: want exactly %s violated, got %v:\n%v", m.name, m.want, got, mres.Err())
+			rt.Fatalf("mutation %q: %v:\n%v", m.name, err, mres.Err())
 		}
 	})
 	t.Logf("mutations applied: %v", applied)

@@ -49,10 +49,25 @@
 //     outside the run's prefix, which do not fail it; Gated says whether the apiserver sends no
 //     RequestProgress to a target.
 //   - Known bugs are provoked, not avoided: the workloads use every feature the store does not
-//     refuse, whatever its version. What a version is known to get wrong is told apart afterwards
+//     refuse, whatever its version, and send the triggers on purpose: one client step in 25 is
+//     writes followed at once by a RequestProgress on every watch stream (etcd-io/etcd#15220's
+//     trigger; the k8s workload's is an update, as the apiserver's consistent read from its cache
+//     follows its writes). What a version is known to get wrong is told apart afterwards
 //     (etcd.KnownBugs): TestWorkloadsAgainstEtcd and TestWorkloadsAgainstEtcdCluster run against
 //     etcd processes and accept only violations of its version's known bugs;
 //     TestKnownBugsAreReal reproduces each on a version that has it and sees it labelled.
+//   - Every known bug fails a store that has it every run. A buggy store (buggy_test.go:
+//     listwatch's store behind client interceptors that give it one bug's behaviour,
+//     deterministically) fails the scenarios that mirror each etcd.KnownBugs entry, labelled with
+//     it, in every one of three runs, and every bug has such a scenario (TestKnownBugsFailEveryRun);
+//     the workloads fail one with etcd-io/etcd#15220's behaviour with it alone, three seeds each
+//     (TestWorkloadsProvokeProgressAhead). The same triggers run against listwatch's own store and
+//     gRPC server, which pass (TestScenariosPassInMemory; store's TestRequestProgressAfterBurst and
+//     TestRequestProgressAfterQuietCatchUp, etcdgrpc's TestWatchRequestProgressAfterBurst).
+//   - TestRecordedHistories records the valid histories package etcd's mutation tests start from
+//     (check/etcd/testdata/recorded) and, with -update-recorded, rewrites them: the workloads, some
+//     scenarios and a recording whose watches get a txn's events at every kind of place, against
+//     listwatch's store and, where installed, Debian's etcd.
 //     Avoiding RequestProgress (the apiserver's gating, for `check --apiserver-gating`) sends none
 //     (TestAvoidRequestProgress).
 //   - The tests run the workloads against real etcd processes too: package internal/etcdprocess

@@ -83,6 +83,15 @@ func (r *runner) etcdClient(i int, rng *rand.Rand, budget int64) func() {
 
 func (c *etcdClient) step() {
 	r := c.r
+	if c.rng.IntN(progressTriggerEvery) == 0 {
+		// a burst of writes, then at once a RequestProgress
+		c.progressAfterWrites(func() {
+			for range 1 + c.rng.IntN(4) {
+				_, _ = c.do("put", etcd.Request{Put: c.putRequest()})
+			}
+		})
+		return
+	}
 	switch p := c.rng.IntN(100); {
 	case p < 22:
 		_, _ = c.do("range", etcd.Request{Range: c.rangeRequest()})

@@ -106,6 +106,20 @@ type client struct {
 
 func (c *client) more() bool { return c.left != 0 && !c.r.stopped() }
 
+// progressAfterWrites is etcd-io/etcd#15220's trigger: a RequestProgress sent on every watch stream
+// right after writes, while their events may still be queued on the streams; a store with the bug
+// answers it ahead of them. One step in progressTriggerEvery, where RequestProgress is used and
+// someone watches.
+func (c *client) progressAfterWrites(writes func()) {
+	writes()
+	if c.r.uses(FeatRequestProgress) && c.r.cfg.Watchers > 0 && c.more() {
+		c.r.requestProgress()
+	}
+}
+
+// progressTriggerEvery: one client step in this many ends with progressAfterWrites.
+const progressTriggerEvery = 25
+
 // do sends a request if the client may; errNoBudget otherwise.
 func (c *client) do(name string, req etcd.Request) (*etcd.Response, error) {
 	if !c.more() {
@@ -140,6 +154,14 @@ func (c *k8sClient) step() {
 	ns := k8sNamespaces[c.rng.IntN(len(k8sNamespaces))]
 	name := fmt.Sprintf("%s-%d", res.name, c.rng.IntN(k8sNamesPerNamespace))
 	key := etcd.Bytes(fmt.Sprintf("%s%s/%s/%s", c.r.registry(), res.resource, ns, name))
+	if c.rng.IntN(progressTriggerEvery) == 0 {
+		// the apiserver's consistent read from its cache: a RequestProgress after its writes
+		c.progressAfterWrites(func() {
+			c.create(res, ns, name, key)
+			c.update(res, key)
+		})
+		return
+	}
 	switch p := c.rng.IntN(100); {
 	case p < 20:
 		c.create(res, ns, name, key)

@@ -112,15 +112,7 @@ var Scenarios = []*Scenario{
 // RunScenarios runs the suite against c, one scenario after the other, each recorded under a prefix
 // of its own and checked.
 func RunScenarios(ctx context.Context, c *clientv3.Client, cfg ScenarioConfig) []ScenarioResult {
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 3 * time.Second
-	}
-	if cfg.CheckTimeout == 0 {
-		cfg.CheckTimeout = time.Minute
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
-	}
+	cfg = cfg.withDefaults()
 	var out []ScenarioResult
 	for i, sc := range Scenarios {
 		select {
@@ -135,6 +127,19 @@ func RunScenarios(ctx context.Context, c *clientv3.Client, cfg ScenarioConfig) [
 		out = append(out, runScenario(ctx, c, cfg, sc))
 	}
 	return out
+}
+
+func (cfg ScenarioConfig) withDefaults() ScenarioConfig {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 3 * time.Second
+	}
+	if cfg.CheckTimeout == 0 {
+		cfg.CheckTimeout = time.Minute
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return cfg
 }
 
 func runScenario(ctx context.Context, c *clientv3.Client, cfg ScenarioConfig, sc *Scenario) ScenarioResult {
@@ -314,6 +319,17 @@ func (w *scWatch) progress() int {
 		}
 		return 0
 	})
+}
+
+// lastRevision is the revision of the last event received, 0 if none.
+func (w *scWatch) lastRevision() int64 {
+	var last int64
+	for _, r := range w.snapshot() {
+		for _, ev := range r.Events {
+			last = max(last, ev.Kv.ModRevision)
+		}
+	}
+	return last
 }
 
 func (w *scWatch) ended() bool {
@@ -619,10 +635,11 @@ func scWatchFromCompactRevision(e *scenarioEnv) error {
 	if err != nil {
 		return err
 	}
-	if _, err := e.put("k", "3"); err != nil {
+	last, err := e.put("k", "3")
+	if err != nil {
 		return err
 	}
-	return e.watchFromCompaction(at)
+	return e.watchFromCompaction(at, last)
 }
 
 // scTombstone is etcd-io/etcd#18089's reproduction: put, delete, put, compact at the delete,
@@ -635,15 +652,16 @@ func scTombstone(e *scenarioEnv) error {
 	if err != nil {
 		return err
 	}
-	if _, err := e.put("k", "2"); err != nil {
+	last, err := e.put("k", "2")
+	if err != nil {
 		return err
 	}
-	return e.watchFromCompaction(at)
+	return e.watchFromCompaction(at, last)
 }
 
 // watchFromCompaction compacts at rev and watches k from rev, the compaction revision itself, until
-// the watch has two events (the write at rev and the one after it) or has ended.
-func (e *scenarioEnv) watchFromCompaction(rev int64) error {
+// the watch has received the write at last (the one after rev) or has ended.
+func (e *scenarioEnv) watchFromCompaction(rev, last int64) error {
 	if err := e.compact(rev); err != nil {
 		return err
 	}
@@ -651,7 +669,7 @@ func (e *scenarioEnv) watchFromCompaction(rev int64) error {
 	if err != nil {
 		return err
 	}
-	e.waitFor(e.cfg.Timeout, func() bool { return w.events() >= 2 || w.ended() })
+	e.waitFor(e.cfg.Timeout, func() bool { return w.lastRevision() >= last || w.ended() })
 	return nil
 }
 
@@ -697,9 +715,27 @@ func scProgressUnsynced(e *scenarioEnv) error {
 	return nil
 }
 
-// scProgressNotAhead is etcd-io/etcd#15220's: a watch catching up from far behind asked for progress
-// at once must not be told a revision whose events it has not received.
+// scProgressNotAhead is etcd-io/etcd#15220's trigger, twice. First a watch that is synced: a burst
+// of writes to its key, then at once a RequestProgress on its stream, while the burst's events are
+// still queued on it (a store with the bug answers at its current revision ahead of them, every
+// time the events are still on their way, which the burst makes the rule). Then a watch catching
+// up from far behind asked for progress at once, the way etcd 3.4 and 3.5 were found to break it.
+// Neither may be told a revision whose events it has not received.
 func scProgressNotAhead(e *scenarioEnv) error {
+	burst, err := e.watch(etcd.WatchRequest{Key: e.key("burst")})
+	if err != nil {
+		return err
+	}
+	const burstWrites = 20
+	for i := range burstWrites {
+		if _, err := e.put("burst", fmt.Sprint(i)); err != nil {
+			return err
+		}
+	}
+	if err := e.requestProgress(); err != nil {
+		return err
+	}
+	e.waitFor(e.cfg.Timeout, func() bool { return burst.events() >= burstWrites })
 	start, err := e.put("k/0", "0")
 	if err != nil {
 		return err
@@ -719,7 +755,11 @@ func scProgressNotAhead(e *scenarioEnv) error {
 			return err
 		}
 	}
-	e.waitFor(e.cfg.Timeout, func() bool { return w.events() >= writes+1 })
+	// and again while it catches up: each request is a new chance for the bug
+	e.waitFor(e.cfg.Timeout, func() bool {
+		_ = e.requestProgress()
+		return w.events() >= writes+1
+	})
 	return nil
 }
 

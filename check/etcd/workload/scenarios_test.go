@@ -12,7 +12,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/listwatch/listwatch/check/etcd"
-	"github.com/listwatch/listwatch/etcdgrpc"
 	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/store"
 )
@@ -88,25 +87,14 @@ func TestScenariosPassInMemory(t *testing.T) {
 func kineLikeClient(t *testing.T) *clientv3.Client {
 	st := store.New(store.Options{})
 	t.Cleanup(func() { st.Close() })
-	cli, closeClient, err := etcdgrpc.NewClient(st, etcdgrpc.Options{}, func(cfg *clientv3.Config) {
-		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainStreamInterceptor(
-			func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-				s, err := streamer(ctx, desc, cc, method, opts...)
-				if err != nil || method != "/etcdserverpb.Watch/Watch" {
-					return s, err
-				}
-				return &kineLikeStream{ClientStream: s}, nil
-			}))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := closeClient(); err != nil {
-			t.Error(err)
-		}
-	})
-	return cli
+	return interceptedClient(t, st, grpc.WithChainStreamInterceptor(
+		func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			s, err := streamer(ctx, desc, cc, method, opts...)
+			if err != nil || method != "/etcdserverpb.Watch/Watch" {
+				return s, err
+			}
+			return &kineLikeStream{ClientStream: s}, nil
+		}))
 }
 
 type kineLikeStream struct{ grpc.ClientStream }
