@@ -48,9 +48,11 @@ type Label struct {
 func (l Label) Known() bool { return l.Bug != nil && !l.Regression }
 
 var (
+	v3_4_25 = version.MustParseSemantic("3.4.25")
 	v3_4_31 = version.MustParseSemantic("3.4.31")
 	v3_4_36 = version.MustParseSemantic("3.4.36")
 	v3_5_0  = version.MustParseSemantic("3.5.0")
+	v3_5_8  = version.MustParseSemantic("3.5.8")
 	v3_5_13 = version.MustParseSemantic("3.5.13")
 	v3_5_18 = version.MustParseSemantic("3.5.18")
 )
@@ -60,14 +62,14 @@ var KnownBugs = []*KnownBug{
 	{
 		Name: "etcd-progress-ahead", Product: "etcd",
 		Title:    "a requested progress notification is not synchronised with the watch stream: it can be sent ahead of events still to be sent, or below one sent",
-		Trackers: []string{"etcd-io/etcd#15220", "etcd-io/etcd#15237"},
-		// fixed by #15237, whose backports first shipped before these; these are the releases the
-		// apiserver trusts RequestProgress from, the ones with #17557 (etcd-progress-unsynced) too
-		Affected: "etcd before 3.4.31, 3.5.0 to 3.5.12", FixedIn: "3.4.31, 3.5.13",
+		Trackers: []string{"etcd-io/etcd#15220", "etcd-io/etcd#15237", "etcd-io/etcd#15695", "etcd-io/etcd#15697"},
+		// #15237's backports (#15697, #15695) shipped in 3.4.25 and 3.5.8 (etcd's CHANGELOG-3.4 and
+		// -3.5); the zoo (interop/zoo) finds it on 3.4.23 and not on 3.5.12. The apiserver trusts
+		// RequestProgress only from 3.4.31 and 3.5.13, which also fix etcd-progress-unsynced: Gated.
+		Affected: "etcd before 3.4.25, 3.5.0 to 3.5.7", FixedIn: "3.4.25, 3.5.8",
 		Guarantees: progressAheadGuarantees, Signatures: progressAheadSignatures,
-		// k8s.io/apiserver pkg/storage/feature/feature_support_checker.go endpointSupportsRequestWatchProgress
 		affects: func(v *version.Version) bool {
-			return v.LessThan(v3_4_31) || v.AtLeast(v3_5_0) && v.LessThan(v3_5_13)
+			return v.LessThan(v3_4_25) || v.AtLeast(v3_5_0) && v.LessThan(v3_5_8)
 		},
 		also: progressAhead,
 	},
@@ -77,9 +79,11 @@ var KnownBugs = []*KnownBug{
 		Name: "etcd-progress-unsynced", Product: "etcd",
 		Title:    "a RequestProgress is never answered while a watch that started in the past has caught up without receiving an event",
 		Trackers: []string{"etcd-io/etcd#17507", "etcd-io/etcd#17557"},
-		Affected: "etcd releases with the fix of etcd-io/etcd#15220 (#15237) and without #17557, before 3.4.31 and 3.5.13", FixedIn: "3.4.31, 3.5.13",
+		// the regression of #15237's fix: the releases that have it and not #17557's backports
+		// (#17567, #17566)
+		Affected: "etcd 3.4.25 to 3.4.30, 3.5.8 to 3.5.12", FixedIn: "3.4.31, 3.5.13",
 		affects: func(v *version.Version) bool {
-			return v.LessThan(v3_4_31) || v.AtLeast(v3_5_0) && v.LessThan(v3_5_13)
+			return v.AtLeast(v3_4_25) && v.LessThan(v3_4_31) || v.AtLeast(v3_5_8) && v.LessThan(v3_5_13)
 		},
 	},
 	{
