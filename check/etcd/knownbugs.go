@@ -54,6 +54,7 @@ var (
 	v3_5_0  = version.MustParseSemantic("3.5.0")
 	v3_5_8  = version.MustParseSemantic("3.5.8")
 	v3_5_13 = version.MustParseSemantic("3.5.13")
+	v3_5_16 = version.MustParseSemantic("3.5.16")
 	v3_5_18 = version.MustParseSemantic("3.5.18")
 )
 
@@ -89,7 +90,22 @@ var KnownBugs = []*KnownBug{
 	{
 		Name: "etcd-compacted-tombstone", Product: "etcd",
 		Title:    "a compaction at the revision of a delete drops its tombstone: a watch from that revision never gets the DELETE",
-		Trackers: []string{"etcd-io/etcd#18089", "etcd-io/etcd#19179", "etcd-io/etcd#18274"},
+		Trackers: []string{"etcd-io/etcd#18089", "etcd-io/etcd#18274", "etcd-io/etcd#18474"},
+		// #18274's 3.5 backport (#18474) was merged in August 2024, after 3.5.15: the zoo finds the
+		// bug on 3.5.13 and not on 3.5.17. Its 3.4 release is taken as 3.4.36, where
+		// etcd-tombstone-after-restart is fixed too.
+		Affected: "etcd before 3.4.36, 3.5.0 to 3.5.15", FixedIn: "3.5.16, 3.6.0; 3.4.36 at the latest",
+		Guarantees: []Guarantee{Resumable, Reliable}, Signatures: []string{SigMissing},
+		affects: func(v *version.Version) bool {
+			return v.LessThan(v3_4_36) || v.AtLeast(v3_5_0) && v.LessThan(v3_5_16)
+		},
+		also: deletesAtCompactions,
+	},
+	{
+		// the same signature, after a restart: Classify prefers the bug the version has
+		Name: "etcd-tombstone-after-restart", Product: "etcd",
+		Title:    "a tombstone that is a key's only revision left after compactions is not restored into the index on restart: a watch from its revision never gets the DELETE",
+		Trackers: []string{"etcd-io/etcd#19179", "etcd-io/etcd#19188", "etcd-io/etcd#19249"},
 		Affected: "etcd before 3.4.36, 3.5.0 to 3.5.17", FixedIn: "3.4.36, 3.5.18, 3.6.0",
 		Guarantees: []Guarantee{Resumable, Reliable}, Signatures: []string{SigMissing},
 		affects: func(v *version.Version) bool {
@@ -233,8 +249,8 @@ func (b *KnownBug) matches(h *History, v *Violation) bool {
 }
 
 // Classify labels each violation of res (in order) with the known bug of the target's product it
-// matches. A version that does not parse is taken to have every bug; a version with the fix makes
-// the match a regression.
+// matches, preferring one the target's version has. A version that does not parse is taken to have
+// every bug; a match on a version with the fix alone is a regression.
 func Classify(h *History, res *Result, t Target) []Label {
 	labels := make([]Label, len(res.Violations))
 	for i := range res.Violations {
@@ -243,8 +259,13 @@ func Classify(h *History, res *Result, t Target) []Label {
 			if b.Product != t.Product || !b.matches(h, v) {
 				continue
 			}
-			labels[i] = Label{Bug: b, Regression: !b.Affects(t.Version)}
-			break
+			if b.Affects(t.Version) {
+				labels[i] = Label{Bug: b}
+				break
+			}
+			if labels[i].Bug == nil {
+				labels[i] = Label{Bug: b, Regression: true}
+			}
 		}
 	}
 	return labels

@@ -79,7 +79,10 @@ func TestClassify(t *testing.T) {
 		regression bool
 	}{
 		{"tombstone on 3.4.23", tombstoneHistory(), Target{"etcd", "3.4.23"}, "etcd-compacted-tombstone", false},
-		{"tombstone on 3.5.17", tombstoneHistory(), Target{"etcd", "3.5.17"}, "etcd-compacted-tombstone", false},
+		{"tombstone on 3.5.15", tombstoneHistory(), Target{"etcd", "3.5.15"}, "etcd-compacted-tombstone", false},
+		// fixed in 3.5.16; the same signature after a restart is fixed in 3.5.18
+		{"tombstone on 3.5.17", tombstoneHistory(), Target{"etcd", "3.5.17"}, "etcd-tombstone-after-restart", false},
+		{"tombstone on 3.5.18", tombstoneHistory(), Target{"etcd", "3.5.18"}, "etcd-compacted-tombstone", true},
 		{"tombstone on 3.7.3", tombstoneHistory(), Target{"etcd", "3.7.3"}, "etcd-compacted-tombstone", true},
 		{"tombstone on kine", tombstoneHistory(), Target{"kine", "3.5.13"}, "", false},
 		{"progress ahead on 3.4.23", progressAheadHistory(), Target{"etcd", "3.4.23"}, "etcd-progress-ahead", false},
