@@ -23,6 +23,7 @@ type config struct {
 	bin, readme, out, only     string
 	seed, ops, compactEvery    int64
 	progress                   time.Duration
+	collect                    bool
 	etcdVersions, kineVersions []string
 }
 
@@ -50,11 +51,15 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.Int64Var(&c.seed, "seed", 7, "the workload's seed, the same for every target")
 	fs.Int64Var(&c.ops, "ops", 1500, "the workload's requests")
 	fs.Int64Var(&c.compactEvery, "compact-every", 100, "compact every this many revisions")
+	fs.BoolVar(&c.collect, "collect", false, "run nothing: make the table of the outputs already in -out (of runs of some targets each)")
 	fs.DurationVar(&c.progress, "progress-notify", 100*time.Millisecond, "the stores' progress-notify interval")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	if c.bin == "" {
+	if c.collect && c.out == "" {
+		return nil, errors.New("-collect needs -out, the directory of the outputs")
+	}
+	if c.bin == "" && !c.collect {
 		return nil, errors.New("-bin is required")
 	}
 	c.etcdVersions, c.kineVersions = splitList(etcdVersions), splitList(kineVersions)
@@ -134,6 +139,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // checkTarget starts t, runs `listwatch check` against it and stops it.
 func (c *config) checkTarget(ctx context.Context, z *zoo, t target) outcome {
 	dir := filepath.Join(c.out, slug(t.Name))
+	if c.collect {
+		out, err := os.ReadFile(filepath.Join(dir, "stdout"))
+		if err != nil {
+			return failedOutcome(t.Name, fmt.Errorf("%w: not run: %v", errSkipped, err))
+		}
+		return parseOutput(t.Name, string(out))
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return failedOutcome(t.Name, err)
 	}
