@@ -69,8 +69,8 @@ func TestCell(t *testing.T) {
 		o    outcome
 		want string
 	}{
-		{outcome{Product: "etcd", Version: "3.5.17", Found: map[string]bool{tomb.Name: true}}, "found"},
-		{outcome{Product: "etcd", Version: "3.5.17"}, "**not found**"},
+		{outcome{Product: "etcd", Version: "3.5.13", Found: map[string]bool{tomb.Name: true}}, "found"},
+		{outcome{Product: "etcd", Version: "3.5.13"}, "**not found**"},
 		{outcome{Product: "etcd", Version: "3.5.18"}, "fixed, not seen"},
 		{outcome{Product: "etcd", Version: "3.5.18", Found: map[string]bool{tomb.Name: true}}, "**found, though fixed**"},
 		{outcome{Product: "etcd", Version: "3.5.18", Fixed: map[string]bool{tomb.Name: true}}, "**seen, though fixed**"},
