@@ -63,9 +63,10 @@ bench-packages:
 
 # zoo runs `listwatch check` against real stores of several versions (interop/zoo: etcd releases on
 # either side of the fixes of the catalogued bugs, Debian's etcd 3.4, kine over SQLite and over
-# PostgreSQL, one and two instances) and writes the table of what it found into README.md. Each
-# store is its own tiny module under interop/zoo, outside the root and interop module graphs, built
-# once into $(ZOO_BIN) (non-race). It is not part of `make test`. ZOO_TARGETS chooses targets by
+# PostgreSQL, one and two instances) and writes the table of what it found into README.md. The
+# stores' commands are two tiny modules, interop/zoo/etcd and interop/zoo/kine, outside the root
+# and interop module graphs, with one go.mod per version (vX.Y.Z.mod, -modfile), each built once
+# into $(ZOO_BIN) (non-race). It is not part of `make test`. ZOO_TARGETS chooses targets by
 # name (default: all), ZOO_FLAGS passes the driver more flags (go run ./zoo -h in interop).
 ZOO_BIN ?= $(CURDIR)/interop/zoo/.bin
 ZOO_ETCD := v3.5.12 v3.5.13 v3.5.17 v3.5.18 v3.6.0 v3.7.3
@@ -74,8 +75,11 @@ ZOO_STORES := $(addprefix $(ZOO_BIN)/etcd-,$(ZOO_ETCD)) $(addprefix $(ZOO_BIN)/k
 
 .PHONY: zoo zoo-build
 
-$(ZOO_BIN)/%: interop/zoo/%/go.mod interop/zoo/%/main.go
-	$(GO) build -C interop/zoo/$* -o $@ .
+$(ZOO_BIN)/etcd-%: interop/zoo/etcd/%.mod interop/zoo/etcd/main.go
+	$(GO) build -C interop/zoo/etcd -modfile $*.mod -o $@ .
+
+$(ZOO_BIN)/kine-%: interop/zoo/kine/%.mod interop/zoo/kine/main.go
+	$(GO) build -C interop/zoo/kine -modfile $*.mod -o $@ .
 
 zoo-build: $(ZOO_STORES)
 	$(GO) build -o $(ZOO_BIN)/listwatch ./cmd/listwatch

@@ -1,4 +1,4 @@
-// Command etcd is the etcd server command of the version its go.mod requires (etcdmain), built for listwatch's zoo
+// Command etcd is the etcd server command (etcdmain) of the version its -modfile requires, built for listwatch's zoo
 // (interop/zoo): the driver starts it with etcd's flags.
 package main
 

@@ -1,4 +1,4 @@
-module github.com/listwatch/listwatch/interop/zoo/etcd-v3.6.0
+module github.com/listwatch/listwatch/interop/zoo/etcd
 
 go 1.26
 

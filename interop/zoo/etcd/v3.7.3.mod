@@ -1,4 +1,4 @@
-module github.com/listwatch/listwatch/interop/zoo/etcd-v3.7.3
+module github.com/listwatch/listwatch/interop/zoo/etcd
 
 go 1.26.0
 
