@@ -78,8 +78,9 @@ ZOO_STORES := $(addprefix $(ZOO_BIN)/etcd-,$(ZOO_ETCD)) $(addprefix $(ZOO_BIN)/k
 $(ZOO_BIN)/etcd-%: interop/zoo/etcd/%.mod interop/zoo/etcd/main.go
 	$(GO) build -C interop/zoo/etcd -modfile $*.mod -o $@ .
 
+# SQLite's dbstat table, which kine's Status reads (before 0.17), as kine's scripts/build enables it
 $(ZOO_BIN)/kine-%: interop/zoo/kine/%.mod interop/zoo/kine/main.go
-	$(GO) build -C interop/zoo/kine -modfile $*.mod -o $@ .
+	CGO_CFLAGS="-DSQLITE_ENABLE_DBSTAT_VTAB=1 -DSQLITE_USE_ALLOCA=1" $(GO) build -C interop/zoo/kine -modfile $*.mod -o $@ .
 
 zoo-build: $(ZOO_STORES)
 	$(GO) build -o $(ZOO_BIN)/listwatch ./cmd/listwatch

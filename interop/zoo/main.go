@@ -157,7 +157,19 @@ func (c *config) checkTarget(ctx context.Context, z *zoo, t target) outcome {
 		return failedOutcome(t.Name, err)
 	}
 	out, err := c.runCheck(ctx, s.endpoints, dir)
+	var died string
+	if s.died != nil {
+		died = s.died()
+	}
 	err = errors.Join(err, s.stop())
+	if died != "" {
+		// the store crashed under the check: that is the finding, whatever the check printed
+		o := parseOutput(t.Name, out)
+		o.Verdict = "CRASH: " + died
+		o.Unexplained++
+		o.Details = append([]string{died}, o.Details...)
+		return o
+	}
 	if err != nil {
 		return failedOutcome(t.Name, err)
 	}

@@ -131,7 +131,7 @@ func cell(o outcome, b *etcd.KnownBug) string {
 	switch {
 	case product != b.Product:
 		return "·"
-	case strings.HasPrefix(o.Verdict, "SKIP") || strings.HasPrefix(o.Verdict, "ERROR"):
+	case strings.HasPrefix(o.Verdict, "SKIP") || strings.HasPrefix(o.Verdict, "ERROR") || strings.HasPrefix(o.Verdict, "CRASH"):
 		return "?"
 	case o.Fixed[b.Name]:
 		return "**seen, though fixed**"

@@ -29,6 +29,8 @@ var errSkipped = errors.New("skipped")
 type store struct {
 	endpoints []string
 	stop      func() error
+	// died, if set, says how a process of the store ended before stop, "" if none did.
+	died func() string
 }
 
 // target is one store of the zoo.
@@ -115,6 +117,14 @@ func (z *zoo) startKine(ctx context.Context, bin, dir string, n int, endpoint st
 	}
 	s := &store{}
 	var procs []*process
+	s.died = func() string {
+		for _, p := range procs {
+			if d := p.died(); d != "" {
+				return d
+			}
+		}
+		return ""
+	}
 	s.stop = func() error {
 		var errs []error
 		for _, p := range procs {
@@ -129,7 +139,7 @@ func (z *zoo) startKine(ctx context.Context, bin, dir string, n int, endpoint st
 		}
 		addr := l.Addr().String()
 		l.Close()
-		args := []string{"--listen-address", addr, "--compact-min-retain", "0",
+		args := []string{"--listen-address", addr, "--compact-min-retain", "0", "--metrics-bind-address", "0",
 			"--watch-progress-notify-interval", z.progress.String()}
 		if endpoint != "" {
 			args = append(args, "--endpoint", endpoint)
@@ -197,6 +207,31 @@ func (p *process) waitListening(addr string) error {
 			return fmt.Errorf("%s did not listen on %s within %v:\n%s", p.cmd.Path, addr, startTimeout, tail(string(out)))
 		}
 	}
+}
+
+// died says how the process ended if it has: its panic or fatal line and the first frame below
+// it, else its exit status; "" while it runs.
+func (p *process) died() string {
+	select {
+	case <-p.exited:
+	default:
+		return ""
+	}
+	out, _ := os.ReadFile(p.log)
+	lines := strings.Split(string(out), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "panic: ") || strings.Contains(l, "level=fatal") {
+			d := fmt.Sprintf("%s exited: %s", filepath.Base(p.cmd.Path), strings.TrimSpace(l))
+			for _, f := range lines[i+1:] {
+				if strings.HasPrefix(f, "\t") && strings.Contains(f, ".go:") {
+					d += " at " + strings.TrimSpace(f)
+					break
+				}
+			}
+			return d
+		}
+	}
+	return fmt.Sprintf("%s exited: %v", filepath.Base(p.cmd.Path), p.cmd.ProcessState)
 }
 
 // kill kills the process and waits for it to exit.

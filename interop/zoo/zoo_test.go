@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"os"
 	"strings"
@@ -109,5 +110,28 @@ func TestSplice(t *testing.T) {
 	}
 	if _, err := splice("# x\n", "new\n"); !errors.Is(err, errNoMarkers) || !strings.Contains(err.Error(), beginMarker) {
 		t.Errorf("without markers: %v", err)
+	}
+}
+
+// TestProcessDied: a store process that panicked is reported by its panic line and the frame
+// below it; a running one is not.
+func TestProcessDied(t *testing.T) {
+	p, err := startProcess(context.Background(), "/bin/sh", t.TempDir(), "-c", `echo "panic: boom"; printf '\tfoo/watch.go:262 +0xcb\n'; exit 2`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+	if got, want := p.died(), "sh exited: panic: boom at foo/watch.go:262 +0xcb"; got != want {
+		t.Errorf("died: %q, want %q", got, want)
+	}
+	running, err := startProcess(context.Background(), "/bin/sh", t.TempDir(), "-c", "sleep 60")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := running.died(); d != "" {
+		t.Errorf("a running process died: %q", d)
+	}
+	if err := running.kill(); err != nil {
+		t.Fatal(err)
 	}
 }
