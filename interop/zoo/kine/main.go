@@ -1,4 +1,4 @@
-// Command kine is kine's own server command (its pkg/app) at the version its go.mod requires,
+// Command kine is kine's own server command (its pkg/app) at the version its -modfile requires,
 // built for listwatch's zoo (interop/zoo): the driver starts it with kine's flags.
 package main
 

@@ -1,4 +1,4 @@
-module github.com/listwatch/listwatch/interop/zoo/kine-v0.14.12
+module github.com/listwatch/listwatch/interop/zoo/kine
 
 go 1.26
 

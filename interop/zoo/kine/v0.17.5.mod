@@ -1,4 +1,4 @@
-module github.com/listwatch/listwatch/interop/zoo/kine-v0.17.5
+module github.com/listwatch/listwatch/interop/zoo/kine
 
 go 1.26.5
 
