@@ -55,7 +55,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	// etcd's default: a notification every 100ms answers the request-progress-after-catching-up
 	// scenario's watch on its own, before its RequestProgress is answered or not, and so hides
 	// etcd-progress-unsynced now and then
-	fs.DurationVar(&c.progress, "progress-notify", 10*time.Minute, "the stores' progress-notify interval")
+	fs.DurationVar(&c.progress, "progress-notify", 10*time.Minute, "etcd's progress-notify interval (kine keeps its default, 5s)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -121,7 +121,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "zoo: %s: %s\n", t.Name, o.Verdict)
 		outcomes = append(outcomes, o)
 	}
-	generated := table(outcomes, fmt.Sprintf("`listwatch check --seed %d --ops %d --compact-every %d`, progress notifications every %v; outputs in %s",
+	generated := table(outcomes, fmt.Sprintf("`listwatch check --seed %d --ops %d --compact-every %d`, etcd's progress notifications every %v; outputs in %s",
 		c.seed, c.ops, c.compactEvery, c.progress, "the driver's -out directory"))
 	fmt.Fprint(stdout, generated)
 	fmt.Fprintf(stderr, "zoo: outputs, reports and histories in %s\n", c.out)

@@ -108,8 +108,8 @@ func (z *zoo) startKinePostgres(ctx context.Context, bin, dir string, n int) (*s
 }
 
 // startKine starts n kine processes of bin over endpoint (kine's --endpoint; "" is SQLite in dir),
-// with the zoo's progress-notify interval, compacting where asked (--compact-min-retain 0, as etcd
-// does), and returns once each accepts connections.
+// with kine's defaults but compacting where asked (--compact-min-retain 0, as etcd does) and no
+// metrics server, and returns once each accepts connections.
 func (z *zoo) startKine(ctx context.Context, bin, dir string, n int, endpoint string) (*store, error) {
 	path := filepath.Join(z.bin, bin)
 	if _, err := os.Stat(path); err != nil {
@@ -139,8 +139,8 @@ func (z *zoo) startKine(ctx context.Context, bin, dir string, n int, endpoint st
 		}
 		addr := l.Addr().String()
 		l.Close()
-		args := []string{"--listen-address", addr, "--compact-min-retain", "0", "--metrics-bind-address", "0",
-			"--watch-progress-notify-interval", z.progress.String()}
+		// kine's default progress-notify interval (5s): kine answers RequestProgress on that tick
+		args := []string{"--listen-address", addr, "--compact-min-retain", "0", "--metrics-bind-address", "0"}
 		if endpoint != "" {
 			args = append(args, "--endpoint", endpoint)
 		}
@@ -224,7 +224,11 @@ func (p *process) died() string {
 			d := fmt.Sprintf("%s exited: %s", filepath.Base(p.cmd.Path), strings.TrimSpace(l))
 			for _, f := range lines[i+1:] {
 				if strings.HasPrefix(f, "\t") && strings.Contains(f, ".go:") {
-					d += " at " + strings.TrimSpace(f)
+					frame := strings.TrimSpace(f)
+					if _, inCache, ok := strings.Cut(frame, "/pkg/mod/"); ok {
+						frame = inCache // the module cache's place is no news
+					}
+					d += " at " + frame
 					break
 				}
 			}
