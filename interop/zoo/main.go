@@ -147,7 +147,8 @@ func (c *config) checkTarget(ctx context.Context, z *zoo, t target) outcome {
 		if err != nil {
 			return failedOutcome(t.Name, fmt.Errorf("%w: not run: %v", errSkipped, err))
 		}
-		return parseOutput(t.Name, string(out))
+		died, _ := os.ReadFile(filepath.Join(dir, "died"))
+		return outcomeOf(t.Name, string(out), string(died))
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return failedOutcome(t.Name, err)
@@ -163,17 +164,25 @@ func (c *config) checkTarget(ctx context.Context, z *zoo, t target) outcome {
 	}
 	err = errors.Join(err, s.stop())
 	if died != "" {
-		// the store crashed under the check: that is the finding, whatever the check printed
-		o := parseOutput(t.Name, out)
-		o.Verdict = "CRASH: " + died
-		o.Unexplained++
-		o.Details = append([]string{died}, o.Details...)
-		return o
+		_ = os.WriteFile(filepath.Join(dir, "died"), []byte(died), 0o644)
+		return outcomeOf(t.Name, out, died)
 	}
 	if err != nil {
 		return failedOutcome(t.Name, err)
 	}
 	return parseOutput(t.Name, out)
+}
+
+// outcomeOf is the outcome of a check's output; died, if not "", says how a process of the store
+// ended under the check: that is the finding, whatever the check printed.
+func outcomeOf(name, out, died string) outcome {
+	o := parseOutput(name, out)
+	if died != "" {
+		o.Verdict = "CRASH: " + died
+		o.Unexplained++
+		o.Details = append([]string{died}, o.Details...)
+	}
+	return o
 }
 
 // runCheck runs the listwatch binary's check against endpoints, keeping its output, report and
