@@ -60,3 +60,30 @@ bench:
 # bench-packages runs every benchmark of the root module's packages on its own.
 bench-packages:
 	$(GO) test -run '^$$' -bench . -benchmem ./store/ ./watch/ ./cache/ ./httpwatch/ ./listwatchtest/
+
+# zoo runs `listwatch check` against real stores of several versions (interop/zoo: etcd releases on
+# either side of the fixes of the catalogued bugs, Debian's etcd 3.4, kine over SQLite and over
+# PostgreSQL, one and two instances) and writes the table of what it found into README.md. The
+# stores' commands are two tiny modules, interop/zoo/etcd and interop/zoo/kine, outside the root
+# and interop module graphs, with one go.mod per version (vX.Y.Z.mod, -modfile), each built once
+# into $(ZOO_BIN) (non-race). It is not part of `make test`. ZOO_TARGETS chooses targets by
+# name (default: all), ZOO_FLAGS passes the driver more flags (go run ./zoo -h in interop).
+ZOO_BIN ?= $(CURDIR)/interop/zoo/.bin
+ZOO_ETCD := v3.5.12 v3.5.13 v3.5.17 v3.5.18 v3.6.0 v3.7.3
+ZOO_KINE := v0.14.12 v0.17.5
+ZOO_STORES := $(addprefix $(ZOO_BIN)/etcd-,$(ZOO_ETCD)) $(addprefix $(ZOO_BIN)/kine-,$(ZOO_KINE))
+
+.PHONY: zoo zoo-build
+
+$(ZOO_BIN)/etcd-%: interop/zoo/etcd/%.mod interop/zoo/etcd/main.go
+	$(GO) build -C interop/zoo/etcd -modfile $*.mod -o $@ .
+
+# SQLite's dbstat table, which kine's Status reads (before 0.17), as kine's scripts/build enables it
+$(ZOO_BIN)/kine-%: interop/zoo/kine/%.mod interop/zoo/kine/main.go
+	CGO_CFLAGS="-DSQLITE_ENABLE_DBSTAT_VTAB=1 -DSQLITE_USE_ALLOCA=1" $(GO) build -C interop/zoo/kine -modfile $*.mod -o $@ .
+
+zoo-build: $(ZOO_STORES)
+	$(GO) build -o $(ZOO_BIN)/listwatch ./cmd/listwatch
+
+zoo: zoo-build
+	cd interop && $(GO) run ./zoo -bin $(ZOO_BIN) -readme $(CURDIR)/README.md $(ZOO_FLAGS)

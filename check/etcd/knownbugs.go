@@ -48,10 +48,13 @@ type Label struct {
 func (l Label) Known() bool { return l.Bug != nil && !l.Regression }
 
 var (
+	v3_4_25 = version.MustParseSemantic("3.4.25")
 	v3_4_31 = version.MustParseSemantic("3.4.31")
 	v3_4_36 = version.MustParseSemantic("3.4.36")
 	v3_5_0  = version.MustParseSemantic("3.5.0")
+	v3_5_8  = version.MustParseSemantic("3.5.8")
 	v3_5_13 = version.MustParseSemantic("3.5.13")
+	v3_5_16 = version.MustParseSemantic("3.5.16")
 	v3_5_18 = version.MustParseSemantic("3.5.18")
 )
 
@@ -60,14 +63,14 @@ var KnownBugs = []*KnownBug{
 	{
 		Name: "etcd-progress-ahead", Product: "etcd",
 		Title:    "a requested progress notification is not synchronised with the watch stream: it can be sent ahead of events still to be sent, below one sent, or before a periodic notification below it",
-		Trackers: []string{"etcd-io/etcd#15220", "etcd-io/etcd#15237"},
-		// fixed by #15237, whose backports first shipped before these; these are the releases the
-		// apiserver trusts RequestProgress from, the ones with #17557 (etcd-progress-unsynced) too
-		Affected: "etcd before 3.4.31, 3.5.0 to 3.5.12", FixedIn: "3.4.31, 3.5.13",
+		Trackers: []string{"etcd-io/etcd#15220", "etcd-io/etcd#15237", "etcd-io/etcd#15695", "etcd-io/etcd#15697"},
+		// #15237's backports (#15697, #15695) shipped in 3.4.25 and 3.5.8 (etcd's CHANGELOG-3.4 and
+		// -3.5); the zoo (interop/zoo) finds it on 3.4.23 and not on 3.5.12. The apiserver trusts
+		// RequestProgress only from 3.4.31 and 3.5.13, which also fix etcd-progress-unsynced: Gated.
+		Affected: "etcd before 3.4.25, 3.5.0 to 3.5.7", FixedIn: "3.4.25, 3.5.8",
 		Guarantees: progressAheadGuarantees, Signatures: slices.Concat(progressAheadSignatures, []string{SigProgressBackwards}),
-		// k8s.io/apiserver pkg/storage/feature/feature_support_checker.go endpointSupportsRequestWatchProgress
 		affects: func(v *version.Version) bool {
-			return v.LessThan(v3_4_31) || v.AtLeast(v3_5_0) && v.LessThan(v3_5_13)
+			return v.LessThan(v3_4_25) || v.AtLeast(v3_5_0) && v.LessThan(v3_5_8)
 		},
 		also: progressAhead,
 	},
@@ -77,15 +80,32 @@ var KnownBugs = []*KnownBug{
 		Name: "etcd-progress-unsynced", Product: "etcd",
 		Title:    "a RequestProgress is never answered while a watch that started in the past has caught up without receiving an event",
 		Trackers: []string{"etcd-io/etcd#17507", "etcd-io/etcd#17557"},
-		Affected: "etcd releases with the fix of etcd-io/etcd#15220 (#15237) and without #17557, before 3.4.31 and 3.5.13", FixedIn: "3.4.31, 3.5.13",
+		// the regression of #15237's fix: the releases that have it and not #17557's backports
+		// (#17567, #17566)
+		Affected: "etcd 3.4.25 to 3.4.30, 3.5.8 to 3.5.12", FixedIn: "3.4.31, 3.5.13",
 		affects: func(v *version.Version) bool {
-			return v.LessThan(v3_4_31) || v.AtLeast(v3_5_0) && v.LessThan(v3_5_13)
+			return v.AtLeast(v3_4_25) && v.LessThan(v3_4_31) || v.AtLeast(v3_5_8) && v.LessThan(v3_5_13)
 		},
 	},
 	{
 		Name: "etcd-compacted-tombstone", Product: "etcd",
 		Title:    "a compaction at the revision of a delete drops its tombstone: a watch from that revision never gets the DELETE",
-		Trackers: []string{"etcd-io/etcd#18089", "etcd-io/etcd#19179", "etcd-io/etcd#18274"},
+		Trackers: []string{"etcd-io/etcd#18089", "etcd-io/etcd#18274", "etcd-io/etcd#18474"},
+		// #18274's 3.5 backport (#18474) was merged in August 2024, after 3.5.15: the zoo finds the
+		// bug on 3.5.13 and not on 3.5.17. Its 3.4 release is taken as 3.4.36, where
+		// etcd-tombstone-after-restart is fixed too.
+		Affected: "etcd before 3.4.36, 3.5.0 to 3.5.15", FixedIn: "3.5.16, 3.6.0; 3.4.36 at the latest",
+		Guarantees: []Guarantee{Resumable, Reliable}, Signatures: []string{SigMissing},
+		affects: func(v *version.Version) bool {
+			return v.LessThan(v3_4_36) || v.AtLeast(v3_5_0) && v.LessThan(v3_5_16)
+		},
+		also: deletesAtCompactions,
+	},
+	{
+		// the same signature, after a restart: Classify prefers the bug the version has
+		Name: "etcd-tombstone-after-restart", Product: "etcd",
+		Title:    "a tombstone that is a key's only revision left after compactions is not restored into the index on restart: a watch from its revision never gets the DELETE",
+		Trackers: []string{"etcd-io/etcd#19179", "etcd-io/etcd#19188", "etcd-io/etcd#19249"},
 		Affected: "etcd before 3.4.36, 3.5.0 to 3.5.17", FixedIn: "3.4.36, 3.5.18, 3.6.0",
 		Guarantees: []Guarantee{Resumable, Reliable}, Signatures: []string{SigMissing},
 		affects: func(v *version.Version) bool {
@@ -244,8 +264,8 @@ func (b *KnownBug) matches(h *History, v *Violation) bool {
 }
 
 // Classify labels each violation of res (in order) with the known bug of the target's product it
-// matches. A version that does not parse is taken to have every bug; a version with the fix makes
-// the match a regression.
+// matches, preferring one the target's version has. A version that does not parse is taken to have
+// every bug; a match on a version with the fix alone is a regression.
 func Classify(h *History, res *Result, t Target) []Label {
 	labels := make([]Label, len(res.Violations))
 	for i := range res.Violations {
@@ -254,8 +274,13 @@ func Classify(h *History, res *Result, t Target) []Label {
 			if b.Product != t.Product || !b.matches(h, v) {
 				continue
 			}
-			labels[i] = Label{Bug: b, Regression: !b.Affects(t.Version)}
-			break
+			if b.Affects(t.Version) {
+				labels[i] = Label{Bug: b}
+				break
+			}
+			if labels[i].Bug == nil {
+				labels[i] = Label{Bug: b, Regression: true}
+			}
 		}
 	}
 	return labels

@@ -94,10 +94,16 @@ func TestClassify(t *testing.T) {
 		regression bool
 	}{
 		{"tombstone on 3.4.23", tombstoneHistory(), Target{"etcd", "3.4.23"}, "etcd-compacted-tombstone", false},
-		{"tombstone on 3.5.17", tombstoneHistory(), Target{"etcd", "3.5.17"}, "etcd-compacted-tombstone", false},
+		{"tombstone on 3.5.15", tombstoneHistory(), Target{"etcd", "3.5.15"}, "etcd-compacted-tombstone", false},
+		// fixed in 3.5.16; the same signature after a restart is fixed in 3.5.18
+		{"tombstone on 3.5.17", tombstoneHistory(), Target{"etcd", "3.5.17"}, "etcd-tombstone-after-restart", false},
+		{"tombstone on 3.5.18", tombstoneHistory(), Target{"etcd", "3.5.18"}, "etcd-compacted-tombstone", true},
 		{"tombstone on 3.7.3", tombstoneHistory(), Target{"etcd", "3.7.3"}, "etcd-compacted-tombstone", true},
 		{"tombstone on kine", tombstoneHistory(), Target{"kine", "3.5.13"}, "", false},
 		{"progress ahead on 3.4.23", progressAheadHistory(), Target{"etcd", "3.4.23"}, "etcd-progress-ahead", false},
+		{"progress ahead on 3.5.7", progressAheadHistory(), Target{"etcd", "3.5.7"}, "etcd-progress-ahead", false},
+		{"progress ahead on 3.5.12", progressAheadHistory(), Target{"etcd", "3.5.12"}, "etcd-progress-ahead", true},
+		{"progress ahead on 3.4.25", progressAheadHistory(), Target{"etcd", "3.4.25"}, "etcd-progress-ahead", true},
 		{"progress ahead on 3.5.13", progressAheadHistory(), Target{"etcd", "3.5.13"}, "etcd-progress-ahead", true},
 		{"progress ahead on an unknown version", progressAheadHistory(), Target{"etcd", "dev"}, "etcd-progress-ahead", false},
 		{"progress ahead on kine", progressAheadHistory(), Target{"kine", "3.5.13"}, "kine-progress-ahead", false},
@@ -141,5 +147,27 @@ func TestClassifyNeedsTheSignature(t *testing.T) {
 	}
 	if l := Classify(h, res, Target{"etcd", "3.4.23"})[0]; l.Bug != nil {
 		t.Fatalf("labelled %s", l.Bug.Name)
+	}
+}
+
+// TestProgressBugsVersions: the fix of etcd-progress-ahead (3.4.25, 3.5.8) brought
+// etcd-progress-unsynced, fixed in 3.4.31 and 3.5.13; no release has both, as the zoo found
+// (interop/zoo: 3.4.23 the first, 3.5.12 the second).
+func TestProgressBugsVersions(t *testing.T) {
+	ahead, unsynced := BugNamed("etcd-progress-ahead"), BugNamed("etcd-progress-unsynced")
+	for _, c := range []struct {
+		version         string
+		ahead, unsynced bool
+	}{
+		{"3.4.23", true, false}, {"3.4.25", false, true}, {"3.4.30", false, true}, {"3.4.31", false, false},
+		{"3.5.0", true, false}, {"3.5.7", true, false}, {"3.5.8", false, true}, {"3.5.12", false, true},
+		{"3.5.13", false, false}, {"3.6.0", false, false}, {"3.7.3", false, false},
+	} {
+		if got := ahead.Affects(c.version); got != c.ahead {
+			t.Errorf("etcd-progress-ahead affects %s: %v, want %v", c.version, got, c.ahead)
+		}
+		if got := unsynced.Affects(c.version); got != c.unsynced {
+			t.Errorf("etcd-progress-unsynced affects %s: %v, want %v", c.version, got, c.unsynced)
+		}
 	}
 }

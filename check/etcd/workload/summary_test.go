@@ -44,3 +44,26 @@ func TestSummarize(t *testing.T) {
 		}
 	}
 }
+
+// TestGated: the apiserver sends RequestProgress to etcd from 3.4.31 and 3.5.13 on, and to any
+// other product.
+func TestGated(t *testing.T) {
+	for _, c := range []struct {
+		target etcd.Target
+		want   bool
+	}{
+		{etcd.Target{Product: "etcd", Version: "3.4.23"}, true},
+		{etcd.Target{Product: "etcd", Version: "3.4.30"}, true},
+		{etcd.Target{Product: "etcd", Version: "3.4.31"}, false},
+		{etcd.Target{Product: "etcd", Version: "3.5.7"}, true},
+		{etcd.Target{Product: "etcd", Version: "3.5.12"}, true},
+		{etcd.Target{Product: "etcd", Version: "3.5.13"}, false},
+		{etcd.Target{Product: "etcd", Version: "3.7.3"}, false},
+		{etcd.Target{Product: "etcd", Version: "dev"}, true},
+		{etcd.Target{Product: "kine", Version: "3.5.7"}, false},
+	} {
+		if got := Gated(c.target); got != c.want {
+			t.Errorf("Gated(%+v) = %v, want %v", c.target, got, c.want)
+		}
+	}
+}

@@ -39,7 +39,10 @@ func ForeignKeys(ctx context.Context, c *clientv3.Client, prefix string) []strin
 }
 
 // Gated reports whether the apiserver, gating RequestProgress, sends none to target: an etcd
-// whose version has the etcd-progress-ahead bug.
+// whose version has the etcd-progress-ahead bug or its fix's regression, etcd-progress-unsynced
+// (before 3.4.31 and 3.5.13).
+// k8s.io/apiserver pkg/storage/feature/feature_support_checker.go endpointSupportsRequestWatchProgress
 func Gated(target etcd.Target) bool {
-	return target.Product == "etcd" && etcd.BugNamed("etcd-progress-ahead").Affects(target.Version)
+	return target.Product == "etcd" && (etcd.BugNamed("etcd-progress-ahead").Affects(target.Version) ||
+		etcd.BugNamed("etcd-progress-unsynced").Affects(target.Version))
 }

@@ -1,0 +1,22 @@
+// Command zoo runs `listwatch check` against a zoo of real stores and writes the table of what it
+// found: per target, each catalogued upstream bug (check/etcd KnownBugs) found, not found, fixed
+// or another product's, and the unexplained findings. `make zoo` builds the stores and runs it.
+//
+// The targets: Debian's etcd 3.4.23 (/usr/bin/etcd), etcd releases built from the module proxy on
+// either side of the catalogued bugs' fixes, and kine releases over SQLite and over a private
+// PostgreSQL cluster, one instance and two over one database. Each store is built by a tiny module
+// of its own beside this package (etcd-vX.Y.Z, kine-vX.Y.Z: the store's own command at that
+// version), outside the interop module; the driver only runs the binaries.
+//
+// # Invariants
+//
+//   - Every target runs the same check (seed, requests, compaction, progress-notify interval).
+//   - A target whose binary or PostgreSQL is missing is listed as SKIP with the reason, one that
+//     fails to start or to be checked as ERROR; neither stops the run (TestTable).
+//   - The table's cells follow from the check's output alone: a bug the check named is found; a
+//     bug the version has and the check did not name is not found; a bug's signature on a version
+//     with the fix is flagged (TestParseOutput, TestParseOutputUnexplained, TestCell).
+//   - The README's table is replaced between its markers and nowhere else (TestSplice).
+//   - Every process the driver starts (stores, PostgreSQL) is stopped and waited for before the
+//     next target starts.
+package main

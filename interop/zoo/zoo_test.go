@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/listwatch/listwatch/check/etcd"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func readStdout(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name + ".stdout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestParseOutput: the output of a check of etcd 3.5.12 (testdata) gives its product, version,
+// verdict and the catalogued bugs it named; the failed scenarios explained by them are no details.
+func TestParseOutput(t *testing.T) {
+	o := parseOutput("etcd v3.5.12", readStdout(t, "etcd-v3.5.12"))
+	if o.Product != "etcd" || o.Version != "3.5.12" || o.Verdict != "FAIL: 2 known upstream bugs, 0 unexplained" {
+		t.Errorf("product %q, version %q, verdict %q", o.Product, o.Version, o.Verdict)
+	}
+	if len(o.Found) != 2 || !o.Found["etcd-compacted-tombstone"] || !o.Found["etcd-progress-unsynced"] {
+		t.Errorf("found %v, want etcd-compacted-tombstone and etcd-progress-unsynced", o.Found)
+	}
+	if o.Unexplained != 0 || o.Deviations != 0 || len(o.Details) != 0 {
+		t.Errorf("unexplained %d, deviations %d, details %q: want none", o.Unexplained, o.Deviations, o.Details)
+	}
+}
+
+// TestParseOutputUnexplained: an unexplained violation, one with the signature of a bug the
+// version has fixed, and a difference from etcd's API are counted and listed.
+func TestParseOutputUnexplained(t *testing.T) {
+	out := strings.Join([]string{
+		"capabilities (store: kine, reports etcd 3.6.11; differences from etcd marked):",
+		"[unexplained] linearizable: a read at 5 saw 3",
+		"[unexplained: the signature of etcd-io/etcd#18089, fixed in 3.6.0] resumable: 1 events missing",
+		"findings:",
+		"  compaction DIFFERS: answers success and keeps the revisions",
+		"  scenario filters FAIL (filter): an event the filter excludes",
+		"FAIL: 0 known upstream bugs, 2 unexplained; 1 difference from etcd's API",
+	}, "\n")
+	o := parseOutput("kine", out)
+	if o.Unexplained != 2 || o.Deviations != 1 || !o.Fixed["etcd-compacted-tombstone"] || len(o.Found) != 0 {
+		t.Errorf("unexplained %d, deviations %d, fixed %v, found %v", o.Unexplained, o.Deviations, o.Fixed, o.Found)
+	}
+	if len(o.Details) != 3 || !strings.HasPrefix(o.Details[2], "compaction DIFFERS") {
+		t.Errorf("details %q: want the two violations and the difference", o.Details)
+	}
+	if o := parseOutput("x", "no verdict here"); !strings.HasPrefix(o.Verdict, "ERROR") {
+		t.Errorf("an output without a verdict: %q, want ERROR", o.Verdict)
+	}
+}
+
+// TestCell: what the table says of each bug depends on the product, the version's fix and what
+// was found.
+func TestCell(t *testing.T) {
+	tomb := etcd.BugNamed("etcd-compacted-tombstone")
+	for _, tc := range []struct {
+		o    outcome
+		want string
+	}{
+		{outcome{Product: "etcd", Version: "3.5.13", Found: map[string]bool{tomb.Name: true}}, "found"},
+		{outcome{Product: "etcd", Version: "3.5.13"}, "**not found**"},
+		{outcome{Product: "etcd", Version: "3.5.18"}, "fixed, not seen"},
+		{outcome{Product: "etcd", Version: "3.5.18", Found: map[string]bool{tomb.Name: true}}, "**found, though fixed**"},
+		{outcome{Product: "etcd", Version: "3.5.18", Fixed: map[string]bool{tomb.Name: true}}, "**seen, though fixed**"},
+		{outcome{Product: "kine", Version: "3.5.17"}, "·"},
+		{outcome{Target: "etcd v3.6.0", Verdict: "SKIP: no binary"}, "?"},
+	} {
+		if got := cell(tc.o, tomb); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.o, got, tc.want)
+		}
+	}
+}
+
+// TestTable: one row a target with a column a catalogued bug; a skipped target says why below.
+func TestTable(t *testing.T) {
+	out := table([]outcome{parseOutput("etcd v3.5.12", readStdout(t, "etcd-v3.5.12")),
+		failedOutcome("kine v0.17.5 / PostgreSQL", errors.Join(errSkipped, errors.New("no PostgreSQL")))}, "run")
+	lines := strings.Split(out, "\n")
+	if want := 3 + len(etcd.KnownBugs) + 2; strings.Count(lines[0], "|")-1 != want {
+		t.Errorf("header %q: want %d columns", lines[0], want)
+	}
+	if !strings.HasPrefix(lines[2], "| etcd v3.5.12 | 3.5.12 | FAIL |") || !strings.HasPrefix(lines[3], "| kine v0.17.5 / PostgreSQL | – | SKIP |") {
+		t.Errorf("rows:\n%s", out)
+	}
+	if !strings.Contains(out, "kine v0.17.5 / PostgreSQL: SKIP") {
+		t.Errorf("the skipped target is not explained:\n%s", out)
+	}
+}
+
+// TestSplice: the table replaces what lies between the markers, and a README without them is an
+// error naming them.
+func TestSplice(t *testing.T) {
+	readme := "# x\n" + beginMarker + "\nold\n" + endMarker + "\nrest\n"
+	got, err := splice(readme, "new\n")
+	if err != nil || got != "# x\n"+beginMarker+"\nnew\n"+endMarker+"\nrest\n" {
+		t.Errorf("splice: %q, %v", got, err)
+	}
+	if _, err := splice("# x\n", "new\n"); !errors.Is(err, errNoMarkers) || !strings.Contains(err.Error(), beginMarker) {
+		t.Errorf("without markers: %v", err)
+	}
+}
+
+// TestProcessDied: a store process that panicked is reported by its panic line and the frame
+// below it; a running one is not.
+func TestProcessDied(t *testing.T) {
+	p, err := startProcess(context.Background(), "/bin/sh", t.TempDir(), "-c", `echo "panic: boom"; printf '\tfoo/watch.go:262 +0xcb\n'; exit 2`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+	if got, want := p.died(), "sh exited: panic: boom at foo/watch.go:262 +0xcb"; got != want {
+		t.Errorf("died: %q, want %q", got, want)
+	}
+	running, err := startProcess(context.Background(), "/bin/sh", t.TempDir(), "-c", "sleep 60")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := running.died(); d != "" {
+		t.Errorf("a running process died: %q", d)
+	}
+	if err := running.kill(); err != nil {
+		t.Fatal(err)
+	}
+}
