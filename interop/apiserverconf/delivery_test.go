@@ -52,8 +52,7 @@ func (d *deliveringStore) Watch(ctx context.Context, key string, opts storage.Li
 	if opts.Recursive && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	w := &deliveredWatch{inner: inner, prefix: prefix, recursive: opts.Recursive,
-		out: make(chan watch.Event, deliveredBuffer), stop: make(chan struct{}), done: make(chan struct{})}
+	w := newDeliveredWatch(inner, prefix, opts.Recursive)
 	go w.pump()
 	d.mu.Lock()
 	d.watches = append(d.watches, w)
@@ -108,22 +107,31 @@ type deliveredWatch struct {
 	inner     watch.Interface
 	prefix    string
 	recursive bool
-	out       chan watch.Event
 	moved     atomic.Uint64
 	ended     atomic.Bool // the pump returned: no more events will come
-	stop      chan struct{}
-	stopOnce  sync.Once
-	done      chan struct{}
+	out       chan watch.Event
+	halt      chan struct{}
+	halted    func()        // closes halt, once
+	pumped    chan struct{} // closed once the pump has returned
+}
+
+func newDeliveredWatch(inner watch.Interface, prefix string, recursive bool) *deliveredWatch {
+	w := &deliveredWatch{inner: inner, prefix: prefix, recursive: recursive,
+		out: make(chan watch.Event, deliveredBuffer), halt: make(chan struct{}), pumped: make(chan struct{})}
+	w.halted = sync.OnceFunc(func() { close(w.halt) })
+	return w
 }
 
 func (w *deliveredWatch) pump() {
-	defer close(w.done)
-	defer close(w.out)
-	defer w.ended.Store(true)
+	defer func() {
+		w.ended.Store(true)
+		close(w.out)
+		close(w.pumped)
+	}()
 	for ev := range w.inner.ResultChan() {
 		select {
 		case w.out <- ev:
-		case <-w.stop:
+		case <-w.halt:
 			return
 		}
 		if m, err := meta.Accessor(ev.Object); err == nil {
@@ -150,7 +158,7 @@ func (w *deliveredWatch) ResultChan() <-chan watch.Event { return w.out }
 
 // Stop stops inner and waits for the pump, which then closes the result channel.
 func (w *deliveredWatch) Stop() {
-	w.stopOnce.Do(func() { close(w.stop) })
+	w.halted()
 	w.inner.Stop()
-	<-w.done
+	<-w.pumped
 }
