@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -133,18 +134,7 @@ func TestBookmarksNeverBlock(t *testing.T) {
 	p.AllowWatchBookmarks = true
 	slow, created := fillSlowWatcher(t, e, storage.ListOptions{Predicate: p})
 	cw := slow.w.(*cacheWatcher)
-	bucketOf := func() (int64, bool) {
-		e.cacher.mu.Lock()
-		defer e.cacher.mu.Unlock()
-		for id, ws := range e.cacher.bookmarkWatchers.buckets {
-			for _, w := range ws {
-				if w == cw {
-					return id, true
-				}
-			}
-		}
-		return 0, false
-	}
+	bucketOf := func() (int64, bool) { return e.bookmarkBucketOf(cw) }
 	orig, ok := bucketOf()
 	if !ok {
 		t.Fatal("the watcher is not queued for a bookmark")
@@ -175,6 +165,59 @@ func TestBookmarksNeverBlock(t *testing.T) {
 	if describe(got) != ev(watch.Added, next) {
 		t.Fatalf("got %s", describe(got))
 	}
+}
+
+// bookmarkBucketOf is the bookmark bucket w is queued in, if any.
+func (e *env) bookmarkBucketOf(w *cacheWatcher) (int64, bool) {
+	e.cacher.mu.Lock()
+	defer e.cacher.mu.Unlock()
+	for id, ws := range e.cacher.bookmarkWatchers.buckets {
+		for _, x := range ws {
+			if x == w {
+				return id, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// TestBookmarksFollowTheClock: every bookmark but the initial-events-end one comes from the
+// dispatcher's timer on the Cacher's injected clock, so a watch on a fake clock gets none the test did
+// not step to. A watch-list with bookmarks gets its end bookmark from its interval with no step, and
+// stays queued as due at once (registration queues it so, as upstream's Cacher.Watch does): the first
+// tick after it, however late, gives it a bookmark at the last processed resourceVersion, between
+// whatever events it has been sent (upstream's RunWatchSemantics ignores bookmarks there; on a real
+// clock that tick comes about a second after the watch opens, which a loaded machine may put between
+// two creations). The one after that is due a bookmarkFrequency later.
+// Failure mode: a bookmark timed by the real clock shows up in the fences before the steps.
+func TestBookmarksFollowTheClock(t *testing.T) {
+	// Nothing steps the clock before the test does (newEnv's wait for readiness would): the
+	// dispatcher's first tick is then due within 1.25 s of the clock's start, and none is pending.
+	e := newEnv(t, withFakeClock, withoutWaitingForReady)
+	e.waitFor("the cacher is ready", e.cacher.Ready)
+	var want []string
+	for _, n := range []string{"p1", "p2", "p3"} {
+		want = append(want, ev(watch.Added, e.create(storagetest.Pod("ns", n))))
+	}
+	e.waitProcessed(e.lastRV)
+	opts := storage.ListOptions{ResourceVersion: "0", Predicate: storage.Everything, Recursive: true, SendInitialEvents: ptrTo(true)}
+	opts.Predicate.AllowWatchBookmarks = true
+	w := e.watch("/pods/ns", opts)
+	w.expect(append(want, bookmark(e.lastRV, true))...)
+	p4, p5 := e.create(storagetest.Pod("ns", "p4")), e.create(storagetest.Pod("ns", "p5"))
+	if got, want := w.fence(), []string{ev(watch.Added, p4), ev(watch.Added, p5)}; !slices.Equal(got, want) {
+		t.Fatalf("before any step: got %v, want %v", got, want)
+	}
+	e.clock.Step(1250 * time.Millisecond)
+	w.expect(bookmark(e.lastRV, false))
+	cw := w.w.(*cacheWatcher)
+	e.waitFor("the watcher is queued for its next bookmark", func() bool {
+		_, ok := e.bookmarkBucketOf(cw)
+		return ok
+	})
+	w.expectNothing()
+	e.clock.Step(defaultBookmarkFrequency + 1250*time.Millisecond)
+	w.expect(bookmark(e.lastRV, false))
 }
 
 // TestStopDuringDispatch ports TestDispatchingBookmarkEventsWithConcurrentStop: watchers stopped while

@@ -27,7 +27,7 @@ import (
 // pkg/storage/testing) played against the watch cache: a Cacher over a watch.Store on a fresh
 // in-process server for each case, as upstream's cacher_test.go plays them against its Cacher. The
 // Cacher starts as upstream's testSetup starts it: its first list fails, so every case runs after a
-// relist.
+// relist (not with -short, where that relist's 1 s on the real clock would be most of the run).
 
 // notForCache are the cases not played against the cache, with the reason: those upstream does not
 // play against its Cacher because a cache cannot be given what they need (a storage that cannot
@@ -44,6 +44,27 @@ var notForCache = map[string]string{
 	"BackPressure":                     "the etcd3 watch never drops; the cache closes a watcher that does not read (WatcherTimeout, DelayedWatchDelivery)",
 	"Update":                           "watch.Store.Update is not part of storage.Interface; the Cacher does not have it",
 	"WatchErrorIncorrectConfiguration": "an etcd3 storage without NewFunc cannot be cached: the reflector's watch asks for progress notifications",
+}
+
+// realTimeOnCache are the cases that wait real time on the cache, besides the Slow ones (a lease's
+// expiry, a 3 s watch deadline): the watch cache's 3 s freshness timeout, five times over in
+// HugeResourceVersion. With -short they are skipped; the fake-clock tests named cover the same
+// behaviour of the cache.
+var realTimeOnCache = map[string]bool{"HugeResourceVersion": true, "WatchListTooLargeRV": true}
+
+// shortSkip is why a case does not play with -short, or "".
+func shortSkip(c storagetest.Case) string {
+	switch {
+	case !testing.Short():
+		return ""
+	case c.Slow:
+		return "-short: waits real time (a lease's expiry, a 3 s watch deadline); TestBookmarksFollowTheClock, " +
+			"TestNextBookmarkTime and TestBookmarkBuckets check the cache's bookmarks on a fake clock"
+	case realTimeOnCache[c.Name]:
+		return "-short: waits the cache's 3 s freshness timeout; TestGet, TestListNotOlderThan, " +
+			"TestListExactFutureResourceVersion and TestWatchListWaitsForFreshness check it on a fake clock"
+	}
+	return ""
 }
 
 // cacheEdits are upstream's expectations for the cache where they differ from etcd's: lines of the
@@ -172,7 +193,13 @@ func (cc *conformanceCachers) newStorage(cfg storagetest.Config) (storage.Interf
 	cc.mu.Lock()
 	cc.stores = append(cc.stores, s)
 	cc.mu.Unlock()
-	ts := &testStorage{Store: s, listErrors: 1}
+	// With -short the first list succeeds: the relist waits the Cacher's 1 s restart period on the
+	// real clock, in every case; TestNotReady and TestRelist check it on a fake clock.
+	listErrors := 1
+	if testing.Short() {
+		listErrors = 0
+	}
+	ts := &testStorage{Store: s, listErrors: listErrors}
 	ccfg := Config{
 		Storage:        ts,
 		ResourcePrefix: cfg.ResourcePrefix,
@@ -194,7 +221,7 @@ func (cc *conformanceCachers) newStorage(cfg storagetest.Config) (storage.Interf
 	// As upstream's testSetup: wait until the injected list error is consumed and the cache is ready.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for ts.listCalls.Load() <= 1 {
+	for ts.listCalls.Load() <= int64(listErrors) {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("the cacher never relisted: %w", ctx.Err())
 		}
@@ -314,6 +341,9 @@ func TestConformance(t *testing.T) {
 	for _, c := range storagetest.Cases() {
 		t.Run(c.Name, func(t *testing.T) {
 			if reason, ok := notForCache[caseGroup(c.Name)]; ok {
+				t.Skip(reason)
+			}
+			if reason := shortSkip(c); reason != "" {
 				t.Skip(reason)
 			}
 			t.Parallel()

@@ -41,7 +41,12 @@
 //
 // TestConformance plays every case of package storagetest (upstream's pkg/storage/testing) against a
 // Cacher over the etcd3 storage, with upstream's expectations for its Cacher where they differ from
-// etcd's; the invariants below name those cases next to the package's own tests.
+// etcd's; the invariants below name those cases next to the package's own tests. With -short it skips
+// the cases that wait real time on the cache (a lease's expiry, a 3 s watch deadline, the 3 s
+// freshness timeout), whose behaviour the package's fake-clock tests check, and starts each Cacher
+// without the failed first list (its relist waits 1 s of real time). Every bookmark but the
+// initial-events-end one comes from the dispatcher's timer on the injected clock: on a fake clock a
+// watch gets none the test did not step to (TestBookmarksFollowTheClock).
 //
 // # Filling the cache
 //

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,24 +22,59 @@ import (
 // checkCommandTimeout bounds one run of the command: a build, or a workload plus its check.
 const checkCommandTimeout = 5 * time.Minute
 
-// buildListwatch builds the listwatch command in the root module, as a user would (with the race
-// detector, so a race in check against a real peer fails the run), into a temporary directory and
-// returns its path.
+// built is the listwatch command, built once for all of the package's tests; TestMain removes it.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+// buildListwatch returns the listwatch command built in the root module, as a user would build it
+// (with the race detector, so a race in check against a real peer fails the run). The first call
+// builds it into a temporary directory; the others reuse that build.
 func buildListwatch(t *testing.T) string {
 	t.Helper()
+	built.once.Do(func() { built.bin, built.err = buildCommand() })
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.bin
+}
+
+func buildCommand() (string, error) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		t.Fatalf("no go command on PATH to build cmd/listwatch with: %v", err)
+		return "", fmt.Errorf("no go command on PATH to build cmd/listwatch with: %w", err)
 	}
-	bin := filepath.Join(t.TempDir(), "listwatch")
+	built.dir, err = os.MkdirTemp("", "listwatch-interop-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(built.dir, "listwatch")
 	ctx, cancel := context.WithTimeout(context.Background(), checkCommandTimeout)
 	defer cancel()
 	build := exec.CommandContext(ctx, goTool, "build", "-race", "-o", bin, "./cmd/listwatch")
 	build.Dir = ".."
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build cmd/listwatch: %v\n%s", err, out)
+		return "", fmt.Errorf("go build cmd/listwatch: %w\n%s", err, out)
 	}
-	return bin
+	return bin, nil
+}
+
+// removeBuilt removes the command buildListwatch built, if it did.
+func removeBuilt() {
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+}
+
+// checkOps is the size of the check command's workload in these tests: 1500 requests, 500 with
+// -short (every guarantee is still exercised, and every known bug found, on each peer).
+func checkOps() string {
+	if testing.Short() {
+		return "500"
+	}
+	return "1500"
 }
 
 // runListwatch runs the command and returns its exit status, standard output and standard error.
@@ -110,7 +148,7 @@ func TestCheckCommandAgainstEmbeddedEtcd(t *testing.T) {
 			ep := endpointOf(t, cli.Endpoints())
 			// --keep: the second run below finds the first's keys
 			code, stdout, stderr := runListwatch(t, bin, "check", "--endpoints", ep, "--workload", kind,
-				"--seed", "7", "--ops", "1500", "--compact-every", "200", "--keep")
+				"--seed", "7", "--ops", checkOps(), "--compact-every", "200", "--keep")
 			if code != 0 || !strings.Contains(stdout, "\nPASS\n") {
 				t.Fatalf("exit status %d, want 0 and PASS\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 			}
@@ -143,7 +181,7 @@ func TestCheckCommandAgainstEmbeddedEtcd(t *testing.T) {
 func TestCheckCommandAgainstEtcd34(t *testing.T) {
 	bin := buildListwatch(t)
 	ep := etcdprocess.Start(t, "--experimental-watch-progress-notify-interval=100ms")
-	code, stdout, stderr := runListwatch(t, bin, "check", "--endpoints", ep, "--seed", "7", "--ops", "1500", "--compact-every", "100")
+	code, stdout, stderr := runListwatch(t, bin, "check", "--endpoints", ep, "--seed", "7", "--ops", checkOps(), "--compact-every", "100")
 	if code != 1 || !regexp.MustCompile(`\nFAIL: [1-9] known upstream bugs?, 0 unexplained\n`).MatchString(stdout) {
 		t.Fatalf("exit status %d, want 1 and known bugs only\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}

@@ -21,7 +21,7 @@ func TestCheckCommandAgainstKine(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.CloseAtCleanup(t, "stop kine", stop)
-	code, stdout, stderr := runListwatch(t, bin, "check", "--endpoints", ep, "--seed", "11", "--ops", "1500", "--compact-every", "200")
+	code, stdout, stderr := runListwatch(t, bin, "check", "--endpoints", ep, "--seed", "11", "--ops", checkOps(), "--compact-every", "200")
 	if code != 1 || !regexp.MustCompile(`\nFAIL: \d+ known upstream bugs?, [1-9]\d* unexplained; \d+ differences from etcd's API\n`).MatchString(stdout) {
 		t.Fatalf("exit status %d, want 1 and FAIL\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}

@@ -2,7 +2,10 @@ package interop
 
 import (
 	"flag"
+	"os"
 	"testing"
+
+	"go.uber.org/goleak"
 
 	"github.com/listwatch/listwatch/interop/internal/kinetest"
 	"github.com/listwatch/listwatch/interop/internal/kubeapiserver"
@@ -13,5 +16,11 @@ var (
 	flagOps  = flag.Int("interop.ops", 0, "operations per seed (default: each test's own)")
 )
 
-// TestMain: kubecheck_test.go runs the upstream apiserver, kine_test.go kine.
-func TestMain(m *testing.M) { kubeapiserver.VerifyTestMain(m, kinetest.GoleakOptions()...) }
+// TestMain: kubecheck_test.go runs the upstream apiserver, kine_test.go kine; check_test.go's
+// command, built once, is removed at the end.
+func TestMain(m *testing.M) {
+	kubeapiserver.VerifyTestMain(m, append(kinetest.GoleakOptions(), goleak.Cleanup(func(code int) {
+		removeBuilt()
+		os.Exit(code)
+	}))...)
+}

@@ -189,8 +189,10 @@ func (rs *rawStream) catchUp(ctx context.Context, rev int64) error {
 }
 
 // cancelAnswerTimeout bounds the wait for the answer to a cancel that the reference answered: the
-// other side may never answer it, and that is a difference to report, not to wait out.
-const cancelAnswerTimeout = 5 * time.Second
+// other side may never answer it, and that is a difference to report, not to wait out. It is
+// catchUpTimeout, as every other wait for what a side owes: a shorter bound (it was 5 s) reported a
+// side slowed by a loaded machine as one that never answers.
+const cancelAnswerTimeout = catchUpTimeout
 
 // cancelWatch sends a cancel request and, if answered is set, waits for the answer and returns it
 // (nil if none came within cancelAnswerTimeout).

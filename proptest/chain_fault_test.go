@@ -319,7 +319,10 @@ func TestChainShutdownWith1000Watches(t *testing.T) {
 		{Label: "l=1", ResourceVersion: now, Bookmarks: true},
 		{Namespace: "a", Field: "spec.nodeName=n1", Unset: true},
 	}
-	const n = 1000
+	n := 1000
+	if testing.Short() {
+		n = 250
+	}
 	ws := make([]*faultWatch, n)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -704,7 +707,12 @@ func testLeaseExpiry(t *testing.T, uncached bool) {
 func TestChainStuckReader(t *testing.T) {
 	c := newTestChain(t, chaintest.Options{SocketBuffer: 4096})
 	m := c.NewModel()
-	const payload, writes, baseAt = 16 << 10, 600, 150
+	const payload = 16 << 10
+	writes, baseAt := 600, 150
+	if testing.Short() {
+		// Half the writes: the stuck client still misses 4.5 MiB, the chain's growth halves too.
+		writes, baseAt = 300, 75
+	}
 	for i := range 10 {
 		putPod(t, c, m, testPod("a", i, payload))
 	}

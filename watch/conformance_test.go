@@ -22,7 +22,7 @@ import (
 
 var (
 	withEtcd = flag.Bool("etcd", false, "also run the conformance cases against "+etcdprocess.Binary)
-	short    = flag.Bool("skip-slow", false, "skip the cases that wait for real time")
+	short    = flag.Bool("skip-slow", false, "skip the cases that wait for real time (so does -short)")
 )
 
 func playCase(t *testing.T, c storagetest.Case, b *storagebackend.Backend) {
@@ -47,8 +47,8 @@ func playCaseIn(t *testing.T, c storagetest.Case, b *storagebackend.Backend, env
 func playEach(t *testing.T, env func(t *testing.T, b *storagebackend.Backend) storagetest.Env) {
 	for _, c := range storagetest.Cases() {
 		t.Run(c.Name, func(t *testing.T) {
-			if c.Slow && *short {
-				t.Skip("slow")
+			if c.Slow && (*short || testing.Short()) {
+				t.Skip("slow: waits real time (a lease's expiry, a 3 s watch deadline)")
 			}
 			t.Parallel()
 			b := storagebackend.StartInProcess(t, store.Options{})
@@ -116,8 +116,8 @@ func TestConformanceEtcd(t *testing.T) {
 	defer shared.Close()
 	for _, c := range storagetest.Cases() {
 		t.Run(c.Name, func(t *testing.T) {
-			if c.Slow && *short {
-				t.Skip("slow")
+			if c.Slow && (*short || testing.Short()) {
+				t.Skip("slow: waits real time (a lease's expiry, a 3 s watch deadline)")
 			}
 			b := shared
 			if c.Fresh {

@@ -42,8 +42,9 @@
 // imports no storage implementation), and TestPlayFailsOnDeviation checks that the suite's harness
 // fails a deviating storage; TestConformanceSerialDecode, TestConformanceRangeStream and TestConformanceWithoutRangeStream play
 // them again with concurrent decoding off, with the RangeStream RPC and without it, and
-// TestConformanceEtcd (-etcd) against a real etcd process. TestWatchMatchesModel checks watches
-// against a model of the history.
+// TestConformanceEtcd (-etcd) against a real etcd process; with -short (or -skip-slow) they skip the
+// cases that wait real time (a lease's expiry, a 3 s watch deadline). TestWatchMatchesModel checks
+// watches against a model of the history.
 //
 //   - A write that fails changes nothing; bad arguments are errors, never panics
 //     (TestBadArgumentsAreErrors, TestNewValidatesConfig; storagetest WriteErrors, Update).

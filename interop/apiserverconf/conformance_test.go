@@ -37,6 +37,15 @@ func plain(fn func(context.Context, *testing.T, storage.Interface)) func(*testin
 	}
 }
 
+// delivered wires a function over deliveredStore: each Create returns once its event is in the
+// result channel of every watch that covers it (RunWatchSemantics' 150 ms per event).
+func delivered(fn func(context.Context, *testing.T, storage.Interface)) func(*testing.T, backend) {
+	return func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		fn(e.ctx, t, deliveredStore(t, e.store))
+	}
+}
+
 // withEnv runs fn with a fresh env of the backend.
 func withEnv(fn func(*testing.T, *env)) func(*testing.T, backend) {
 	return func(t *testing.T, b backend) { fn(t, newEnv(t, b)) }
@@ -215,8 +224,8 @@ func watchCases() []conformanceCase {
 		gates := map[featuregate.Feature]bool{features.EtcdRangeStream: rangeStream}
 		concurrentDecode := map[featuregate.Feature]bool{features.EtcdRangeStream: rangeStream, features.ConcurrentWatchObjectDecode: true}
 		cases = append(cases,
-			conformanceCase{name: prefix + "WatchSemantics", gates: gates, run: plain(storagetesting.RunWatchSemantics)},
-			conformanceCase{name: prefix + "WatchSemanticsWithConcurrentDecode", gates: concurrentDecode, run: plain(storagetesting.RunWatchSemantics)},
+			conformanceCase{name: prefix + "WatchSemantics", gates: gates, run: delivered(storagetesting.RunWatchSemantics)},
+			conformanceCase{name: prefix + "WatchSemanticsWithConcurrentDecode", gates: concurrentDecode, run: delivered(storagetesting.RunWatchSemantics)},
 			conformanceCase{name: prefix + "WatchSemanticInitialEventsExtended", gates: gates, run: plain(storagetesting.RunWatchSemanticInitialEventsExtended)},
 			conformanceCase{name: prefix + "WatchListMatchSingle", gates: gates, run: plain(storagetesting.RunWatchListMatchSingle)},
 		)

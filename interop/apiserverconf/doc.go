@@ -47,6 +47,12 @@
 //   - The storage's etcd feature check (etcd3.New starts it; it asks the endpoint's Status for its
 //     version) finds RequestWatchProgress supported on both backends, which the watch cache's
 //     consistent reads rely on (TestFeatureSupportCheck).
+//   - No verdict on the clock. RunWatchSemantics gives each event after the watch opened 150 ms
+//     (utils.go testCheckResultWithIgnoreFunc), which a loaded machine overruns on any backend; it
+//     takes an event already in the result channel before that runs out, so both RunWatchSemantics
+//     cases and the caches' run it over deliveredStore, whose Create returns once the creation's
+//     event is in the result channel of every watch covering the key. The events are checked as
+//     upstream checks them; only when they are looked at changes.
 //   - No leaks. Each subtest owns every watcher the storage hands out and, at cleanup, stops it and
 //     waits until its result channel is closed, which the etcd3 watcher does only once its
 //     goroutines are done; then it closes the storage, stops the compactor and stops the backend.

@@ -76,8 +76,12 @@ func (p *MemPeak) String() string {
 		mib(p.heapInuse), mib(p.heapAlloc), mib(p.sys), p.samples)
 }
 
-// LiveHeap collects garbage and returns HeapAlloc: the bytes still reachable.
+// LiveHeap collects garbage and returns HeapAlloc: the bytes still reachable. It collects twice: one
+// collection moves what the sync.Pools hold (gRPC's and the encoders' buffers, as many as the
+// schedule happened to need at once) into their victim caches, where it stays reachable; the second
+// frees it. One collection left 0 to 5 MiB of pooled buffers in the figure, varying run to run.
 func LiveHeap() uint64 {
+	runtime.GC()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)

@@ -46,7 +46,9 @@
 //
 // Transcripts do not depend on timing: progress bookmarks are not recorded (their number depends on
 // timing), a bookmark sent at a time of the storage's choosing is recorded without its revision when
-// that lies between the watch's start and the last write, and where upstream allows several answers
+// that lies between the watch's start and the last write, where upstream ignores bookmarks (the
+// events after a watch-list is established, RunWatchSemantics) W.NextSkippingBookmarks drops them,
+// and where upstream allows several answers
 // (a Get from RV 0, an RV "0" list from a cache) the transcript records that the answer is one of
 // them.
 //

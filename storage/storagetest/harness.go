@@ -423,6 +423,25 @@ func (w *W) Next(n int) {
 	}
 }
 
+// NextSkippingBookmarks records the next n events that are not plain bookmarks (or the close);
+// plain bookmarks on the way are dropped, as upstream's checks after a watch is established drop
+// them (RunWatchSemantics' ignoreEventsFn): a watch with AllowWatchBookmarks may get one whenever
+// the storage's clock says so. An initial-events-end bookmark is still recorded.
+func (w *W) NextSkippingBookmarks(n int) {
+	for n > 0 {
+		ev, ok := w.next()
+		if !ok {
+			w.logClosed()
+			return
+		}
+		if ev.Type == apiwatch.Bookmark && !isEndBookmark(ev.Object) {
+			continue
+		}
+		w.record(ev)
+		n--
+	}
+}
+
 // UntilClosed records every event up to the close of the result channel.
 func (w *W) UntilClosed() {
 	for w.recordNext() {
