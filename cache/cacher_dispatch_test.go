@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	goruntime "runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -508,4 +509,67 @@ func TestStopDuringBlockedDispatch(t *testing.T) {
 	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("Stop waits for the blocked dispatch")
 	}
+}
+
+// TestReplayedEventsShareEncoding: the watchers that replay one object at the same time, as initial
+// events from resourceVersion 0 or from the history, all get one CachingObject, encoded once per
+// encoder (a replay from the history shares the live event's); once they are gone the wrapper and
+// its encodings are released, and a later watcher gets a new one. Without the sharing every watcher
+// would deep-copy and encode a large object itself.
+func TestReplayedEventsShareEncoding(t *testing.T) {
+	e := newEnv(t)
+	before := e.syncCache()
+	live := e.watch("/pods/", storage.ListOptions{ResourceVersion: strconv.FormatUint(before, 10), Predicate: storage.Everything, Recursive: true})
+	created := e.create(storagetest.Pod("ns", "a"))
+	liveEv, _ := live.next()
+	liveObj := liveEv.Object
+	e.waitForCache(rvOf(t, created))
+	for _, rv := range []string{"0", strconv.FormatUint(before, 10)} {
+		var watchers []*recorder
+		for range 20 {
+			watchers = append(watchers, e.watch("/pods/", storage.ListOptions{ResourceVersion: rv, Predicate: storage.Everything, Recursive: true}))
+		}
+		enc := &countingEncoder{}
+		var first runtime.Object
+		for _, w := range watchers {
+			got, _ := w.next()
+			if describe(got) != ev(watch.Added, created) {
+				t.Fatalf("rv %s: got %s", rv, describe(got))
+			}
+			if first == nil {
+				first = got.Object
+			} else if got.Object != first {
+				t.Fatalf("rv %s: watchers replaying one object got different objects", rv)
+			}
+			co, ok := got.Object.(runtime.CacheableObject)
+			if !ok {
+				t.Fatalf("rv %s: event object %T is not cacheable", rv, got.Object)
+			}
+			if err := co.CacheEncode("json", enc.encode, io.Discard); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := enc.calls.Load(); n != 1 {
+			t.Fatalf("rv %s: encoded %d times, want 1", rv, n)
+		}
+		if rv != "0" && first != liveObj {
+			t.Fatal("a replay from the history does not share the live event's object")
+		}
+		for _, w := range watchers {
+			w.stop()
+		}
+	}
+	live.stop()
+
+	// Released: once nobody holds it, the wrapper is collected and the next watcher wraps anew.
+	elem, ok := e.cacher.watchCache.getByKey("/pods/ns/a")
+	if !ok {
+		t.Fatal("the pod is not cached")
+	}
+	e.eventually("the shared wrapper released", func() bool {
+		goruntime.GC()
+		elem.caching.mu.Lock()
+		defer elem.caching.mu.Unlock()
+		return elem.caching.p.Value() == nil
+	})
 }

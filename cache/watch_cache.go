@@ -39,6 +39,8 @@ type watchCacheEvent struct {
 	Key             string
 	ResourceVersion uint64
 	RecordTime      time.Time
+	// shared is the copy watchers deliver (sharedCopy).
+	shared shared[watchCacheEvent]
 }
 
 // watchCache is the sliding window of recent events plus the current state, both at resourceVersion.
@@ -70,6 +72,11 @@ type watchCache struct {
 	versioner    storage.Versioner
 	clock        clock.Clock
 	eventHandler func(*watchCacheEvent)
+	// shareEvent, if set, is what a replay from the history delivers in place of each event: the
+	// copy every watcher holding it shares (watchCacheEvent.sharedCopy).
+	shareEvent func(*watchCacheEvent) *watchCacheEvent
+	// metrics count received events and follow the resourceVersion.
+	metrics      *resourceMetrics
 	progress     *progressRequester
 	getCurrentRV func(context.Context) (uint64, error)
 
@@ -127,6 +134,7 @@ func (w *watchCache) Delete(obj runtime.Object) error { return w.processEvent(wa
 //
 // Mirrors watchCache.processEvent.
 func (w *watchCache) processEvent(eventType watch.EventType, obj runtime.Object) error {
+	w.metrics.eventReceived()
 	resourceVersion, err := w.versioner.ObjectResourceVersion(obj)
 	if err != nil {
 		return err
@@ -173,6 +181,7 @@ func (w *watchCache) processEvent(eventType watch.EventType, obj runtime.Object)
 	if w.eventHandler != nil {
 		w.eventHandler(event)
 	}
+	w.metrics.setResourceVersion(resourceVersion)
 	return nil
 }
 
@@ -192,6 +201,7 @@ func (w *watchCache) UpdateResourceVersion(resourceVersion string) error {
 	if w.eventHandler != nil {
 		w.eventHandler(&watchCacheEvent{Type: watch.Bookmark, ResourceVersion: rv})
 	}
+	w.metrics.setResourceVersion(rv)
 	return nil
 }
 
@@ -227,6 +237,7 @@ func (w *watchCache) Replace(objs []runtime.Object, resourceVersion string) erro
 	}
 	w.listResourceVersion = version
 	w.resourceVersion = version
+	w.metrics.setResourceVersion(version)
 	if w.onReplace != nil {
 		w.onReplace()
 	}
@@ -499,7 +510,12 @@ func (w *watchCache) getAllEventsSinceLocked(resourceVersion uint64, key string,
 		}
 		resourceVersion = w.resourceVersion
 	}
-	return w.history.intervalLocked(resourceVersion, w.listResourceVersion, w.RLocker())
+	interval, err := w.history.intervalLocked(resourceVersion, w.listResourceVersion, w.RLocker())
+	if err != nil {
+		return nil, err
+	}
+	interval.share = w.shareEvent
+	return interval, nil
 }
 
 // intervalFromStoreLocked is the current state under key as of the cache's resourceVersion.

@@ -31,9 +31,17 @@ type watchCacheInterval struct {
 	resourceVersion uint64
 	// initialEventsEndBookmark, if set, is sent after the interval's events.
 	initialEventsEndBookmark *watchCacheEvent
+	// share, if set, replaces each event by what watchers deliver of it (watchCacheEvent.sharedCopy).
+	share func(*watchCacheEvent) *watchCacheEvent
 }
 
-func (i *watchCacheInterval) next() (*watchCacheEvent, error) { return i.source.next() }
+func (i *watchCacheInterval) next() (*watchCacheEvent, error) {
+	e, err := i.source.next()
+	if e == nil || err != nil || i.share == nil {
+		return e, err
+	}
+	return i.share(e), nil
+}
 
 // historyInterval serves [startIndex, endIndex) of the cyclic buffer. It copies up to
 // intervalBufferSize events at a time under the read lock; if the buffer evicted or reset past
@@ -131,11 +139,12 @@ func (s *snapshotInterval) next() (*watchCacheEvent, error) {
 }
 
 // elementToEvent is a current-state object as an initial ADDED event. The event carries the snapshot
-// resourceVersion; the object keeps its own.
+// resourceVersion; the object keeps its own, wrapped in the CachingObject every watcher replaying the
+// element meanwhile shares.
 func elementToEvent(e *element, resourceVersion uint64) *watchCacheEvent {
 	return &watchCacheEvent{
 		Type:            watch.Added,
-		Object:          e.Object,
+		Object:          e.sharedObject(),
 		ObjLabels:       e.Labels,
 		ObjFields:       e.Fields,
 		Key:             e.Key,
