@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -67,6 +68,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Features are the feature gates.
 	Features Features
+	// Registerer, if set, receives the metrics of the watches served: apiserver_watch_events_total
+	// and apiserver_watch_events_sizes, by group, version and resource.
+	Registerer prometheus.Registerer
 }
 
 // Server serves the configured resources with the apiserver's REST paths. It is an http.Handler.
@@ -122,6 +126,13 @@ func New(cfg Config) (*Server, error) {
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
+	var metrics *watchMetrics
+	if cfg.Registerer != nil {
+		var err error
+		if metrics, err = newWatchMetrics(cfg.Registerer); err != nil {
+			return nil, err
+		}
+	}
 	groupVersions := map[string]string{}
 	for _, sr := range cfg.Resources {
 		r, err := sr.Resource.withDefaults()
@@ -150,7 +161,7 @@ func New(cfg Config) (*Server, error) {
 		if r.typed() {
 			ep = typedEndpoint
 		}
-		s.resources[gv][r.Resource] = &resourceHandler{server: s, res: r, storage: dryRunnableStorage{sr.Storage}, ep: ep}
+		s.resources[gv][r.Resource] = &resourceHandler{server: s, res: r, storage: dryRunnableStorage{sr.Storage}, ep: ep, watchEvents: metrics.forResource(r)}
 	}
 	s.openapi = newOpenAPI(s)
 	return s, nil

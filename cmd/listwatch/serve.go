@@ -157,10 +157,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	opts := etcdgrpc.Options{Name: f.name, ClientURLs: []string{"http://" + lis.Addr().String()}, QuotaBackendBytes: f.quota}.WithDefaults()
 	// The chain waits until every cache has its first list, or ctx ends; it takes httpLis over.
+	// One registry behind /metrics: the process, the requests, the watch caches and the watches.
+	reg := observe.NewRegistry()
 	api, err := chain.New(ctx, chain.Config{Store: st, Etcd: opts, Listener: httpLis, Resources: f.resources, SystemNamespaces: f.systemNamespaces,
-		Logger: f.logger,
+		Logger: f.logger, Registerer: reg,
 		WrapHandler: func(h http.Handler) http.Handler {
-			return observe.Wrap(h, observe.Options{Logger: f.logger, PProf: f.profiling})
+			return observe.Wrap(h, observe.Options{Logger: f.logger, PProf: f.profiling, Registry: reg})
 		}})
 	if err != nil {
 		lis.Close()
