@@ -66,8 +66,10 @@ type Config struct {
 
 	// SystemNamespaces creates, when core namespaces are served, the namespaces kube-apiserver's
 	// system namespaces controller creates: default, kube-system, kube-public and kube-node-lease
-	// (those a given store already has are kept). Off, nothing is written before the first
-	// request: objects may name any namespace, as there is no namespace admission.
+	// (those a given store already has are kept), and makes the NamespaceLifecycle admission whole
+	// (API.RequireNamespaces): a create in a namespace that does not exist is 404 NotFound. Off,
+	// nothing is written before the first request and objects may name any namespace, unless
+	// API.RequireNamespaces is set.
 	SystemNamespaces bool
 
 	// WrapStorage, if set, returns what stands in for a resource's etcd3 storage: what its watch cache
@@ -181,6 +183,9 @@ func (c *Chain) assemble(ctx context.Context, cfg Config) error {
 	}
 	if apiCfg.Registerer == nil {
 		apiCfg.Registerer = cfg.Registerer
+	}
+	if cfg.SystemNamespaces {
+		apiCfg.RequireNamespaces = true
 	}
 	var metrics *cache.Metrics
 	if cfg.Registerer != nil {

@@ -68,6 +68,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Features are the feature gates.
 	Features Features
+	// RequireNamespaces refuses, as the NamespaceLifecycle admission plugin, a create in a namespace
+	// that does not exist: 404 NotFound `namespaces "x" not found`. It applies while the core
+	// namespaces resource is served. Off, objects may name any namespace.
+	RequireNamespaces bool
 	// Registerer, if set, receives the metrics of the watches served: apiserver_watch_events_total
 	// and apiserver_watch_events_sizes, by group, version and resource.
 	Registerer prometheus.Registerer
@@ -83,6 +87,7 @@ type Server struct {
 	jitter            func() float64
 	logger            *slog.Logger
 	features          Features
+	requireNamespaces bool
 
 	openapi *openAPI
 
@@ -109,6 +114,7 @@ func New(cfg Config) (*Server, error) {
 		jitter:            cfg.Jitter,
 		logger:            cfg.Logger,
 		features:          cfg.Features,
+		requireNamespaces: cfg.RequireNamespaces,
 		shuttingDown:      make(chan struct{}),
 	}
 	if s.minRequestTimeout == 0 {

@@ -89,7 +89,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	logLevel := fs.String("log-level", "info", "`level` of the log on stderr: debug (every request), info (refused requests), warn (failed ones), error")
 	fs.BoolVar(&f.profiling, "pprof", false, "serve net/http/pprof under /debug/pprof/ on the Kubernetes API's address (kube-apiserver's --profiling)")
 	controllerList := fs.String("controllers", "*", "`list` of the controllers to run, comma-separated: namespace, garbagecollector, kubelet; * for all, -name to leave one out, \"\" for none")
-	fs.BoolVar(&f.systemNamespaces, "system-namespaces", false, "create the namespaces kube-apiserver creates at start (default, kube-system, kube-public, kube-node-lease)")
+	fs.BoolVar(&f.systemNamespaces, "system-namespaces", false, "create the namespaces kube-apiserver creates at start (default, kube-system, kube-public, kube-node-lease) and refuse, "+
+		"as its NamespaceLifecycle admission, a create in a namespace that does not exist and the deletion of default, kube-system and kube-public; without it the store starts empty and objects may name any namespace")
 	if err := fs.Parse(args); err != nil {
 		return f, usageError{err: err, reported: true}
 	}
