@@ -322,7 +322,7 @@ func New(cfg Config) (*Cacher, error) {
 	c.progress = newProgressRequester(cfg.Storage.RequestWatchProgress, cfg.Clock, logger)
 	c.watchCache = newWatchCache(cfg.KeyFunc, cfg.GetAttrsFunc, cfg.Versioner, cfg.Clock, cfg.EventsHistoryWindow,
 		c.processEvent, c.progress, cfg.Storage.GetCurrentResourceVersion, ctx.Done(), !cfg.DisableListFromCacheSnapshot)
-	c.watchCache.shareEvent = func(e *watchCacheEvent) *watchCacheEvent { return e.sharedCopy(c.versioner, logger) }
+	c.watchCache.replays = &replaySharing{versioner: c.versioner, logger: logger}
 	c.watchCache.metrics, c.watchCache.history.metrics = metrics, metrics
 	metrics.setCapacity(c.watchCache.history.capacity)
 	c.reflector = newReflector(cfg.Storage, cfg.ResourcePrefix, cfg.NewListFunc, c.watchCache, cfg.Clock, backoff, logger)

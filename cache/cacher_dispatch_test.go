@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -513,16 +514,12 @@ func TestStopDuringBlockedDispatch(t *testing.T) {
 
 // TestReplayedEventsShareEncoding: the watchers that replay one object at the same time, as initial
 // events from resourceVersion 0 or from the history, all get one CachingObject, encoded once per
-// encoder (a replay from the history shares the live event's); once they are gone the wrapper and
-// its encodings are released, and a later watcher gets a new one. Without the sharing every watcher
-// would deep-copy and encode a large object itself.
+// encoder (upstream lets each copy and encode it); once they are gone the wrapper and its encodings
+// are released, and the sharing keeps nothing of them.
 func TestReplayedEventsShareEncoding(t *testing.T) {
 	e := newEnv(t)
 	before := e.syncCache()
-	live := e.watch("/pods/", storage.ListOptions{ResourceVersion: strconv.FormatUint(before, 10), Predicate: storage.Everything, Recursive: true})
 	created := e.create(storagetest.Pod("ns", "a"))
-	liveEv, _ := live.next()
-	liveObj := liveEv.Object
 	e.waitForCache(rvOf(t, created))
 	for _, rv := range []string{"0", strconv.FormatUint(before, 10)} {
 		var watchers []*recorder
@@ -552,24 +549,73 @@ func TestReplayedEventsShareEncoding(t *testing.T) {
 		if n := enc.calls.Load(); n != 1 {
 			t.Fatalf("rv %s: encoded %d times, want 1", rv, n)
 		}
-		if rv != "0" && first != liveObj {
-			t.Fatal("a replay from the history does not share the live event's object")
-		}
 		for _, w := range watchers {
 			w.stop()
 		}
 	}
-	live.stop()
 
-	// Released: once nobody holds it, the wrapper is collected and the next watcher wraps anew.
+	// Released: once nobody holds them, the wrappers are collected and the next watcher wraps anew.
 	elem, ok := e.cacher.watchCache.getByKey("/pods/ns/a")
 	if !ok {
 		t.Fatal("the pod is not cached")
 	}
-	e.eventually("the shared wrapper released", func() bool {
+	replays := e.cacher.watchCache.replays
+	e.eventually("the shared wrappers released", func() bool {
 		goruntime.GC()
-		elem.caching.mu.Lock()
-		defer elem.caching.mu.Unlock()
-		return elem.caching.p.Value() == nil
+		replays.objects.mu.Lock()
+		defer replays.objects.mu.Unlock()
+		replays.events.mu.Lock()
+		defer replays.events.mu.Unlock()
+		if replays.objects.m[weak.Make(elem)].Value() != nil {
+			return false
+		}
+		for _, v := range replays.events.m {
+			if v.Value() != nil {
+				return false
+			}
+		}
+		return true
 	})
+}
+
+// TestSharerForgetsCollectedEntries: a sharer returns one value per key while it is held, makes a new
+// one once it was collected, and the sweep its map's growth triggers drops every entry whose key or
+// value was collected.
+func TestSharerForgetsCollectedEntries(t *testing.T) {
+	var s sharer[int, string]
+	k := new(int)
+	made := 0
+	newValue := func() *string { made++; v := "v"; return &v }
+	v1 := s.get(k, newValue)
+	if v2 := s.get(k, newValue); v2 != v1 || made != 1 {
+		t.Fatalf("a held value was made again: %d makes", made)
+	}
+	goruntime.KeepAlive(v1)
+	v1 = nil
+	e := newEnv(t)
+	e.eventually("the value collected", func() bool {
+		goruntime.GC()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.m[weak.Make(k)].Value() == nil
+	})
+	if s.get(k, newValue); made != 2 {
+		t.Fatalf("a collected value was not made anew: %d makes", made)
+	}
+	for range 10 * minSweep {
+		s.get(new(int), newValue) // neither key nor value is kept
+	}
+	// Up to just below the next sweep, then collect, then the get that sweeps.
+	s.mu.Lock()
+	sweepAt := max(s.sweepAt, minSweep)
+	s.mu.Unlock()
+	for s.len() < sweepAt-1 {
+		s.get(new(int), newValue)
+	}
+	goruntime.GC()
+	s.get(new(int), newValue)
+	if n := s.len(); n > 1 {
+		t.Fatalf("the sharer holds %d entries after a sweep, want only the newest", n)
+	}
+	goruntime.KeepAlive(k)
 }

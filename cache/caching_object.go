@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
-	"weak"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -98,81 +97,35 @@ func (o *CachingObject) serializationFor(id runtime.Identifier) *serialization {
 	return s
 }
 
-// shared hands out one value of T (a wrapper that caches encodings) for as long as anybody holds it,
-// and makes a new one only once every holder dropped the last. It keeps only a weak pointer: what the
-// wrapper caches is released with the last watcher that delivers it, never kept with the cache.
-type shared[T any] struct {
-	mu sync.Mutex
-	p  weak.Pointer[T]
-}
-
-// get returns the live value, or the one newValue makes (nil: none, and nothing is kept).
-func (s *shared[T]) get(newValue func() *T) *T {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if v := s.p.Value(); v != nil {
-		return v
-	}
-	v := newValue()
-	if v != nil {
-		s.p = weak.Make(v)
-	}
-	return v
-}
-
-// sharedObject is the element's object as initial events deliver it: one CachingObject that every
-// watcher replaying the element at the same time shares, so that a large object is encoded once per
-// encoding, and copied by none of them, however many watchers start from it. The wrapper and its
-// encodings go once the last of those watchers has written the event.
-func (e *element) sharedObject() runtime.Object {
-	co := e.caching.get(func() *CachingObject {
-		co, err := newCachingObject(e.Object)
-		if err != nil {
-			return nil
-		}
-		return co
-	})
-	if co == nil {
-		return e.Object
-	}
-	return co
-}
-
-// sharedCopy is the event as watchers deliver it: a copy whose objects are wrapped in CachingObjects
-// (a DELETED event's previous object at the deletion's resourceVersion), one copy for every watcher
-// that holds it at the time, whether the dispatcher offered it live or a new watcher replays it from
-// the history, so that it is encoded once per encoding across them all. Upstream wraps only the live
-// event and drops the wrapper after dispatching; here the wrapper goes with the last watcher holding it.
+// cachingCopy is event as watchers deliver it: a copy whose objects are wrapped in CachingObjects,
+// a DELETED event's previous object at the deletion's resourceVersion.
 //
 // Mirrors cacher.go setCachingObjects.
-func (e *watchCacheEvent) sharedCopy(versioner storage.Versioner, logger *slog.Logger) *watchCacheEvent {
-	return e.shared.get(func() *watchCacheEvent {
-		c := &watchCacheEvent{Type: e.Type, Object: e.Object, ObjLabels: e.ObjLabels, ObjFields: e.ObjFields, PrevObject: e.PrevObject,
-			PrevObjLabels: e.PrevObjLabels, PrevObjFields: e.PrevObjFields, Key: e.Key, ResourceVersion: e.ResourceVersion, RecordTime: e.RecordTime}
-		switch c.Type {
-		case watch.Added, watch.Modified:
-			if co, err := newCachingObject(c.Object); err == nil {
-				c.Object = co
-			} else {
-				logger.Error("couldn't create cachingObject", "err", err)
-			}
-		case watch.Deleted:
-			if c.PrevObject == nil {
-				break
-			}
-			prev := c.PrevObject.DeepCopyObject()
-			if err := versioner.UpdateObject(prev, c.ResourceVersion); err != nil {
-				logger.Error("failure to version api object", "resourceVersion", c.ResourceVersion, "err", err)
-			}
-			if co, err := newCachingObject(prev); err == nil {
-				co.deepCopied = true
-				c.PrevObject = co
-			} else {
-				logger.Error("couldn't create cachingObject", "err", err)
-			}
+func cachingCopy(event *watchCacheEvent, versioner storage.Versioner, logger *slog.Logger) *watchCacheEvent {
+	c := *event
+	switch c.Type {
+	case watch.Added, watch.Modified:
+		if co, err := newCachingObject(c.Object); err == nil {
+			c.Object = co
+		} else {
+			logger.Error("couldn't create cachingObject", "err", err)
 		}
-		return c
-	})
+	case watch.Deleted:
+		if c.PrevObject == nil {
+			break
+		}
+		prev := c.PrevObject.DeepCopyObject()
+		if err := versioner.UpdateObject(prev, c.ResourceVersion); err != nil {
+			logger.Error("failure to version api object", "resourceVersion", c.ResourceVersion, "err", err)
+		}
+		if co, err := newCachingObject(prev); err == nil {
+			co.deepCopied = true
+			c.PrevObject = co
+		} else {
+			logger.Error("couldn't create cachingObject", "err", err)
+		}
+	}
+	return &c
 }
 
 // CacheEncode writes the encoding of the object that encoder id produces, computing it with encode the

@@ -57,7 +57,7 @@ func (c *Cacher) dispatchBatch(batch []*watchCacheEvent) {
 		// The trigger functions see the objects as stored, not their caching wrappers.
 		values, supported := c.triggerValues(event)
 		triggers = append(triggers, triggerSelection{values: values, supported: supported})
-		events = append(events, event.sharedCopy(c.versioner, c.logger))
+		events = append(events, cachingCopy(event, c.versioner, c.logger))
 	}
 	c.batchEvents, c.batchTriggers = events, triggers
 	defer func() {

@@ -22,8 +22,6 @@ type element struct {
 	Object runtime.Object
 	Labels labels.Set
 	Fields fields.Set
-	// caching is the CachingObject initial events deliver (sharedObject).
-	caching shared[CachingObject]
 }
 
 func elementLess(a, b *element) bool { return a.Key < b.Key }

@@ -39,8 +39,6 @@ type watchCacheEvent struct {
 	Key             string
 	ResourceVersion uint64
 	RecordTime      time.Time
-	// shared is the copy watchers deliver (sharedCopy).
-	shared shared[watchCacheEvent]
 }
 
 // watchCache is the sliding window of recent events plus the current state, both at resourceVersion.
@@ -72,9 +70,9 @@ type watchCache struct {
 	versioner    storage.Versioner
 	clock        clock.Clock
 	eventHandler func(*watchCacheEvent)
-	// shareEvent, if set, is what a replay from the history delivers in place of each event: the
-	// copy every watcher holding it shares (watchCacheEvent.sharedCopy).
-	shareEvent func(*watchCacheEvent) *watchCacheEvent
+	// replays, if set, lets the watchers replaying one element or history event at the same time
+	// share what they deliver of it.
+	replays *replaySharing
 	// metrics count received events and follow the resourceVersion.
 	metrics      *resourceMetrics
 	progress     *progressRequester
@@ -514,7 +512,7 @@ func (w *watchCache) getAllEventsSinceLocked(resourceVersion uint64, key string,
 	if err != nil {
 		return nil, err
 	}
-	interval.share = w.shareEvent
+	interval.source.(*historyInterval).replays = w.replays
 	return interval, nil
 }
 
@@ -527,7 +525,11 @@ func (w *watchCache) intervalFromStoreLocked(key string, matchesSingle bool) *wa
 		if e, ok := w.store.get(key); ok {
 			elems = append(elems, e)
 		}
-		return newElementsInterval(elems, w.resourceVersion)
+		interval := newElementsInterval(elems, w.resourceVersion)
+		interval.source.(*snapshotInterval).replays = w.replays
+		return interval
 	}
-	return newSnapshotInterval(w.store.snapshot(), key, w.resourceVersion)
+	interval := newSnapshotInterval(w.store.snapshot(), key, w.resourceVersion)
+	interval.source.(*snapshotInterval).replays = w.replays
+	return interval
 }
