@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/listwatch/listwatch/internal/promreg"
 )
 
 // Metrics are the watch cache's Prometheus metrics, by the apiserver's names and labels, for every
@@ -50,26 +52,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		registered: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "apiserver_registered_watchers",
 			Help: "Number of currently registered watchers for a given resources"}, []string{"group", "version", "kind"}),
 	}
-	err := errors.Join(register(reg, &m.eventsReceived), register(reg, &m.eventsDispatched), register(reg, &m.initEvents),
-		register(reg, &m.terminated), register(reg, &m.initializations), register(reg, &m.resourceVersion),
-		register(reg, &m.capacity), register(reg, &m.capacityIncrease), register(reg, &m.capacityDecrease), register(reg, &m.registered))
+	err := errors.Join(promreg.Register(reg, &m.eventsReceived), promreg.Register(reg, &m.eventsDispatched), promreg.Register(reg, &m.initEvents),
+		promreg.Register(reg, &m.terminated), promreg.Register(reg, &m.initializations), promreg.Register(reg, &m.resourceVersion),
+		promreg.Register(reg, &m.capacity), promreg.Register(reg, &m.capacityIncrease), promreg.Register(reg, &m.capacityDecrease), promreg.Register(reg, &m.registered))
 	if err != nil {
 		return nil, fmt.Errorf("registering the watch cache metrics: %w", err)
 	}
 	return m, nil
-}
-
-// register registers *c with reg, or makes *c the collector of that name reg already holds.
-func register[T prometheus.Collector](reg prometheus.Registerer, c *T) error {
-	err := reg.Register(*c)
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(T); ok {
-			*c = existing
-			return nil
-		}
-	}
-	return err
 }
 
 // resourceMetrics are one resource's children of Metrics, resolved once. A nil *resourceMetrics

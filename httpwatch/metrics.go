@@ -6,6 +6,8 @@ import (
 	"io"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/listwatch/listwatch/internal/promreg"
 )
 
 // watchMetrics are the apiserver's metrics of what watches send, by their names and labels.
@@ -28,23 +30,10 @@ func newWatchMetrics(reg prometheus.Registerer) (*watchMetrics, error) {
 			// Upstream's buckets: 1 KiB to 128 KiB.
 			Buckets: prometheus.ExponentialBuckets(1024, 2.0, 8)}, labels),
 	}
-	if err := errors.Join(registerOrReuse(reg, &m.events), registerOrReuse(reg, &m.sizes)); err != nil {
+	if err := errors.Join(promreg.Register(reg, &m.events), promreg.Register(reg, &m.sizes)); err != nil {
 		return nil, fmt.Errorf("%w: registering the watch metrics: %v", ErrInvalidConfig, err)
 	}
 	return m, nil
-}
-
-// registerOrReuse registers *c with reg, or makes *c the collector of that name reg already holds.
-func registerOrReuse[T prometheus.Collector](reg prometheus.Registerer, c *T) error {
-	err := reg.Register(*c)
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(T); ok {
-			*c = existing
-			return nil
-		}
-	}
-	return err
 }
 
 // forResource resolves one resource's children; nil metrics give nil.
