@@ -73,6 +73,8 @@ type cacheWatcher struct {
 	bookmarkAfterResourceVersion uint64
 	stateMu                      sync.Mutex
 	state                        int
+	// metrics count the initial events sent; set before the goroutine starts.
+	metrics *resourceMetrics
 }
 
 func newCacheWatcher(chanSize int, filter watchFilter, versioner storage.Versioner, deadline time.Time,
@@ -331,24 +333,28 @@ func (c *cacheWatcher) processInterval(ctx context.Context, interval *watchCache
 	if interval.resourceVersion > resourceVersion {
 		resourceVersion = interval.resourceVersion
 	}
+	initEvents := 0
 	for {
 		event, err := interval.next()
 		if err != nil {
 			// An invalidated interval ends the watch without an ERROR, as upstream: the client's re-watch
 			// then gets the explicit answer (events or 410).
 			c.logger.Warn("couldn't retrieve watch event to serve", "watcher", c.identifier, "err", err)
+			c.metrics.initEventsSent(initEvents)
 			return
 		}
 		if event == nil {
 			break
 		}
 		c.sendWatchCacheEvent(event)
+		initEvents++
 		// Initial events all carry the snapshot RV; history events rise. Either way nothing at or below
 		// the highest RV sent may come again from input.
 		if event.ResourceVersion > resourceVersion {
 			resourceVersion = event.ResourceVersion
 		}
 	}
+	c.metrics.initEventsSent(initEvents)
 	if interval.initialEventsEndBookmark != nil {
 		c.sendWatchCacheEvent(interval.initialEventsEndBookmark)
 	}

@@ -89,6 +89,10 @@ type Config struct {
 	// size estimate of a storage that keeps one (*watch.Store's EnableResourceSizeEstimation) with
 	// the cache's keys, so that Stats reports the average object size; off, Stats has no size.
 	DisableSizeBasedListCostEstimate bool
+	// Metrics, if set, receive the watch cache's metrics (NewMetrics) under GroupResource's labels.
+	Metrics *Metrics
+	// Kind is the resource's kind, the labels of apiserver_registered_watchers.
+	Kind schema.GroupVersionKind
 }
 
 // sizeEstimator is a storage that can estimate the size of its objects, as *watch.Store does.
@@ -116,9 +120,12 @@ type watchersMap map[int]*cacheWatcher
 type indexedWatchers struct {
 	allWatchers   map[namespacedName]watchersMap
 	valueWatchers map[string]watchersMap
+	// metrics count the registered watchers.
+	metrics *resourceMetrics
 }
 
 func (i *indexedWatchers) add(w *cacheWatcher, number int, scope namespacedName, value string, supported bool) {
+	i.metrics.watchersRegistered(1)
 	if supported {
 		if i.valueWatchers[value] == nil {
 			i.valueWatchers[value] = watchersMap{}
@@ -134,11 +141,17 @@ func (i *indexedWatchers) add(w *cacheWatcher, number int, scope namespacedName,
 
 func (i *indexedWatchers) remove(number int, scope namespacedName, value string, supported bool) {
 	if supported {
+		if _, ok := i.valueWatchers[value][number]; ok {
+			i.metrics.watchersRegistered(-1)
+		}
 		delete(i.valueWatchers[value], number)
 		if len(i.valueWatchers[value]) == 0 {
 			delete(i.valueWatchers, value)
 		}
 		return
+	}
+	if _, ok := i.allWatchers[scope][number]; ok {
+		i.metrics.watchersRegistered(-1)
 	}
 	delete(i.allWatchers[scope], number)
 	if len(i.allWatchers[scope]) == 0 {
@@ -149,11 +162,13 @@ func (i *indexedWatchers) remove(number int, scope namespacedName, value string,
 func (i *indexedWatchers) terminateAll(done func(*cacheWatcher)) {
 	for _, ws := range i.allWatchers {
 		for _, w := range ws {
+			i.metrics.watchersRegistered(-1)
 			done(w)
 		}
 	}
 	for _, ws := range i.valueWatchers {
 		for _, w := range ws {
+			i.metrics.watchersRegistered(-1)
 			done(w)
 		}
 	}
@@ -218,6 +233,7 @@ type Cacher struct {
 	trigger        *indexedTrigger
 	clock          clock.Clock
 	logger         *slog.Logger
+	metrics        *resourceMetrics
 
 	ready      *ready
 	watchCache *watchCache
@@ -282,6 +298,7 @@ func New(cfg Config) (*Cacher, error) {
 	logger := cfg.Logger.With("resource", cfg.GroupResource.String())
 
 	ctx, cancel := context.WithCancel(context.Background())
+	metrics := cfg.Metrics.forResource(cfg.GroupResource, cfg.Kind)
 	c := &Cacher{
 		incoming:         make(chan *watchCacheEvent, incomingBufferSize),
 		resourcePrefix:   cfg.ResourcePrefix,
@@ -292,8 +309,9 @@ func New(cfg Config) (*Cacher, error) {
 		trigger:          trigger,
 		clock:            cfg.Clock,
 		logger:           logger,
+		metrics:          metrics,
 		ready:            newReady(cfg.Clock),
-		watchers:         indexedWatchers{allWatchers: map[namespacedName]watchersMap{}, valueWatchers: map[string]watchersMap{}},
+		watchers:         indexedWatchers{allWatchers: map[namespacedName]watchersMap{}, valueWatchers: map[string]watchersMap{}, metrics: metrics},
 		live:             map[*cacheWatcher]struct{}{},
 		bookmarkWatchers: newBookmarkBuckets(cfg.Clock, defaultBookmarkFrequency),
 		batchGroups:      map[watcherGroup][]*watchCacheEvent{},
@@ -304,6 +322,9 @@ func New(cfg Config) (*Cacher, error) {
 	c.progress = newProgressRequester(cfg.Storage.RequestWatchProgress, cfg.Clock, logger)
 	c.watchCache = newWatchCache(cfg.KeyFunc, cfg.GetAttrsFunc, cfg.Versioner, cfg.Clock, cfg.EventsHistoryWindow,
 		c.processEvent, c.progress, cfg.Storage.GetCurrentResourceVersion, ctx.Done(), !cfg.DisableListFromCacheSnapshot)
+	c.watchCache.replays = &replaySharing{versioner: c.versioner, logger: logger}
+	c.watchCache.metrics, c.watchCache.history.metrics = metrics, metrics
+	metrics.setCapacity(c.watchCache.history.capacity)
 	c.reflector = newReflector(cfg.Storage, cfg.ResourcePrefix, cfg.NewListFunc, c.watchCache, cfg.Clock, backoff, logger)
 
 	if s, ok := cfg.Storage.(sizeEstimator); ok && !cfg.DisableSizeBasedListCostEstimate {
@@ -413,6 +434,7 @@ func (c *Cacher) startCaching(ctx context.Context) {
 	c.watchCache.setOnReplace(func() {
 		c.ready.setReady()
 		c.logger.Debug("cacher initialized", "duration", c.clock.Since(start))
+		c.metrics.initialized()
 	})
 	var err error
 	defer func() { c.ready.setError(err) }()
@@ -583,6 +605,7 @@ func (c *Cacher) register(ctx context.Context, watcher *cacheWatcher, readyGener
 	c.watcherIdx++
 	watcher.forget = c.forgetWatcher(watcher, index, idx.scope, idx.triggerValue, idx.triggerSupported)
 	watcher.setBookmarkAfterResourceVersion(bookmarkAfterRV)
+	watcher.metrics = c.metrics
 	c.watchers.add(watcher, index, idx.scope, idx.triggerValue, idx.triggerSupported)
 	if watcher.allowWatchBookmarks {
 		c.bookmarkWatchers.add(watcher)
@@ -716,6 +739,7 @@ func (c *Cacher) dispatchEvents() {
 				}
 			}
 			c.dispatchBatch(c.batch)
+			c.metrics.dispatched(len(c.batch))
 			lastProcessedRV = c.batch[len(c.batch)-1].ResourceVersion
 			c.lastProcessedRV.Store(lastProcessedRV)
 			clear(c.batch)
@@ -729,36 +753,6 @@ func (c *Cacher) dispatchEvents() {
 			c.dispatchBookmark(be)
 		case <-c.ctx.Done():
 			return
-		}
-	}
-}
-
-// setCachingObjects wraps the objects watchers will deliver in CachingObjects, so that each is
-// serialized once however many watchers write it. A DELETED event delivers its previous object, at the
-// deletion's resourceVersion.
-//
-// Mirrors cacher.go setCachingObjects.
-func (c *Cacher) setCachingObjects(event *watchCacheEvent) {
-	switch event.Type {
-	case watch.Added, watch.Modified:
-		if co, err := newCachingObject(event.Object); err == nil {
-			event.Object = co
-		} else {
-			c.logger.Error("couldn't create cachingObject", "err", err)
-		}
-	case watch.Deleted:
-		if event.PrevObject == nil {
-			return
-		}
-		prev := event.PrevObject.DeepCopyObject()
-		if err := c.versioner.UpdateObject(prev, event.ResourceVersion); err != nil {
-			c.logger.Error("failure to version api object", "resourceVersion", event.ResourceVersion, "err", err)
-		}
-		if co, err := newCachingObject(prev); err == nil {
-			co.deepCopied = true
-			event.PrevObject = co
-		} else {
-			c.logger.Error("couldn't create cachingObject", "err", err)
 		}
 	}
 }

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	goruntime "runtime"
 	"slices"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -551,4 +553,112 @@ func TestStopDuringBlockedDispatch(t *testing.T) {
 	case <-time.After(testutil.WaitTimeout):
 		t.Fatal("Stop waits for the blocked dispatch")
 	}
+}
+
+// TestReplayedEventsShareEncoding: the watchers that replay one object at the same time, as initial
+// events from resourceVersion 0 or from the history, all get one CachingObject, encoded once per
+// encoder (upstream lets each copy and encode it); once they are gone the wrapper and its encodings
+// are released, and the sharing keeps nothing of them.
+func TestReplayedEventsShareEncoding(t *testing.T) {
+	e := newEnv(t)
+	before := e.syncCache()
+	created := e.create(storagetest.Pod("ns", "a"))
+	e.waitForCache(rvOf(t, created))
+	for _, rv := range []string{"0", strconv.FormatUint(before, 10)} {
+		var watchers []*recorder
+		for range 20 {
+			watchers = append(watchers, e.watch("/pods/", storage.ListOptions{ResourceVersion: rv, Predicate: storage.Everything, Recursive: true}))
+		}
+		enc := &countingEncoder{}
+		var first runtime.Object
+		for _, w := range watchers {
+			got, _ := w.next()
+			if describe(got) != ev(watch.Added, created) {
+				t.Fatalf("rv %s: got %s", rv, describe(got))
+			}
+			if first == nil {
+				first = got.Object
+			} else if got.Object != first {
+				t.Fatalf("rv %s: watchers replaying one object got different objects", rv)
+			}
+			co, ok := got.Object.(runtime.CacheableObject)
+			if !ok {
+				t.Fatalf("rv %s: event object %T is not cacheable", rv, got.Object)
+			}
+			if err := co.CacheEncode("json", enc.encode, io.Discard); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := enc.calls.Load(); n != 1 {
+			t.Fatalf("rv %s: encoded %d times, want 1", rv, n)
+		}
+		for _, w := range watchers {
+			w.stop()
+		}
+	}
+
+	// Released: once nobody holds them, the wrappers are collected and the next watcher wraps anew.
+	elem, ok := e.cacher.watchCache.getByKey("/pods/ns/a")
+	if !ok {
+		t.Fatal("the pod is not cached")
+	}
+	replays := e.cacher.watchCache.replays
+	e.eventually("the shared wrappers released", func() bool {
+		goruntime.GC()
+		replays.objects.mu.Lock()
+		defer replays.objects.mu.Unlock()
+		replays.events.mu.Lock()
+		defer replays.events.mu.Unlock()
+		if replays.objects.m[weak.Make(elem)].Value() != nil {
+			return false
+		}
+		for _, v := range replays.events.m {
+			if v.Value() != nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestSharerForgetsCollectedEntries: a sharer returns one value per key while it is held, makes a new
+// one once it was collected, and the sweep its map's growth triggers drops every entry whose key or
+// value was collected.
+func TestSharerForgetsCollectedEntries(t *testing.T) {
+	var s sharer[int, string]
+	k := new(int)
+	made := 0
+	newValue := func() *string { made++; v := "v"; return &v }
+	v1 := s.get(k, newValue)
+	if v2 := s.get(k, newValue); v2 != v1 || made != 1 {
+		t.Fatalf("a held value was made again: %d makes", made)
+	}
+	goruntime.KeepAlive(v1)
+	v1 = nil
+	e := newEnv(t)
+	e.eventually("the value collected", func() bool {
+		goruntime.GC()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.m[weak.Make(k)].Value() == nil
+	})
+	if s.get(k, newValue); made != 2 {
+		t.Fatalf("a collected value was not made anew: %d makes", made)
+	}
+	for range 10 * minSweep {
+		s.get(new(int), newValue) // neither key nor value is kept
+	}
+	// Up to just below the next sweep, then collect, then the get that sweeps.
+	s.mu.Lock()
+	sweepAt := max(s.sweepAt, minSweep)
+	s.mu.Unlock()
+	for s.len() < sweepAt-1 {
+		s.get(new(int), newValue)
+	}
+	goruntime.GC()
+	s.get(new(int), newValue)
+	if n := s.len(); n > 1 {
+		t.Fatalf("the sharer holds %d entries after a sweep, want only the newest", n)
+	}
+	goruntime.KeepAlive(k)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/listwatch/listwatch/storage"
 )
 
 // metaObject is an API object with ObjectMeta.
@@ -91,6 +95,37 @@ func (o *CachingObject) serializationFor(id runtime.Identifier) *serialization {
 	s = &serialization{id: id}
 	o.more = append(o.more, s)
 	return s
+}
+
+// cachingCopy is event as watchers deliver it: a copy whose objects are wrapped in CachingObjects,
+// a DELETED event's previous object at the deletion's resourceVersion.
+//
+// Mirrors cacher.go setCachingObjects.
+func cachingCopy(event *watchCacheEvent, versioner storage.Versioner, logger *slog.Logger) *watchCacheEvent {
+	c := *event
+	switch c.Type {
+	case watch.Added, watch.Modified:
+		if co, err := newCachingObject(c.Object); err == nil {
+			c.Object = co
+		} else {
+			logger.Error("couldn't create cachingObject", "err", err)
+		}
+	case watch.Deleted:
+		if c.PrevObject == nil {
+			break
+		}
+		prev := c.PrevObject.DeepCopyObject()
+		if err := versioner.UpdateObject(prev, c.ResourceVersion); err != nil {
+			logger.Error("failure to version api object", "resourceVersion", c.ResourceVersion, "err", err)
+		}
+		if co, err := newCachingObject(prev); err == nil {
+			co.deepCopied = true
+			c.PrevObject = co
+		} else {
+			logger.Error("couldn't create cachingObject", "err", err)
+		}
+	}
+	return &c
 }
 
 // CacheEncode writes the encoding of the object that encoder id produces, computing it with encode the

@@ -57,9 +57,7 @@ func (c *Cacher) dispatchBatch(batch []*watchCacheEvent) {
 		// The trigger functions see the objects as stored, not their caching wrappers.
 		values, supported := c.triggerValues(event)
 		triggers = append(triggers, triggerSelection{values: values, supported: supported})
-		wcEvent := *event
-		c.setCachingObjects(&wcEvent)
-		events = append(events, &wcEvent)
+		events = append(events, cachingCopy(event, c.versioner, c.logger))
 	}
 	c.batchEvents, c.batchTriggers = events, triggers
 	defer func() {
@@ -122,6 +120,7 @@ func (c *Cacher) blockingDeliver(pending []delivery) {
 		d := &pending[i]
 		for ; d.next < len(d.events); d.next++ {
 			if !d.w.add(d.events[d.next], timerC, c.ctx.Done()) {
+				c.metrics.watcherTerminated()
 				// Closed: the rest of its events are not its to get.
 				timerC = nil
 				break

@@ -1,6 +1,7 @@
 // Package cache is listwatch's mirror of the apiserver's watch cache (k8s.io/apiserver v0.37
 // pkg/storage/cacher: cacher.go, delegator.go, watch_cache.go, watch_cache_history.go,
-// watch_cache_interval.go, cache_watcher.go, caching_object.go, time_budget.go, ready.go, store/)
+// watch_cache_interval.go, cache_watcher.go, caching_object.go, time_budget.go, ready.go, store/,
+// metrics/)
 // over a storage.Interface such as *watch.Store.
 //
 // # API
@@ -18,12 +19,32 @@
 //   - A watch is indexed by the scope of the API request it serves: storage.RequestScopeFrom(ctx),
 //     which the HTTP layer sets with storage.WithRequestScope as the apiserver's request context
 //     carries it.
-//   - CachingObject is the object of every live ADDED, MODIFIED and DELETED event. It caches each
-//     serialization, so writing one event to many watchers encodes the object once per encoder. An
-//     HTTP layer keeps that by handing event.Object to an apimachinery encoder (encoder.Encode detects
-//     runtime.CacheableObject), or by calling CacheEncode(encoder.Identifier(), encodeFunc, w) to
-//     frame the bytes itself. Event objects are shared between watchers and must not be modified
-//     (TestCachingObjectEncodesOnce, TestCachingObjectAccessors, TestEventsSerializedOnce).
+//   - CachingObject is the object of every ADDED, MODIFIED and DELETED event a watcher delivers,
+//     live or replayed. It caches each serialization, so writing one event to many watchers encodes
+//     the object once per encoder. An HTTP layer keeps that by handing event.Object to an
+//     apimachinery encoder (encoder.Encode detects runtime.CacheableObject), or by calling
+//     CacheEncode(encoder.Identifier(), encodeFunc, w) to frame the bytes itself. Event objects are
+//     shared between watchers and must not be modified (TestCachingObjectEncodesOnce,
+//     TestCachingObjectAccessors, TestEventsSerializedOnce). Beyond upstream, which wraps only the
+//     live event for its dispatch, the watchers replaying an object at the same time share one
+//     wrapper too: those replaying a stored element as an initial event (from resourceVersion 0
+//     or with sendInitialEvents), and those replaying one history event, so that thousands of
+//     watches starting on a large object encode it once and copy it not at all. The wrapper is
+//     held only by the watchers delivering it (the cache keeps weak pointers, to the element or
+//     event and to the wrapper, swept out as the map grows), so it and its encodings are released
+//     with the last of them and a cached event costs no more memory
+//     (TestReplayedEventsShareEncoding, TestSharerForgetsCollectedEntries).
+//   - Config.Metrics (NewMetrics(registerer)) records the apiserver's watch cache metrics under the
+//     resource's group and resource: apiserver_watch_cache_events_received_total,
+//     apiserver_watch_cache_events_dispatched_total (every event the dispatcher takes, storage
+//     bookmarks included, as upstream), apiserver_init_events_total (the events a new watcher
+//     replays), apiserver_terminated_watchers_total (closed for not keeping up),
+//     apiserver_watch_cache_initializations_total, apiserver_watch_cache_resource_version (its 15
+//     low digits), watch_cache_capacity and watch_cache_capacity_increase_total /
+//     _decrease_total (upstream's names, without the apiserver_ prefix), and
+//     apiserver_registered_watchers by Config.Kind's group, version and kind (the gauge earlier
+//     apiservers kept). Several Cachers, and several NewMetrics calls, may share one registry
+//     (TestMetrics, TestMetricsTerminatedAndCapacity).
 //   - A watch's Backlog method (not part of watch.Interface) counts the events queued for it that
 //     ResultChan does not show yet, so that a consumer flushing whenever ResultChan is empty can wait
 //     for them (TestBacklogCountsQueuedEvents).

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
@@ -289,6 +290,8 @@ type envOptions struct {
 	noSnapshots bool
 	// noSizeEstimate sets Config.DisableSizeBasedListCostEstimate.
 	noSizeEstimate bool
+	// metrics set Config.Metrics.
+	metrics *Metrics
 }
 
 type envOption func(*envOptions)
@@ -302,6 +305,7 @@ func withNodeNameTrigger(o *envOptions) {
 func withResource(resource string) envOption { return func(o *envOptions) { o.group = resource } }
 func withoutSnapshots(o *envOptions)         { o.noSnapshots = true }
 func withoutSizeEstimate(o *envOptions)      { o.noSizeEstimate = true }
+func withMetrics(m *Metrics) envOption       { return func(o *envOptions) { o.metrics = m } }
 
 func nodeNameOf(obj runtime.Object) string {
 	u, ok := obj.(*unstructured.Unstructured)
@@ -354,6 +358,8 @@ func openEnv(t tb, opts ...envOption) (*env, func()) {
 
 		DisableListFromCacheSnapshot:     o.noSnapshots,
 		DisableSizeBasedListCostEstimate: o.noSizeEstimate,
+		Metrics:                          o.metrics,
+		Kind:                             schema.GroupVersionKind{Version: "v1", Kind: "Pod"},
 	}
 	if o.group != "" {
 		cfg.GroupResource.Resource = o.group

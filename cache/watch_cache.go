@@ -70,6 +70,11 @@ type watchCache struct {
 	versioner    storage.Versioner
 	clock        clock.Clock
 	eventHandler func(*watchCacheEvent)
+	// replays, if set, lets the watchers replaying one element or history event at the same time
+	// share what they deliver of it.
+	replays *replaySharing
+	// metrics count received events and follow the resourceVersion.
+	metrics      *resourceMetrics
 	progress     *progressRequester
 	getCurrentRV func(context.Context) (uint64, error)
 
@@ -127,6 +132,7 @@ func (w *watchCache) Delete(obj runtime.Object) error { return w.processEvent(wa
 //
 // Mirrors watchCache.processEvent.
 func (w *watchCache) processEvent(eventType watch.EventType, obj runtime.Object) error {
+	w.metrics.eventReceived()
 	resourceVersion, err := w.versioner.ObjectResourceVersion(obj)
 	if err != nil {
 		return err
@@ -173,6 +179,7 @@ func (w *watchCache) processEvent(eventType watch.EventType, obj runtime.Object)
 	if w.eventHandler != nil {
 		w.eventHandler(event)
 	}
+	w.metrics.setResourceVersion(resourceVersion)
 	return nil
 }
 
@@ -192,6 +199,7 @@ func (w *watchCache) UpdateResourceVersion(resourceVersion string) error {
 	if w.eventHandler != nil {
 		w.eventHandler(&watchCacheEvent{Type: watch.Bookmark, ResourceVersion: rv})
 	}
+	w.metrics.setResourceVersion(rv)
 	return nil
 }
 
@@ -227,6 +235,7 @@ func (w *watchCache) Replace(objs []runtime.Object, resourceVersion string) erro
 	}
 	w.listResourceVersion = version
 	w.resourceVersion = version
+	w.metrics.setResourceVersion(version)
 	if w.onReplace != nil {
 		w.onReplace()
 	}
@@ -499,7 +508,12 @@ func (w *watchCache) getAllEventsSinceLocked(resourceVersion uint64, key string,
 		}
 		resourceVersion = w.resourceVersion
 	}
-	return w.history.intervalLocked(resourceVersion, w.listResourceVersion, w.RLocker())
+	interval, err := w.history.intervalLocked(resourceVersion, w.listResourceVersion, w.RLocker())
+	if err != nil {
+		return nil, err
+	}
+	interval.source.(*historyInterval).replays = w.replays
+	return interval, nil
 }
 
 // intervalFromStoreLocked is the current state under key as of the cache's resourceVersion.
@@ -511,7 +525,11 @@ func (w *watchCache) intervalFromStoreLocked(key string, matchesSingle bool) *wa
 		if e, ok := w.store.get(key); ok {
 			elems = append(elems, e)
 		}
-		return newElementsInterval(elems, w.resourceVersion)
+		interval := newElementsInterval(elems, w.resourceVersion)
+		interval.source.(*snapshotInterval).replays = w.replays
+		return interval
 	}
-	return newSnapshotInterval(w.store.snapshot(), key, w.resourceVersion)
+	interval := newSnapshotInterval(w.store.snapshot(), key, w.resourceVersion)
+	interval.source.(*snapshotInterval).replays = w.replays
+	return interval
 }

@@ -53,6 +53,8 @@ type watchCacheHistory struct {
 	// removedEventSinceRelist records that an event was evicted since the last relist, after which the
 	// list resourceVersion no longer bounds what the buffer can replay.
 	removedEventSinceRelist bool
+	// metrics follow the capacity.
+	metrics *resourceMetrics
 }
 
 func newWatchCacheHistory(eventFreshDuration time.Duration) *watchCacheHistory {
@@ -115,6 +117,7 @@ func (h *watchCacheHistory) doResize(capacity int) {
 		newCache[i%capacity] = h.cache[i%h.capacity]
 	}
 	h.cache = newCache
+	h.metrics.capacityChanged(h.capacity, capacity)
 	h.capacity = capacity
 }
 

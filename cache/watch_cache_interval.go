@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -47,6 +48,8 @@ type historyInterval struct {
 	lock       sync.Locker
 	buffer     []*watchCacheEvent
 	pos        int
+	// replays, if set, gives the event the watchers replaying it at the same time share.
+	replays *replaySharing
 }
 
 func newHistoryInterval(h *watchCacheHistory, start, end int, resourceVersion uint64, locker sync.Locker) *watchCacheInterval {
@@ -57,6 +60,15 @@ func newHistoryInterval(h *watchCacheHistory, start, end int, resourceVersion ui
 }
 
 func (s *historyInterval) next() (*watchCacheEvent, error) {
+	e, err := s.nextStored()
+	if e == nil || err != nil {
+		return e, err
+	}
+	return s.replays.event(e), nil
+}
+
+// nextStored is the next event as the history holds it.
+func (s *historyInterval) nextStored() (*watchCacheEvent, error) {
 	if s.pos < len(s.buffer) {
 		e := s.buffer[s.pos]
 		// Drop the reference so an evicted event is not kept alive by a slow watcher.
@@ -98,6 +110,8 @@ type snapshotInterval struct {
 	elems           []*element
 	loaded          bool
 	pos             int
+	// replays, if set, gives the object the watchers replaying an element at the same time share.
+	replays *replaySharing
 }
 
 func newSnapshotInterval(snap *storeSnapshot, prefix string, resourceVersion uint64) *watchCacheInterval {
@@ -127,15 +141,16 @@ func (s *snapshotInterval) next() (*watchCacheEvent, error) {
 	e := s.elems[s.pos]
 	s.elems[s.pos] = nil
 	s.pos++
-	return elementToEvent(e, s.resourceVersion), nil
+	return elementToEvent(e, s.replays.object(e), s.resourceVersion), nil
 }
 
-// elementToEvent is a current-state object as an initial ADDED event. The event carries the snapshot
+// elementToEvent is a current-state object as an initial ADDED event, carrying obj (the element's
+// object, or the wrapper of it the replaying watchers share). The event carries the snapshot
 // resourceVersion; the object keeps its own.
-func elementToEvent(e *element, resourceVersion uint64) *watchCacheEvent {
+func elementToEvent(e *element, obj runtime.Object, resourceVersion uint64) *watchCacheEvent {
 	return &watchCacheEvent{
 		Type:            watch.Added,
-		Object:          e.Object,
+		Object:          obj,
 		ObjLabels:       e.Labels,
 		ObjFields:       e.Fields,
 		Key:             e.Key,

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -65,8 +66,10 @@ type Config struct {
 
 	// SystemNamespaces creates, when core namespaces are served, the namespaces kube-apiserver's
 	// system namespaces controller creates: default, kube-system, kube-public and kube-node-lease
-	// (those a given store already has are kept). Off, nothing is written before the first
-	// request: objects may name any namespace, as there is no namespace admission.
+	// (those a given store already has are kept), and makes the NamespaceLifecycle admission whole
+	// (API.RequireNamespaces): a create in a namespace that does not exist is 404 NotFound. Off,
+	// nothing is written before the first request and objects may name any namespace, unless
+	// API.RequireNamespaces is set.
 	SystemNamespaces bool
 
 	// WrapStorage, if set, returns what stands in for a resource's etcd3 storage: what its watch cache
@@ -79,6 +82,11 @@ type Config struct {
 	// WrapHandler, if set, returns the handler served in place of the HTTP API, such as a request log
 	// in front of it.
 	WrapHandler func(http.Handler) http.Handler
+
+	// Registerer, if set, receives the metrics of the watch caches (cache.NewMetrics: the
+	// apiserver's apiserver_watch_cache_* and related names) and, unless API.Registerer is set, of
+	// the HTTP API's watches (apiserver_watch_events_total, apiserver_watch_events_sizes).
+	Registerer prometheus.Registerer
 }
 
 // Timeouts of the HTTP server, as `listwatch serve` has always used them.
@@ -173,6 +181,18 @@ func (c *Chain) assemble(ctx context.Context, cfg Config) error {
 	if apiCfg.Logger == nil {
 		apiCfg.Logger = cfg.Logger
 	}
+	if apiCfg.Registerer == nil {
+		apiCfg.Registerer = cfg.Registerer
+	}
+	if cfg.SystemNamespaces {
+		apiCfg.RequireNamespaces = true
+	}
+	var metrics *cache.Metrics
+	if cfg.Registerer != nil {
+		if metrics, err = cache.NewMetrics(cfg.Registerer); err != nil {
+			return fmt.Errorf("chain: %w", err)
+		}
+	}
 	for _, r := range cfg.Resources {
 		name := r.GroupResource().String()
 		sc := StorageConfig(r)
@@ -191,6 +211,7 @@ func (c *Chain) assemble(ctx context.Context, cfg Config) error {
 			cc := CacheConfig(r, under)
 			cc.Clock = cfg.CacheClock
 			cc.Logger = cfg.Logger
+			cc.Metrics = metrics
 			cacher, err := cache.New(cc)
 			if err != nil {
 				return fmt.Errorf("chain: the watch cache of %s: %w", name, err)

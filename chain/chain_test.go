@@ -211,8 +211,9 @@ func TestChainServes(t *testing.T) {
 }
 
 // TestChainSystemNamespaces: with SystemNamespaces the chain creates the namespaces kube-apiserver
-// creates, and keeps those a given store already has; without namespaces served, or without the
-// option, it writes nothing.
+// creates, and keeps those a given store already has, and a create in a namespace that does not
+// exist is 404 as NamespaceLifecycle answers it; without namespaces served, or without the option,
+// it writes nothing and such a create succeeds.
 func TestChainSystemNamespaces(t *testing.T) {
 	st := store.New(store.Options{})
 	t.Cleanup(func() { st.Close() })
@@ -222,6 +223,23 @@ func TestChainSystemNamespaces(t *testing.T) {
 		if err != nil || len(resp.Kvs) != 1 || !strings.Contains(string(resp.Kvs[0].Value), `"phase":"Active"`) {
 			t.Errorf("namespace %s: %v %v", name, resp, err)
 		}
+	}
+	hc := client(t)
+	postInMissing := func(c *chain.Chain) int {
+		t.Helper()
+		resp, err := hc.Post(c.URL()+"/api/v1/namespaces/missing/configmaps", "application/json", strings.NewReader(`{"metadata":{"name":"x"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusNotFound && !strings.Contains(string(data), `namespaces \"missing\" not found`) {
+			t.Errorf("404 for the missing namespace: %s", data)
+		}
+		return resp.StatusCode
+	}
+	if code := postInMissing(c); code != http.StatusNotFound {
+		t.Errorf("a create in a missing namespace: %d, want 404", code)
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -235,8 +253,12 @@ func TestChainSystemNamespaces(t *testing.T) {
 	if other.Store().Rev() != 1 {
 		t.Errorf("namespaces not served, yet the store was written: revision %d", other.Store().Rev())
 	}
-	if plain := newChain(t, chain.Config{}); plain.Store().Rev() != 1 {
+	plain := newChain(t, chain.Config{})
+	if plain.Store().Rev() != 1 {
 		t.Errorf("without SystemNamespaces the store was written: revision %d", plain.Store().Rev())
+	}
+	if code := postInMissing(plain); code != http.StatusCreated {
+		t.Errorf("without SystemNamespaces, a create in a missing namespace: %d, want 201", code)
 	}
 }
 

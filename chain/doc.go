@@ -15,7 +15,9 @@
 //     namespaces kube-apiserver creates at start. Config takes an existing
 //     store or options for a new one, the resources and which of them are uncached, the clocks of
 //     the store (StoreOptions.Clock), the caches (CacheClock) and the HTTP API (API.Clock), the
-//     progress-notify interval (StoreOptions.ProgressNotifyInterval), a logger, and three hooks:
+//     progress-notify interval (StoreOptions.ProgressNotifyInterval), a logger, a Registerer for the
+//     watch caches' and the watches' metrics (cache.NewMetrics, httpwatch Config.Registerer), and
+//     three hooks:
 //     WrapStorage (between a watch cache and its etcd3 storage), WrapServed (between the HTTP
 //     handlers and the cache) and WrapHandler (in front of the HTTP API).
 //   - StorageConfig and CacheConfig are the configurations of a resource's etcd3 storage and watch
@@ -42,8 +44,9 @@
 //   - A failure while assembling releases everything already started, the given listener
 //     included, and never the given store (TestChainNewFailureReleases).
 //   - With SystemNamespaces, default, kube-system, kube-public and kube-node-lease exist when New
-//     returns (kept as they are in a given store); without it, or without namespaces served, New
-//     writes nothing (TestChainSystemNamespaces).
+//     returns (kept as they are in a given store) and NamespaceLifecycle is whole (a create in a
+//     missing namespace is 404, httpwatch's RequireNamespaces); without it, or without namespaces
+//     served, New writes nothing and objects may name any namespace (TestChainSystemNamespaces).
 //   - Err is nil after Shutdown or Close and is the listener's failure when serving failed
 //     (TestChainServeFailure).
 package chain

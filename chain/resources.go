@@ -27,6 +27,7 @@ func CacheConfig(r httpwatch.Resource, s storage.Interface) cache.Config {
 		GetAttrsFunc:   r.GetAttrs,
 		NewFunc:        r.NewObject,
 		NewListFunc:    r.NewListObject,
+		Kind:           r.GroupVersionKind(),
 	}
 	if r.TriggerField != "" {
 		cfg.IndexerFuncs = map[string]cache.IndexerFunc{r.TriggerField: r.TriggerValue}

@@ -40,7 +40,8 @@
 //     httpwatch imports no storage implementation. The handlers use Get, GetList, Watch, Create,
 //     GuaranteedUpdate, Delete and Versioner, and map the storage errors to API errors as
 //     pkg/storage/errors does.
-//   - New(Config) returns a Server, an http.Handler. Server.Create creates an object as a POST
+//   - New(Config) returns a Server, an http.Handler; Config.Registerer receives the watch metrics and
+//     Config.RequireNamespaces makes NamespaceLifecycle refuse creates in missing namespaces. Server.Create creates an object as a POST
 //     would, without HTTP (seeding). Server.Shutdown ends every watch (the apiserver's ShuttingDown
 //     signal); Server.Wait waits until no handler runs, websocket watches included.
 //   - ParseListOptions is the list/watch query parsing on its own. Package watchclient reads a watch
@@ -111,7 +112,12 @@
 //     TestWatchEnds check it.
 //   - An event object that implements runtime.CacheableObject (the watch cache's) is framed once per
 //     event type for every watcher sharing it; other objects are framed per watcher
-//     (TestWatchCacheableObject).
+//     (TestWatchCacheableObject). A watch keeps its scratch buffer between events only up to 64 KiB:
+//     after a larger event it lets it go, so that thousands of watches that once sent a large
+//     object do not each hold its size (TestFrameEncoderReleasesLargeBuffers).
+//   - With Config.Registerer, every event a watch writes counts in apiserver_watch_events_total and
+//     its frame's bytes in apiserver_watch_events_sizes (upstream's buckets), by group, version and
+//     resource; servers may share a registry (TestWatchMetrics).
 //   - Over a websocket (same-origin or no Origin), each frame is one text message; client messages
 //     are read and dropped; the socket is closed with a normal closure when the watch ends
 //     (TestWatchWebsocket).
@@ -145,7 +151,11 @@
 //     once (TestGracefulDeletion). A namespace gets the kubernetes finalizer; deleting it marks it
 //     Terminating until its finalize subresource clears spec.finalizers (TestNamespaces); a create
 //     in a Terminating namespace is 403 Forbidden with the NamespaceTerminating cause, as the
-//     NamespaceLifecycle admission plugin (TestNamespaceLifecycleAdmission). A delete's
+//     NamespaceLifecycle admission plugin (TestNamespaceLifecycleAdmission). With
+//     Config.RequireNamespaces the plugin is whole: a create (POST, or a create on update such as
+//     server-side apply) in a namespace that does not exist is 404 NotFound `namespaces "x" not
+//     found`, and default, kube-system and kube-public may not be deleted (403); updates and
+//     deletes of namespaced objects are never refused (TestNamespaceLifecycleMissingNamespace). A delete's
 //     propagation marks the object for a garbage collector as the generic registry store does:
 //     Foreground with the foregroundDeletion finalizer, Orphan or orphanDependents=true with the
 //     orphan finalizer, kept with its deletionTimestamp until they go; events take none
@@ -168,8 +178,8 @@
 //
 // # Deviations
 //
-// No admission beyond NamespaceLifecycle's refusal of content in a Terminating namespace (objects
-// may name a namespace that does not exist), no authentication or authorization, no controllers
+// No admission beyond NamespaceLifecycle (without Config.RequireNamespaces objects may name a
+// namespace that does not exist), no authentication or authorization, no controllers
 // in the server (package controllers runs them as clients: without them a deleted namespace keeps
 // its objects and stays Terminating until finalized), no defaulting of built-in kinds (k8s.io/api
 // ships no defaulting functions) and no type-specific validation beyond ObjectMeta (and TypeMeta

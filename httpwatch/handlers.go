@@ -45,6 +45,8 @@ type resourceHandler struct {
 	storage dryRunnableStorage
 	// ep is what the resource's endpoints answer in.
 	ep endpoint
+	// watchEvents counts what the resource's watches send; nil without metrics.
+	watchEvents *watchEventRecorder
 
 	// The field managers of the resource and its subresources, made on first use.
 	managersOnce sync.Once

@@ -405,6 +405,11 @@ func (h *resourceHandler) update(ctx context.Context, u updateRequest) (result r
 		}
 		if existingResourceVersion == 0 {
 			created = true
+			// A create on update is a create to admission, as upstream's patcher and update handler
+			// run it.
+			if err := h.admitNamespaceLifecycle(ctx, u.namespace, u.name); err != nil {
+				return nil, nil, err
+			}
 			if err := h.beforeCreate(u.namespace, newObj); err != nil {
 				return nil, nil, err
 			}
@@ -629,6 +634,9 @@ func (h *resourceHandler) delete(ctx context.Context, namespace, name string, op
 	obj := &unstructured.Unstructured{}
 	if err := h.storage.Get(ctx, key, storage.GetOptions{}, obj); err != nil {
 		return nil, false, storage.InterpretDeleteError(err, h.gr(), name)
+	}
+	if err := h.admitNamespaceDeletion(name); err != nil {
+		return nil, false, err
 	}
 	var preconditions storage.Preconditions
 	if options.Preconditions != nil {

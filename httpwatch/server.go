@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -67,6 +68,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Features are the feature gates.
 	Features Features
+	// RequireNamespaces refuses, as the NamespaceLifecycle admission plugin, a create in a namespace
+	// that does not exist: 404 NotFound `namespaces "x" not found`. It applies while the core
+	// namespaces resource is served. Off, objects may name any namespace.
+	RequireNamespaces bool
+	// Registerer, if set, receives the metrics of the watches served: apiserver_watch_events_total
+	// and apiserver_watch_events_sizes, by group, version and resource.
+	Registerer prometheus.Registerer
 }
 
 // Server serves the configured resources with the apiserver's REST paths. It is an http.Handler.
@@ -79,6 +87,7 @@ type Server struct {
 	jitter            func() float64
 	logger            *slog.Logger
 	features          Features
+	requireNamespaces bool
 
 	openapi *openAPI
 
@@ -105,6 +114,7 @@ func New(cfg Config) (*Server, error) {
 		jitter:            cfg.Jitter,
 		logger:            cfg.Logger,
 		features:          cfg.Features,
+		requireNamespaces: cfg.RequireNamespaces,
 		shuttingDown:      make(chan struct{}),
 	}
 	if s.minRequestTimeout == 0 {
@@ -121,6 +131,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.logger == nil {
 		s.logger = slog.Default()
+	}
+	var metrics *watchMetrics
+	if cfg.Registerer != nil {
+		var err error
+		if metrics, err = newWatchMetrics(cfg.Registerer); err != nil {
+			return nil, err
+		}
 	}
 	groupVersions := map[string]string{}
 	for _, sr := range cfg.Resources {
@@ -150,7 +167,7 @@ func New(cfg Config) (*Server, error) {
 		if r.typed() {
 			ep = typedEndpoint
 		}
-		s.resources[gv][r.Resource] = &resourceHandler{server: s, res: r, storage: dryRunnableStorage{sr.Storage}, ep: ep}
+		s.resources[gv][r.Resource] = &resourceHandler{server: s, res: r, storage: dryRunnableStorage{sr.Storage}, ep: ep, watchEvents: metrics.forResource(r)}
 	}
 	s.openapi = newOpenAPI(s)
 	return s, nil

@@ -79,6 +79,7 @@ func (h *resourceHandler) serveWatch(w http.ResponseWriter, req *http.Request, n
 		timeout:     timeout,
 		isWatchList: isListWatchRequest(opts),
 		format:      n.format,
+		recorder:    h.watchEvents,
 	}
 	if n.convert != nil {
 		s.transform = func(obj runtime.Object) (runtime.Object, error) {
@@ -115,6 +116,8 @@ type watchServer struct {
 	format *format
 	// transform converts each event's object (Table, PartialObjectMetadata); nil for none.
 	transform func(runtime.Object) (runtime.Object, error)
+	// recorder counts the events sent and their sizes; nil without metrics.
+	recorder *watchEventRecorder
 }
 
 // mediaType is the Content-Type of the stream.
@@ -159,6 +162,7 @@ func (s *watchServer) handleHTTP(w http.ResponseWriter, req *http.Request) {
 	rw.beginStream(s.mediaType())
 
 	enc := s.newEncoder(false)
+	out := &eventWriter{w: rw, recorder: s.recorder}
 	ch := s.watcher.ResultChan()
 	done := req.Context().Done()
 	for {
@@ -174,10 +178,11 @@ func (s *watchServer) handleHTTP(w http.ResponseWriter, req *http.Request) {
 				return
 			}
 			initialEventsEnd := !s.server.features.DisableWatchList && isInitialEventsEndBookmark(event)
-			if err := enc.encode(event, rw); err != nil {
+			if err := enc.encode(event, out); err != nil {
 				s.server.logger.Debug("Failed to encode watch event", "err", err)
 				return
 			}
+			out.recordEvent()
 			if len(ch) == 0 && s.moreComing(ch) {
 				// An event the watch cache queued is on its way to ch: written with this one, both
 				// cost one write(2) on the connection.
@@ -277,6 +282,7 @@ func (s *watchServer) handleWS(ctx context.Context, w http.ResponseWriter, req *
 
 	framer := websocketFramer{ctx: writeCtx, conn: conn, binary: s.format != formatJSON}
 	enc := s.newEncoder(true)
+	out := &eventWriter{w: framer, recorder: s.recorder}
 	ch := s.watcher.ResultChan()
 	for {
 		select {
@@ -290,10 +296,11 @@ func (s *watchServer) handleWS(ctx context.Context, w http.ResponseWriter, req *
 			if !ok {
 				return
 			}
-			if err := enc.encode(event, framer); err != nil {
+			if err := enc.encode(event, out); err != nil {
 				s.server.logger.Debug("Failed to encode watch event", "err", err)
 				return
 			}
+			out.recordEvent()
 		}
 	}
 }
@@ -492,7 +499,20 @@ func (e *jsonFrameEncoder) writeFrame(typ watch.EventType, obj runtime.Object, w
 	}
 	e.buf.WriteString("}\n")
 	_, err := w.Write(e.buf.Bytes())
+	releaseLarge(&e.buf)
 	return err
+}
+
+// maxRetainedFrameBuffer is the largest scratch buffer a watch keeps between events. A watch whose
+// one event was a large object would otherwise hold that object's size for as long as it stays open:
+// with thousands of watches started on large objects, memory proportional to what they once sent.
+const maxRetainedFrameBuffer = 64 << 10
+
+// releaseLarge drops buf's storage when it grew beyond maxRetainedFrameBuffer.
+func releaseLarge(buf *bytes.Buffer) {
+	if buf.Cap() > maxRetainedFrameBuffer {
+		*buf = bytes.Buffer{}
+	}
 }
 
 // encodeEmbedded appends the JSON of obj. Like the apiserver's versioning encoder, it names the kind of
@@ -566,7 +586,9 @@ func (e *frameEncoder) encode(event watch.Event, w io.Writer) error {
 		return e.json.encode(event, w)
 	}
 	write := func(obj runtime.Object, w io.Writer) error {
-		return writeProtobufWatchFrame(string(event.Type), obj, &e.scratch, !e.websocket, w)
+		err := writeProtobufWatchFrame(string(event.Type), obj, &e.scratch, !e.websocket, w)
+		releaseLarge(&e.scratch)
+		return err
 	}
 	if co, ok := event.Object.(runtime.CacheableObject); ok && e.transform == nil {
 		if i := frameEventIndex(event.Type); i >= 0 {

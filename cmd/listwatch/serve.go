@@ -89,7 +89,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	logLevel := fs.String("log-level", "info", "`level` of the log on stderr: debug (every request), info (refused requests), warn (failed ones), error")
 	fs.BoolVar(&f.profiling, "pprof", false, "serve net/http/pprof under /debug/pprof/ on the Kubernetes API's address (kube-apiserver's --profiling)")
 	controllerList := fs.String("controllers", "*", "`list` of the controllers to run, comma-separated: namespace, garbagecollector, kubelet; * for all, -name to leave one out, \"\" for none")
-	fs.BoolVar(&f.systemNamespaces, "system-namespaces", false, "create the namespaces kube-apiserver creates at start (default, kube-system, kube-public, kube-node-lease)")
+	fs.BoolVar(&f.systemNamespaces, "system-namespaces", false, "create the namespaces kube-apiserver creates at start (default, kube-system, kube-public, kube-node-lease) and refuse, "+
+		"as its NamespaceLifecycle admission, a create in a namespace that does not exist and the deletion of default, kube-system and kube-public; without it the store starts empty and objects may name any namespace")
 	if err := fs.Parse(args); err != nil {
 		return f, usageError{err: err, reported: true}
 	}
@@ -157,10 +158,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	opts := etcdgrpc.Options{Name: f.name, ClientURLs: []string{"http://" + lis.Addr().String()}, QuotaBackendBytes: f.quota}.WithDefaults()
 	// The chain waits until every cache has its first list, or ctx ends; it takes httpLis over.
+	// One registry behind /metrics: the process, the requests, the watch caches and the watches.
+	reg := observe.NewRegistry()
 	api, err := chain.New(ctx, chain.Config{Store: st, Etcd: opts, Listener: httpLis, Resources: f.resources, SystemNamespaces: f.systemNamespaces,
-		Logger: f.logger,
+		Logger: f.logger, Registerer: reg,
 		WrapHandler: func(h http.Handler) http.Handler {
-			return observe.Wrap(h, observe.Options{Logger: f.logger, PProf: f.profiling})
+			return observe.Wrap(h, observe.Options{Logger: f.logger, PProf: f.profiling, Registry: reg})
 		}})
 	if err != nil {
 		lis.Close()

@@ -50,6 +50,25 @@ func TestServeAsCluster(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(string(metrics), `apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="namespaces",scope="cluster",subresource="",verb="POST",version="v1"} 1`) {
 		t.Errorf("/metrics: %d %.2000s", code, metrics)
 	}
+	// The watch caches' metrics, and those of the watches the controllers' informers keep open.
+	for _, want := range []string{
+		`apiserver_watch_cache_events_received_total{group="",resource="configmaps"} 2`,
+		`apiserver_watch_cache_events_dispatched_total{group="",resource="configmaps"} `,
+		`apiserver_watch_cache_initializations_total{group="",resource="configmaps"} 1`,
+		`apiserver_watch_cache_resource_version{group="",resource="configmaps"} `,
+		`watch_cache_capacity{group="",resource="configmaps"} 100`,
+		`apiserver_init_events_total{group="",resource="namespaces"} `,
+		`apiserver_terminated_watchers_total{group="",resource="namespaces"} 0`,
+		`watch_cache_capacity_increase_total{group="",resource="configmaps"} 0`,
+		`watch_cache_capacity_decrease_total{group="",resource="configmaps"} 0`,
+		`apiserver_registered_watchers{group="",kind="Namespace",version="v1"} `,
+		`apiserver_watch_events_total{group="",resource="namespaces",version="v1"} `,
+		`apiserver_watch_events_sizes_bucket{group="",resource="namespaces",version="v1",le="1024"} `,
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
 	if got := stderr.String(); !strings.Contains(got, "msg=request verb=GET uri=/api/v1/namespaces/x code=404") {
 		t.Errorf("the log has no line for the refused GET:\n%s", got)
 	}

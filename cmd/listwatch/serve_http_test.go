@@ -171,8 +171,9 @@ func TestServeHTTPFlags(t *testing.T) {
 }
 
 // TestServeCRD runs `serve --crd FILE --system-namespaces`: the file's custom resources are served
-// beside the built-in ones and the system namespaces exist; a missing or invalid file is a usage
-// error naming it.
+// beside the built-in ones and the system namespaces exist, and NamespaceLifecycle is whole (a
+// create in a missing namespace is 404, default may not be deleted); a missing or invalid file is
+// a usage error naming it.
 func TestServeCRD(t *testing.T) {
 	dir := t.TempDir()
 	crd := filepath.Join(dir, "things.yaml")
@@ -197,6 +198,13 @@ spec:
 	}
 	if code, body := httpDo(t, "GET", base+"/api/v1/namespaces/kube-system", ""); code != 200 {
 		t.Errorf("kube-system: %d %s", code, body)
+	}
+	if code, body := httpDo(t, "POST", base+"/apis/example.org/v1/namespaces/nowhere/things", `{"apiVersion":"example.org/v1","kind":"Thing","metadata":{"name":"t"}}`); code != http.StatusNotFound ||
+		!strings.Contains(string(body), `namespaces \"nowhere\" not found`) {
+		t.Errorf("create in a missing namespace: %d %s", code, body)
+	}
+	if code, body := httpDo(t, "DELETE", base+"/api/v1/namespaces/default", ""); code != http.StatusForbidden {
+		t.Errorf("delete default: %d %s", code, body)
 	}
 	srv.stop(t)
 

@@ -8,6 +8,9 @@
 // # API
 //
 //   - Wrap(handler, Options) returns the handler behind the metrics, the log and pprof.
+//   - NewRegistry returns the registry Wrap serves by default (the Go and process collectors); a
+//     server that registers more metrics (serve: the watch caches' and the watches', through
+//     chain.Config.Registerer) passes the same registry to both.
 //
 // # Invariants
 //

@@ -20,8 +20,7 @@ type Options struct {
 	Logger *slog.Logger
 	// PProf serves net/http/pprof under /debug/pprof/, as kube-apiserver's --profiling.
 	PProf bool
-	// Registry holds the metrics served at /metrics. Default a new registry with the Go and
-	// process collectors.
+	// Registry holds the metrics served at /metrics. Default NewRegistry().
 	Registry *prometheus.Registry
 }
 
@@ -57,6 +56,15 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	return m
 }
 
+// NewRegistry returns a registry with the Go and process collectors, which Wrap serves at /metrics
+// when Options.Registry is nil; a server that registers more metrics (the watch caches') passes it
+// to both.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
 // Wrap returns next behind the apiserver's observability: /metrics (Prometheus text, the
 // apiserver's request metric names), /debug/pprof/ when asked, and a log line and the metrics of
 // every other request.
@@ -65,8 +73,7 @@ func Wrap(next http.Handler, opts Options) http.Handler {
 		opts.Logger = slog.Default()
 	}
 	if opts.Registry == nil {
-		opts.Registry = prometheus.NewRegistry()
-		opts.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		opts.Registry = NewRegistry()
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}))

@@ -50,7 +50,7 @@ func reportVs(b *testing.B, figures map[string]float64, other, unit string) {
 // sidesFrom returns the sides the environment variable env names (comma-separated), or both
 // listwatch and upstream when it is unset, so that one side can be profiled alone. A name that is
 // neither fails the benchmark.
-func sidesFrom(b *testing.B, env string) []string {
+func sidesFrom(b testing.TB, env string) []string {
 	v := os.Getenv(env)
 	if v == "" {
 		return []string{"listwatch", "upstream"}

@@ -29,6 +29,13 @@
 //     (BenchmarkHTTPFanout). The writes go straight to each server's store, so that both see the
 //     same etcd events at the same rate whatever their write path costs. SIDEBYSIDE_HTTP_SIDES
 //     (listwatch, upstream or both, comma-separated) runs one server alone, to profile it.
+//   - largewatch_test.go: issue 22's large-object watch run (LISTWATCH_LARGEWATCH=1 runs
+//     TestLargeWatch; it takes a few minutes, most of them upstream's): each server, as in
+//     http_test.go, in a child process of its own (TestLargeWatchServer), two widgets of about
+//     1.4 MB created through its API, then 2000 watches from resourceVersion 0 (each reading both
+//     initial events) opened at once while the widgets are listed one list after another; the
+//     table gives the watches opened (in 15 s and in all), the lists' latencies, and the server's
+//     RSS and live heap before, during and after. SIDEBYSIDE_LARGEWATCH_SIDES runs one side.
 //   - start_test.go: the Go test API (listwatchtest.New) to the first list of widgets, against
 //     embedded etcd plus the apiserver started in process (BenchmarkStart).
 //

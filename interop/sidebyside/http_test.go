@@ -50,7 +50,7 @@ type apiServer struct {
 	stop      func()
 }
 
-func startListwatchAPI(b *testing.B) *apiServer {
+func startListwatchAPI(b testing.TB) *apiServer {
 	st := store.New(store.Options{})
 	c, err := chain.New(context.Background(), chain.Config{Store: st, Resources: []httpwatch.Resource{httpwatch.Widgets()}, Logger: testutil.DiscardLogger()})
 	if err != nil {
@@ -63,7 +63,7 @@ func startListwatchAPI(b *testing.B) *apiServer {
 	}}
 }
 
-func startUpstreamAPI(b *testing.B) *apiServer {
+func startUpstreamAPI(b testing.TB) *apiServer {
 	opts := etcdgrpc.Options{}.WithDefaults()
 	st := store.New(store.Options{MinLeaseTTL: etcdtest.MinLeaseTTL, MemberID: opts.MemberID})
 	endpoint, stopEtcd, err := kubeapiserver.ServeEtcdAPI(st, opts)
@@ -88,7 +88,7 @@ func startUpstreamAPI(b *testing.B) *apiServer {
 	}}
 }
 
-var apiServers = map[string]func(*testing.B) *apiServer{"listwatch": startListwatchAPI, "upstream": startUpstreamAPI}
+var apiServers = map[string]func(testing.TB) *apiServer{"listwatch": startListwatchAPI, "upstream": startUpstreamAPI}
 
 // httpSides are the servers BenchmarkHTTPFanout runs: both, or those SIDEBYSIDE_HTTP_SIDES names
 // (comma-separated), to profile one alone.
