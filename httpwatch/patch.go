@@ -230,6 +230,18 @@ func (p *patcher) jsonPatch(current *unstructured.Unstructured) (*unstructured.U
 // field of the wrong type is a 422 on the patch; unknown fields are dropped and, with
 // fieldValidation Strict, a 422 too (Warn: warnings).
 func (p *patcher) typedCheck(obj *unstructured.Unstructured, patched string, strictErrs []error) (*unstructured.Unstructured, error) {
+	if c := p.h.res.custom; c != nil {
+		// The patched custom resource decodes through its schema as a body does
+		// (schemaCoercingDecoder): unknown fields are strict errors of the patch.
+		unknown, err := c.coerce(obj, isStrict(p.validation))
+		if err != nil {
+			return nil, apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{field.Invalid(field.NewPath("patch"), patched, err.Error())})
+		}
+		for _, path := range unknown {
+			strictErrs = append(strictErrs, fmt.Errorf(`unknown field "%s"`, path))
+		}
+		c.applyDefaults(obj)
+	}
 	if !p.h.res.typed() {
 		return p.strictResult(obj, patched, strictErrs)
 	}
@@ -316,6 +328,14 @@ func (p *patcher) applyConfiguration(live *unstructured.Unstructured) (*unstruct
 	obj, err := p.h.apply(p.subresource, live, patchObj, p.options.FieldManager, force)
 	if err != nil {
 		return nil, err
+	}
+	if c := p.h.res.custom; c != nil {
+		// Upstream stores the applied object as it is and prunes and defaults it whenever it is read
+		// from storage; here that is done once, before it is stored.
+		if _, err := c.coerce(obj, false); err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		c.applyDefaults(obj)
 	}
 	if p.validation == metav1.FieldValidationStrict || p.validation == metav1.FieldValidationWarn {
 		if err := yaml.UnmarshalStrict(p.patchBytes, &map[string]any{}); err != nil {

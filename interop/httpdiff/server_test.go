@@ -48,13 +48,22 @@ const (
 )
 
 // startServers starts the real apiextensions-apiserver over a listwatch store's etcd API and
-// listwatch's chain, both serving widgets.example.com/v1.
-func startServers(t *testing.T) [2]*server {
+// listwatch's chain, both serving widgets.example.com/v1 and the extra CRDs (listwatch's resources
+// made of them by httpwatch.CRDResource).
+func startServers(t *testing.T, extra ...*apiextensionsv1.CustomResourceDefinition) [2]*server {
 	t.Helper()
+	resources := []httpwatch.Resource{httpwatch.Widgets()}
+	for _, crd := range extra {
+		r, err := httpwatch.CRDResource(crd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resources = append(resources, r)
+	}
 	endpoints, kst := kubeapiserver.ListwatchEtcd(t)
 	kube := kubeapiserver.StartT(t, kubeapiserver.Options{EtcdEndpoints: endpoints,
-		CRDs: []*apiextensionsv1.CustomResourceDefinition{kubeapiserver.WidgetsCRD()}, DisableOpenAPI: true})
-	ch, err := chain.New(context.Background(), chain.Config{Resources: []httpwatch.Resource{httpwatch.Widgets()}, Logger: testutil.DiscardLogger()})
+		CRDs: append([]*apiextensionsv1.CustomResourceDefinition{kubeapiserver.WidgetsCRD()}, extra...), DisableOpenAPI: true})
+	ch, err := chain.New(context.Background(), chain.Config{Resources: resources, Logger: testutil.DiscardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,9 +89,17 @@ type response struct {
 }
 
 func (s *server) do(ctx context.Context, method, path, contentType string, body []byte) (response, error) {
+	return s.doHeader(ctx, method, path, contentType, body, nil)
+}
+
+// doHeader is do with more request headers (Accept).
+func (s *server) doHeader(ctx context.Context, method, path, contentType string, body []byte, header http.Header) (response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, s.base+path, bytes.NewReader(body))
 	if err != nil {
 		return response{}, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)

@@ -1,0 +1,251 @@
+package httpdiff
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/listwatch/listwatch/interop/internal/diffrun"
+	"github.com/listwatch/listwatch/interop/internal/seeds"
+	"github.com/listwatch/listwatch/proptest/kubemodel"
+)
+
+// Custom resources with a schema: the same requests to the real apiextensions-apiserver and to
+// listwatch, for a CRD whose schema prunes (unknown fields in the spec, the metadata and an
+// embedded resource's metadata), defaults, validates (OpenAPI constraints, an enum, a set, an
+// int-or-string, an embedded resource, a CEL rule) and has printer columns, one with a JSONPath
+// filter. Bodies are sent with each fieldValidation; lists and objects are read back as JSON,
+// Tables (each includeObject) and PartialObjectMetadataList.
+
+// sprocketsYAML is the CRD of sprockets.example.net/v1. It has no date column: an age is each
+// server's clock's.
+const sprocketsYAML = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: sprockets.example.net
+spec:
+  group: example.net
+  names: {plural: sprockets, singular: sprocket, kind: Sprocket, listKind: SprocketList}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+    additionalPrinterColumns:
+    - {name: Replicas, type: integer, jsonPath: .spec.replicas}
+    - {name: Mode, type: string, jsonPath: .spec.mode, description: How fast it turns}
+    - {name: Ready, type: string, jsonPath: '.status.conditions[?(@.type=="Ready")].status'}
+    - {name: Port, type: string, priority: 1, jsonPath: .spec.port}
+    - {name: Tags, type: string, jsonPath: .spec.tags}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - {rule: self.minReplicas <= self.replicas, message: minReplicas must not exceed replicas}
+            properties:
+              replicas: {type: integer, default: 1, minimum: 0, maximum: 10}
+              minReplicas: {type: integer, default: 0}
+              mode: {type: string, enum: [fast, slow], default: slow}
+              port: {x-kubernetes-int-or-string: true}
+              tags: {type: array, x-kubernetes-list-type: set, items: {type: string}}
+              template: {type: object, x-kubernetes-embedded-resource: true, x-kubernetes-preserve-unknown-fields: true}
+          status:
+            type: object
+            properties:
+              conditions:
+                type: array
+                items:
+                  type: object
+                  properties:
+                    type: {type: string}
+                    status: {type: string}
+`
+
+const sprocketsPath = "/apis/example.net/v1/namespaces/a/sprockets"
+
+func sprocketsCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict([]byte(sprocketsYAML), crd); err != nil {
+		t.Fatal(err)
+	}
+	return crd
+}
+
+// TestHTTPDifferentialSchema runs, for each seed, random writes and reads of sprockets against
+// both servers and requires the same answers, normalized as TestHTTPDifferential's.
+func TestHTTPDifferentialSchema(t *testing.T) {
+	seeds.Run(t, seeds.Config{SeedsVar: "LISTWATCH_HTTPDIFF_SCHEMA_SEEDS", Seeds: "1-2",
+		CountVar: "LISTWATCH_HTTPDIFF_SCHEMA_OPS", Count: 80, Unit: "requests",
+		ShortSeeds: "1", ShortCount: 40}, runSchemaSeed)
+}
+
+func runSchemaSeed(t *testing.T, seed uint64, ops int) stats {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r := &runner{ctx: ctx, servers: startServers(t, sprocketsCRD(t))}
+	r.Runner = diffrun.New[watchReq](t, seed, 0x2545f4914f6cdd1d, r)
+	t.Cleanup(r.StopAll)
+	// The apiserver sleeps 2 s in the first create after a CRD is Established.
+	for _, s := range r.servers {
+		for _, req := range []struct{ method, path string }{{"POST", "/apis/example.net/v1/namespaces/warmup/sprockets"}, {"DELETE", "/apis/example.net/v1/namespaces/warmup/sprockets/warmup"}} {
+			var body []byte
+			if req.method == "POST" {
+				body = encode(map[string]any{"apiVersion": "example.net/v1", "kind": "Sprocket", "metadata": map[string]any{"name": "warmup"}})
+			}
+			if resp, err := s.do(ctx, req.method, req.path, "application/json", body); err != nil || resp.code >= 300 {
+				t.Fatalf("%s: warm-up %s: %v %d %s", s.name, req.method, err, resp.code, resp.raw)
+			}
+		}
+		s.h = kubemodel.NewHistory(s.st.Rev())
+	}
+	r.Play(ops, func() {
+		switch n := r.Rng.IntN(100); {
+		case n < 35:
+			r.sprocketCreate()
+		case n < 55:
+			r.sprocketPatch()
+		case n < 65:
+			r.sprocketStatus()
+		case n < 90:
+			r.sprocketRead()
+		default:
+			r.sprocketWrite("delete", "DELETE", pick(r.Rng, sprocketNames), nil, "")
+		}
+	})
+	r.stats.Tally = r.Tally
+	t.Logf("seed %d: %s", seed, r.stats)
+	return r.stats
+}
+
+var (
+	sprocketNames    = []string{"s0", "s1", "s2"}
+	fieldValidations = []string{"", "Strict", "Warn", "Ignore"}
+)
+
+// sprocketSpec is a random spec: each field absent, valid or invalid, maybe with unknown fields.
+func (r *runner) sprocketSpec() map[string]any {
+	spec := map[string]any{}
+	choose := func(field string, values ...any) {
+		if i := r.Rng.IntN(len(values) + 1); i < len(values) {
+			spec[field] = values[i]
+		}
+	}
+	choose("replicas", 0, 3, 10, 11, -1, "three")
+	choose("minReplicas", 0, 2, 5)
+	choose("mode", "fast", "slow", "medium", nil)
+	choose("port", 80, "http", true)
+	choose("tags", []any{"a", "b"}, []any{"a", "a"}, []any{})
+	choose("template",
+		map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x", "junk": 1}, "data": map[string]any{"k": "v"}},
+		map[string]any{"metadata": map[string]any{"name": "x"}},
+		map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "Not_A_Name"}})
+	choose("extra", 1, map[string]any{"deep": true})
+	return spec
+}
+
+// sprocketWrite sends both servers the same write with a random fieldValidation, compares the
+// answers and records an accepted write's resourceVersion.
+func (r *runner) sprocketWrite(what, method, name string, body []byte, contentType string) {
+	r.T.Helper()
+	path := sprocketsPath
+	if method != "POST" {
+		path += "/" + name
+	}
+	if name == "status" {
+		path = sprocketsPath + "/" + pick(r.Rng, sprocketNames) + "/status"
+	}
+	if fv := pick(r.Rng, fieldValidations); fv != "" && method != "DELETE" {
+		path += "?fieldValidation=" + fv
+	}
+	resp := r.call(what+" "+method+" "+path+" "+string(body), method, same(path), func(*server) []byte { return body }, contentType, nil)
+	if resp[0].code >= 300 {
+		r.stats.badWrites++
+		return
+	}
+	r.stats.writes++
+	for i, s := range r.servers {
+		rv := s.st.Rev()
+		if md, ok := resp[i].body["metadata"].(map[string]any); ok && method != "DELETE" {
+			if v, err := strconv.ParseInt(md["resourceVersion"].(string), 10, 64); err == nil {
+				rv = v
+			}
+		}
+		if n := len(s.writes); n == 0 || s.writes[n-1] < rv {
+			s.writes = append(s.writes, rv)
+		}
+	}
+}
+
+func (r *runner) sprocketCreate() {
+	md := map[string]any{"name": pick(r.Rng, sprocketNames)}
+	if r.Rng.IntN(4) == 0 {
+		md["bogus"] = "x"
+	}
+	body := encode(map[string]any{"apiVersion": "example.net/v1", "kind": "Sprocket", "metadata": md, "spec": r.sprocketSpec()})
+	r.sprocketWrite("create", "POST", "", body, "application/json")
+}
+
+func (r *runner) sprocketPatch() {
+	body := encode(map[string]any{"spec": r.sprocketSpec()})
+	r.sprocketWrite("merge patch", "PATCH", pick(r.Rng, sprocketNames), body, "application/merge-patch+json")
+}
+
+func (r *runner) sprocketStatus() {
+	conds := []any{map[string]any{"type": "Other", "status": "False"}}
+	switch r.Rng.IntN(3) {
+	case 0:
+		conds = append(conds, map[string]any{"type": "Ready", "status": pick(r.Rng, []string{"True", "False"})})
+	case 1:
+		conds = append(conds, map[string]any{"type": 1, "unknown": "x"})
+	}
+	body := encode(map[string]any{"status": map[string]any{"conditions": conds}})
+	r.sprocketWrite("status merge patch", "PATCH", "status", body, "application/merge-patch+json")
+}
+
+// sprocketRead reads the sprockets, or one, as JSON, a Table (with an includeObject) or a
+// PartialObjectMetadataList.
+func (r *runner) sprocketRead() {
+	r.T.Helper()
+	path := sprocketsPath
+	if r.Rng.IntN(3) == 0 {
+		path += "/" + pick(r.Rng, sprocketNames)
+	}
+	var accept string
+	switch r.Rng.IntN(4) {
+	case 0:
+		accept = "application/json"
+	case 1:
+		accept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+	default:
+		accept = "application/json;as=Table;g=meta.k8s.io;v=v1"
+		if io := pick(r.Rng, []string{"", "None", "Object", "Metadata"}); io != "" {
+			path += "?includeObject=" + url.QueryEscape(io)
+		}
+	}
+	what := "read " + path + " as " + accept
+	var desc [2]string
+	for i, s := range r.servers {
+		resp, err := s.doHeader(r.ctx, "GET", path, "", nil, http.Header{"Accept": {accept}})
+		if err != nil {
+			r.Fatalf("%s: %s: %v", what, s.name, err)
+		}
+		desc[i] = s.describe(resp, "")
+	}
+	if desc[0] != desc[1] {
+		r.Failf("%s: the answers differ (-kube +listwatch):\n%s", what, cmp.Diff(desc[0], desc[1]))
+	}
+	r.stats.gets++
+}
