@@ -230,6 +230,10 @@ func TestCustomResourceTable(t *testing.T) {
 	if json.Unmarshal(r.body, &pl) != nil || len(pl.Items) != 1 || pl.Items[0].Kind != "PartialObjectMetadata" || pl.Items[0].APIVersion != "meta.k8s.io/v1" {
 		t.Errorf("partial list items: %d %s", r.code, r.body)
 	}
+	// One custom resource asked for as a list: upstream's unstructured object passes for a list
+	// until its items are listed.
+	r = e.do("GET", sprocketsPath+"/a", "", "Accept", "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")
+	checkStatus(t, "partial list of one", r, 500, "", "content is not a list")
 }
 
 // TestCRDSchemaRefused: a definition whose schema is not structural, or whose printer column's

@@ -37,22 +37,13 @@ func (h *resourceHandler) transform(obj runtime.Object, n negotiated) (runtime.O
 		}
 		return asPartial(obj, target.GroupVersion())
 	case asPartialObjectMetadataList:
-		list, ok := obj.(*unstructured.UnstructuredList)
-		if !ok {
+		_, isList := obj.(*unstructured.UnstructuredList)
+		if _, single := obj.(*unstructured.Unstructured); !isList && (!single || h.res.BuiltIn) {
 			return nil, notAcceptableMessage(fmt.Sprintf("you requested PartialObjectMetadataList, but the requested object is not a list (%T)", obj))
 		}
-		out := &metav1.PartialObjectMetadataList{}
-		out.SetGroupVersionKind(target.GroupVersion().WithKind(asPartialObjectMetadataList))
-		out.ResourceVersion = list.GetResourceVersion()
-		out.Continue = list.GetContinue()
-		out.RemainingItemCount = list.GetRemainingItemCount()
-		out.Items = make([]metav1.PartialObjectMetadata, 0, len(list.Items))
-		for i := range list.Items {
-			p := meta.AsPartialObjectMetadata(&list.Items[i])
-			p.SetGroupVersionKind(target.GroupVersion().WithKind(asPartialObjectMetadata))
-			out.Items = append(out.Items, *p)
-		}
-		return out, nil
+		// A custom resource's object is unstructured, which upstream takes for a list
+		// (metav1.ListInterface): listing its items fails with a 500, "content is not a list".
+		return asPartialList(obj, target.GroupVersion())
 	case asTable:
 		opts, err := h.tableOptions(n)
 		if err != nil {
@@ -80,6 +71,34 @@ func (h *resourceHandler) tableOptions(n negotiated) (*metav1.TableOptions, erro
 	default:
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("Unable to convert to Table as requested: %v", errs))
 	}
+}
+
+// asPartialList mirrors handlers.asPartialObjectMetadataList for meta.k8s.io/v1: every item's
+// metadata with its kind; no items is a null list, as upstream appends to a nil slice.
+func asPartialList(obj runtime.Object, gv schema.GroupVersion) (runtime.Object, error) {
+	li, err := meta.ListAccessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	out := &metav1.PartialObjectMetadataList{}
+	out.SetGroupVersionKind(gv.WithKind(asPartialObjectMetadataList))
+	err = meta.EachListItem(obj, func(item runtime.Object) error {
+		m, err := meta.Accessor(item)
+		if err != nil {
+			return err
+		}
+		p := meta.AsPartialObjectMetadata(m)
+		p.SetGroupVersionKind(gv.WithKind(asPartialObjectMetadata))
+		out.Items = append(out.Items, *p)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out.ResourceVersion = li.GetResourceVersion()
+	out.Continue = li.GetContinue()
+	out.RemainingItemCount = li.GetRemainingItemCount()
+	return out, nil
 }
 
 func asPartial(obj runtime.Object, gv schema.GroupVersion) (runtime.Object, error) {

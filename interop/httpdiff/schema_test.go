@@ -2,8 +2,11 @@ package httpdiff
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
+	"sort"
 	"strconv"
 	"testing"
 
@@ -135,24 +138,36 @@ var (
 	fieldValidations = []string{"", "Strict", "Warn", "Ignore"}
 )
 
-// sprocketSpec is a random spec: each field absent, valid or invalid, maybe with unknown fields.
+// sprocketSpec is a random spec: each field absent or valid, and sometimes one invalid field (the
+// apiserver's OpenAPI validation reports several in the random order of a map's iteration) or
+// unknown fields.
 func (r *runner) sprocketSpec() map[string]any {
 	spec := map[string]any{}
 	choose := func(field string, values ...any) {
-		if i := r.Rng.IntN(len(values) + 1); i < len(values) {
-			spec[field] = values[i]
+		if r.Rng.IntN(2) == 0 {
+			spec[field] = pick(r.Rng, values)
 		}
 	}
-	choose("replicas", 0, 3, 10, 11, -1, "three")
-	choose("minReplicas", 0, 2, 5)
-	choose("mode", "fast", "slow", "medium", nil)
-	choose("port", 80, "http", true)
-	choose("tags", []any{"a", "b"}, []any{"a", "a"}, []any{})
-	choose("template",
-		map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x", "junk": 1}, "data": map[string]any{"k": "v"}},
-		map[string]any{"metadata": map[string]any{"name": "x"}},
-		map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "Not_A_Name"}})
-	choose("extra", 1, map[string]any{"deep": true})
+	choose("replicas", 0, 3, 10)
+	choose("minReplicas", 0, 2)
+	choose("mode", "fast", "slow", nil)
+	choose("port", 80, "http")
+	choose("tags", []any{"a", "b"}, []any{})
+	choose("template", map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x", "junk": 1}, "data": map[string]any{"k": "v"}})
+	if r.Rng.IntN(3) == 0 {
+		bad := pick(r.Rng, []struct {
+			field string
+			value any
+		}{
+			{"replicas", 11}, {"replicas", -1}, {"replicas", "three"}, {"minReplicas", 5}, {"mode", "medium"}, {"port", true},
+			{"tags", []any{"a", "a"}}, {"template", map[string]any{"metadata": map[string]any{"name": "x"}}},
+			{"template", map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "Not_A_Name"}}},
+		})
+		spec[bad.field] = bad.value
+	}
+	if r.Rng.IntN(4) == 0 {
+		spec["extra"] = pick(r.Rng, []any{1, map[string]any{"deep": true}})
+	}
 	return spec
 }
 
@@ -248,4 +263,33 @@ func (r *runner) sprocketRead() {
 		r.Failf("%s: the answers differ (-kube +listwatch):\n%s", what, cmp.Diff(desc[0], desc[1]))
 	}
 	r.stats.gets++
+}
+
+var (
+	// quotedRVPattern and quotedTimePattern find a resourceVersion and the times in an object quoted
+	// in a message (a 422 on a patch quotes the patched object).
+	quotedRVPattern   = regexp.MustCompile(`(\\"resourceVersion\\":\\")(\d+)`)
+	quotedTimePattern = regexp.MustCompile(`(\\"(?:time|creationTimestamp)\\":\\")[^\\]*`)
+)
+
+// normalQuotedObject is msg with the resourceVersion of an object quoted in it by its place, and
+// its times as <time>.
+func (s *server) normalQuotedObject(msg string) string {
+	msg = quotedTimePattern.ReplaceAllString(msg, "${1}<time>")
+	return quotedRVPattern.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := quotedRVPattern.FindStringSubmatch(m)
+		return sub[1] + s.rvName(sub[2])
+	})
+}
+
+// sortManagedFields orders managedFields entries whose times are gone. The apiserver orders them by
+// operation, time (in seconds), manager, apiVersion and subresource; two writes a second apart on
+// one server and within a second on the other are ordered differently, so without their times they
+// are compared in the order of the rest.
+func sortManagedFields(mf []any) {
+	keyOf := func(e any) string {
+		m, _ := e.(map[string]any)
+		return fmt.Sprint(m["operation"], "\x00", m["manager"], "\x00", m["apiVersion"], "\x00", m["subresource"])
+	}
+	sort.SliceStable(mf, func(i, j int) bool { return keyOf(mf[i]) < keyOf(mf[j]) })
 }

@@ -159,6 +159,7 @@ func (s *server) normalMessage(msg, asked string) string {
 	for real, name := range s.gen {
 		msg = strings.ReplaceAll(msg, real, name)
 	}
+	msg = s.normalQuotedObject(msg)
 	return rvPattern.ReplaceAllStringFunc(msg, func(m string) string {
 		sub := rvPattern.FindStringSubmatch(m)
 		if sub[2] == asked {
@@ -203,6 +204,7 @@ func (s *server) normalize(v any, asked string) any {
 						delete(m, "time")
 					}
 				}
+				sortManagedFields(mf)
 			}
 			if rv, ok := md["resourceVersion"].(string); ok {
 				md["resourceVersion"] = s.rvName(rv)
