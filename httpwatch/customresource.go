@@ -80,22 +80,57 @@ func newCustomResource(r Resource) (*customResource, error) {
 	return c, nil
 }
 
-// internalSchema is an OpenAPI v3 schema as the internal apiextensions type, through the v1 type
-// a CRD carries it in (its JSON is the CRD's openAPIV3Schema).
-func internalSchema(s *spec.Schema) (*apiextensionsinternal.JSONSchemaProps, error) {
+// v1Schema is an OpenAPI v3 schema as a CRD carries it (its JSON is the CRD's openAPIV3Schema).
+func v1Schema(s *spec.Schema) (*apiextensionsv1.JSONSchemaProps, error) {
 	data, err := json.Marshal(s)
 	if err != nil {
 		return nil, err
 	}
-	var v1 apiextensionsv1.JSONSchemaProps
-	if err := json.Unmarshal(data, &v1); err != nil {
+	v1 := &apiextensionsv1.JSONSchemaProps{}
+	if err := json.Unmarshal(data, v1); err != nil {
 		return nil, fmt.Errorf("the schema is not a CRD's openAPIV3Schema: %v", err)
 	}
+	return v1, nil
+}
+
+// internalSchema is an OpenAPI v3 schema as the internal apiextensions type.
+func internalSchema(s *spec.Schema) (*apiextensionsinternal.JSONSchemaProps, error) {
+	v1, err := v1Schema(s)
+	if err != nil {
+		return nil, err
+	}
 	out := &apiextensionsinternal.JSONSchemaProps{}
-	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(&v1, out, nil); err != nil {
+	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v1, out, nil); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// definition is the CustomResourceDefinition that serves r as its one version: names, scope,
+// status subresource and schema (apiextensions' OpenAPI builder reads these).
+func (r Resource) definition() (*apiextensionsv1.CustomResourceDefinition, error) {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	crd.Name = r.Resource + "." + r.Group
+	crd.Spec.Group = r.Group
+	crd.Spec.Names = apiextensionsv1.CustomResourceDefinitionNames{Plural: r.Resource, Singular: r.SingularName,
+		Kind: r.Kind, ListKind: r.ListKind, ShortNames: r.ShortNames, Categories: r.Categories}
+	crd.Spec.Scope = apiextensionsv1.ClusterScoped
+	if r.Namespaced {
+		crd.Spec.Scope = apiextensionsv1.NamespaceScoped
+	}
+	v := apiextensionsv1.CustomResourceDefinitionVersion{Name: r.Version, Served: true, Storage: true}
+	if r.Schema != nil {
+		s, err := v1Schema(r.Schema)
+		if err != nil {
+			return nil, err
+		}
+		v.Schema = &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: s}
+	}
+	if r.StatusSubresource {
+		v.Subresources = &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}}
+	}
+	crd.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{v}
+	return crd, nil
 }
 
 // coerce prunes the fields the schema does not know, drops non-nullable nulls without defaults and

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/mergepatch"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -322,7 +323,8 @@ func interpretStrategicMergePatchError(err error) error {
 func (p *patcher) applyConfiguration(live *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	force := p.options.Force != nil && *p.options.Force
 	patchObj := &unstructured.Unstructured{Object: map[string]any{}}
-	if err := yaml.Unmarshal(p.patchBytes, &patchObj.Object); err != nil {
+	// apimachinery's yaml keeps whole numbers int64, as the applied object's fields are.
+	if err := utilyaml.Unmarshal(p.patchBytes, &patchObj.Object); err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
 	}
 	obj, err := p.h.apply(p.subresource, live, patchObj, p.options.FieldManager, force)
@@ -338,7 +340,7 @@ func (p *patcher) applyConfiguration(live *unstructured.Unstructured) (*unstruct
 		c.applyDefaults(obj)
 	}
 	if p.validation == metav1.FieldValidationStrict || p.validation == metav1.FieldValidationWarn {
-		if err := yaml.UnmarshalStrict(p.patchBytes, &map[string]any{}); err != nil {
+		if err := utilyaml.UnmarshalStrict(p.patchBytes, &map[string]any{}); err != nil {
 			if p.validation == metav1.FieldValidationStrict {
 				return nil, apierrors.NewBadRequest(fmt.Sprintf("error strict decoding patch: %v", err))
 			}

@@ -122,10 +122,12 @@ func runSchemaSeed(t *testing.T, seed uint64, ops int) stats {
 			r.sprocketPatch()
 		case n < 65:
 			r.sprocketStatus()
-		case n < 90:
+		case n < 75:
+			r.sprocketApply()
+		case n < 92:
 			r.sprocketRead()
 		default:
-			r.sprocketWrite("delete", "DELETE", pick(r.Rng, sprocketNames), nil, "")
+			r.sprocketWrite("delete", "DELETE", pick(r.Rng, sprocketNames), nil, nil, "")
 		}
 	})
 	r.stats.Tally = r.Tally
@@ -138,9 +140,9 @@ var (
 	fieldValidations = []string{"", "Strict", "Warn", "Ignore"}
 )
 
-// sprocketSpec is a random spec: each field absent or valid, and sometimes one invalid field (the
-// apiserver's OpenAPI validation reports several in the random order of a map's iteration) or
-// unknown fields.
+// sprocketSpec is a random spec: each field absent or valid, and then one problem or none: an
+// invalid field or unknown fields (the apiserver reports several OpenAPI errors, and several
+// errors of an applied configuration, in the random order of a map's iteration).
 func (r *runner) sprocketSpec() map[string]any {
 	spec := map[string]any{}
 	choose := func(field string, values ...any) {
@@ -153,8 +155,9 @@ func (r *runner) sprocketSpec() map[string]any {
 	choose("mode", "fast", "slow", nil)
 	choose("port", 80, "http")
 	choose("tags", []any{"a", "b"}, []any{})
-	choose("template", map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x", "junk": 1}, "data": map[string]any{"k": "v"}})
-	if r.Rng.IntN(3) == 0 {
+	choose("template", map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"}, "data": map[string]any{"k": "v"}})
+	switch r.Rng.IntN(6) {
+	case 0, 1:
 		bad := pick(r.Rng, []struct {
 			field string
 			value any
@@ -164,16 +167,17 @@ func (r *runner) sprocketSpec() map[string]any {
 			{"template", map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "Not_A_Name"}}},
 		})
 		spec[bad.field] = bad.value
-	}
-	if r.Rng.IntN(4) == 0 {
+	case 2:
 		spec["extra"] = pick(r.Rng, []any{1, map[string]any{"deep": true}})
+	case 3:
+		spec["template"] = map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x", "junk": 1}}
 	}
 	return spec
 }
 
 // sprocketWrite sends both servers the same write with a random fieldValidation, compares the
 // answers and records an accepted write's resourceVersion.
-func (r *runner) sprocketWrite(what, method, name string, body []byte, contentType string) {
+func (r *runner) sprocketWrite(what, method, name string, query url.Values, body []byte, contentType string) {
 	r.T.Helper()
 	path := sprocketsPath
 	if method != "POST" {
@@ -182,8 +186,14 @@ func (r *runner) sprocketWrite(what, method, name string, body []byte, contentTy
 	if name == "status" {
 		path = sprocketsPath + "/" + pick(r.Rng, sprocketNames) + "/status"
 	}
+	if query == nil {
+		query = url.Values{}
+	}
 	if fv := pick(r.Rng, fieldValidations); fv != "" && method != "DELETE" {
-		path += "?fieldValidation=" + fv
+		query.Set("fieldValidation", fv)
+	}
+	if len(query) > 0 {
+		path += "?" + query.Encode()
 	}
 	resp := r.call(what+" "+method+" "+path+" "+string(body), method, same(path), func(*server) []byte { return body }, contentType, nil)
 	if resp[0].code >= 300 {
@@ -194,8 +204,9 @@ func (r *runner) sprocketWrite(what, method, name string, body []byte, contentTy
 	for i, s := range r.servers {
 		rv := s.st.Rev()
 		if md, ok := resp[i].body["metadata"].(map[string]any); ok && method != "DELETE" {
-			if v, err := strconv.ParseInt(md["resourceVersion"].(string), 10, 64); err == nil {
-				rv = v
+			v, _ := md["resourceVersion"].(string)
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				rv = n
 			}
 		}
 		if n := len(s.writes); n == 0 || s.writes[n-1] < rv {
@@ -210,12 +221,25 @@ func (r *runner) sprocketCreate() {
 		md["bogus"] = "x"
 	}
 	body := encode(map[string]any{"apiVersion": "example.net/v1", "kind": "Sprocket", "metadata": md, "spec": r.sprocketSpec()})
-	r.sprocketWrite("create", "POST", "", body, "application/json")
+	r.sprocketWrite("create", "POST", "", nil, body, "application/json")
 }
 
 func (r *runner) sprocketPatch() {
 	body := encode(map[string]any{"spec": r.sprocketSpec()})
-	r.sprocketWrite("merge patch", "PATCH", pick(r.Rng, sprocketNames), body, "application/merge-patch+json")
+	r.sprocketWrite("merge patch", "PATCH", pick(r.Rng, sprocketNames), nil, body, "application/merge-patch+json")
+}
+
+// sprocketApply applies a random spec, sometimes forced. One manager applies: the apiserver lists
+// the conflicts with several managers in the random order of a map's iteration.
+func (r *runner) sprocketApply() {
+	name := pick(r.Rng, sprocketNames)
+	body := encode(map[string]any{"apiVersion": "example.net/v1", "kind": "Sprocket",
+		"metadata": map[string]any{"name": name}, "spec": r.sprocketSpec()})
+	query := url.Values{"fieldManager": {"applier"}}
+	if r.Rng.IntN(3) == 0 {
+		query.Set("force", "true")
+	}
+	r.sprocketWrite("apply", "PATCH", name, query, body, "application/apply-patch+yaml")
 }
 
 func (r *runner) sprocketStatus() {
@@ -227,7 +251,7 @@ func (r *runner) sprocketStatus() {
 		conds = append(conds, map[string]any{"type": 1, "unknown": "x"})
 	}
 	body := encode(map[string]any{"status": map[string]any{"conditions": conds}})
-	r.sprocketWrite("status merge patch", "PATCH", "status", body, "application/merge-patch+json")
+	r.sprocketWrite("status merge patch", "PATCH", "status", nil, body, "application/merge-patch+json")
 }
 
 // sprocketRead reads the sprockets, or one, as JSON, a Table (with an includeObject) or a
