@@ -253,3 +253,24 @@ func TestCRDSchemaRefused(t *testing.T) {
 		t.Errorf("a resource with a bad column: %v, want ErrInvalidConfig", err)
 	}
 }
+
+// TestCustomResourceApply: server-side apply by the types apiextensions' OpenAPI builder makes of
+// the schema (an embedded resource's metadata is ObjectMeta: an unknown field there is
+// refused), with the applied numbers whole (the CEL rule compares integers), and the result
+// defaulted.
+func TestCustomResourceApply(t *testing.T) {
+	e := newSprocketsEnv(t)
+	const applyPath = sprocketsPath + "/a?fieldManager=applier"
+	r := e.do("PATCH", applyPath, "apiVersion: example.net/v1\nkind: Sprocket\nmetadata:\n  name: a\nspec:\n  replicas: 3\n  minReplicas: 2\n",
+		"Content-Type", "application/apply-patch+yaml")
+	if r.code != 201 {
+		t.Fatalf("apply: %d %s", r.code, r.body)
+	}
+	if spec, _, _ := unstructured.NestedMap(r.object(t).Object, "spec"); spec["replicas"] != int64(3) || spec["mode"] != "slow" {
+		t.Errorf("applied spec %v", spec)
+	}
+	r = e.do("PATCH", applyPath, "apiVersion: example.net/v1\nkind: Sprocket\nmetadata:\n  name: a\nspec:\n  template:\n    apiVersion: v1\n    kind: ConfigMap\n    metadata:\n      name: x\n      junk: 1\n",
+		"Content-Type", "application/apply-patch+yaml")
+	checkStatus(t, "unknown field in an embedded resource's metadata", r, 500, "",
+		"failed to create typed patch object (/a; example.net/v1, Kind=Sprocket): .spec.template.metadata.junk: field not declared in schema")
+}
