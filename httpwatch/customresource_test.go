@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -13,73 +14,23 @@ import (
 	"github.com/listwatch/listwatch/internal/testutil"
 )
 
-// sprocketsCRD has a schema that prunes, defaults and validates (OpenAPI, a CEL rule, a set, an
-// int-or-string, an embedded resource) and printer columns, one with a JSONPath filter.
-const sprocketsCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: sprockets.example.net
-spec:
-  group: example.net
-  names: {plural: sprockets, singular: sprocket, kind: Sprocket, listKind: SprocketList}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources:
-      status: {}
-    additionalPrinterColumns:
-    - name: Replicas
-      type: integer
-      jsonPath: .spec.replicas
-    - name: Ready
-      type: string
-      description: Whether the sprocket turns
-      jsonPath: .status.conditions[?(@.type=="Ready")].status
-    - name: Port
-      type: string
-      priority: 1
-      jsonPath: .spec.port
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            x-kubernetes-validations:
-            - rule: self.minReplicas <= self.replicas
-              message: minReplicas must not exceed replicas
-            properties:
-              replicas: {type: integer, default: 1, minimum: 0, maximum: 10}
-              minReplicas: {type: integer, default: 0}
-              mode: {type: string, enum: [fast, slow], default: slow}
-              port: {x-kubernetes-int-or-string: true}
-              tags:
-                type: array
-                x-kubernetes-list-type: set
-                items: {type: string}
-              template:
-                type: object
-                x-kubernetes-embedded-resource: true
-                x-kubernetes-preserve-unknown-fields: true
-          status:
-            type: object
-            properties:
-              conditions:
-                type: array
-                items:
-                  type: object
-                  properties:
-                    type: {type: string}
-                    status: {type: string}
-`
+// sprocketsCRD is testdata/sprockets.yaml: a schema that prunes, defaults and validates (OpenAPI,
+// a CEL rule, a set, an int-or-string, an embedded resource) and printer columns, one with a
+// JSONPath filter.
+func sprocketsCRD(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("testdata/sprockets.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
 
 const sprocketsPath = "/apis/example.net/v1/namespaces/default/sprockets"
 
 func newSprocketsEnv(t *testing.T) *env {
 	t.Helper()
-	r, err := CRDResource(sprocketsCRD)
+	r, err := CRDResource(sprocketsCRD(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +149,7 @@ func TestCustomResourceValidation(t *testing.T) {
 // (JSONPath filters, cell types, descriptions), and PartialObjectMetadataList items with their kind.
 func TestCustomResourceTable(t *testing.T) {
 	e := newSprocketsEnv(t)
-	a := e.mustCreate(sprocketsPath, sprocket("a", "", `"replicas":3,"port":"http"`))
+	a := e.mustCreate(sprocketsPath, sprocket("a", "", `"replicas":3,"port":"http","tags":["x","y"]`))
 	if r := e.do("PUT", sprocketsPath+"/a/status", `{"apiVersion":"example.net/v1","kind":"Sprocket","metadata":{"name":"a","resourceVersion":"`+a.GetResourceVersion()+`"},"status":{"conditions":[{"type":"Other","status":"False"},{"type":"Ready","status":"True"}]}}`); r.code != 200 {
 		t.Fatalf("status: %d %s", r.code, r.body)
 	}
@@ -213,8 +164,10 @@ func TestCustomResourceTable(t *testing.T) {
 	}
 	wantCols := []string{"Name|string|" + nameDescription,
 		"Replicas|integer|Custom resource definition column (in JSONPath format): .spec.replicas",
-		"Ready|string|Whether the sprocket turns",
-		"Port|string|Custom resource definition column (in JSONPath format): .spec.port"}
+		"Mode|string|How fast it turns",
+		`Ready|string|Custom resource definition column (in JSONPath format): .status.conditions[?(@.type=="Ready")].status`,
+		"Port|string|Custom resource definition column (in JSONPath format): .spec.port",
+		"Tags|string|Custom resource definition column (in JSONPath format): .spec.tags"}
 	if strings.Join(cols, "\n") != strings.Join(wantCols, "\n") {
 		t.Errorf("columns\n%s\nwant\n%s", strings.Join(cols, "\n"), strings.Join(wantCols, "\n"))
 	}
@@ -222,7 +175,7 @@ func TestCustomResourceTable(t *testing.T) {
 		t.Fatalf("rows %+v", table.Rows)
 	}
 	cells, _ := json.Marshal(table.Rows[0].Cells)
-	if string(cells) != `["a",3,"True","http"]` {
+	if string(cells) != `["a",3,"slow","True","http","[\"x\",\"y\"]"]` {
 		t.Errorf("cells %s", cells)
 	}
 	var pl metav1.PartialObjectMetadataList
@@ -241,9 +194,9 @@ func TestCustomResourceTable(t *testing.T) {
 func TestCRDSchemaRefused(t *testing.T) {
 	for _, c := range []struct{ name, from, to string }{
 		{"untyped property", "minReplicas: {type: integer, default: 0}", "minReplicas: {default: 0}"},
-		{"bad JSONPath", "jsonPath: .spec.replicas", "jsonPath: .spec.replicas[?(@"},
+		{"bad JSONPath", "jsonPath: .spec.replicas}", "jsonPath: '.spec.replicas[?(@'}"},
 	} {
-		doc := strings.Replace(sprocketsCRD, c.from, c.to, 1)
+		doc := strings.Replace(sprocketsCRD(t), c.from, c.to, 1)
 		if _, err := CRDResource(doc); !errors.Is(err, ErrInvalidCRD) {
 			t.Errorf("%s: %v, want ErrInvalidCRD", c.name, err)
 		}

@@ -282,16 +282,26 @@ func (h *resourceHandler) decodeBody(w http.ResponseWriter, body []byte, f *form
 		}
 		strictErrs = append(strictErrs, se.Errors()...)
 	}
-	if len(strictErrs) > 0 {
-		if validation == metav1.FieldValidationStrict {
-			gvk := obj.GroupVersionKind()
-			return nil, h.transformDecodeError(runtime.NewStrictDecodingError(strictErrs), &gvk, body)
-		}
-		for _, e := range strictErrs {
-			addWarning(w, e.Error())
-		}
+	if err := h.strictDecodingErrors(w, obj, body, validation, strictErrs); err != nil {
+		return nil, err
 	}
 	return typedToUnstructured(typed, h.res.GroupVersionKind())
+}
+
+// strictDecodingErrors reports a body's unknown and duplicate fields as handlers.createHandler and
+// UpdateResource do: with fieldValidation Strict a 400 naming them, with Warn a warning each.
+func (h *resourceHandler) strictDecodingErrors(w http.ResponseWriter, obj *unstructured.Unstructured, body []byte, validation string, strictErrs []error) error {
+	if len(strictErrs) == 0 {
+		return nil
+	}
+	if validation == metav1.FieldValidationStrict {
+		gvk := obj.GroupVersionKind()
+		return h.transformDecodeError(runtime.NewStrictDecodingError(strictErrs), &gvk, body)
+	}
+	for _, e := range strictErrs {
+		addWarning(w, e.Error())
+	}
+	return nil
 }
 
 // isStrict says whether a fieldValidation directive asks for unknown and duplicate fields (Strict
@@ -333,14 +343,8 @@ func (h *resourceHandler) decodeCustom(w http.ResponseWriter, obj *unstructured.
 		strictErrs = append(strictErrs, fmt.Errorf(`unknown field "%s"`, path))
 	}
 	h.res.custom.applyDefaults(obj)
-	if len(strictErrs) > 0 {
-		if validation == metav1.FieldValidationStrict {
-			gvk := obj.GroupVersionKind()
-			return nil, h.transformDecodeError(runtime.NewStrictDecodingError(strictErrs), &gvk, body)
-		}
-		for _, e := range strictErrs {
-			addWarning(w, e.Error())
-		}
+	if err := h.strictDecodingErrors(w, obj, body, validation, strictErrs); err != nil {
+		return nil, err
 	}
 	return obj, nil
 }

@@ -1,10 +1,10 @@
 package httpdiff
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -15,9 +15,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/listwatch/listwatch/interop/internal/diffrun"
 	"github.com/listwatch/listwatch/interop/internal/seeds"
-	"github.com/listwatch/listwatch/proptest/kubemodel"
 )
 
 // Custom resources with a schema: the same requests to the real apiextensions-apiserver and to
@@ -27,61 +25,17 @@ import (
 // filter. Bodies are sent with each fieldValidation; lists and objects are read back as JSON,
 // Tables (each includeObject) and PartialObjectMetadataList.
 
-// sprocketsYAML is the CRD of sprockets.example.net/v1. It has no date column: an age is each
-// server's clock's.
-const sprocketsYAML = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: sprockets.example.net
-spec:
-  group: example.net
-  names: {plural: sprockets, singular: sprocket, kind: Sprocket, listKind: SprocketList}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources:
-      status: {}
-    additionalPrinterColumns:
-    - {name: Replicas, type: integer, jsonPath: .spec.replicas}
-    - {name: Mode, type: string, jsonPath: .spec.mode, description: How fast it turns}
-    - {name: Ready, type: string, jsonPath: '.status.conditions[?(@.type=="Ready")].status'}
-    - {name: Port, type: string, priority: 1, jsonPath: .spec.port}
-    - {name: Tags, type: string, jsonPath: .spec.tags}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            x-kubernetes-validations:
-            - {rule: self.minReplicas <= self.replicas, message: minReplicas must not exceed replicas}
-            properties:
-              replicas: {type: integer, default: 1, minimum: 0, maximum: 10}
-              minReplicas: {type: integer, default: 0}
-              mode: {type: string, enum: [fast, slow], default: slow}
-              port: {x-kubernetes-int-or-string: true}
-              tags: {type: array, x-kubernetes-list-type: set, items: {type: string}}
-              template: {type: object, x-kubernetes-embedded-resource: true, x-kubernetes-preserve-unknown-fields: true}
-          status:
-            type: object
-            properties:
-              conditions:
-                type: array
-                items:
-                  type: object
-                  properties:
-                    type: {type: string}
-                    status: {type: string}
-`
-
 const sprocketsPath = "/apis/example.net/v1/namespaces/a/sprockets"
 
+// sprocketsCRD is httpwatch's testdata/sprockets.yaml, the CRD of sprockets.example.net/v1.
 func sprocketsCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
+	data, err := os.ReadFile("../../httpwatch/testdata/sprockets.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
 	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.UnmarshalStrict([]byte(sprocketsYAML), crd); err != nil {
+	if err := yaml.UnmarshalStrict(data, crd); err != nil {
 		t.Fatal(err)
 	}
 	return crd
@@ -96,24 +50,9 @@ func TestHTTPDifferentialSchema(t *testing.T) {
 }
 
 func runSchemaSeed(t *testing.T, seed uint64, ops int) stats {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	r := &runner{ctx: ctx, servers: startServers(t, sprocketsCRD(t))}
-	r.Runner = diffrun.New[watchReq](t, seed, 0x2545f4914f6cdd1d, r)
-	t.Cleanup(r.StopAll)
-	// The apiserver sleeps 2 s in the first create after a CRD is Established.
-	for _, s := range r.servers {
-		for _, req := range []struct{ method, path string }{{"POST", "/apis/example.net/v1/namespaces/warmup/sprockets"}, {"DELETE", "/apis/example.net/v1/namespaces/warmup/sprockets/warmup"}} {
-			var body []byte
-			if req.method == "POST" {
-				body = encode(map[string]any{"apiVersion": "example.net/v1", "kind": "Sprocket", "metadata": map[string]any{"name": "warmup"}})
-			}
-			if resp, err := s.do(ctx, req.method, req.path, "application/json", body); err != nil || resp.code >= 300 {
-				t.Fatalf("%s: warm-up %s: %v %d %s", s.name, req.method, err, resp.code, resp.raw)
-			}
-		}
-		s.h = kubemodel.NewHistory(s.st.Rev())
-	}
+	r := newRunner(t, seed, 0x2545f4914f6cdd1d, sprocketsCRD(t))
+	r.warmUp("/apis/example.net/v1/namespaces/warmup/sprockets",
+		encode(map[string]any{"apiVersion": "example.net/v1", "kind": "Sprocket", "metadata": map[string]any{"name": "warmup"}}))
 	r.Play(ops, func() {
 		switch n := r.Rng.IntN(100); {
 		case n < 35:

@@ -21,6 +21,7 @@ import (
 	"github.com/listwatch/listwatch/chain"
 	"github.com/listwatch/listwatch/httpwatch"
 	"github.com/listwatch/listwatch/internal/testutil"
+	"github.com/listwatch/listwatch/interop/internal/diffrun"
 	"github.com/listwatch/listwatch/interop/internal/kubeapiserver"
 	"github.com/listwatch/listwatch/proptest/kubemodel"
 	"github.com/listwatch/listwatch/store"
@@ -78,6 +79,39 @@ func startServers(t *testing.T, extra ...*apiextensionsv1.CustomResourceDefiniti
 		out[i] = &server{name: s.name, base: s.base, st: s.st, c: &http.Client{Transport: tr}, gen: map[string]string{}}
 	}
 	return out
+}
+
+// newRunner starts both servers (serving the extra CRDs too) and the runner of one seed, with its
+// own random stream; the test's cleanup stops them.
+func newRunner(t *testing.T, seed, stream uint64, extra ...*apiextensionsv1.CustomResourceDefinition) *runner {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r := &runner{ctx: ctx, servers: startServers(t, extra...)}
+	r.Runner = diffrun.New[watchReq](t, seed, stream, r)
+	t.Cleanup(r.StopAll)
+	return r
+}
+
+// warmUp creates the object body names ("warmup") in collection on each server and deletes it,
+// then starts each server's model: the apiserver sleeps 2 s in the first create after a CRD is
+// Established (crdHandler serveResource), and one write before the test's keeps that sleep out of
+// its requests.
+func (r *runner) warmUp(collection string, body []byte) {
+	r.T.Helper()
+	for _, s := range r.servers {
+		for _, req := range []struct{ method, path string }{{"POST", collection}, {"DELETE", collection + "/warmup"}} {
+			b := body
+			if req.method == "DELETE" {
+				b = nil
+			}
+			resp, err := s.do(r.ctx, req.method, req.path, "application/json", b)
+			if err != nil || resp.code >= 300 {
+				r.T.Fatalf("%s: warm-up %s: %v %d %s", s.name, req.method, err, resp.code, resp.raw)
+			}
+		}
+		s.h = kubemodel.NewHistory(s.st.Rev())
+	}
 }
 
 // response is an answer as the test compares it.
