@@ -100,8 +100,13 @@
 //     unchanged values on update; a status update by the status schema) with a 422 listing
 //     upstream's field errors. The unknown fields are reported as fieldValidation says: Strict a 400
 //     (a 422 for a patch) naming them with the duplicate ones, Warn a warning each, Ignore nothing
-//     (TestCustomResourcePruningAndDefaults, TestCustomResourceValidation). A CRD whose schema is not
+//     (TestCustomResourcePruningAndDefaults, TestCustomResourceValidation). Server-side apply merges
+//     by the types apiextensions' OpenAPI builder makes of the CRD (pkg/controller/openapi/builder),
+//     as upstream's field manager does, an applied configuration's whole numbers int64 as
+//     apimachinery's yaml decodes them (TestCustomResourceApply). A CRD whose schema is not
 //     structural or whose printer column does not parse is ErrInvalidCRD (TestCRDSchemaRefused).
+//     interop/httpdiff's TestHTTPDifferentialSchema compares all of it with the real
+//     apiextensions-apiserver.
 //   - Errors before a watch stream starts are ordinary responses with a Status body and its code
 //     (Retry-After when the Status asks for a retry); errors that are not API errors become 500 with an
 //     empty reason, as responsewriters.ErrorToAPIStatus. After the headers, errors are ERROR frames
@@ -174,7 +179,9 @@
 //     [?(@.type=="Ready")], upstream's cell types and default descriptions; dates as ages by the
 //     server's clock), rows whose object is its metadata, the object or nothing as includeObject
 //     says; in a watch only the first event carries the columns (TestTable, TestCustomResourceTable).
-//     PartialObjectMetadataList items carry their kind and apiVersion (TestCustomResourceTable).
+//     PartialObjectMetadataList items carry their kind and apiVersion, none is a null list, and a
+//     single custom resource asked for as one is upstream's 500 "content is not a list" (its
+//     unstructured object passes for a list until its items are read) (TestCustomResourceTable).
 //   - /openapi/v3 lists one document per served group version and /openapi/v2 is one document (JSON,
 //     or gnostic protobuf); every operation names its kind and action, PATCH its patch types, writes
 //     take fieldValidation; schemas carry the patch strategies and list types kubectl apply reads
