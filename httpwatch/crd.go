@@ -174,5 +174,10 @@ func (c *crd) resource() (Resource, error) {
 		label := strings.TrimPrefix(f.JSONPath, ".")
 		r.SelectableFields = append(r.SelectableFields, SelectableField{Label: label, Path: strings.Split(label, ".")})
 	}
+	// A schema that is not structural, or a printer column whose JSONPath does not parse, is
+	// refused as apiextensions' CRD validation refuses them.
+	if _, err := r.withSchemaAndColumns(); err != nil {
+		return Resource{}, err
+	}
 	return r, nil
 }

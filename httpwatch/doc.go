@@ -14,7 +14,8 @@
 // watch.go the watch stream (handlers/watch.go), negotiate.go, codec.go and responses.go content
 // negotiation and encodings, transform.go Table and PartialObjectMetadata (handlers/response.go),
 // builtins.go the built-in resources and their strategies, crd.go resources from
-// CustomResourceDefinitions, discovery.go aggregated discovery, openapi.go the OpenAPI documents,
+// CustomResourceDefinitions, customresource.go a custom resource's schema at work (pruning,
+// defaulting and validation by apiextensions-apiserver's packages), discovery.go aggregated discovery, openapi.go the OpenAPI documents,
 // server.go the paths and legacy discovery.
 //
 // # API
@@ -90,6 +91,23 @@
 //   - A built-in kind's body passes through its Go type: fields it lacks are dropped, and with
 //     fieldValidation Strict they (and duplicate fields) are a 400 naming them, with Warn (the
 //     default) a 299 Warning header each (TestFieldValidation).
+//   - A custom resource with a schema is served as apiextensions-apiserver serves it, by its
+//     packages (pkg/apiserver/schema and its pruning, defaulting, objectmeta and listtype packages,
+//     pkg/apiserver/validation, schema/cel): a body, a patched object, an applied one and a seeded
+//     one (Server.Create) lose the fields the schema does not know (x-kubernetes-preserve-unknown-fields
+//     keeps them; x-kubernetes-embedded-resource objects get their metadata coerced), get the
+//     schema's defaults, and are validated on create and update (OpenAPI v3 constraints, int-or-string,
+//     list types, embedded resources' metadata, x-kubernetes-validations CEL rules, ratcheting
+//     unchanged values on update; a status update by the status schema) with a 422 listing
+//     upstream's field errors. The unknown fields are reported as fieldValidation says: Strict a 400
+//     (a 422 for a patch) naming them with the duplicate ones, Warn a warning each, Ignore nothing
+//     (TestCustomResourcePruningAndDefaults, TestCustomResourceValidation). Server-side apply merges
+//     by the types apiextensions' OpenAPI builder makes of the CRD (pkg/controller/openapi/builder),
+//     as upstream's field manager does, an applied configuration's whole numbers int64 as
+//     apimachinery's yaml decodes them (TestCustomResourceApply). A CRD whose schema is not
+//     structural or whose printer column does not parse is ErrInvalidCRD (TestCRDSchemaRefused).
+//     interop/httpdiff's TestHTTPDifferentialSchema compares all of it with the real
+//     apiextensions-apiserver.
 //   - Errors before a watch stream starts are ordinary responses with a Status body and its code
 //     (Retry-After when the Status asks for a retry); errors that are not API errors become 500 with an
 //     empty reason, as responsewriters.ErrorToAPIStatus. After the headers, errors are ERROR frames
@@ -166,9 +184,14 @@
 //     deletecollection deletes the selected objects one by one as DELETE would and answers with the
 //     list of them (TestDeleteCollection).
 //   - Table conversion uses the built-in printers' columns (ConfigMap: Data, Age; Pod: Ready, Status,
-//     Restarts, Age...), a custom resource's columns (Age by default, dates as ages), rows whose
-//     object is its metadata, the object or nothing as includeObject says; in a watch only the first
-//     event carries the columns (TestTable).
+//     Restarts, Age...), or JSONPath columns (a CRD's additionalPrinterColumns, Age by default)
+//     through apiextensions' tableconvertor with client-go's jsonpath (filters such as
+//     [?(@.type=="Ready")], upstream's cell types and default descriptions; dates as ages by the
+//     server's clock), rows whose object is its metadata, the object or nothing as includeObject
+//     says; in a watch only the first event carries the columns (TestTable, TestCustomResourceTable).
+//     PartialObjectMetadataList items carry their kind and apiVersion, none is a null list, and a
+//     single custom resource asked for as one is upstream's 500 "content is not a list" (its
+//     unstructured object passes for a list until its items are read) (TestCustomResourceTable).
 //   - /openapi/v3 lists one document per served group version and /openapi/v2 is one document (JSON,
 //     or gnostic protobuf); every operation names its kind and action, PATCH its patch types, writes
 //     take fieldValidation; schemas carry the patch strategies and list types kubectl apply reads
@@ -183,8 +206,9 @@
 // in the server (package controllers runs them as clients: without them a deleted namespace keeps
 // its objects and stays Terminating until finalized), no defaulting of built-in kinds (k8s.io/api
 // ships no defaulting functions) and no type-specific validation beyond ObjectMeta (and TypeMeta
-// for custom resources) and the data size of ConfigMaps and Secrets; no pruning of a
-// custom resource's unknown fields and no schema validation of its bodies; no cluster IP allocation
+// for custom resources) and the data size of ConfigMaps and Secrets; a custom resource's objects are pruned and defaulted when written, not
+// when read (upstream does both, which differs only for objects put into storage by other means),
+// and an applied object is defaulted before its validation; no cluster IP allocation
 // for services; no scale subresource; one version per group (a CRD's storage version); no CBOR; the
 // OpenAPI schemas of built-in kinds have their types, descriptions, patch strategies and list types
 // but no defaults or required fields. A built-in kind mismatch in a JSON body is reported as "no

@@ -3,10 +3,12 @@ package httpwatch
 import (
 	"fmt"
 
+	openapibuilder "k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
@@ -172,22 +174,32 @@ func (c unstructuredConvertor) New(kind schema.GroupVersionKind) (runtime.Object
 	return u, nil
 }
 
-// customTypeConverter is the type converter of a custom resource with a schema: its schema, with
-// metadata as ObjectMeta, next to the definitions it refers to, as apiextensions-apiserver builds
-// it from the CRD's OpenAPI models.
+// customTypeConverter is the type converter of a custom resource with a schema: the OpenAPI v3
+// models apiextensions' builder makes of its CRD, merged with the built-in definitions they refer
+// to (ObjectMeta...).
+//
+// Mirrors buildOpenAPIModelsForApply (apiextensions-apiserver customresource_handler.go).
 func customTypeConverter(r Resource) (managedfields.TypeConverter, error) {
-	const prefix = "#/components/schemas/"
 	base, err := builtin.Definitions(true)
 	if err != nil {
 		return nil, err
 	}
-	models := make(map[string]*spec.Schema, len(base)+1)
+	static := make(map[string]*spec.Schema, len(base))
 	for k := range base {
 		s := base[k]
-		models[k] = &s
+		static[k] = &s
 	}
-	name, _ := customDefinitionNames(r)
-	s := customSchema(r, prefix, true)
-	models[name] = &s
-	return managedfields.NewTypeConverter(models, false)
+	crd, err := r.definition()
+	if err != nil {
+		return nil, err
+	}
+	built, err := openapibuilder.BuildOpenAPIV3(crd, r.Version, openapibuilder.Options{})
+	if err != nil {
+		return nil, err
+	}
+	merged, err := openapibuilder.MergeSpecsV3(&spec3.OpenAPI{Version: "3.0.0", Components: &spec3.Components{Schemas: static}}, built)
+	if err != nil {
+		return nil, err
+	}
+	return managedfields.NewTypeConverter(merged.Components.Schemas, false)
 }

@@ -261,18 +261,17 @@ func (h *resourceHandler) decodeBody(w http.ResponseWriter, body []byte, f *form
 		body = j
 	}
 	obj, err := h.decodeObject(body)
-	if err != nil || !h.res.typed() {
-		return obj, err
+	if err != nil {
+		return nil, err
 	}
-	strict := validation == metav1.FieldValidationStrict || validation == metav1.FieldValidationWarn
-	var strictErrs []error
-	if strict {
-		// Duplicate fields are what strict JSON decoding adds to the unknown ones.
-		var content map[string]any
-		if errs, err := kjson.UnmarshalStrict(body, &content); err == nil {
-			strictErrs = append(strictErrs, errs...)
-		}
+	if h.res.custom != nil {
+		return h.decodeCustom(w, obj, body, validation)
 	}
+	if !h.res.typed() {
+		return obj, nil
+	}
+	strict := isStrict(validation)
+	strictErrs := duplicateFields(body, strict)
 	typed, err := builtin.New(h.res.GroupVersionKind())
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
@@ -285,16 +284,71 @@ func (h *resourceHandler) decodeBody(w http.ResponseWriter, body []byte, f *form
 		}
 		strictErrs = append(strictErrs, se.Errors()...)
 	}
-	if len(strictErrs) > 0 {
-		if validation == metav1.FieldValidationStrict {
-			gvk := obj.GroupVersionKind()
-			return nil, h.transformDecodeError(runtime.NewStrictDecodingError(strictErrs), &gvk, body)
-		}
-		for _, e := range strictErrs {
-			addWarning(w, e.Error())
-		}
+	if err := h.strictDecodingErrors(w, obj, body, validation, strictErrs); err != nil {
+		return nil, err
 	}
 	return typedToUnstructured(typed, h.res.GroupVersionKind())
+}
+
+// strictDecodingErrors reports a body's unknown and duplicate fields as handlers.createHandler and
+// UpdateResource do: with fieldValidation Strict a 400 naming them, with Warn a warning each.
+func (h *resourceHandler) strictDecodingErrors(w http.ResponseWriter, obj *unstructured.Unstructured, body []byte, validation string, strictErrs []error) error {
+	if len(strictErrs) == 0 {
+		return nil
+	}
+	if validation == metav1.FieldValidationStrict {
+		gvk := obj.GroupVersionKind()
+		return h.transformDecodeError(runtime.NewStrictDecodingError(strictErrs), &gvk, body)
+	}
+	for _, e := range strictErrs {
+		addWarning(w, e.Error())
+	}
+	return nil
+}
+
+// isStrict says whether a fieldValidation directive asks for unknown and duplicate fields (Strict
+// and Warn; Ignore does not).
+func isStrict(validation string) bool {
+	return validation == metav1.FieldValidationStrict || validation == metav1.FieldValidationWarn
+}
+
+// duplicateFields are the errors strict JSON decoding finds in body besides unknown fields: its
+// duplicate fields; none unless strict.
+func duplicateFields(body []byte, strict bool) []error {
+	if !strict {
+		return nil
+	}
+	var content map[string]any
+	errs, err := kjson.UnmarshalStrict(body, &content)
+	if err != nil {
+		return nil
+	}
+	return errs
+}
+
+// decodeCustom passes a decoded custom resource through its schema: unknown fields pruned (and with
+// fieldValidation Strict a 400 naming them with the duplicate ones, with Warn a warning each),
+// metadata coerced, defaults applied.
+//
+// Mirrors schemaCoercingDecoder.Decode and the unstructuredDefaulter of the CRD handler's codec
+// (apiextensions-apiserver customresource_handler.go), as handlers.createHandler reports its
+// strict decoding errors.
+func (h *resourceHandler) decodeCustom(w http.ResponseWriter, obj *unstructured.Unstructured, body []byte, validation string) (*unstructured.Unstructured, error) {
+	strict := isStrict(validation)
+	strictErrs := duplicateFields(body, strict)
+	unknown, err := h.res.custom.coerce(obj, strict)
+	if err != nil {
+		gvk := obj.GroupVersionKind()
+		return nil, h.transformDecodeError(err, &gvk, body)
+	}
+	for _, path := range unknown {
+		strictErrs = append(strictErrs, fmt.Errorf(`unknown field "%s"`, path))
+	}
+	h.res.custom.applyDefaults(obj)
+	if err := h.strictDecodingErrors(w, obj, body, validation, strictErrs); err != nil {
+		return nil, err
+	}
+	return obj, nil
 }
 
 // typedToUnstructured is the JSON-like content of a typed object, with its kind.
@@ -671,7 +725,8 @@ func (h *resourceHandler) hasSubresource(sub string) bool {
 
 // Create creates an object of a served resource, named by its GroupResource ("configmaps",
 // "deployments.apps"), as a POST of it would, without HTTP: the object goes through its kind's Go
-// type (a built-in kind), the strategy, validation and managedFields (recorded for manager); the
+// type (a built-in kind) or its schema (a custom resource: pruned and defaulted), the strategy,
+// validation and managedFields (recorded for manager); the
 // namespace is the object's. It returns the object as stored, or the API error a POST would get.
 func (s *Server) Create(ctx context.Context, gr schema.GroupResource, obj *unstructured.Unstructured, manager string) (*unstructured.Unstructured, error) {
 	var h *resourceHandler
@@ -697,6 +752,13 @@ func (s *Server) Create(ctx context.Context, gr schema.GroupResource, obj *unstr
 		if obj, err = typedToUnstructured(typed, h.res.GroupVersionKind()); err != nil {
 			return nil, err
 		}
+	}
+	if c := h.res.custom; c != nil {
+		// As a body is decoded: pruned, metadata coerced, defaulted (unknown fields ignored).
+		if _, err := c.coerce(obj, false); err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		c.applyDefaults(obj)
 	}
 	wipeObjectMetaSystemFields(obj)
 	obj, err := h.trackCreate(obj, manager)

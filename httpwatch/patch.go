@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/mergepatch"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -230,6 +231,18 @@ func (p *patcher) jsonPatch(current *unstructured.Unstructured) (*unstructured.U
 // field of the wrong type is a 422 on the patch; unknown fields are dropped and, with
 // fieldValidation Strict, a 422 too (Warn: warnings).
 func (p *patcher) typedCheck(obj *unstructured.Unstructured, patched string, strictErrs []error) (*unstructured.Unstructured, error) {
+	if c := p.h.res.custom; c != nil {
+		// The patched custom resource decodes through its schema as a body does
+		// (schemaCoercingDecoder): unknown fields are strict errors of the patch.
+		unknown, err := c.coerce(obj, isStrict(p.validation))
+		if err != nil {
+			return nil, apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{field.Invalid(field.NewPath("patch"), patched, err.Error())})
+		}
+		for _, path := range unknown {
+			strictErrs = append(strictErrs, fmt.Errorf(`unknown field "%s"`, path))
+		}
+		c.applyDefaults(obj)
+	}
 	if !p.h.res.typed() {
 		return p.strictResult(obj, patched, strictErrs)
 	}
@@ -310,15 +323,24 @@ func interpretStrategicMergePatchError(err error) error {
 func (p *patcher) applyConfiguration(live *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	force := p.options.Force != nil && *p.options.Force
 	patchObj := &unstructured.Unstructured{Object: map[string]any{}}
-	if err := yaml.Unmarshal(p.patchBytes, &patchObj.Object); err != nil {
+	// apimachinery's yaml keeps whole numbers int64, as the applied object's fields are.
+	if err := utilyaml.Unmarshal(p.patchBytes, &patchObj.Object); err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
 	}
 	obj, err := p.h.apply(p.subresource, live, patchObj, p.options.FieldManager, force)
 	if err != nil {
 		return nil, err
 	}
+	if c := p.h.res.custom; c != nil {
+		// Upstream stores the applied object as it is and prunes and defaults it whenever it is read
+		// from storage; here that is done once, before it is stored.
+		if _, err := c.coerce(obj, false); err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		c.applyDefaults(obj)
+	}
 	if p.validation == metav1.FieldValidationStrict || p.validation == metav1.FieldValidationWarn {
-		if err := yaml.UnmarshalStrict(p.patchBytes, &map[string]any{}); err != nil {
+		if err := utilyaml.UnmarshalStrict(p.patchBytes, &map[string]any{}); err != nil {
 			if p.validation == metav1.FieldValidationStrict {
 				return nil, apierrors.NewBadRequest(fmt.Sprintf("error strict decoding patch: %v", err))
 			}

@@ -194,7 +194,7 @@ func (h *resourceHandler) create(ctx context.Context, namespace string, obj *uns
 }
 
 func (h *resourceHandler) createOnce(ctx context.Context, namespace string, obj *unstructured.Unstructured, dryRun bool) (runtime.Object, error) {
-	if err := h.beforeCreate(namespace, obj); err != nil {
+	if err := h.beforeCreate(ctx, namespace, obj); err != nil {
 		return nil, err
 	}
 	name := obj.GetName()
@@ -226,7 +226,7 @@ func (h *resourceHandler) createOnce(ctx context.Context, namespace string, obj 
 
 // beforeCreate mirrors rest.BeforeCreate with the strategy of the resource: system fields, a
 // generated name, the strategy's PrepareForCreate, and validation.
-func (h *resourceHandler) beforeCreate(namespace string, obj *unstructured.Unstructured) error {
+func (h *resourceHandler) beforeCreate(ctx context.Context, namespace string, obj *unstructured.Unstructured) error {
 	if err := ensureNamespace(h.expectedNamespace(namespace), obj); err != nil {
 		return err
 	}
@@ -237,7 +237,7 @@ func (h *resourceHandler) beforeCreate(namespace string, obj *unstructured.Unstr
 	if obj.GetGenerateName() != "" && obj.GetName() == "" {
 		obj.SetName(generateName(obj.GetGenerateName()))
 	}
-	if errs := h.validate(obj); len(errs) > 0 {
+	if errs := h.validate(ctx, obj, nil, ""); len(errs) > 0 {
 		return apierrors.NewInvalid(obj.GroupVersionKind().GroupKind(), obj.GetName(), errs)
 	}
 	return nil
@@ -267,9 +267,10 @@ func (h *resourceHandler) prepareForCreate(obj *unstructured.Unstructured) {
 	}
 }
 
-// validate is the strategy's Validate followed by rest.ValidateCreate's ObjectMeta checks: a custom
-// resource must have its own kind and apiVersion, every name is a DNS subdomain.
-func (h *resourceHandler) validate(obj *unstructured.Unstructured) field.ErrorList {
+// validate is the strategy's Validate (old nil) or ValidateUpdate of the resource or subresource,
+// with rest.ValidateCreate's ObjectMeta checks: a custom resource must have its own kind and
+// apiVersion and is validated by its schema, every name is a DNS subdomain.
+func (h *resourceHandler) validate(ctx context.Context, obj, old *unstructured.Unstructured, subresource string) field.ErrorList {
 	if !h.res.BuiltIn {
 		// customResourceValidator.ValidateTypeMeta
 		var errs field.ErrorList
@@ -290,6 +291,9 @@ func (h *resourceHandler) validate(obj *unstructured.Unstructured) field.ErrorLi
 	errs := apivalidation.ValidateObjectMetaAccessor(obj, h.res.Namespaced, nameFn, field.NewPath("metadata"))
 	if st := h.res.strategy; st != nil && st.validate != nil {
 		errs = append(errs, st.validate(obj.Object)...)
+	}
+	if h.res.custom != nil {
+		errs = append(errs, h.res.custom.validate(ctx, obj, old, subresource)...)
 	}
 	return errs
 }
@@ -410,7 +414,7 @@ func (h *resourceHandler) update(ctx context.Context, u updateRequest) (result r
 			if err := h.admitNamespaceLifecycle(ctx, u.namespace, u.name); err != nil {
 				return nil, nil, err
 			}
-			if err := h.beforeCreate(u.namespace, newObj); err != nil {
+			if err := h.beforeCreate(ctx, u.namespace, newObj); err != nil {
 				return nil, nil, err
 			}
 			return newObj, nil, nil
@@ -430,7 +434,7 @@ func (h *resourceHandler) update(ctx context.Context, u updateRequest) (result r
 				return nil, nil, apierrors.NewConflict(h.gr(), u.name, errors.New(optimisticLockErrorMsg))
 			}
 		}
-		if err := h.beforeUpdate(u.namespace, u.subresource, newObj, old); err != nil {
+		if err := h.beforeUpdate(ctx, u.namespace, u.subresource, newObj, old); err != nil {
 			return nil, nil, err
 		}
 		if h.shouldDeleteDuringUpdate(newObj, old) {
@@ -453,7 +457,7 @@ func (h *resourceHandler) update(ctx context.Context, u updateRequest) (result r
 }
 
 // beforeUpdate mirrors rest.BeforeUpdate with the strategy of the resource or subresource.
-func (h *resourceHandler) beforeUpdate(namespace, subresource string, obj, old *unstructured.Unstructured) error {
+func (h *resourceHandler) beforeUpdate(ctx context.Context, namespace, subresource string, obj, old *unstructured.Unstructured) error {
 	if err := ensureNamespace(h.expectedNamespace(namespace), obj); err != nil {
 		return err
 	}
@@ -472,7 +476,7 @@ func (h *resourceHandler) beforeUpdate(namespace, subresource string, obj, old *
 	if old.GetDeletionGracePeriodSeconds() != nil && obj.GetDeletionGracePeriodSeconds() == nil {
 		obj.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
 	}
-	errs := h.validate(obj)
+	errs := h.validate(ctx, obj, old, subresource)
 	errs = append(errs, apivalidation.ValidateObjectMetaAccessorUpdate(obj, old, field.NewPath("metadata"))...)
 	if len(errs) > 0 {
 		return apierrors.NewInvalid(obj.GroupVersionKind().GroupKind(), obj.GetName(), errs)

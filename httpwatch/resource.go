@@ -80,6 +80,12 @@ type Resource struct {
 
 	// strategy holds what a built-in kind's registry strategy does beyond the generic one.
 	strategy *strategy
+	// custom is a custom resource's schema machinery (pruning, defaulting, validation), set by
+	// withDefaults; nil for built-in resources.
+	custom *customResource
+	// table converts to Tables by JSONPath columns (a custom resource's, or a built-in resource's
+	// Columns without a printer), set by withDefaults; nil: the built-in printer's columns.
+	table *columnTable
 }
 
 // Column is a column of the Table a `kubectl get` shows.
@@ -93,8 +99,8 @@ type Column struct {
 	Format      string
 	Description string
 	Priority    int32
-	// JSONPath is where the value is in the object, a simple path such as .spec.size or
-	// .status.conditions[0].type.
+	// JSONPath is where the value is in the object, in kubectl's JSONPath syntax without the braces,
+	// such as .spec.size or .status.conditions[?(@.type=="Ready")].status.
 	JSONPath string
 
 	// value computes a built-in printer's cell; nil for a JSONPath column.
@@ -157,6 +163,30 @@ func (r Resource) withDefaults() (Resource, error) {
 	}
 	if r.TriggerField != "" && r.selectableField(r.TriggerField) == nil {
 		return bad("the trigger field %q is not a selectable field", r.TriggerField)
+	}
+	return r.withSchemaAndColumns()
+}
+
+// withSchemaAndColumns builds a custom resource's schema machinery and the table convertor of
+// JSONPath columns.
+func (r Resource) withSchemaAndColumns() (Resource, error) {
+	if !r.BuiltIn {
+		custom, err := newCustomResource(r)
+		if err != nil {
+			return r, fmt.Errorf("%w: resource %q: %v", ErrInvalidConfig, r.Resource, err)
+		}
+		r.custom = custom
+	}
+	cols := r.Columns
+	if cols == nil && !r.BuiltIn {
+		cols = defaultCustomColumns()
+	}
+	if cols != nil {
+		table, err := newColumnTable(cols)
+		if err != nil {
+			return r, fmt.Errorf("%w: resource %q: %v", ErrInvalidConfig, r.Resource, err)
+		}
+		r.table = table
 	}
 	return r, nil
 }

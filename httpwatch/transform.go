@@ -1,10 +1,14 @@
 package httpwatch
 
 import (
+	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/registry/customresource/tableconvertor"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/client-go/util/jsonpath"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -33,21 +37,13 @@ func (h *resourceHandler) transform(obj runtime.Object, n negotiated) (runtime.O
 		}
 		return asPartial(obj, target.GroupVersion())
 	case asPartialObjectMetadataList:
-		list, ok := obj.(*unstructured.UnstructuredList)
-		if !ok {
+		_, isList := obj.(*unstructured.UnstructuredList)
+		if _, single := obj.(*unstructured.Unstructured); !isList && (!single || h.res.BuiltIn) {
 			return nil, notAcceptableMessage(fmt.Sprintf("you requested PartialObjectMetadataList, but the requested object is not a list (%T)", obj))
 		}
-		out := &metav1.PartialObjectMetadataList{}
-		out.SetGroupVersionKind(target.GroupVersion().WithKind(asPartialObjectMetadataList))
-		out.ResourceVersion = list.GetResourceVersion()
-		out.Continue = list.GetContinue()
-		out.RemainingItemCount = list.GetRemainingItemCount()
-		out.Items = make([]metav1.PartialObjectMetadata, 0, len(list.Items))
-		for i := range list.Items {
-			p := meta.AsPartialObjectMetadata(&list.Items[i])
-			out.Items = append(out.Items, *p)
-		}
-		return out, nil
+		// A custom resource's object is unstructured, which upstream takes for a list
+		// (metav1.ListInterface): listing its items fails with a 500, "content is not a list".
+		return asPartialList(obj, target.GroupVersion())
 	case asTable:
 		opts, err := h.tableOptions(n)
 		if err != nil {
@@ -77,6 +73,34 @@ func (h *resourceHandler) tableOptions(n negotiated) (*metav1.TableOptions, erro
 	}
 }
 
+// asPartialList mirrors handlers.asPartialObjectMetadataList for meta.k8s.io/v1: every item's
+// metadata with its kind; no items is a null list, as upstream appends to a nil slice.
+func asPartialList(obj runtime.Object, gv schema.GroupVersion) (runtime.Object, error) {
+	li, err := meta.ListAccessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	out := &metav1.PartialObjectMetadataList{}
+	out.SetGroupVersionKind(gv.WithKind(asPartialObjectMetadataList))
+	err = meta.EachListItem(obj, func(item runtime.Object) error {
+		m, err := meta.Accessor(item)
+		if err != nil {
+			return err
+		}
+		p := meta.AsPartialObjectMetadata(m)
+		p.SetGroupVersionKind(gv.WithKind(asPartialObjectMetadata))
+		out.Items = append(out.Items, *p)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out.ResourceVersion = li.GetResourceVersion()
+	out.Continue = li.GetContinue()
+	out.RemainingItemCount = li.GetRemainingItemCount()
+	return out, nil
+}
+
 func asPartial(obj runtime.Object, gv schema.GroupVersion) (runtime.Object, error) {
 	if co, ok := obj.(runtime.CacheableObject); ok {
 		obj = co.GetObject()
@@ -90,17 +114,10 @@ func asPartial(obj runtime.Object, gv schema.GroupVersion) (runtime.Object, erro
 	return p, nil
 }
 
-// columns are the resource's Table columns after Name.
-func (h *resourceHandler) columns() []Column {
-	switch {
-	case h.res.Columns != nil:
-		return h.res.Columns
-	case !h.res.BuiltIn:
-		// apiextensions-apiserver's default when a CRD has no additionalPrinterColumns.
-		return []Column{{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp",
-			Description: "CreationTimestamp is a timestamp representing the server time when this object was created."}}
-	case h.res.strategy != nil && h.res.strategy.columns != nil:
-		return h.res.strategy.columns
+// printerColumns are the columns of a built-in kind's printer, after Name.
+func (h *resourceHandler) printerColumns() []Column {
+	if st := h.res.strategy; st != nil && st.columns != nil {
+		return st.columns
 	}
 	// rest.DefaultTableConvertor: the creation time itself, in RFC 3339.
 	return []Column{{Name: "Created At", Type: "date",
@@ -114,14 +131,57 @@ func (h *resourceHandler) columns() []Column {
 // nameDescription is metav1.ObjectMeta's documentation of name, the Name column's description.
 const nameDescription = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names"
 
-// asTable mirrors handlers.asTable over the resource's table convertor (the printers of the built-in
-// kinds, apiextensions' tableconvertor for custom resources, rest.DefaultTableConvertor for the
-// rest): one row per object, Name then the columns; the row's object is its metadata
-// (includeObject=Metadata, the default), the whole object (Object) or nothing (None).
+// asTable mirrors handlers.asTable over the resource's table convertor (apiextensions'
+// tableconvertor for JSONPath columns, the printers of the built-in kinds, rest.DefaultTableConvertor
+// for the rest): one row per object; the row's object is its metadata (includeObject=Metadata, the
+// default), the whole object (Object) or nothing (None).
 func (h *resourceHandler) asTable(obj runtime.Object, opts *metav1.TableOptions, gv schema.GroupVersion) (runtime.Object, error) {
-	table := &metav1.Table{}
+	if co, ok := obj.(runtime.CacheableObject); ok {
+		obj = co.GetObject()
+	}
+	var table *metav1.Table
+	var err error
+	if h.res.table != nil {
+		table, err = h.res.table.convert(obj, opts, h.server.clock.Now())
+	} else {
+		table, err = h.printTable(obj, opts)
+	}
+	if err != nil {
+		return nil, err
+	}
 	table.SetGroupVersionKind(gv.WithKind(asTable))
-	cols := h.columns()
+	for i := range table.Rows {
+		row := &table.Rows[i]
+		u, err := asUnstructured(row.Object.Object)
+		if err != nil {
+			return nil, err
+		}
+		hasEndAnnotation := u.GetAnnotations()[InitialEventsEndAnnotation] == "true"
+		switch {
+		case opts.IncludeObject == metav1.IncludeObject:
+			full := u.DeepCopy()
+			full.SetGroupVersionKind(h.res.GroupVersionKind())
+			row.Object.Object = full
+		case opts.IncludeObject == metav1.IncludeMetadata, hasEndAnnotation, opts.IncludeObject == "":
+			p, err := asPartial(u, gv)
+			if err != nil {
+				return nil, err
+			}
+			row.Object.Object = p
+		case opts.IncludeObject == metav1.IncludeNone:
+			row.Object.Object = nil
+		default:
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("unrecognized includeObject value: %q", opts.IncludeObject))
+		}
+	}
+	return table, nil
+}
+
+// printTable is a built-in kind's Table by its printer's columns: Name (unless the printer has
+// none) then the columns, one row per object, each row's object the object itself.
+func (h *resourceHandler) printTable(obj runtime.Object, opts *metav1.TableOptions) (*metav1.Table, error) {
+	table := &metav1.Table{}
+	cols := h.printerColumns()
 	nameFirst := h.res.strategy == nil || !h.res.strategy.noNameColumn
 	if !opts.NoHeaders {
 		if nameFirst {
@@ -154,128 +214,105 @@ func (h *resourceHandler) asTable(obj runtime.Object, opts *metav1.TableOptions,
 	now := h.server.clock.Now()
 	table.Rows = make([]metav1.TableRow, 0, len(items))
 	for _, u := range items {
-		row := metav1.TableRow{}
+		row := metav1.TableRow{Object: runtime.RawExtension{Object: u}}
 		if nameFirst {
 			row.Cells = append(row.Cells, u.GetName())
 		}
 		for _, c := range cols {
-			row.Cells = append(row.Cells, cellValue(c, u.Object, now))
-		}
-		hasEndAnnotation := u.GetAnnotations()[InitialEventsEndAnnotation] == "true"
-		switch {
-		case opts.IncludeObject == metav1.IncludeObject:
-			full := u.DeepCopy()
-			full.SetGroupVersionKind(h.res.GroupVersionKind())
-			row.Object.Object = full
-		case opts.IncludeObject == metav1.IncludeMetadata, hasEndAnnotation, opts.IncludeObject == "":
-			p, err := asPartial(u, gv)
-			if err != nil {
-				return nil, err
-			}
-			row.Object.Object = p
-		case opts.IncludeObject == metav1.IncludeNone:
-		default:
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("unrecognized includeObject value: %q", opts.IncludeObject))
+			row.Cells = append(row.Cells, c.value(u.Object, now))
 		}
 		table.Rows = append(table.Rows, row)
 	}
 	return table, nil
 }
 
-// cellValue is a column's cell for an object: the built-in printer's value, or the value at the
-// column's JSONPath, as apiextensions' tableconvertor renders it (nil when missing).
-func cellValue(c Column, obj map[string]any, now time.Time) any {
-	if c.value != nil {
-		return c.value(obj, now)
+// columnTable converts to Tables by JSONPath columns (a CRD's additionalPrinterColumns) with
+// apiextensions' tableconvertor, the cells evaluated by client-go's jsonpath as upstream does.
+// A date cell is aged by the server's clock (the convertor uses time.Now), so that a test's fake
+// clock decides it.
+type columnTable struct {
+	conv rest.TableConvertor
+	// dates are the date columns' paths by cell index (Name is 0).
+	dates map[int]*jsonpath.JSONPath
+}
+
+// defaultCustomColumns is the column of a CRD version without additionalPrinterColumns.
+//
+// Mirrors serveDefaultColumnsIfEmpty (apiextensions-apiserver pkg/apis/apiextensions/helpers.go).
+func defaultCustomColumns() []Column {
+	return []Column{{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp",
+		Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"]}}
+}
+
+// newColumnTable is the table convertor of cols, as the CRD handler makes it; a column whose
+// JSONPath does not parse is an error.
+func newColumnTable(cols []Column) (*columnTable, error) {
+	t := &columnTable{dates: map[int]*jsonpath.JSONPath{}}
+	defs := make([]apiextensionsv1.CustomResourceColumnDefinition, 0, len(cols))
+	for i, c := range cols {
+		if c.value != nil {
+			return nil, fmt.Errorf("column %q is computed, not a JSONPath column", c.Name)
+		}
+		defs = append(defs, apiextensionsv1.CustomResourceColumnDefinition{Name: c.Name, Type: c.Type, Format: c.Format,
+			Description: c.Description, Priority: c.Priority, JSONPath: c.JSONPath})
+		if c.Type == "date" {
+			p := jsonpath.New(c.Name)
+			if err := p.Parse(fmt.Sprintf("{%s}", c.JSONPath)); err != nil {
+				return nil, fmt.Errorf("unrecognized column definition %q", c.JSONPath)
+			}
+			p.AllowMissingKeys(true)
+			t.dates[i+1] = p
+		}
 	}
-	v, ok := lookupPath(obj, c.JSONPath)
+	conv, err := tableconvertor.New(defs)
+	if err != nil {
+		return nil, err
+	}
+	t.conv = conv
+	return t, nil
+}
+
+// convert is the convertor's Table of obj with the date cells aged at now.
+func (t *columnTable) convert(obj runtime.Object, opts *metav1.TableOptions, now time.Time) (*metav1.Table, error) {
+	table, err := t.conv.ConvertToTable(context.Background(), obj, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range table.Rows {
+		row := &table.Rows[i]
+		u, ok := row.Object.Object.(runtime.Unstructured)
+		if !ok {
+			continue
+		}
+		for col, p := range t.dates {
+			if col < len(row.Cells) {
+				row.Cells[col] = dateCell(p, u.UnstructuredContent(), now)
+			}
+		}
+	}
+	return table, nil
+}
+
+// dateCell is a date column's cell: the time from the value to now, "<invalid>" for a value that
+// is no time, "<unknown>" for the zero time, nil without a string there.
+//
+// Mirrors cellForJSONValue's date case (apiextensions-apiserver tableconvertor.go) with
+// metatable.ConvertToHumanReadableDateType, at the server's now.
+func dateCell(p *jsonpath.JSONPath, obj map[string]any, now time.Time) any {
+	results, err := p.FindResults(obj)
+	if err != nil || len(results) == 0 || len(results[0]) == 0 {
+		return nil
+	}
+	s, ok := results[0][0].Interface().(string)
 	if !ok {
 		return nil
 	}
-	switch c.Type {
-	case "integer":
-		switch t := v.(type) {
-		case int64:
-			return t
-		case float64:
-			return int64(t)
-		}
-	case "number":
-		switch t := v.(type) {
-		case int64:
-			return float64(t)
-		case float64:
-			return t
-		}
-	case "boolean":
-		if b, ok := v.(bool); ok {
-			return b
-		}
-	case "date":
-		// As apiextensions' cellForJSONValue: the time since, by the server's clock.
-		if s, ok := v.(string); ok {
-			var t metav1.Time
-			if err := t.UnmarshalQueryParameter(s); err != nil {
-				return "<invalid>"
-			}
-			if t.IsZero() {
-				return "<unknown>"
-			}
-			return duration.HumanDuration(now.Sub(t.Time))
-		}
-		return nil
+	var ts metav1.Time
+	if err := ts.UnmarshalQueryParameter(s); err != nil {
+		return "<invalid>"
 	}
-	switch t := v.(type) {
-	case string:
-		return t
-	case map[string]any, []any:
-		return fmt.Sprint(t)
-	default:
-		return fmt.Sprint(t)
+	if ts.IsZero() {
+		return "<unknown>"
 	}
-}
-
-// lookupPath finds the value at a simple JSONPath: dot-separated fields, each optionally followed by
-// [index], with or without the braces and leading $.
-func lookupPath(obj map[string]any, path string) (any, bool) {
-	path = strings.TrimSpace(path)
-	path = strings.TrimSuffix(strings.TrimPrefix(path, "{"), "}")
-	path = strings.TrimPrefix(path, "$")
-	var cur any = obj
-	for _, part := range strings.Split(strings.Trim(path, "."), ".") {
-		if part == "" {
-			continue
-		}
-		name, index, hasIndex := part, "", false
-		if i := strings.Index(part, "["); i >= 0 && strings.HasSuffix(part, "]") {
-			name, index, hasIndex = part[:i], part[i+1:len(part)-1], true
-		}
-		if name != "" {
-			m, ok := cur.(map[string]any)
-			if !ok {
-				return nil, false
-			}
-			if cur, ok = m[name]; !ok {
-				return nil, false
-			}
-		}
-		if hasIndex {
-			l, ok := cur.([]any)
-			if !ok {
-				return nil, false
-			}
-			i, err := strconv.Atoi(index)
-			if err != nil {
-				return nil, false
-			}
-			if i < 0 {
-				i += len(l)
-			}
-			if i < 0 || i >= len(l) {
-				return nil, false
-			}
-			cur = l[i]
-		}
-	}
-	return cur, true
+	return duration.HumanDuration(now.Sub(ts.Time))
 }

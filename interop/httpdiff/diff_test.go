@@ -1,13 +1,10 @@
 package httpdiff
 
 import (
-	"context"
 	"testing"
 
-	"github.com/listwatch/listwatch/interop/internal/diffrun"
 	"github.com/listwatch/listwatch/interop/internal/kubeapiserver"
 	"github.com/listwatch/listwatch/interop/internal/seeds"
-	"github.com/listwatch/listwatch/proptest/kubemodel"
 )
 
 func TestMain(m *testing.M) { kubeapiserver.VerifyTestMain(m) }
@@ -26,26 +23,8 @@ func TestHTTPDifferential(t *testing.T) {
 }
 
 func runSeed(t *testing.T, seed uint64, ops int) stats {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	r := &runner{ctx: ctx, servers: startServers(t)}
-	r.Runner = diffrun.New[watchReq](t, seed, 0x5851f42d4c957f2d, r)
-	t.Cleanup(r.StopAll)
-	// The apiserver sleeps 2 s in the first create after a CRD is Established (crdHandler
-	// serveResource); one write before the test's keeps that sleep out of its requests.
-	for _, s := range r.servers {
-		for _, req := range []struct{ method, path string }{{"POST", collection("warmup")}, {"DELETE", collection("warmup") + "/warmup"}} {
-			var body []byte
-			if req.method == "POST" {
-				body = encode(r.widget("warmup", "warmup", nil))
-			}
-			resp, err := s.do(ctx, req.method, req.path, "application/json", body)
-			if err != nil || resp.code >= 300 {
-				t.Fatalf("%s: warm-up %s: %v %d %s", s.name, req.method, err, resp.code, resp.raw)
-			}
-		}
-		s.h = kubemodel.NewHistory(s.st.Rev())
-	}
+	r := newRunner(t, seed, 0x5851f42d4c957f2d)
+	r.warmUp(collection("warmup"), encode(r.widget("warmup", "warmup", nil)))
 	r.Play(ops, func() {
 		switch n := r.Rng.IntN(100); {
 		case n < 40:

@@ -20,14 +20,25 @@
 //     resourceVersion, sendInitialEvents, resourceVersionMatch, allowWatchBookmarks, selectors and
 //     sometimes timeoutSeconds. Before every read both servers are brought to their store's
 //     revision by a consistent list of everything (itself compared).
+//   - Custom resources with a schema (TestHTTPDifferentialSchema, schema_test.go): both servers
+//     also serve sprockets.example.net/v1 (httpwatch/testdata/sprockets.yaml: a schema that prunes,
+//     defaults and validates with OpenAPI constraints, an enum, a set, an int-or-string, an embedded
+//     resource and a CEL rule; printer columns, one with a JSONPath filter). Creates, merge patches,
+//     status patches, server-side applies (forced or not) and deletes are sent with each
+//     fieldValidation (unset, Strict, Warn, Ignore) and bodies with unknown fields or one invalid
+//     field; lists and objects are read as JSON, Tables (each includeObject) and
+//     PartialObjectMetadataList. Upstream reports several OpenAPI errors, several errors of an
+//     applied configuration and the conflicts with several managers in the random order of a
+//     map's iteration: a body has one problem at most and one manager applies.
 //   - Same answers. Every response's status code, Content-Type, Retry-After and Warning headers and
 //     body (object, list with its metadata and continue token, or Status with its reason, message,
 //     details and causes) must be equal once what is each server's own is normalized: uids,
-//     creationTimestamp, the times in managedFields, generated names (by the test's name for them),
+//     creationTimestamp, the times in managedFields (and the entries' order, which depends on
+//     them), generated names (by the test's name for them),
 //     and resourceVersions: each server's are its own, so each is compared by its place among the
 //     test's writes on that server ("w3" is the third write's, "@3" a revision after the third
 //     write and before the fourth), in objects, list metadata, decoded continue tokens and the
-//     messages that name them.
+//     messages that name them (a patched object quoted in a 422 too, its times left out).
 //   - Same streams. Each server's watch streams are judged by a model of that server's writes in
 //     its own resourceVersions (proptest/kubemodel, with the apiserver's watch-list defaulting):
 //     every event exactly as upstream's semantics require, bookmarks never below a delivered event
@@ -46,7 +57,8 @@
 //     unstructuredNegotiatedSerializer) has JSON, YAML and protobuf, listwatch's JSON and YAML.
 //
 // Running it: `go test ./httpdiff/` runs the default seeds (1, 2 and 20, 150 requests each: the
-// seeds.Config of TestHTTPDifferential).
+// seeds.Config of TestHTTPDifferential) and TestHTTPDifferentialSchema's (1 and 2, 80 requests
+// each; LISTWATCH_HTTPDIFF_SCHEMA_SEEDS and LISTWATCH_HTTPDIFF_SCHEMA_OPS for more).
 // LISTWATCH_HTTPDIFF_SEEDS sets the seeds ("7", "1-100", "3,9-12") and LISTWATCH_HTTPDIFF_OPS the
 // requests per seed, for long runs:
 //

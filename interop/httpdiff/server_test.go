@@ -21,6 +21,7 @@ import (
 	"github.com/listwatch/listwatch/chain"
 	"github.com/listwatch/listwatch/httpwatch"
 	"github.com/listwatch/listwatch/internal/testutil"
+	"github.com/listwatch/listwatch/interop/internal/diffrun"
 	"github.com/listwatch/listwatch/interop/internal/kubeapiserver"
 	"github.com/listwatch/listwatch/proptest/kubemodel"
 	"github.com/listwatch/listwatch/store"
@@ -48,13 +49,22 @@ const (
 )
 
 // startServers starts the real apiextensions-apiserver over a listwatch store's etcd API and
-// listwatch's chain, both serving widgets.example.com/v1.
-func startServers(t *testing.T) [2]*server {
+// listwatch's chain, both serving widgets.example.com/v1 and the extra CRDs (listwatch's resources
+// made of them by httpwatch.CRDResource).
+func startServers(t *testing.T, extra ...*apiextensionsv1.CustomResourceDefinition) [2]*server {
 	t.Helper()
+	resources := []httpwatch.Resource{httpwatch.Widgets()}
+	for _, crd := range extra {
+		r, err := httpwatch.CRDResource(crd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resources = append(resources, r)
+	}
 	endpoints, kst := kubeapiserver.ListwatchEtcd(t)
 	kube := kubeapiserver.StartT(t, kubeapiserver.Options{EtcdEndpoints: endpoints,
-		CRDs: []*apiextensionsv1.CustomResourceDefinition{kubeapiserver.WidgetsCRD()}, DisableOpenAPI: true})
-	ch, err := chain.New(context.Background(), chain.Config{Resources: []httpwatch.Resource{httpwatch.Widgets()}, Logger: testutil.DiscardLogger()})
+		CRDs: append([]*apiextensionsv1.CustomResourceDefinition{kubeapiserver.WidgetsCRD()}, extra...), DisableOpenAPI: true})
+	ch, err := chain.New(context.Background(), chain.Config{Resources: resources, Logger: testutil.DiscardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +81,39 @@ func startServers(t *testing.T) [2]*server {
 	return out
 }
 
+// newRunner starts both servers (serving the extra CRDs too) and the runner of one seed, with its
+// own random stream; the test's cleanup stops them.
+func newRunner(t *testing.T, seed, stream uint64, extra ...*apiextensionsv1.CustomResourceDefinition) *runner {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r := &runner{ctx: ctx, servers: startServers(t, extra...)}
+	r.Runner = diffrun.New[watchReq](t, seed, stream, r)
+	t.Cleanup(r.StopAll)
+	return r
+}
+
+// warmUp creates the object body names ("warmup") in collection on each server and deletes it,
+// then starts each server's model: the apiserver sleeps 2 s in the first create after a CRD is
+// Established (crdHandler serveResource), and one write before the test's keeps that sleep out of
+// its requests.
+func (r *runner) warmUp(collection string, body []byte) {
+	r.T.Helper()
+	for _, s := range r.servers {
+		for _, req := range []struct{ method, path string }{{"POST", collection}, {"DELETE", collection + "/warmup"}} {
+			b := body
+			if req.method == "DELETE" {
+				b = nil
+			}
+			resp, err := s.do(r.ctx, req.method, req.path, "application/json", b)
+			if err != nil || resp.code >= 300 {
+				r.T.Fatalf("%s: warm-up %s: %v %d %s", s.name, req.method, err, resp.code, resp.raw)
+			}
+		}
+		s.h = kubemodel.NewHistory(s.st.Rev())
+	}
+}
+
 // response is an answer as the test compares it.
 type response struct {
 	code   int
@@ -80,9 +123,17 @@ type response struct {
 }
 
 func (s *server) do(ctx context.Context, method, path, contentType string, body []byte) (response, error) {
+	return s.doHeader(ctx, method, path, contentType, body, nil)
+}
+
+// doHeader is do with more request headers (Accept).
+func (s *server) doHeader(ctx context.Context, method, path, contentType string, body []byte, header http.Header) (response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, s.base+path, bytes.NewReader(body))
 	if err != nil {
 		return response{}, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
@@ -142,6 +193,7 @@ func (s *server) normalMessage(msg, asked string) string {
 	for real, name := range s.gen {
 		msg = strings.ReplaceAll(msg, real, name)
 	}
+	msg = s.normalQuotedObject(msg)
 	return rvPattern.ReplaceAllStringFunc(msg, func(m string) string {
 		sub := rvPattern.FindStringSubmatch(m)
 		if sub[2] == asked {
@@ -186,6 +238,7 @@ func (s *server) normalize(v any, asked string) any {
 						delete(m, "time")
 					}
 				}
+				sortManagedFields(mf)
 			}
 			if rv, ok := md["resourceVersion"].(string); ok {
 				md["resourceVersion"] = s.rvName(rv)
