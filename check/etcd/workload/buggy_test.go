@@ -253,11 +253,18 @@ type buggyTarget struct {
 }
 
 var buggyTargets = []buggyTarget{
-	{"etcd-progress-ahead", "progress-ahead", etcd.Target{Product: "etcd", Version: "3.5.12"}},
+	{"etcd-progress-ahead", "progress-ahead", etcd.Target{Product: "etcd", Version: "3.5.7"}},
 	{"kine-progress-ahead", "progress-ahead", etcd.Target{Product: "kine", Version: "3.5.13"}},
 	{"etcd-progress-unsynced", "unsynced", etcd.Target{Product: "etcd", Version: "3.5.12"}},
 	{"etcd-compacted-tombstone", "tombstone", etcd.Target{Product: "etcd", Version: "3.5.12"}},
 	{"kine-compact-revision-watch", "compact-revision-watch", etcd.Target{Product: "kine", Version: "3.5.13"}},
+}
+
+// notProvokable names the catalogued bugs no scenario can provoke against a store it did not
+// start, each with why; every other bug must have a buggy store and a scenario here.
+var notProvokable = map[string]string{
+	"etcd-tombstone-after-restart": "it needs the store restarted between the compaction and the watch, " +
+		"which only a run that owns the members can do (interop/zoo's table marks it not provoked)",
 }
 
 // buggyWorkloadRuns is how many seeds each workload is run with against a buggy store.
@@ -271,6 +278,10 @@ const buggyRuns = 3
 // same scenarios pass (TestScenariosPassInMemory).
 func TestKnownBugsFailEveryRun(t *testing.T) {
 	for _, b := range etcd.KnownBugs {
+		if why, ok := notProvokable[b.Name]; ok {
+			t.Logf("%s: not provoked by a scenario: %s", b.Name, why)
+			continue
+		}
 		i := slices.IndexFunc(buggyTargets, func(bt buggyTarget) bool { return bt.bug == b.Name })
 		if i < 0 {
 			t.Errorf("%s: no buggy store to provoke it on", b.Name)
@@ -332,7 +343,7 @@ func reportsBug(r *ScenarioResult, b *etcd.KnownBug) error {
 // at once a RequestProgress) often enough that a store with the bug fails every run, every
 // violation labelled with it; listwatch's store passes them (TestWorkloadsPassInMemory).
 func TestWorkloadsProvokeProgressAhead(t *testing.T) {
-	target := etcd.Target{Product: "etcd", Version: "3.5.12"}
+	target := etcd.Target{Product: "etcd", Version: "3.5.7"}
 	for _, kind := range Kinds {
 		for seed := uint64(1); seed <= buggyWorkloadRuns; seed++ {
 			t.Run(fmt.Sprintf("%s/seed%d", kind, seed), func(t *testing.T) {
