@@ -54,10 +54,15 @@ func Check(h *History, opts Options) (*Result, error) {
 		return res, nil
 	}
 	opts.Phase.Begin(PhaseReplay)
-	ref, final, gaps, err := c.replay(res.lin)
-	if err != nil {
-		return nil, err
+	r := c.replayed // the sweep's order was replayed when it was accepted
+	if r == nil {
+		ref, final, gaps, err := c.replay(res.lin)
+		if err != nil {
+			return nil, err
+		}
+		r = &replayed{ref: ref, final: final, gaps: gaps}
 	}
+	ref, final, gaps := r.ref, r.final, r.gaps
 	res.Events, res.Gaps = ref.events, gaps
 	c.checkSerializable(res, final)
 	opts.Phase.Begin(check.PhaseWatches)
@@ -208,6 +213,9 @@ type checker struct {
 	guides  []*watchGuide
 	// guided is set during the watch-guided search
 	guided bool
+	// replayed is the replay of the sweep's order, set when linearize accepts it; nil when
+	// porcupine found the linearization.
+	replayed *replayed
 	// open: the history began at start, and others may write outside its prefix
 	open  bool
 	start int64
@@ -597,10 +605,12 @@ func (c *checker) linearize(res *Result, timeout time.Duration) {
 			// step may still leave an order the whole replay refuses (seen with forgotten write
 			// responses in open histories): such an order is not a linearization, so porcupine
 			// decides instead (TestSweepAgreesWithPorcupine).
-			if _, _, _, err := c.replay(lin); err != nil {
+			ref, final, gaps, err := c.replay(lin)
+			if err != nil {
 				stuck = cmp.Or(stuck, "an order the model does not replay")
 				continue
 			}
+			c.replayed = &replayed{ref: ref, final: final, gaps: gaps}
 		}
 		if ok {
 			if !g && guided {

@@ -81,6 +81,13 @@ func buildReference(events []Event, maxRev int64) *reference {
 	return r
 }
 
+// replayed is what replay returned for the linearization a check accepted.
+type replayed struct {
+	ref   *reference
+	final *mstate
+	gaps  []Gap
+}
+
 // replay runs the linearization through the model and returns its event log and final state. Every
 // operation must take effect where the search placed it (else the search and the model disagree:
 // ErrModelDivergence). Each event is one change the model made, with prev_kv as etcd's watch sends
