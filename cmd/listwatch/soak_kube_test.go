@@ -28,7 +28,8 @@ const kubeSoakEnv = "LISTWATCH_KUBE_SOAK"
 const kubeSoakKeys = 100
 
 // TestKubeSoak is the soak of serve through the Kubernetes API (LISTWATCH_KUBE_SOAK=1 runs it):
-// `serve --etcd-compaction-interval 10s`, LISTWATCH_KUBE_SOAK_INFORMERS (default 5) client-go
+// `serve --etcd-compaction-interval 10s --pprof` (its address logged, for heap profiles during the
+// run), LISTWATCH_KUBE_SOAK_INFORMERS (default 5) client-go
 // ConfigMap informers attached (each its own list and watch, as separate controllers hold them),
 // and LISTWATCH_KUBE_SOAK_WRITES (default 1,000,000) updates of 100 ConfigMaps of 1 KiB through the
 // API, unconditional PUTs from LISTWATCH_KUBE_SOAK_WORKERS (default 8) clients as fast as serve
@@ -47,7 +48,8 @@ func TestKubeSoak(t *testing.T) {
 	writes, workers := envInt("LISTWATCH_KUBE_SOAK_WRITES", 1_000_000), envInt("LISTWATCH_KUBE_SOAK_WORKERS", 8)
 	rate, nInformers := envInt("LISTWATCH_KUBE_SOAK_RATE", 0), envInt("LISTWATCH_KUBE_SOAK_INFORMERS", 5)
 	p := startListwatch(t, "serve", "--etcd-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--shutdown-timeout", "1s",
-		"--etcd-compaction-interval", "10s", "--system-namespaces")
+		"--etcd-compaction-interval", "10s", "--system-namespaces", "--pprof")
+	t.Logf("serve: Kubernetes API (and /debug/pprof/) on %s, etcd API on %s, pid %d", p.httpURL, p.addr, p.cmd.Process.Pid)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers, DisableCompression: true}}
 	defer hc.CloseIdleConnections()
 	put := func(method, path string, body []byte) error {
