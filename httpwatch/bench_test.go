@@ -187,15 +187,18 @@ func BenchmarkFrameEncode(b *testing.B) {
 
 // BenchmarkLoopbackFloor is the least any watch server and its clients in this process can spend per
 // event per watcher (benchwatch.Floor), for comparison with BenchmarkWatchFanout's cpu-ns/event, with
-// the same LISTWATCH_BENCH_WATCHERS, LISTWATCH_BENCH_RATE and LISTWATCH_BENCH_BURST.
+// the same LISTWATCH_BENCH_WATCHERS, LISTWATCH_BENCH_RATE and LISTWATCH_BENCH_BURST, with frames of
+// LISTWATCH_BENCH_FRAME bytes (default benchwatch.FloorFrameBytes; BenchmarkWatchFanout's
+// bytes/event is the size that moves the same bytes).
 //
 //	go test -run '^$' -bench LoopbackFloor -benchtime 3000x ./httpwatch/
 func BenchmarkLoopbackFloor(b *testing.B) {
 	watchers := envInt(b, "LISTWATCH_BENCH_WATCHERS", 1000)
 	rate := envInt(b, "LISTWATCH_BENCH_RATE", 300)
 	burst := envInt(b, "LISTWATCH_BENCH_BURST", 1)
+	frame := envInt(b, "LISTWATCH_BENCH_FRAME", benchwatch.FloorFrameBytes)
 	b.Run(fmt.Sprintf("watchers=%d/rate=%d/burst=%d", watchers, rate, burst), func(b *testing.B) {
-		r, err := benchwatch.Floor(watchers, b.N, rate, burst)
+		r, err := benchwatch.Floor(watchers, b.N, rate, burst, frame)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -86,11 +86,16 @@ func TestFanoutCountsEveryEvent(t *testing.T) {
 	if r.Percentile(0.99) < r.Percentile(0.5) || r.Chunks == 0 {
 		t.Fatalf("p50 %v, p99 %v, chunks %d", r.Percentile(0.5), r.Percentile(0.99), r.Chunks)
 	}
+	// Every frame of the fake server is its template's size (seq below 10, resourceVersion 100-139).
+	frame := len(fmt.Sprintf(`{"type":"MODIFIED","object":{"metadata":{"resourceVersion":"%d"},"spec":{"seq":"%d"}}}`+"\n", 100, 0))
+	if want := int64(5 * (10*frame + 30*(frame+1))); r.Bytes != want {
+		t.Errorf("bytes %d, want %d", r.Bytes, want)
+	}
 	units := map[string]bool{}
 	for _, m := range r.Metrics("x-") {
 		units[m.Unit] = true
 	}
-	for _, u := range []string{"x-events/s", "x-p50-ms", "x-p99-ms", "x-write-p99-ms", "x-cpu-ns/event", "x-allocs/event", "x-events/chunk", "x-failed-watchers"} {
+	for _, u := range []string{"x-events/s", "x-p50-ms", "x-p99-ms", "x-write-p99-ms", "x-cpu-ns/event", "x-allocs/event", "x-events/chunk", "x-bytes/event", "x-failed-watchers"} {
 		if !units[u] {
 			t.Errorf("no metric %s", u)
 		}
@@ -165,16 +170,23 @@ func TestFanoutErrors(t *testing.T) {
 	}
 }
 
+// TestFloor: the floor delivers every frame, of the size asked, and refuses a size below its frame's
+// skeleton.
 func TestFloor(t *testing.T) {
-	r, err := Floor(20, 50, 100000, 5)
-	if err != nil {
-		t.Fatal(err)
+	for _, size := range []int{FloorFrameBytes, 585, len(floorFramePrefix) + len(floorFrameSuffix)} {
+		r, err := Floor(20, 50, 100000, 5, size)
+		if err != nil {
+			t.Fatalf("frames of %d bytes: %v", size, err)
+		}
+		if r.EventsPerSec <= 0 || r.CPUPerEvent <= 0 || r.FrameBytes != size {
+			t.Fatalf("frames of %d bytes: %+v", size, r)
+		}
 	}
-	if r.EventsPerSec <= 0 || r.CPUPerEvent <= 0 {
-		t.Fatalf("%+v", r)
-	}
-	if _, err := Floor(0, 1, 1, 1); !errors.Is(err, ErrConfig) {
+	if _, err := Floor(0, 1, 1, 1, FloorFrameBytes); !errors.Is(err, ErrConfig) {
 		t.Errorf("no watchers: %v, want ErrConfig", err)
+	}
+	if _, err := Floor(1, 1, 1, 1, 10); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "want at least 40") {
+		t.Errorf("a 10-byte frame: %v, want ErrConfig", err)
 	}
 }
 

@@ -9,11 +9,11 @@
 //     it.
 //   - Fanout opens Watchers watches, makes Writes writes through the caller's Write at Rate per
 //     second (in bursts of Burst) while the watches read, and measures delivered events per second,
-//     write-to-receipt latency, the process's CPU time and allocations per delivered event, and
-//     events per HTTP chunk. Result.Metrics names the figures for b.ReportMetric.
-//   - Floor is the loopback floor: the same fan-out with bare goroutines writing prepared frames to
-//     loopback connections, no HTTP, no cache, no encoding: the least a watch server in this process
-//     can spend per event.
+//     write-to-receipt latency, the process's CPU time and allocations per delivered event, events
+//     per HTTP chunk and bytes per event. Result.Metrics names the figures for b.ReportMetric.
+//   - Floor is the loopback floor: the same fan-out with bare goroutines writing prepared frames of a
+//     given size (a Fanout run's bytes per event, to move the same bytes) to loopback connections, no
+//     HTTP, no cache, no encoding: the least a watch server in this process can spend per event.
 //
 // # Invariants
 //
@@ -23,5 +23,7 @@
 //     early, fails that watcher with the reason (TestFanoutReportsBrokenStreams).
 //   - Fanout returns only after every reader goroutine it started has returned, and closes every
 //     connection it opened (the package's TestMain checks for leaks).
-//   - Floor delivers every frame to every connection or fails (TestFloor).
+//   - Floor delivers every frame, of the size asked, to every connection or fails; it refuses a size
+//     below its frame's skeleton (TestFloor). Fanout counts every frame's bytes
+//     (TestFanoutCountsEveryEvent).
 package benchwatch

@@ -48,6 +48,8 @@ type Result struct {
 	CPU     time.Duration
 	Mallocs uint64
 	Chunks  int64
+	// Bytes is what the frames the watches got took, newlines included (BytesPerEvent).
+	Bytes int64
 	// Failed names each watch that fell short of every write, and why.
 	Failed []string
 	// TimedOut is set when the events did not all arrive within Config.Timeout.
@@ -74,8 +76,8 @@ type Metric struct {
 }
 
 // Metrics are the run's figures: events/s, p50-ms and p99-ms (write to receipt), write-p99-ms (the
-// writes themselves), cpu-ns/event, allocs/event, events/chunk, failed-watchers, each unit prefixed
-// with prefix.
+// writes themselves), cpu-ns/event, allocs/event, events/chunk, bytes/event, failed-watchers, each
+// unit prefixed with prefix.
 func (r Result) Metrics(prefix string) []Metric {
 	events := float64(max(r.Events, 1))
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -87,8 +89,18 @@ func (r Result) Metrics(prefix string) []Metric {
 		{float64(r.CPU.Nanoseconds()) / events, prefix + "cpu-ns/event"},
 		{float64(r.Mallocs) / events, prefix + "allocs/event"},
 		{float64(r.Events) / float64(max(r.Chunks, 1)), prefix + "events/chunk"},
+		{float64(r.Bytes) / events, prefix + "bytes/event"},
 		{float64(len(r.Failed)), prefix + "failed-watchers"},
 	}
+}
+
+// BytesPerEvent is the frames' average size, newline included: the frame size of a Floor to compare
+// the run with (0 if no frame arrived).
+func (r Result) BytesPerEvent() int {
+	if r.Events == 0 {
+		return 0
+	}
+	return int(r.Bytes / r.Events)
 }
 
 // Problem describes what went wrong in the run, "" if every watch got every write in time.
@@ -191,6 +203,7 @@ func Fanout(cfg Config) (Result, error) {
 	for w, s := range streams {
 		r.Events += int64(s.Got)
 		r.Chunks += s.Chunks
+		r.Bytes += s.Bytes
 		r.Latency = append(r.Latency, s.Latency...)
 		if s.Err != nil {
 			r.Failed = append(r.Failed, fmt.Sprintf("watcher %d: %v", w, s.Err))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -18,24 +19,38 @@ type FloorResult struct {
 	// EventsPerWrite is how many frames each write(2) carried on average: the batching that the
 	// "flush only when no event is waiting" rule gave.
 	EventsPerWrite float64
+	// FrameBytes is each frame's size, newline included.
+	FrameBytes int
 }
+
+// FloorFrameBytes is the size of Floor's frame for a 300-byte object, the default of the benchmarks
+// that run it alone.
+const FloorFrameBytes = len(floorFramePrefix) + 300 + len(floorFrameSuffix)
+
+// floorFramePrefix and floorFrameSuffix surround the padding of a Floor frame.
+const floorFramePrefix, floorFrameSuffix = `{"type":"MODIFIED","object":{"pad":"`, "\"}}\n"
 
 // Floor is the least any watch server and its clients in this process can spend per event per
 // watcher, for comparison with Fanout's CPU per event: for each of watchers loopback TCP connections,
-// a writer goroutine woken by a channel send per event writes the event's frame (a 300-byte object),
+// a writer goroutine woken by a channel send per event writes the event's frame (frameBytes long,
+// newline included: a Fanout run's Result.BytesPerEvent, so that both move the same bytes),
 // flushing (one write(2)) only when no event is waiting, as a watch handler does, and a reader
 // goroutine reads the frames; events go out at rate per second in bursts of burst. There is no HTTP,
 // no cache and no encoding.
-func Floor(watchers, events, rate, burst int) (FloorResult, error) {
+func Floor(watchers, events, rate, burst, frameBytes int) (FloorResult, error) {
 	if watchers <= 0 || events <= 0 || rate <= 0 {
 		return FloorResult{}, fmt.Errorf("%w: watchers %d, events %d, rate %d: want positive counts", ErrConfig, watchers, events, rate)
+	}
+	pad := frameBytes - len(floorFramePrefix) - len(floorFrameSuffix)
+	if pad < 0 {
+		return FloorResult{}, fmt.Errorf("%w: frame of %d bytes: want at least %d", ErrConfig, frameBytes, frameBytes-pad)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return FloorResult{}, err
 	}
 	defer ln.Close()
-	f := &floorRig{frame: []byte(`{"type":"MODIFIED","object":{` + fmt.Sprintf(`"pad":"%0300d"`, 0) + "}}\n"),
+	f := &floorRig{frame: []byte(floorFramePrefix + strings.Repeat("0", pad) + floorFrameSuffix),
 		received: make([]int, watchers)}
 	for w := range watchers {
 		if err := f.connect(ln, w, events); err != nil {
@@ -61,6 +76,7 @@ func Floor(watchers, events, rate, burst int) (FloorResult, error) {
 		EventsPerSec:   float64(total) / elapsed.Seconds(),
 		CPUPerEvent:    time.Duration(cpu / int64(total)),
 		EventsPerWrite: float64(total) / float64(max(f.flushes.Load(), 1)),
+		FrameBytes:     len(f.frame),
 	}, nil
 }
 

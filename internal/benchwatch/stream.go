@@ -22,8 +22,9 @@ type Stream struct {
 
 	// Got is how many frames arrived: writes 0..Got-1, in order.
 	Got int
-	// Chunks is how many HTTP chunks were read.
-	Chunks int64
+	// Chunks is how many HTTP chunks were read; Bytes how many bytes the frames that arrived took,
+	// newlines included.
+	Chunks, Bytes int64
 	// Latency holds, per frame, the µs from its write's start to its receipt.
 	Latency []int32
 	// Err is why the stream fell short of every write, nil if it did not.
@@ -92,6 +93,7 @@ func (s *Stream) next() ([]byte, error) {
 		if i := bytes.IndexByte(s.pending[s.off:], '\n'); i >= 0 {
 			frame := s.pending[s.off : s.off+i]
 			s.off += i + 1
+			s.Bytes += int64(i + 1)
 			return frame, nil
 		}
 		s.pending = append(s.pending[:0], s.pending[s.off:]...)

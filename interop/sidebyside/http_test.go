@@ -204,14 +204,26 @@ func httpRun(b *testing.B, name string, rate int) benchwatch.Result {
 	return r
 }
 
+// floorFrameBytes is the size of the floor's frames: listwatch's average frame (else upstream's), so
+// that the floor moves the same bytes as the servers it is compared with.
+func floorFrameBytes(results map[string]benchwatch.Result) int {
+	for _, name := range []string{"listwatch", "upstream"} {
+		if n := results[name].BytesPerEvent(); n > 0 {
+			return n
+		}
+	}
+	return benchwatch.FloorFrameBytes
+}
+
 // BenchmarkHTTPFanout: b.N updates of widgets, written to each server's store at rate writes/s
-// (httpRun says why not through the API), each delivered to 1000 watches of the namespace on loopback, read by minimal clients that check every
-// stream (benchwatch.Fanout); and, for scale, benchwatch.Floor's loopback floor with the same
-// watchers, rate and events. For each server it reports events/s, p50/p99 write-to-receipt latency,
-// the process's CPU per delivered event and watchers that fell short; then cpu-ratio (listwatch's
-// CPU per event over upstream's) and floor-ratio (listwatch's over the floor's). A watcher that falls
-// short (closed by the cache's dispatch budget, or a stream out of order) fails the benchmark, after
-// its figures are logged.
+// (httpRun says why not through the API), each delivered to 1000 watches of the namespace on
+// loopback, read by minimal clients that check every stream (benchwatch.Fanout); and, for scale,
+// benchwatch.Floor's loopback floor with the same watchers, rate, events and frame size
+// (floorFrameBytes). For each server it reports events/s, p50/p99 write-to-receipt latency, the
+// process's CPU per delivered event, bytes per event and watchers that fell short; then cpu-ratio
+// (listwatch's CPU per event over upstream's) and floor-ratio (listwatch's over the floor's). A
+// watcher that falls short (closed by the cache's dispatch budget, or a stream out of order) fails
+// the benchmark, after its figures are logged.
 //
 //	go test -run '^$' -bench 'HTTPFanout/rate=300' -benchtime 3000x ./sidebyside/
 func BenchmarkHTTPFanout(b *testing.B) {
@@ -229,7 +241,7 @@ func BenchmarkHTTPFanout(b *testing.B) {
 				}
 			}
 			settle()
-			floor, err := benchwatch.Floor(httpWatchers, b.N, rate, 1)
+			floor, err := benchwatch.Floor(httpWatchers, b.N, rate, 1, floorFrameBytes(results))
 			if err != nil {
 				b.Fatal(err)
 			}
