@@ -25,8 +25,8 @@
 //   - http_test.go: listwatch's HTTP API (chain.New) against a real apiextensions-apiserver v0.37.2
 //     in process (internal/kubeapiserver), both serving widgets.example.com/v1 over their own
 //     listwatch store, 1000 watchers on loopback and one writer at 100 and 300 writes/s
-//     (benchwatch.Fanout), with the loopback floor (benchwatch.Floor) for scale
-//     (BenchmarkHTTPFanout). The writes go straight to each server's store, so that both see the
+//     (benchwatch.Fanout), with the loopback floor (benchwatch.Floor, moving the same bytes per
+//     event) for scale (BenchmarkHTTPFanout). The writes go straight to each server's store, so that both see the
 //     same etcd events at the same rate whatever their write path costs. SIDEBYSIDE_HTTP_SIDES
 //     (listwatch, upstream or both, comma-separated) runs one server alone, to profile it.
 //   - largewatch_test.go: issue 22's large-object watch run (LISTWATCH_LARGEWATCH=1 runs
