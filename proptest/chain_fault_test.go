@@ -509,11 +509,15 @@ const catchUpWrites = 3500
 // state; writes after that reach everyone.
 func testCompactionDuringReflectorCatchUp(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
-	c := newTestChain(t, chaintest.Options{StoreClock: clk})
+	c := newTestChain(t, chaintest.Options{StoreClock: clk, StoreManualTick: true})
 	m := c.NewModel()
 	peak := chaintest.StartMemPeak(10 * time.Millisecond)
-	step := func() {
+	storeStep := func() {
 		clk.Step(10 * time.Millisecond)
+		c.Store.Tick()
+	}
+	step := func() {
+		storeStep()
 		c.CacheClock.Step(10 * time.Millisecond)
 	}
 	for i := range 10 {
@@ -528,6 +532,16 @@ func testCompactionDuringReflectorCatchUp(t *testing.T) {
 	if err := testutil.Poll("the reflector to watch", c.ReflectorWatching, nil); err != nil {
 		t.Fatal(err)
 	}
+	// The store's watchers are counted below to tell when the reflector's re-watch is there; the
+	// etcd3 storage's other watch, of compact_rev_key, starts a second after the chain, so it is
+	// waited for first.
+	err := testutil.Poll("the store's two watches (the reflector's and compact_rev_key's), synced", func() bool {
+		st := c.Store.Stats()
+		return st.Watchers == 2 && st.SlowWatchers == 0
+	}, storeStep)
+	if err != nil {
+		t.Fatal(err)
+	}
 	held := m.Rev
 	c.HoldReflector()
 	c.CacheClock.Step(1500 * time.Millisecond) // not a "very short watch"
@@ -535,26 +549,33 @@ func testCompactionDuringReflectorCatchUp(t *testing.T) {
 	if err := testutil.Poll("the reflector to re-watch", c.ReflectorBlocked, nil); err != nil {
 		t.Fatal(err)
 	}
+	// The broken watch's cancel reaches the store on its own time; until it has, the writes would
+	// go to it too and it would count below as the re-watch.
+	if err := testutil.Poll("the broken watch to leave the store", func() bool { return c.Store.Stats().Watchers == 1 }, nil); err != nil {
+		t.Fatal(err)
+	}
 	for i := range catchUpWrites {
 		putPod(t, c, m, testPod("a", i%10, 500))
 	}
 	c.UnholdReflector()
-	if err := testutil.Poll("the reflector's watch", func() bool { return c.ReflectorWatches() >= 2 }, nil); err != nil {
-		t.Fatal(err)
-	}
-	// The store catches the re-watch up by one batch per sync pass, and a pass needs its clock to
-	// move. The watch reaches the store some time after the reflector's Watch returned, so a step
-	// may come too early for it: the clock steps again, ever more rarely, until the first batch
-	// reaches the reflector. With four batches of history the compaction then lands mid-catch-up.
-	every, last := 250*time.Millisecond, time.Time{}
-	err := testutil.Poll("the first catch-up batch to reach the reflector", func() bool { return c.ReflectorEvents() > 0 }, func() {
-		if time.Since(last) >= every {
-			clk.Step(10 * time.Millisecond)
-			last, every = time.Now(), 2*every
-		}
-	})
+	// The store catches the re-watch up by one batch per sync pass, and only the test ticks it. The
+	// re-watch reaches the store some time after the reflector's Watch returned: once it is the
+	// store's one unsynced watcher (its created answer out, as the stream's channel has room), one
+	// tick sends exactly one batch of the four, and the compaction lands mid-catch-up whatever the
+	// schedule. (On the store's own goroutine a step could be lost to a tick the watch's creation
+	// woke, or land twice, so that the re-watch caught up before the compaction.)
+	err = testutil.Poll("the re-watch to reach the store, behind", func() bool {
+		st := c.Store.Stats()
+		return st.Watchers == 2 && st.SlowWatchers == 1
+	}, nil)
 	if err != nil {
-		t.Fatal(err)
+		st := c.Store.Stats()
+		t.Fatalf("%v: %d store watchers, %d slow, revision %d; %s", err, st.Watchers, st.SlowWatchers, st.Revision, c.DescribeReflector())
+	}
+	storeStep()
+	if err := testutil.Poll("the first catch-up batch to reach the reflector", func() bool { return c.ReflectorEvents() > 0 }, nil); err != nil {
+		st := c.Store.Stats()
+		t.Fatalf("%v: %d store watchers, %d slow, revision %d; %s", err, st.Watchers, st.SlowWatchers, st.Revision, c.DescribeReflector())
 	}
 	err = testutil.Poll("the first catch-up batch in the cache", func() bool {
 		rv, err := c.ListRV()
@@ -566,15 +587,18 @@ func testCompactionDuringReflectorCatchUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if st := c.Store.Stats(); st.SlowWatchers != 1 {
+		t.Fatalf("the re-watch caught up before the compaction (%d slow watchers of %d): the store's clock moved more than once", st.SlowWatchers, st.Watchers)
+	}
 	compactAt := m.Rev
 	if err := c.Storage.Compact(context.Background(), compactAt); err != nil {
 		t.Fatal(err)
 	}
 	m.CompactRev = compactAt
-	if err := testutil.Poll("the cache to relist", func() bool { return !c.Cacher.Ready() }, func() { clk.Step(10 * time.Millisecond) }); err != nil {
+	if err := testutil.Poll("the cache to relist", func() bool { return !c.Cacher.Ready() }, storeStep); err != nil {
 		t.Fatal(err)
 	}
-	if err := testutil.Poll("the cache to be ready", c.Cacher.Ready, func() { c.CacheClock.Step(50 * time.Millisecond) }); err != nil {
+	if err := testutil.Poll("the cache to be ready", c.Cacher.Ready, func() { storeStep(); c.CacheClock.Step(50 * time.Millisecond) }); err != nil {
 		t.Fatal(err)
 	}
 	m.ListRV = m.Rev

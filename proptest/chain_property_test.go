@@ -244,10 +244,13 @@ func (r *chainRun) openWith(l *lineage, spec chaintest.WatchSpec, paused bool) {
 			r.fatalf("watch %s: %v", exp, err)
 		}
 	}
-	if exp.ErrorCode() == 410 && !paused {
-		// The ERROR is written after the headers: if the HTTP clock passed the watch's timeout
-		// before then, the server's loop could pick the timeout first, as upstream's serveWatch may.
-		if err := testutil.Poll("the ERROR 410 of a watch too old", func() bool { return w.Len() > 0 || w.Ended() }, r.cacheStep); err != nil {
+	if exp.ErrorCode() != 0 && !paused {
+		// The ERROR (410 of a watch too old, 504 of a cached watch-list from the future, 500 of an
+		// event whose previous value was compacted) is written after the headers: if the HTTP clock
+		// passed the watch's timeout before then, the server's loop could pick the timeout first, as
+		// upstream's serveWatch may.
+		what := fmt.Sprintf("the ERROR %d of %s", exp.ErrorCode(), exp)
+		if err := testutil.Poll(what, func() bool { return hasError(w) || w.Ended() }, r.cacheStep); err != nil {
 			r.fatalf("watch %s: %v", exp, err)
 		}
 	}
@@ -262,6 +265,12 @@ func (r *chainRun) openWith(l *lineage, spec chaintest.WatchSpec, paused bool) {
 }
 
 const chainMinRequestTimeout = 240 * time.Second
+
+// hasError reports whether w has read an ERROR frame.
+func hasError(w *chaintest.Watch) bool {
+	frames, _, _ := w.Frames()
+	return len(frames) > 0 && frames[len(frames)-1].Type == "ERROR"
+}
 
 // judge checks an ended watch and re-opens its lineage as a client would.
 func (r *chainRun) judge(l *lineage) {

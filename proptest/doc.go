@@ -57,7 +57,9 @@
 //   - TestChainCompactionDuringCatchUp: a compaction lands while a watch replays history; over the
 //     etcd3 storage (storage) the watch delivers an exact prefix then 410, or everything, and
 //     re-watches get the model's 410, 500 or the rest; under the cache (reflector) the reflector's
-//     re-watch gets 410, the cache relists, and its HTTP watchers get what the model says.
+//     re-watch gets 410, the cache relists, and its HTTP watchers get what the model says. The
+//     test ticks the store itself, once the re-watch is its one unsynced watcher, so that exactly
+//     one catch-up batch precedes the compaction whatever the schedule.
 //   - TestChainLeaseExpiry: when the store's fake clock passes the lease of pods written with a
 //     TTL, every watcher selecting them gets DELETED (the last state, at the deletion revision) in
 //     key order, and every other event still arrives; with and without the cache.

@@ -101,15 +101,27 @@ func TestCheckPasses(t *testing.T) {
 // recordedHistory records a small passing history and returns it as JSON.
 func recordedHistory(t *testing.T) []byte {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "h.json")
-	if code, out, errOut := runCheckCmd(t, "--ops", "300", "--seed", "2", "--clients", "2", "--watchers", "2", "--history", path); code != 0 {
-		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	recorded.Lock()
+	defer recorded.Unlock()
+	if recorded.history == nil {
+		path := filepath.Join(t.TempDir(), "h.json")
+		if code, out, errOut := runCheckCmd(t, "--ops", "300", "--seed", "2", "--clients", "2", "--watchers", "2", "--history", path); code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recorded.history = b
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return bytes.Clone(recorded.history)
+}
+
+// recorded is the history recordedHistory recorded, once for the tests that read one: each run
+// takes seconds, most of them the scenarios' real waits.
+var recorded struct {
+	sync.Mutex
+	history []byte
 }
 
 // TestCheckHistoryViolation: a submitted history with one tampered watch event fails with exit
@@ -735,6 +747,7 @@ func TestCheckCleanup(t *testing.T) {
 		a := args
 		if keep {
 			a = append(a, "--keep")
+			a = append(a, shortNoScenarios()...)
 		}
 		if err := env.run(context.Background(), a, &stdout, &stderr); err != nil {
 			t.Fatalf("%v\n%s\n%s", err, stdout.String(), stderr.String())
@@ -762,6 +775,7 @@ func TestCheckCleanup(t *testing.T) {
 		a := append([]string{"--endpoints", ep, "--prefix", prefix}, args...)
 		if keep {
 			a = append(a, "--keep")
+			a = append(a, shortNoScenarios()...)
 		}
 		code, out, errOut := runCheckCmd(t, a...)
 		if code != 0 && code != exitFail {
@@ -775,6 +789,15 @@ func TestCheckCleanup(t *testing.T) {
 			t.Errorf("etcd, --keep: %d keys under %s and %d leases, want both kept\n%s", keys, prefix, leases, out)
 		}
 	}
+}
+
+// shortNoScenarios is --no-scenarios with -short: the runs that clean up still run the scenarios,
+// whose keys and leases the cleanup must find too; those that --keep need only the workload's.
+func shortNoScenarios() []string {
+	if testing.Short() {
+		return []string{"--no-scenarios"}
+	}
+	return nil
 }
 
 // TestCheckingProgress: while a check runs, the progress line names the part running and, during

@@ -526,5 +526,8 @@ func (c *Chain) ReflectorEvents() int { return c.reflector.forwarded() }
 // ReflectorWatching reports whether the reflector has a watch that BreakReflectorWatch did not end.
 func (c *Chain) ReflectorWatching() bool { return c.reflector.watching() }
 
+// DescribeReflector tells the state of the reflector's watches, for failure messages.
+func (c *Chain) DescribeReflector() string { return c.reflector.describe() }
+
 // ReflectorBlocked reports whether the reflector waits in a held Watch call.
 func (c *Chain) ReflectorBlocked() bool { return c.reflector.blocked() }

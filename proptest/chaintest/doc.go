@@ -48,5 +48,6 @@
 //   - ForceRelist brings the Cacher to relist as a reflector that fell behind a compaction does,
 //     through its re-watch's 410 (TestChainWatchersMatchModel's relist action); BreakReflectorWatch
 //     and HoldReflector hold the re-watch for a test that places the compaction itself
-//     (TestChainCompactionDuringCatchUp/reflector).
+//     (TestChainCompactionDuringCatchUp/reflector); DescribeReflector tells their state for a
+//     failure message.
 package chaintest
