@@ -51,6 +51,7 @@ func Check(h *History, opts Options) (*Result, error) {
 		opts.Phase.Begin(check.PhaseWatches)
 		c.checkWatches(res, nil)
 		c.finish(res)
+		countUnknown(h, res, -1)
 		return res, nil
 	}
 	opts.Phase.Begin(PhaseReplay)
@@ -68,6 +69,7 @@ func Check(h *History, opts Options) (*Result, error) {
 	opts.Phase.Begin(check.PhaseWatches)
 	c.checkWatches(res, ref)
 	c.finish(res)
+	countUnknown(h, res, ref.unknownChanged)
 	return res, nil
 }
 

@@ -1,0 +1,25 @@
+package etcd
+
+import "testing"
+
+// TestUnknownOutcomesResolved: the checker decides each unknown-outcome write from what follows it:
+// one a later read shows took effect, one nothing shows took none; an unknown read needs no
+// decision; and without a linearization no write is decided.
+func TestUnknownOutcomesResolved(t *testing.T) {
+	var b builder
+	b.fail(0, put("a", "1"), "context deadline exceeded", true)
+	b.fail(2, put("c", "1"), "context deadline exceeded", true)
+	b.op(1, get("a"), kvs(1))
+	b.op(1, get("a"), kvs(2, kv("a", "1", 2, 2, 1)))
+	b.fail(1, get("b"), "rpc error: code = Unavailable", true)
+	res := wantOK(t, &b.h)
+	want := UnknownOutcomes{Reads: 1, Writes: 2, TookEffect: 1, NoEffect: 1}
+	if res.Unknown != want || res.Unknown.Total() != 3 || res.Unknown.Resolved() != 2 || res.Unknown.Unresolved() != 0 {
+		t.Fatalf("Unknown = %+v, want %+v", res.Unknown, want)
+	}
+	b.op(1, get("a"), kvs(2))
+	res = mustCheck(t, &b.h)
+	if res.Verdict != VerdictNotLinearizable || res.Unknown.Resolved() != 0 || res.Unknown.Unresolved() != 2 {
+		t.Fatalf("a history without linearization: verdict %v, Unknown = %+v, want no write decided", res.Verdict, res.Unknown)
+	}
+}
