@@ -136,7 +136,11 @@
 // known outcome, are left out of the linearization and of the reference log
 // (TestLinearizability/unknown_outcome; TestValidHistoriesPass turns write responses into unknown
 // outcomes and adds unknown writes that never arrived; TestExampleHistory places one).
-// Unknown-outcome reads are ignored (TestLinearizability/unknown_read_is_ignored). Serializable: a
+// Unknown-outcome reads are ignored (TestLinearizability/unknown_read_is_ignored). Result.Unknown
+// counts the requests of unknown outcome and, when there is a linearization, what it decided of
+// each write of them: took effect (its replay made a change, which later reads or watch events
+// needed) or not (left out, or placed where it changed nothing); without one, none is decided
+// (TestUnknownOutcomesResolved). Serializable: a
 // serializable range, or a txn whose top-level ops are all serializable ranges (an empty txn
 // included), which etcd serves from a member's local state (server/etcdserver/v3_server.go Txn,
 // IsTxnSerializable), is not ordered in real time; it must be the answer of the store at its header
