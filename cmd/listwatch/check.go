@@ -274,7 +274,7 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 	fs.Visit(func(f *flag.Flag) { a.set[f.Name] = true })
 	f := &checkFlags{dialTimeout: a.dialTimeout, seedSet: a.set["seed"], checkTimeout: a.checkTimeout,
 		report: a.report, historyOut: a.historyOut, checkHistory: a.checkHistory, keep: a.keep, quiet: a.quiet}
-	for _, validate := range []func(*checkFlags) error{a.validateHistory, a.validateKube, a.validateEtcd, a.validateWorkload, a.validateFaults, a.validateOutputs} {
+	for _, validate := range []func(*checkFlags) error{a.validateHistory, a.validateKube, a.validateEtcd, a.validateWorkload, a.validateCluster, a.validateFaults, a.validateOutputs} {
 		if err := validate(f); err != nil {
 			return nil, err
 		}

@@ -217,25 +217,14 @@ func (fr *faulter) pause(member int, stop <-chan struct{}) error {
 func (fr *faulter) moveLeader(member int) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), fr.plan.recovery)
 	defer cancel()
-	var leader uint64
-	leaderEp := ""
-	ids := make([]uint64, len(fr.endpoints))
-	for i, ep := range fr.endpoints {
-		st, err := fr.client.Status(ctx, ep)
-		if err != nil {
-			return member, err
-		}
-		ids[i], leader = st.Header.MemberId, st.Leader
-		if st.Leader == st.Header.MemberId {
-			leaderEp = ep
-		}
+	ids, leader, err := fr.members(ctx)
+	if err != nil {
+		return member, err
 	}
-	if ids[member] == leader {
+	if member == leader {
 		member = (member + 1) % len(ids)
 	}
-	if leaderEp == "" {
-		return member, errors.New("no member says it leads")
-	}
+	leaderEp := fr.endpoints[leader]
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{leaderEp}, DialTimeout: fr.plan.recovery, Logger: zap.NewNop()})
 	if err != nil {
 		return member, err
@@ -243,6 +232,25 @@ func (fr *faulter) moveLeader(member int) (int, error) {
 	defer cli.Close()
 	_, err = cli.MoveLeader(ctx, ids[member])
 	return member, err
+}
+
+// members asks each endpoint its member ID, and returns them and the index of the one that leads.
+func (fr *faulter) members(ctx context.Context) (ids []uint64, leader int, err error) {
+	leader = -1
+	for i, ep := range fr.endpoints {
+		st, err := fr.client.Status(ctx, ep)
+		if err != nil {
+			return nil, 0, err
+		}
+		ids = append(ids, st.Header.MemberId)
+		if st.Leader == st.Header.MemberId {
+			leader = i
+		}
+	}
+	if leader < 0 {
+		return nil, 0, errors.New("no member says it leads")
+	}
+	return ids, leader, nil
 }
 
 // command runs --fault-cmd for fault i (the contract is in README's check section).
@@ -316,8 +324,8 @@ func (env checkEnv) startFaults(ctx context.Context, f *checkFlags, stats *workl
 	}, nil
 }
 
-// validateFaults: --cluster and its binary, and the faults' plan.
-func (a *checkArgs) validateFaults(f *checkFlags) error {
+// validateCluster: --cluster and its binary.
+func (a *checkArgs) validateCluster(f *checkFlags) error {
 	switch {
 	case a.cluster < 0 || a.set["cluster"] && a.cluster == 0:
 		return badFlags("--cluster %d: need at least one member", a.cluster)
@@ -325,6 +333,14 @@ func (a *checkArgs) validateFaults(f *checkFlags) error {
 		return badFlags("--cluster starts its own members: give it or --endpoints, not both")
 	case a.set["etcd-binary"] && a.cluster == 0:
 		return badFlags("--etcd-binary applies to --cluster only")
+	}
+	f.clusterSize, f.etcdBinary = a.cluster, a.etcdBinary
+	return nil
+}
+
+// validateFaults: the faults' plan.
+func (a *checkArgs) validateFaults(f *checkFlags) error {
+	switch {
 	case a.faults < 0:
 		return badFlags("--faults %d: must not be negative", a.faults)
 	case a.faultEvery < 2:
@@ -332,7 +348,6 @@ func (a *checkArgs) validateFaults(f *checkFlags) error {
 	case a.recoveryTimeout <= 0:
 		return badFlags("--recovery-timeout %v: must be positive", a.recoveryTimeout)
 	}
-	f.clusterSize, f.etcdBinary = a.cluster, a.etcdBinary
 	for _, name := range []string{"fault-every", "fault-kinds", "fault-cmd", "recovery-timeout"} {
 		if a.set[name] && a.faults == 0 {
 			return badFlags("--%s applies to --faults only", name)

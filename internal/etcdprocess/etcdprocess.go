@@ -206,16 +206,22 @@ func (c *Cluster) member(i int) (*process, error) {
 	return c.procs[i], nil
 }
 
+// running returns member i, or an error when it is not running (see member); c.mu held.
+func (c *Cluster) running(i int) (*process, error) {
+	p, err := c.member(i)
+	if err == nil && p.cmd == nil {
+		err = fmt.Errorf("etcdprocess: etcd %s is not running", p.name)
+	}
+	return p, err
+}
+
 // Kill kills member i (SIGKILL, as a crash) and waits for it to exit; Restart brings it back.
 func (c *Cluster) Kill(i int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p, err := c.member(i)
+	p, err := c.running(i)
 	if err != nil {
 		return err
-	}
-	if p.cmd == nil {
-		return fmt.Errorf("etcdprocess: etcd %s is not running", p.name)
 	}
 	_ = p.cmd.Process.Kill()
 	<-p.exited
@@ -253,12 +259,9 @@ func (c *Cluster) Resume(i int) error { return c.signal(i, syscall.SIGCONT) }
 func (c *Cluster) signal(i int, sig syscall.Signal) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p, err := c.member(i)
+	p, err := c.running(i)
 	if err != nil {
 		return err
-	}
-	if p.cmd == nil {
-		return fmt.Errorf("etcdprocess: etcd %s is not running", p.name)
 	}
 	return p.cmd.Process.Signal(sig)
 }
