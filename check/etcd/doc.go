@@ -162,7 +162,9 @@
 // runs again with its last choice of the write or expiry that made a revision changed to the next
 // candidate (chronological backtracking by restarts, at most 16). Every placement is a step of the
 // model, between the operation's call and return, so a sweep that places every operation of known
-// outcome has a linearization.
+// outcome has a linearization. With unknown-outcome writes it is accepted only if every
+// serializable read is the answer of its state at the read's header revision (the sweep asks
+// only that the revision be reached); else porcupine decides (TestSerializableReadChoosesUnknownWrite).
 // It is O(n log n) in the operations (the sort of calls and returns; each operation is placed
 // once) plus, for each revision no answer claims, the unknown-outcome writes that may have written
 // a key a watch saw there (BenchmarkCheckSize, BenchmarkCheckUnknown). When it gets stuck, two
