@@ -685,23 +685,34 @@ func (c *checker) visualize(timeout time.Duration) (porcupine.LinearizationInfo,
 // serializable read is wrong), it searches again unguided, so that the checks that follow can say
 // which is wrong.
 func (c *checker) search(res *Result, timeout time.Duration) {
+	start := time.Now()
 	hasUnknown := slices.ContainsFunc(c.ops, func(op *kvOp) bool { return op.unknown })
 	model := res.model
 	result := porcupine.Unknown
 	var info porcupine.LinearizationInfo
 	kops := c.ops
-	if hasUnknown && (len(c.guides) > 0 || len(c.serializable) > 0) {
+	guided := hasUnknown && (len(c.guides) > 0 || len(c.serializable) > 0)
+	if guided {
 		c.guided = true
 		kops = c.guidedOps()
 		result, info = porcupine.CheckOperationsVerbose(model, porcupineOps(kops), timeout)
 		c.guided = false
 	}
-	if result != porcupine.Ok {
-		if c.guided = false; len(kops) != len(c.ops) {
+	// a guided search that timed out leaves no time for the unguided one: the bound is the whole search's
+	if !guided || result == porcupine.Illegal {
+		if guided {
 			res.Notes = append(res.Notes, noteUnguided)
 		}
-		kops = c.ops
-		result, info = porcupine.CheckOperationsVerbose(model, porcupineOps(kops), timeout)
+		left := timeout
+		if timeout > 0 {
+			left = timeout - time.Since(start)
+		}
+		if timeout == 0 || left > 0 {
+			kops = c.ops
+			result, info = porcupine.CheckOperationsVerbose(model, porcupineOps(kops), left)
+		} else {
+			result = porcupine.Unknown
+		}
 	}
 	res.info, res.hasInfo = info, true
 	switch result {
