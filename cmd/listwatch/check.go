@@ -218,8 +218,9 @@ func checkFlagSet(a *checkArgs, stderr io.Writer) *flag.FlagSet {
 		fmt.Fprintln(stderr, "a second SIGINT stops the check.")
 		fmt.Fprintln(stderr, "\nExit status: 0 PASS; 1 FAIL (a guarantee was violated, or the store differs from etcd); 2 a bad")
 		fmt.Fprintln(stderr, "command line, or the check could not run (no answer from the target, an unreadable or empty")
-		fmt.Fprintln(stderr, "history); 3 INCONCLUSIVE (the search ran out of --check-timeout); 130 interrupted (no verdict,")
-		fmt.Fprintln(stderr, "or nothing found in what was recorded before the interrupt; never PASS).")
+		fmt.Fprintln(stderr, "history, a fault the cluster did not recover from); 3 INCONCLUSIVE (the search ran out of")
+		fmt.Fprintln(stderr, "--check-timeout); 130 interrupted (no verdict, or nothing found in what was recorded before the")
+		fmt.Fprintln(stderr, "interrupt; never PASS).")
 		fmt.Fprintln(stderr, "\nflags:")
 		fs.PrintDefaults()
 	}
