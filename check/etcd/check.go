@@ -51,6 +51,7 @@ func Check(h *History, opts Options) (*Result, error) {
 		opts.Phase.Begin(check.PhaseWatches)
 		c.checkWatches(res, nil)
 		c.finish(res)
+		countUnknown(h, res, -1)
 		return res, nil
 	}
 	opts.Phase.Begin(PhaseReplay)
@@ -68,6 +69,7 @@ func Check(h *History, opts Options) (*Result, error) {
 	opts.Phase.Begin(check.PhaseWatches)
 	c.checkWatches(res, ref)
 	c.finish(res)
+	countUnknown(h, res, ref.unknownChanged)
 	return res, nil
 }
 
@@ -610,6 +612,13 @@ func (c *checker) linearize(res *Result, timeout time.Duration) {
 				stuck = cmp.Or(stuck, "an order the model does not replay")
 				continue
 			}
+			// The sweep asks of a serializable read only that its revision be reached, so with
+			// unknown-outcome writes it may have chosen the wrong one to make a revision such a
+			// read shows: porcupine's guided search, which asks for its answer, decides then.
+			if hasUnknown && !c.serializableHold(final) {
+				stuck = cmp.Or(stuck, "a serializable read the sweep's choice of unknown-outcome writes contradicts")
+				continue
+			}
 			c.replayed = &replayed{ref: ref, final: final, gaps: gaps}
 		}
 		if ok {
@@ -639,6 +648,16 @@ func (c *checker) linearize(res *Result, timeout time.Duration) {
 	c.search(res, timeout)
 }
 
+// serializableHold reports whether every serializable read is the answer of the store at its header
+// revision in the linearization replayed, final its last state.
+func (c *checker) serializableHold(final *mstate) bool {
+	below := c.below
+	var r Result
+	c.checkSerializable(&r, final)
+	c.below = below
+	return len(r.Violations) == 0
+}
+
 const noteUnguided = "no linearization agrees with every watch: the unknown-outcome writes were placed without their guidance"
 
 // setLinearization records lin, the linearization found, in res.
@@ -666,23 +685,34 @@ func (c *checker) visualize(timeout time.Duration) (porcupine.LinearizationInfo,
 // serializable read is wrong), it searches again unguided, so that the checks that follow can say
 // which is wrong.
 func (c *checker) search(res *Result, timeout time.Duration) {
+	start := time.Now()
 	hasUnknown := slices.ContainsFunc(c.ops, func(op *kvOp) bool { return op.unknown })
 	model := res.model
 	result := porcupine.Unknown
 	var info porcupine.LinearizationInfo
 	kops := c.ops
-	if hasUnknown && (len(c.guides) > 0 || len(c.serializable) > 0) {
+	guided := hasUnknown && (len(c.guides) > 0 || len(c.serializable) > 0)
+	if guided {
 		c.guided = true
 		kops = c.guidedOps()
 		result, info = porcupine.CheckOperationsVerbose(model, porcupineOps(kops), timeout)
 		c.guided = false
 	}
-	if result != porcupine.Ok {
-		if c.guided = false; len(kops) != len(c.ops) {
+	// a guided search that timed out leaves no time for the unguided one: the bound is the whole search's
+	if !guided || result == porcupine.Illegal {
+		if guided {
 			res.Notes = append(res.Notes, noteUnguided)
 		}
-		kops = c.ops
-		result, info = porcupine.CheckOperationsVerbose(model, porcupineOps(kops), timeout)
+		left := timeout
+		if timeout > 0 {
+			left = timeout - time.Since(start)
+		}
+		if timeout == 0 || left > 0 {
+			kops = c.ops
+			result, info = porcupine.CheckOperationsVerbose(model, porcupineOps(kops), left)
+		} else {
+			result = porcupine.Unknown
+		}
 	}
 	res.info, res.hasInfo = info, true
 	switch result {

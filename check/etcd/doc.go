@@ -136,7 +136,11 @@
 // known outcome, are left out of the linearization and of the reference log
 // (TestLinearizability/unknown_outcome; TestValidHistoriesPass turns write responses into unknown
 // outcomes and adds unknown writes that never arrived; TestExampleHistory places one).
-// Unknown-outcome reads are ignored (TestLinearizability/unknown_read_is_ignored). Serializable: a
+// Unknown-outcome reads are ignored (TestLinearizability/unknown_read_is_ignored). Result.Unknown
+// counts the requests of unknown outcome and, when there is a linearization, what it decided of
+// each write of them: took effect (its replay made a change, which later reads or watch events
+// needed) or not (left out, or placed where it changed nothing); without one, none is decided
+// (TestUnknownOutcomesResolved). Serializable: a
 // serializable range, or a txn whose top-level ops are all serializable ranges (an empty txn
 // included), which etcd serves from a member's local state (server/etcdserver/v3_server.go Txn,
 // IsTxnSerializable), is not ordered in real time; it must be the answer of the store at its header
@@ -158,7 +162,9 @@
 // runs again with its last choice of the write or expiry that made a revision changed to the next
 // candidate (chronological backtracking by restarts, at most 16). Every placement is a step of the
 // model, between the operation's call and return, so a sweep that places every operation of known
-// outcome has a linearization.
+// outcome has a linearization. With unknown-outcome writes it is accepted only if every
+// serializable read is the answer of its state at the read's header revision (the sweep asks
+// only that the revision be reached); else porcupine decides (TestSerializableReadChoosesUnknownWrite).
 // It is O(n log n) in the operations (the sort of calls and returns; each operation is placed
 // once) plus, for each revision no answer claims, the unknown-outcome writes that may have written
 // a key a watch saw there (BenchmarkCheckSize, BenchmarkCheckUnknown). When it gets stuck, two

@@ -15,6 +15,8 @@ var ErrModelDivergence = errors.New("etcd: the linearization found does not repl
 // reference is the event log of a linearization, indexed for the watch checks.
 type reference struct {
 	events []Event
+	// unknownChanged counts the unknown-outcome requests of the history whose replay made a change.
+	unknownChanged int
 	// revStart[r] is the index of the first event at revision r; revStart[maxRev+1] == len(events).
 	revStart []int
 	maxRev   int64
@@ -96,6 +98,7 @@ type replayed struct {
 func (c *checker) replay(lin []*kvOp) (*reference, *mstate, []Gap, error) {
 	var events []Event
 	var gaps []Gap
+	changed := 0
 	s := initialState(c.h)
 	for _, op := range lin {
 		ok, base, o := c.apply(s, op)
@@ -122,9 +125,14 @@ func (c *checker) replay(lin []*kvOp) (*reference, *mstate, []Gap, error) {
 			}
 			events = append(events, ev)
 		}
+		if op.unknown && op.index >= 0 && (len(o.changes) > 0 || o.state.rev != base.rev) {
+			changed++
+		}
 		s = o.state
 	}
-	return buildReference(events, s.rev), s, gaps, nil
+	ref := buildReference(events, s.rev)
+	ref.unknownChanged = changed
+	return ref, s, gaps, nil
 }
 
 // checkSerializable checks each serializable read against the linearization's state at its header

@@ -164,6 +164,8 @@ type Result struct {
 	Gaps []Gap
 	// Coverage is what the history exercised.
 	Coverage Coverage
+	// Unknown counts the requests of unknown outcome and what the linearization decided of them.
+	Unknown UnknownOutcomes
 
 	lin   []*kvOp
 	model porcupine.Model

@@ -29,6 +29,7 @@ import (
 	"github.com/listwatch/listwatch/check/etcd/workload"
 	"github.com/listwatch/listwatch/check/kube"
 	"github.com/listwatch/listwatch/etcdgrpc"
+	"github.com/listwatch/listwatch/internal/etcdprocess"
 	"github.com/listwatch/listwatch/store"
 )
 
@@ -123,6 +124,9 @@ type checkEnv struct {
 	// cleaned, if set, is called with the target's client and the run's prefix once the cleanup
 	// is done, before the client closes.
 	cleaned func(cli *clientv3.Client, prefix string)
+	// beforeRestart, if set, is called before a member --cluster started and a fault killed is
+	// restarted.
+	beforeRestart func(c *etcdprocess.Cluster, member int)
 }
 
 var defaultCheckEnv = checkEnv{clock: clock.RealClock{}, terminal: isTerminal, checkHistory: etcd.Check, checkKube: kube.Check}
@@ -165,17 +169,28 @@ type checkFlags struct {
 	// the result being built, for --output json.
 	run    *check.Run
 	result *checkResult
+	// clusterSize is --cluster, the members to start of etcdBinary; cluster the cluster started.
+	clusterSize int
+	etcdBinary  string
+	cluster     *etcdprocess.Cluster
+	// faults is the faults' plan (nil: none).
+	faults *faultPlan
 }
 
 // workloadFlags apply to a workload run only, not to --check-history.
 var workloadFlags = []string{"endpoints", "dial-timeout", "seed", "duration", "ops", "clients", "watchers",
 	"compact-every", "workload", "history", "request-timeout", "kube", "resource", "namespace", "prefix", "scenarios",
-	"no-scenarios", "apiserver-gating", "keep"}
+	"no-scenarios", "apiserver-gating", "keep", "cluster", "etcd-binary", "faults", "fault-every", "fault-kinds", "fault-cmd",
+	"recovery-timeout"}
 
 // checkArgs are the flags' values as given, before parseCheckFlags checks them; set names the
 // flags given.
 type checkArgs struct {
 	endpoints, prefix, kind, report, historyOut, checkHistory, kube, resource, namespace, output string
+	etcdBinary, faultKinds, faultCmd                                                             string
+	cluster, faults                                                                              int
+	faultEvery                                                                                   int64
+	recoveryTimeout                                                                              time.Duration
 	scenariosOnly, noScenarios, gating, keep, quiet                                              bool
 	dialTimeout, duration, requestTimeout, checkTimeout                                          time.Duration
 	seed                                                                                         uint64
@@ -203,8 +218,9 @@ func checkFlagSet(a *checkArgs, stderr io.Writer) *flag.FlagSet {
 		fmt.Fprintln(stderr, "a second SIGINT stops the check.")
 		fmt.Fprintln(stderr, "\nExit status: 0 PASS; 1 FAIL (a guarantee was violated, or the store differs from etcd); 2 a bad")
 		fmt.Fprintln(stderr, "command line, or the check could not run (no answer from the target, an unreadable or empty")
-		fmt.Fprintln(stderr, "history); 3 INCONCLUSIVE (the search ran out of --check-timeout); 130 interrupted (no verdict,")
-		fmt.Fprintln(stderr, "or nothing found in what was recorded before the interrupt; never PASS).")
+		fmt.Fprintln(stderr, "history, a fault the cluster did not recover from); 3 INCONCLUSIVE (the search ran out of")
+		fmt.Fprintln(stderr, "--check-timeout); 130 interrupted (no verdict, or nothing found in what was recorded before the")
+		fmt.Fprintln(stderr, "interrupt; never PASS).")
 		fmt.Fprintln(stderr, "\nflags:")
 		fs.PrintDefaults()
 	}
@@ -231,6 +247,13 @@ func checkFlagSet(a *checkArgs, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&a.keep, "keep", false, "keep what the run wrote (keys under --prefix and leases, or --kube's namespace and objects) instead of deleting it at the end")
 	fs.BoolVar(&a.quiet, "quiet", false, "no progress lines on stderr (with --output json, no report either)")
 	fs.StringVar(&a.output, "output", "text", "`format` of the result on stdout: text (the report), or json (one JSON document: verdict, counts, violations, known bugs, findings, run; the report goes to stderr)")
+	fs.IntVar(&a.cluster, "cluster", 0, "start a cluster of `N` etcd members (--etcd-binary) on loopback ports and check it, instead of --endpoints; stopped and removed at the end")
+	fs.StringVar(&a.etcdBinary, "etcd-binary", defaultEtcdBinary, "with --cluster: the etcd server `executable` to run")
+	fs.IntVar(&a.faults, "faults", 0, "inject `N` faults while the workload runs, one every --fault-every requests, taking --fault-kinds in turn (and --fault-cmd); the workload then runs until they are done unless --ops or --duration")
+	fs.Int64Var(&a.faultEvery, "fault-every", defaultFaultEvery, "with --faults: the workload's `requests` between faults (a killed or paused member stays so for half of them)")
+	fs.StringVar(&a.faultKinds, "fault-kinds", strings.Join(clusterFaultKinds, ","), "with --cluster --faults: the `kinds` of fault, comma-separated: kill (SIGKILL, then restart), pause (SIGSTOP, then SIGCONT), leader (MoveLeader to another member)")
+	fs.StringVar(&a.faultCmd, "fault-cmd", "", "with --faults: a shell `command` that injects a fault into members the tool did not start, and recovers them before it exits; run with LISTWATCH_FAULT, LISTWATCH_FAULTS, LISTWATCH_MEMBER, LISTWATCH_ENDPOINTS, LISTWATCH_SEED set; a failure stops the run (COULD NOT RUN)")
+	fs.DurationVar(&a.recoveryTimeout, "recovery-timeout", defaultRecoveryTimeout, "with --faults: how long a fault's recovery (a restart, every endpoint answering with a leader, --fault-cmd) may take before the run stops (COULD NOT RUN)")
 	fs.StringVar(&a.namespace, "namespace", "", "with --kube: the `namespace` of the run, created if the server serves namespaces (default listwatch-check-<seed>)")
 	return fs
 }
@@ -252,7 +275,7 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 	fs.Visit(func(f *flag.Flag) { a.set[f.Name] = true })
 	f := &checkFlags{dialTimeout: a.dialTimeout, seedSet: a.set["seed"], checkTimeout: a.checkTimeout,
 		report: a.report, historyOut: a.historyOut, checkHistory: a.checkHistory, keep: a.keep, quiet: a.quiet}
-	for _, validate := range []func(*checkFlags) error{a.validateHistory, a.validateKube, a.validateEtcd, a.validateWorkload, a.validateOutputs} {
+	for _, validate := range []func(*checkFlags) error{a.validateHistory, a.validateKube, a.validateEtcd, a.validateWorkload, a.validateCluster, a.validateFaults, a.validateOutputs} {
 		if err := validate(f); err != nil {
 			return nil, err
 		}
@@ -358,7 +381,7 @@ func (a *checkArgs) validateWorkload(f *checkFlags) error {
 		return badFlags("--check-timeout %v: must not be negative (0 is no bound)", a.checkTimeout)
 	}
 	duration, ops := a.duration, a.ops
-	if !a.set["ops"] && !a.set["duration"] {
+	if !a.set["ops"] && !a.set["duration"] && a.faults == 0 {
 		duration, ops = defaultCheckDuration, defaultCheckOps
 	}
 	f.cfg = workload.Config{Kind: k, Seed: a.seed, Clients: a.clients, Watchers: a.watchers, Ops: ops,
@@ -454,6 +477,13 @@ func (env checkEnv) runEtcd(ctx context.Context, f *checkFlags, stdout, stderr i
 	if f.prefix == "" {
 		f.prefix = fmt.Sprintf("/listwatch-check-%016x/", rand.Uint64())
 	}
+	if f.clusterSize > 0 {
+		stop, err := env.startCluster(f, stdout, stderr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	target, err := openTarget(ctx, f)
 	if err != nil {
 		return err
@@ -510,10 +540,19 @@ func (env checkEnv) record(ctx context.Context, target *target, f *checkFlags, s
 	if env.started != nil {
 		env.started(stats)
 	}
-	snap, err := workload.Run(ctx, rec, f.cfg)
+	wctx, waitFaults, err := env.startFaults(ctx, f, stats, stderr)
+	if err != nil {
+		stopProgress()
+		return nil, err
+	}
+	snap, err := workload.Run(wctx, rec, f.cfg)
+	ferr := waitFaults()
 	stopProgress()
 	if err != nil {
 		return nil, fmt.Errorf("the workload could not begin: %w", err)
+	}
+	if ferr != nil {
+		return nil, fmt.Errorf("the cluster did not recover from a fault: %w", ferr)
 	}
 	elapsed := env.clock.Since(start)
 	h := rec.History()
@@ -524,6 +563,9 @@ func (env checkEnv) record(ctx context.Context, target *target, f *checkFlags, s
 	fmt.Fprintf(stdout, "recorded %d requests and %d watches in %v (%.0f requests/s), from revision %d to %d\n",
 		len(h.Operations), len(h.Watches), elapsed.Round(time.Millisecond), rate, h.StartRevision, snap.Revision)
 	writeOperations(stdout, snap.ByName)
+	if f.result.Faults != nil {
+		fmt.Fprintln(stdout, f.result.Faults)
+	}
 	return h, nil
 }
 
@@ -534,6 +576,8 @@ func boundText(cfg workload.Config) string {
 		return fmt.Sprintf("for %v or %d requests, whichever comes first", cfg.Duration, cfg.Ops)
 	case cfg.Ops > 0:
 		return fmt.Sprintf("for %d requests", cfg.Ops)
+	case cfg.Duration == 0:
+		return "until the faults are done"
 	}
 	return fmt.Sprintf("for %v", cfg.Duration)
 }
@@ -619,6 +663,10 @@ func (env checkEnv) check(ctx context.Context, h *etcd.History, f *checkFlags, r
 		for _, n := range res.Notes {
 			fmt.Fprintf(stdout, "note: %s\n", n)
 		}
+	}
+	if res != nil {
+		f.result.Unknown = &res.Unknown
+		writeUnknown(stdout, res.Unknown)
 	}
 	missing := writeCoverage(stdout, res, er.scenarios)
 	f.result.NotExercised = missing

@@ -283,6 +283,17 @@ func TestCheckBadFlags(t *testing.T) {
 		{[]string{"--check-history", hist, "--scenarios"}, "--scenarios does not apply to --check-history"},
 		{[]string{"--check-history", hist, "--keep"}, "--keep does not apply to --check-history"},
 		{[]string{"--output", "yaml"}, `--output "yaml": want text or json`},
+		{[]string{"--cluster", "0"}, "--cluster 0: need at least one member"},
+		{[]string{"--cluster", "3", "--endpoints", "127.0.0.1:2379"}, "--cluster starts its own members: give it or --endpoints, not both"},
+		{[]string{"--etcd-binary", "/x"}, "--etcd-binary applies to --cluster only"},
+		{[]string{"--faults", "3"}, "--faults needs --cluster (faults on the members it starts) or --fault-cmd (on members it did not)"},
+		{[]string{"--faults", "3", "--fault-cmd", "true"}, "--fault-cmd needs --endpoints: the in-memory store has no members to fault"},
+		{[]string{"--cluster", "3", "--faults", "3", "--fault-kinds", "kill,reboot"}, `--fault-kinds "kill,reboot": "reboot" is no fault kind (want kill, pause, leader)`},
+		{[]string{"--endpoints", "127.0.0.1:2379", "--faults", "3", "--fault-cmd", "true", "--fault-kinds", "kill"}, "--fault-kinds applies to --cluster only"},
+		{[]string{"--fault-cmd", "true"}, "--fault-cmd applies to --faults only"},
+		{[]string{"--cluster", "3", "--faults", "3", "--fault-every", "1"}, "--fault-every 1: need at least 2 requests between faults"},
+		{[]string{"--kube", "http://127.0.0.1:1", "--cluster", "3"}, "--cluster does not apply to --kube"},
+		{[]string{"--check-history", hist, "--faults", "3"}, "--faults does not apply to --check-history"},
 	}
 	for _, c := range cases {
 		code, out, errOut := runCheckCmd(t, c.args...)

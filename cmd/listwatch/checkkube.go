@@ -24,7 +24,8 @@ import (
 const defaultKubeResource = "configmaps"
 
 // etcdFlags apply to an etcd target only, not to --kube.
-var etcdFlags = []string{"endpoints", "compact-every", "workload"}
+var etcdFlags = []string{"endpoints", "compact-every", "workload", "cluster", "etcd-binary", "faults", "fault-every", "fault-kinds",
+	"fault-cmd", "recovery-timeout"}
 
 // checkKubeURL accepts http(s)://host[:port][/path], what a rest.Config's Host may be.
 func checkKubeURL(s string) error {

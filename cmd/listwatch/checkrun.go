@@ -44,6 +44,11 @@ type checkResult struct {
 	History string `json:"history,omitempty"`
 	// Run is what the verdict depends on besides the history: the target, its version, the flags.
 	Run *check.Run `json:"run,omitempty"`
+	// Faults are the faults --faults injected while the workload ran.
+	Faults *faultSummary `json:"faults,omitempty"`
+	// Unknown counts the workload's requests of unknown outcome and what the checker decided of
+	// them, from the later reads and watch events (etcd.UnknownOutcomes).
+	Unknown *etcd.UnknownOutcomes `json:"unknown,omitempty"`
 }
 
 type resultViolation struct {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,15 +38,20 @@ const startAttempts = 3
 // Cluster is a set of running etcd processes, bootstrapped together.
 type Cluster struct {
 	dir       string
-	procs     []*process
+	binary    string
 	endpoints []string
 	stopOnce  sync.Once
 	stopErr   error
+	// mu guards procs, whose members Kill and Restart replace, and stopped.
+	mu      sync.Mutex
+	procs   []*process
+	stopped bool
 }
 
 type process struct {
 	name   string
 	client string
+	args   []string
 	cmd    *exec.Cmd
 	out    *testutil.SyncBuffer
 	exited chan struct{} // closed by the goroutine that waits for the process
@@ -57,15 +63,21 @@ type process struct {
 // there is one: etcd syncs every write, and memory makes that cheap. It returns an error wrapping
 // ErrNotInstalled when Binary is missing, and one quoting etcd's output when a member does not start.
 func Launch(members int, extraFlags ...string) (*Cluster, error) {
+	return LaunchBinary(Binary, members, extraFlags...)
+}
+
+// LaunchBinary is Launch with another etcd executable than Binary (an etcd built from another
+// release; ErrNotInstalled when there is none at binary).
+func LaunchBinary(binary string, members int, extraFlags ...string) (*Cluster, error) {
 	if members < 1 {
 		return nil, fmt.Errorf("etcdprocess: %d members: want at least one", members)
 	}
-	if _, err := os.Stat(Binary); err != nil {
+	if _, err := os.Stat(binary); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotInstalled, err)
 	}
 	var failures []string
 	for range startAttempts {
-		c, err := launch(members, extraFlags)
+		c, err := launch(binary, members, extraFlags)
 		if err == nil {
 			return c, nil
 		}
@@ -74,7 +86,7 @@ func Launch(members int, extraFlags ...string) (*Cluster, error) {
 		}
 		failures = append(failures, err.Error())
 	}
-	return nil, fmt.Errorf("etcdprocess: etcd did not start in %d attempts:\n%s", startAttempts, strings.Join(failures, "\n"))
+	return nil, fmt.Errorf("etcdprocess: %s did not start in %d attempts:\n%s", binary, startAttempts, strings.Join(failures, "\n"))
 }
 
 // Endpoints are the members' client endpoints, host:port, in member order.
@@ -83,16 +95,21 @@ func (c *Cluster) Endpoints() []string { return c.endpoints }
 // Stop kills every member, waits for it to exit and removes the data directories. It is idempotent.
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.stopped = true
 		for _, p := range c.procs {
-			_ = p.cmd.Process.Kill()
-			<-p.exited
+			if p.cmd != nil {
+				_ = p.cmd.Process.Kill()
+				<-p.exited
+			}
 		}
 		c.stopErr = os.RemoveAll(c.dir)
 	})
 	return c.stopErr
 }
 
-func launch(members int, extraFlags []string) (*Cluster, error) {
+func launch(binary string, members int, extraFlags []string) (*Cluster, error) {
 	base := ""
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
 		base = "/dev/shm"
@@ -101,7 +118,7 @@ func launch(members int, extraFlags []string) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{dir: dir}
+	c := &Cluster{dir: dir, binary: binary}
 	ports, err := freePorts(2 * members)
 	if err != nil {
 		return nil, errors.Join(err, c.Stop())
@@ -124,32 +141,129 @@ func launch(members int, extraFlags []string) (*Cluster, error) {
 			"--log-level", "error",
 			"--logger", "zap",
 		}, extraFlags...)
-		p := &process{name: name, client: client, cmd: exec.Command(Binary, args...), out: &testutil.SyncBuffer{}, exited: make(chan struct{})}
-		p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-		if err := p.cmd.Start(); err != nil {
-			return nil, errors.Join(fmt.Errorf("etcdprocess: starting %s: %w", Binary, err), c.Stop())
+		p := &process{name: name, client: client, args: args}
+		if err := c.start(p); err != nil {
+			return nil, errors.Join(err, c.Stop())
 		}
-		go func() {
-			_ = p.cmd.Wait()
-			close(p.exited)
-		}()
 		c.procs = append(c.procs, p)
 	}
 	deadline := time.Now().Add(startTimeout)
 	for _, p := range c.procs {
-		for !healthy("http://" + p.client) {
-			select {
-			case <-p.exited:
-				return nil, errors.Join(fmt.Errorf("etcd %s %w: %v\n%s", p.name, errExited, p.cmd.ProcessState, p.out.String()), c.Stop())
-			case <-time.After(50 * time.Millisecond):
-			}
-			if time.Now().After(deadline) {
-				return nil, errors.Join(fmt.Errorf("etcdprocess: etcd %s was not healthy after %v:\n%s", p.name, startTimeout, p.out.String()), c.Stop())
-			}
+		if err := p.waitHealthy(deadline); err != nil {
+			return nil, errors.Join(err, c.Stop())
 		}
 		c.endpoints = append(c.endpoints, p.client)
 	}
 	return c, nil
+}
+
+// start runs p's process with its arguments, and a goroutine that waits for it to exit.
+func (c *Cluster) start(p *process) error {
+	p.cmd, p.out, p.exited = exec.Command(c.binary, p.args...), &testutil.SyncBuffer{}, make(chan struct{})
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		p.cmd = nil
+		return fmt.Errorf("etcdprocess: starting %s: %w", c.binary, err)
+	}
+	cmd, exited := p.cmd, p.exited
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	return nil
+}
+
+// waitHealthy waits until p answers /health, failing when it exits first (errExited) or deadline
+// passes.
+func (p *process) waitHealthy(deadline time.Time) error {
+	for !healthy("http://" + p.client) {
+		select {
+		case <-p.exited:
+			return fmt.Errorf("etcd %s %w: %v\n%s", p.name, errExited, p.cmd.ProcessState, p.out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("etcdprocess: etcd %s was not healthy after %v:\n%s", p.name, startTimeout, p.out.String())
+		}
+	}
+	return nil
+}
+
+// Members is the number of members.
+func (c *Cluster) Members() int { return len(c.endpoints) }
+
+// DataDir is member i's data directory.
+func (c *Cluster) DataDir(i int) string { return filepath.Join(c.dir, c.procs[i].name) }
+
+// member returns member i, or an error when the cluster is stopped or i is out of range; c.mu held.
+func (c *Cluster) member(i int) (*process, error) {
+	switch {
+	case c.stopped:
+		return nil, errors.New("etcdprocess: the cluster is stopped")
+	case i < 0 || i >= len(c.procs):
+		return nil, fmt.Errorf("etcdprocess: no member %d of %d", i, len(c.procs))
+	}
+	return c.procs[i], nil
+}
+
+// running returns member i, or an error when it is not running (see member); c.mu held.
+func (c *Cluster) running(i int) (*process, error) {
+	p, err := c.member(i)
+	if err == nil && p.cmd == nil {
+		err = fmt.Errorf("etcdprocess: etcd %s is not running", p.name)
+	}
+	return p, err
+}
+
+// Kill kills member i (SIGKILL, as a crash) and waits for it to exit; Restart brings it back.
+func (c *Cluster) Kill(i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, err := c.running(i)
+	if err != nil {
+		return err
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+	p.cmd = nil
+	return nil
+}
+
+// Restart starts member i again, killed before, on its data directory and ports, and returns once
+// it answers /health (within timeout), or with an error quoting its output.
+func (c *Cluster) Restart(i int, timeout time.Duration) error {
+	c.mu.Lock()
+	p, err := c.member(i)
+	if err == nil && p.cmd != nil {
+		err = fmt.Errorf("etcdprocess: etcd %s is running", p.name)
+	}
+	if err == nil {
+		err = c.start(p)
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := p.waitHealthy(time.Now().Add(timeout)); err != nil {
+		return fmt.Errorf("etcd %s did not come back after a restart: %w", p.name, err)
+	}
+	return nil
+}
+
+// Pause stops member i (SIGSTOP): it holds its connections and answers nothing until Resume.
+func (c *Cluster) Pause(i int) error { return c.signal(i, syscall.SIGSTOP) }
+
+// Resume continues member i, paused before (SIGCONT).
+func (c *Cluster) Resume(i int) error { return c.signal(i, syscall.SIGCONT) }
+
+func (c *Cluster) signal(i int, sig syscall.Signal) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, err := c.running(i)
+	if err != nil {
+		return err
+	}
+	return p.cmd.Process.Signal(sig)
 }
 
 // healthy asks etcd's /health endpoint, which answers true once the member has a leader.

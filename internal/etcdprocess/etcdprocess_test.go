@@ -123,3 +123,70 @@ func TestLaunchNotInstalled(t *testing.T) {
 		t.Errorf("StartCluster without etcd: passed %t, skipped %t; want skipped", ran, sub.Skipped())
 	}
 }
+
+// TestFaults: a killed member restarts on its data and serves what it held; a paused member
+// answers nothing until it is resumed.
+func TestFaults(t *testing.T) {
+	c := mustLaunch(t, 1)
+	defer c.Stop()
+	ep := c.Endpoints()[0]
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
+	defer cancel()
+	if _, err := client(t, ep).Put(ctx, "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Kill(0); err != nil {
+		t.Fatal(err)
+	}
+	if healthy("http://" + ep) {
+		t.Fatal("a killed member answers")
+	}
+	if err := c.Restart(0, testutil.WaitTimeout); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := client(t, ep).Get(ctx, "k"); err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "v" {
+		t.Fatalf("get after the restart: %v %v", r, err)
+	}
+	if err := c.Pause(0); err != nil {
+		t.Fatal(err)
+	}
+	if healthy("http://" + ep) {
+		t.Fatal("a paused member answers")
+	}
+	if err := c.Resume(0); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the resumed member to answer", func() bool { return healthy("http://" + ep) })
+}
+
+// TestFaultsRefused: what cannot be done to a member is an error: restarting a running one, killing
+// or pausing one not running, one out of range, one that does not come back (quoting etcd), and
+// anything once the cluster is stopped.
+func TestFaultsRefused(t *testing.T) {
+	c := mustLaunch(t, 1)
+	defer c.Stop()
+	wantErr := func(what string, err error, want string) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s = %v, want an error saying %q", what, err, want)
+		}
+	}
+	wantErr("Restart of a running member", c.Restart(0, testutil.WaitTimeout), "etcd etcd0 is running")
+	wantErr("Kill(1)", c.Kill(1), "no member 1 of 1")
+	if err := c.Kill(0); err != nil {
+		t.Fatal(err)
+	}
+	wantErr("a second Kill", c.Kill(0), "etcd etcd0 is not running")
+	wantErr("Pause of a killed member", c.Pause(0), "etcd etcd0 is not running")
+	if err := os.RemoveAll(c.DataDir(0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(c.DataDir(0), []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wantErr("Restart on a data directory that is a file", c.Restart(0, testutil.WaitTimeout), "etcd etcd0 did not come back after a restart")
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	wantErr("Restart after Stop", c.Restart(0, testutil.WaitTimeout), "the cluster is stopped")
+}
