@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -388,6 +389,14 @@ func addWarning(w http.ResponseWriter, msg string) {
 	w.Header().Add("Warning", "299 - "+strconv.Quote(msg))
 }
 
+// addWarningOnce is addWarning unless the answer already carries the warning, as the apiserver's
+// warning recorder keeps one of each.
+func addWarningOnce(w http.ResponseWriter, msg string) {
+	if !slices.Contains(w.Header().Values("Warning"), "299 - "+strconv.Quote(msg)) {
+		addWarning(w, msg)
+	}
+}
+
 // decodeObject decodes a JSON create or update body into an object of the resource, answering bad
 // input as the apiserver does: a body that is not a JSON object, has no kind (custom resources) or
 // the wrong kind (built-ins), or malformed metadata is a 400 from transformDecodeError; another group
@@ -559,6 +568,7 @@ func (h *resourceHandler) serveCreate(w http.ResponseWriter, req *http.Request, 
 		if err := ensureNamespace(namespace, obj); err != nil {
 			return 0, nil, err
 		}
+		dedupOwnerReferences(w, obj, false)
 		if obj, err = h.trackCreate(obj, managerOrUserAgent(options.FieldManager, req.UserAgent())); err != nil {
 			return 0, nil, err
 		}
@@ -570,6 +580,10 @@ func (h *resourceHandler) serveCreate(w http.ResponseWriter, req *http.Request, 
 // serveUpdate mirrors handlers.UpdateResource, for the resource and its status and finalize
 // subresources.
 func (h *resourceHandler) serveUpdate(w http.ResponseWriter, req *http.Request, r request) {
+	if err := requireName(r.name); err != nil {
+		h.writeError(w, req, err)
+		return
+	}
 	h.serveWrite(w, req, func(ctx context.Context) (int, runtime.Object, error) {
 		options := &metav1.UpdateOptions{}
 		body, err := h.readBodyAndOptions(req, options, "UpdateOptions", func() field.ErrorList { return metav1validation.ValidateUpdateOptions(options) })
@@ -590,6 +604,7 @@ func (h *resourceHandler) serveUpdate(w http.ResponseWriter, req *http.Request, 
 		if err := checkName(obj, r.name); err != nil {
 			return 0, nil, err
 		}
+		dedupOwnerReferences(w, obj, false)
 		manager := managerOrUserAgent(options.FieldManager, req.UserAgent())
 		result, created, err := h.update(ctx, updateRequest{
 			namespace: r.namespace, name: r.name, subresource: r.subresource,
@@ -770,4 +785,15 @@ func (s *Server) Create(ctx context.Context, gr schema.GroupResource, obj *unstr
 		return nil, err
 	}
 	return asUnstructured(out)
+}
+
+// requireName refuses a write to a path without a name (a custom resource's PUT or PATCH of its
+// collection).
+//
+// Mirrors handlers.ContextBasedNaming.Name.
+func requireName(name string) error {
+	if name == "" {
+		return apierrors.NewBadRequest("name must be provided")
+	}
+	return nil
 }

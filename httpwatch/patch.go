@@ -54,6 +54,10 @@ func (h *resourceHandler) servePatch(w http.ResponseWriter, req *http.Request, r
 		h.writeError(w, req, unsupportedMediaType(supported))
 		return
 	}
+	if err := requireName(r.name); err != nil {
+		h.writeError(w, req, err)
+		return
+	}
 	h.serveWrite(w, req, func(ctx context.Context) (int, runtime.Object, error) {
 		options := &metav1.PatchOptions{}
 		patchBytes, err := h.readBodyAndOptions(req, options, "PatchOptions", func() field.ErrorList { return metav1validation.ValidatePatchOptions(options, patchType) })
@@ -162,6 +166,7 @@ func (p *patcher) applyPatch(current *unstructured.Unstructured) (*unstructured.
 	if err := checkName(obj, p.name); err != nil {
 		return nil, err
 	}
+	dedupOwnerReferences(p.w, obj, true)
 	return obj, nil
 }
 

@@ -293,7 +293,7 @@ func (h *resourceHandler) validate(ctx context.Context, obj, old *unstructured.U
 		errs = append(errs, st.validate(obj.Object)...)
 	}
 	if h.res.custom != nil {
-		errs = append(errs, h.res.custom.validate(ctx, obj, old, subresource)...)
+		errs = h.res.custom.validate(ctx, obj, old, subresource, errs)
 	}
 	return errs
 }
