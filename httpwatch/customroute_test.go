@@ -96,3 +96,29 @@ func TestSchemalessManagedFields(t *testing.T) {
 		}
 	}
 }
+
+// TestCustomResourceUpdateValidation checks that an update of a custom resource reports its
+// metadata's errors as upstream's two passes over it do: each cause twice.
+func TestCustomResourceUpdateValidation(t *testing.T) {
+	e := newEnv(t)
+	e.mustCreate(widgetPath, widgetJSON("w", ""))
+	r := e.do("PATCH", widgetPath+"/w", `{"metadata":{"uid":"other"}}`, "Content-Type", "application/merge-patch+json")
+	wantStatus(t, r, 422, metav1.StatusReasonInvalid, "")
+	var uidCauses int
+	for _, c := range r.status(t).Details.Causes {
+		if c.Field == "metadata.uid" && strings.Contains(c.Message, "field is immutable") {
+			uidCauses++
+		}
+	}
+	if uidCauses != 2 {
+		t.Errorf("causes %+v, want metadata.uid immutable twice", r.status(t).Details.Causes)
+	}
+}
+
+// TestListNegotiatesFirst checks that a list the client cannot read in any format is a 406 before
+// its options are checked, as handlers.ListResource orders them.
+func TestListNegotiatesFirst(t *testing.T) {
+	e := newEnv(t)
+	wantStatus(t, e.do("GET", widgetPath+"?resourceVersionMatch=bogus", "", "Accept", "text/html"), 406,
+		metav1.StatusReasonNotAcceptable, "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf")
+}

@@ -121,6 +121,10 @@ func ensureNamespace(requestNamespace string, obj metav1.Object) error {
 //
 // Mirrors handlers.ListResource.
 func (h *resourceHandler) serveList(w http.ResponseWriter, req *http.Request, namespace, name string, forceWatch bool) {
+	if _, err := h.ep.negotiateOutput(req, false); err != nil {
+		h.writeError(w, req, err)
+		return
+	}
 	opts, err := h.listOptions(req.URL.Query(), name)
 	if err != nil {
 		h.writeError(w, req, err)
@@ -128,10 +132,6 @@ func (h *resourceHandler) serveList(w http.ResponseWriter, req *http.Request, na
 	}
 	if opts.Watch || forceWatch {
 		h.serveWatch(w, req, namespace, &opts)
-		return
-	}
-	if _, err := h.ep.negotiateOutput(req, false); err != nil {
-		h.writeError(w, req, err)
 		return
 	}
 	list, err := h.list(req.Context(), namespace, &opts)
@@ -251,6 +251,12 @@ func fieldValidation(directive string) string {
 //
 // Mirrors the decode steps of handlers.createHandler and UpdateResource.
 func (h *resourceHandler) decodeBody(w http.ResponseWriter, body []byte, f *format, validation string) (*unstructured.Unstructured, error) {
+	if f == formatProtobuf && !h.res.typed() {
+		// apiextensions-apiserver offers protobuf for a custom resource's body, then panics
+		// decoding it (its schemaCoercingDecoder has no delegate for it): listwatch answers 415
+		// where it would, after the options are checked.
+		return nil, unsupportedMediaType([]string{contentTypeJSON, contentTypeYAML})
+	}
 	if f == formatProtobuf {
 		return h.decodeProtobuf(body)
 	}

@@ -209,26 +209,18 @@ func (ep endpoint) mediaTypes(stream bool) []string {
 // format when there is none, a 415 listing the accepted ones when it is not one of them.
 //
 // Mirrors negotiation.NegotiateInputSerializerForMediaType.
-//
-// A custom resource's body is JSON or YAML only: apiextensions-apiserver offers protobuf too, then
-// panics decoding it (its schemaCoercingDecoder has no delegate for it); listwatch answers 415.
 func (ep endpoint) inputFormat(contentType string) (*format, error) {
-	inputs := ep.formats
-	if ep.standard != nil {
-		inputs = ep.standard
-	}
 	if contentType == "" {
-		return inputs[0], nil
+		return ep.formats[0], nil
 	}
-	var accepted []string
-	mediaType, _, err := mime.ParseMediaType(contentType)
-	for _, f := range inputs {
-		if err == nil && f.mediaType == mediaType {
-			return f, nil
+	if mediaType, _, err := mime.ParseMediaType(contentType); err == nil {
+		for _, f := range ep.formats {
+			if f.mediaType == mediaType {
+				return f, nil
+			}
 		}
-		accepted = append(accepted, f.mediaType)
 	}
-	return nil, unsupportedMediaType(accepted)
+	return nil, unsupportedMediaType(ep.mediaTypes(false))
 }
 
 func (ep endpoint) notAcceptable(stream bool) error {

@@ -81,8 +81,8 @@ func (r *runner) surfaceRequest() {
 	method := pick(r.Rng, []string{"GET", "GET", "POST", "POST", "PUT", "PUT", "PATCH", "PATCH", "PATCH", "DELETE", "DELETE", "HEAD", "OPTIONS"})
 	query := r.surfaceQuery(method)
 	ctype, body := r.surfaceBody(k, name, method)
-	if method == "PUT" && ctype == "application/vnd.kubernetes.protobuf" {
-		// The apiserver panics decoding a protobuf update of a custom resource (its
+	if (method == "PUT" || method == "POST") && ctype == "application/vnd.kubernetes.protobuf" {
+		// The apiserver panics decoding a protobuf body of a custom resource (its
 		// schemaCoercingDecoder has no delegate for protobuf): not compared.
 		ctype = "application/json"
 	}
@@ -147,7 +147,8 @@ func (r *runner) surfaceQuery(method string) url.Values {
 	case "GET", "HEAD":
 		opt("limit", "1", "-1", "x")
 		opt("continue", "garbage", "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MSwic3RhcnQiOiJ3MFx1MDAwMCJ9")
-		opt("resourceVersion", "0", "x", "1")
+		// Only a malformed resourceVersion: a cache may serve "0" or "1" before it has caught up.
+		opt("resourceVersion", "x")
 		opt("resourceVersionMatch", "NotOlderThan", "Exact", "bogus")
 		opt("labelSelector", "app=x", "app in (", "!app")
 		opt("fieldSelector", "metadata.name=w0", "spec.size=1", "bogus=1")
