@@ -122,3 +122,20 @@ func TestListNegotiatesFirst(t *testing.T) {
 	wantStatus(t, e.do("GET", widgetPath+"?resourceVersionMatch=bogus", "", "Accept", "text/html"), 406,
 		metav1.StatusReasonNotAcceptable, "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf")
 }
+
+// TestDecodeErrorsAsUpstream checks the messages of bodies that do not decode: a JSON patch that is
+// not a list names upstream's type, a patch that leaves no object quotes the decoder's own error,
+// and a YAML body is quoted as sent.
+func TestDecodeErrorsAsUpstream(t *testing.T) {
+	e := newEnv(t)
+	e.mustCreate(widgetPath, widgetJSON("w", ""))
+	wantStatus(t, e.do("PATCH", widgetPath+"/w", `{"op":"add"}`, "Content-Type", "application/json-patch+json"), 400,
+		metav1.StatusReasonBadRequest, "error decoding patch: json: cannot unmarshal object into Go value of type []handlers.jsonPatchOp")
+	r := e.do("PATCH", widgetPath+"/w?fieldValidation=Ignore", `[]`, "Content-Type", "application/merge-patch+json")
+	wantStatus(t, r, 422, metav1.StatusReasonInvalid, "")
+	if msg := r.status(t).Message; !strings.HasPrefix(msg, ` "" is invalid: patch: Invalid value: "[]": couldn't get version/kind; json parse error`) {
+		t.Errorf("merge patch []: %q", msg)
+	}
+	wantStatus(t, e.do("POST", widgetPath, "", "Content-Type", "application/yaml"), 400, metav1.StatusReasonBadRequest,
+		"the object provided is unrecognized (must be of type Widget): Object 'Kind' is missing in '' (<empty>)")
+}

@@ -260,6 +260,7 @@ func (h *resourceHandler) decodeBody(w http.ResponseWriter, body []byte, f *form
 	if f == formatProtobuf {
 		return h.decodeProtobuf(body)
 	}
+	original := body
 	if f == formatYAML {
 		j, err := yaml.YAMLToJSON(body)
 		if err != nil {
@@ -267,7 +268,7 @@ func (h *resourceHandler) decodeBody(w http.ResponseWriter, body []byte, f *form
 		}
 		body = j
 	}
-	obj, err := h.decodeObject(body)
+	obj, err := h.decodeObject(body, original)
 	if err != nil {
 		return nil, err
 	}
@@ -407,11 +408,22 @@ func addWarningOnce(w http.ResponseWriter, msg string) {
 // input as the apiserver does: a body that is not a JSON object, has no kind (custom resources) or
 // the wrong kind (built-ins), or malformed metadata is a 400 from transformDecodeError; another group
 // version is a 400 naming it.
-func (h *resourceHandler) decodeObject(body []byte) (*unstructured.Unstructured, error) {
+func (h *resourceHandler) decodeObject(body, original []byte) (*unstructured.Unstructured, error) {
+	obj, actual, err := h.decodeRaw(body, original)
+	if _, isStatus := err.(apierrors.APIStatus); err != nil && !isStatus {
+		return nil, h.transformDecodeError(err, actual, original)
+	}
+	return obj, err
+}
+
+// decodeRaw is decodeObject with the decoder's own errors, as a patch reports them; the kind it
+// read comes with them. original is the body as sent (YAML before its conversion), which a missing
+// kind's error quotes.
+func (h *resourceHandler) decodeRaw(body, original []byte) (*unstructured.Unstructured, *schema.GroupVersionKind, error) {
 	expected := h.res.GroupVersionKind()
 	actual, err := serializerjson.DefaultMetaFactory.Interpret(body)
 	if err != nil {
-		return nil, h.transformDecodeError(err, nil, body)
+		return nil, nil, err
 	}
 	if h.res.BuiltIn {
 		// A typed decoder fills in what the body leaves out from the endpoint's kind.
@@ -424,27 +436,27 @@ func (h *resourceHandler) decodeObject(body []byte) (*unstructured.Unstructured,
 	}
 	content := map[string]any{}
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &content); err != nil {
-		return nil, h.transformDecodeError(err, actual, body)
+		return nil, actual, err
 	}
 	if actual.Kind == "" {
-		return nil, h.transformDecodeError(runtime.NewMissingKindErr(string(body)), actual, body)
+		return nil, actual, runtime.NewMissingKindErr(string(original))
 	}
 	// Metadata must have ObjectMeta's shape, as a typed decode or the custom resource coercion insist.
 	var shape struct {
 		Metadata metav1.ObjectMeta `json:"metadata"`
 	}
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &shape); err != nil {
-		return nil, h.transformDecodeError(err, actual, body)
+		return nil, actual, err
 	}
 	if h.res.BuiltIn && actual.Kind != expected.Kind {
-		return nil, h.transformDecodeError(fmt.Errorf("no kind %q is registered for version %q", actual.Kind, actual.GroupVersion().String()), actual, body)
+		return nil, actual, fmt.Errorf("no kind %q is registered for version %q", actual.Kind, actual.GroupVersion().String())
 	}
 	obj := &unstructured.Unstructured{Object: content}
 	obj.SetGroupVersionKind(*actual)
 	if actual.GroupVersion() != expected.GroupVersion() {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", actual.GroupVersion(), expected.GroupVersion()))
+		return nil, actual, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", actual.GroupVersion(), expected.GroupVersion()))
 	}
-	return obj, nil
+	return obj, actual, nil
 }
 
 // transformDecodeError mirrors handlers.transformDecodeError.

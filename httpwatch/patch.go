@@ -3,8 +3,10 @@ package httpwatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -182,15 +184,10 @@ func (p *patcher) jsonPatch(current *unstructured.Unstructured) (*unstructured.U
 	switch p.patchType {
 	case types.JSONPatchType:
 		if strict {
-			var ops []struct {
-				Op    string `json:"op"`
-				Path  string `json:"path"`
-				From  string `json:"from"`
-				Value any    `json:"value"`
-			}
+			var ops []jsonPatchOp
 			errs, err := kjson.UnmarshalStrict(p.patchBytes, &ops)
 			if err != nil {
-				return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", jsonPatchDecodeError(err)))
 			}
 			for _, e := range errs {
 				strictErrs = append(strictErrs, fmt.Errorf("json patch %v", e))
@@ -225,7 +222,7 @@ func (p *patcher) jsonPatch(current *unstructured.Unstructured) (*unstructured.U
 	default:
 		return nil, fmt.Errorf("unknown Content-Type header for patch: %v", p.patchType)
 	}
-	obj, err := p.h.decodeObject(patchedJSON)
+	obj, _, err := p.h.decodeRaw(patchedJSON, patchedJSON)
 	if err != nil {
 		return nil, apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{field.Invalid(field.NewPath("patch"), string(patchedJSON), err.Error())})
 	}
@@ -353,4 +350,18 @@ func (p *patcher) applyConfiguration(live *unstructured.Unstructured) (*unstruct
 		}
 	}
 	return obj, nil
+}
+
+// jsonPatchOp is one operation of a JSON patch, as strict decoding checks its fields.
+type jsonPatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	From  string `json:"from"`
+	Value any    `json:"value"`
+}
+
+// jsonPatchDecodeError is err with the Go type it names spelled as upstream's (a patch that is not
+// a list of operations names []handlers.jsonPatchOp, the type of handlers/patch.go).
+func jsonPatchDecodeError(err error) error {
+	return errors.New(strings.ReplaceAll(err.Error(), reflect.TypeFor[jsonPatchOp]().String(), "handlers.jsonPatchOp"))
 }

@@ -200,7 +200,7 @@ var (
 	// "current: N", "(N)" (too old resource version, preconditions), "ResourceVersion in ...: N".
 	mediaTypesPattern = regexp.MustCompile(`(accepted media types include: ).*`)
 	// storageKeyPattern finds a storage key in a StorageError: a deviation listwatch keeps (doc.go).
-	storageKeyPattern = regexp.MustCompile(`(Key: /registry/)[^ ,]*?([a-z0-9-]+/[a-z0-9-]+/[a-z0-9.-]+,)`)
+	storageKeyPattern = regexp.MustCompile(`(Key: )\S*?([a-z0-9-]+/[a-z0-9-]+/[a-z0-9.-]+,)`)
 	rvPattern         = regexp.MustCompile(`(?i)(version: |current: |version in [a-z ]+: |\()(\d+)\b`)
 )
 
@@ -210,7 +210,7 @@ func (s *server) normalMessage(msg, asked string) string {
 	msg = uidPattern.ReplaceAllString(msg, "<uid>")
 	// A deviation listwatch keeps (doc.go): the 415 is compared without its list of media types.
 	msg = mediaTypesPattern.ReplaceAllString(msg, "${1}<media types>")
-	msg = storageKeyPattern.ReplaceAllString(msg, "${1}<resource>/${2}")
+	msg = storageKeyPattern.ReplaceAllString(msg, "${1}<prefix>/${2}")
 	for real, name := range s.gen {
 		msg = strings.ReplaceAll(msg, real, name)
 	}

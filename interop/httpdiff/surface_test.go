@@ -25,8 +25,8 @@ import (
 // TestHTTPDifferentialSurface runs, for each seed, random requests across the API's surface against
 // both servers and requires the same answers and the same stored objects.
 func TestHTTPDifferentialSurface(t *testing.T) {
-	seeds.Run(t, seeds.Config{SeedsVar: "LISTWATCH_HTTPDIFF_SURFACE_SEEDS", Seeds: "1-2",
-		CountVar: "LISTWATCH_HTTPDIFF_SURFACE_OPS", Count: 150, Unit: "requests",
+	seeds.Run(t, seeds.Config{SeedsVar: "LISTWATCH_HTTPDIFF_SURFACE_SEEDS", Seeds: "1-3",
+		CountVar: "LISTWATCH_HTTPDIFF_SURFACE_OPS", Count: 250, Unit: "requests",
 		ShortSeeds: "1", ShortCount: 60}, runSurfaceSeed)
 }
 
@@ -69,16 +69,17 @@ func (r *runner) surfaceRequest() {
 	k := pick(r.Rng, surfaceKinds)
 	name := pick(r.Rng, k.names)
 	path := k.collection
-	switch r.Rng.IntN(10) {
-	case 0, 1:
-	case 2:
-		path += "/" + name + "/status"
+	switch r.Rng.IntN(12) {
+	case 0, 1, 2:
 	case 3:
+		path += "/" + name + "/status"
+	case 4:
 		path += "/" + name + "/" + pick(r.Rng, []string{"bogus", "scale", "status/extra"})
 	default:
 		path += "/" + name
 	}
-	method := pick(r.Rng, []string{"GET", "GET", "POST", "POST", "PUT", "PUT", "PATCH", "PATCH", "PATCH", "DELETE", "DELETE", "HEAD", "OPTIONS"})
+	method := pick(r.Rng, []string{"GET", "GET", "GET", "POST", "POST", "POST", "PUT", "PUT", "PUT", "PATCH", "PATCH", "PATCH", "PATCH",
+		"DELETE", "DELETE", "DELETE", "HEAD", "OPTIONS"})
 	query := r.surfaceQuery(method)
 	ctype, body := r.surfaceBody(k, name, method)
 	if (method == "PUT" || method == "POST") && ctype == "application/vnd.kubernetes.protobuf" {
@@ -171,7 +172,7 @@ func (r *runner) surfaceQuery(method string) url.Values {
 
 // surfaceAccept is a random Accept header: none, or a media type the servers may or may not offer.
 func (r *runner) surfaceAccept() string {
-	if r.Rng.IntN(3) > 0 {
+	if r.Rng.IntN(2) > 0 {
 		return ""
 	}
 	return pick(r.Rng, []string{"application/json", "application/yaml", "application/vnd.kubernetes.protobuf",
@@ -286,7 +287,7 @@ func (r *runner) patchBody(k surfaceKind, name string) (string, []byte) {
 // surfaceObject is an object of kind k named name, with one random metadata edge case or none.
 func (r *runner) surfaceObject(k surfaceKind, name string) map[string]any {
 	md := map[string]any{"name": name}
-	switch r.Rng.IntN(12) {
+	switch r.Rng.IntN(20) {
 	case 0:
 		md["finalizers"] = pick(r.Rng, []any{[]any{"example.com/keep"}, []any{"bad finalizer"}, []any{"kubernetes"},
 			[]any{"example.com/keep", "example.com/keep"}, []any{"orphan"}})
