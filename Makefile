@@ -1,7 +1,7 @@
 # The one test command: every test of the root module and of the interop module, with the race detector.
 GO ?= go
 
-.PHONY: test test-root test-interop test-short stress bench bench-packages
+.PHONY: test test-root test-interop test-short stress bench bench-packages httpdiff-cover
 
 test: test-root test-interop
 
@@ -26,6 +26,25 @@ test-short:
 # It needs stress-ng (Debian's stress-ng package) and says so when it is missing.
 stress:
 	GO=$(GO) .ci/stress
+
+# httpdiff-cover runs interop/httpdiff's differential (TestHTTPDifferential and
+# TestHTTPDifferentialSchema, the default seeds; LISTWATCH_HTTPDIFF_SEEDS and the others choose more)
+# with coverage over upstream's request path, and prints the statements it reached per package. The
+# profile stays in $(COVER_OUT), the per-function figures in $(COVER_OUT).func. No race detector.
+COVER_OUT ?= httpdiff.cover.out
+COVER_BIN := $(CURDIR)/.httpdiff-cover.test
+COVER_PKGS := k8s.io/apiserver/pkg/endpoints/handlers,k8s.io/apiserver/pkg/endpoints/handlers/negotiation,$\
+	k8s.io/apiserver/pkg/endpoints/handlers/responsewriters,k8s.io/apiserver/pkg/registry/generic/registry,$\
+	k8s.io/apiextensions-apiserver/pkg/registry/customresource,$\
+	k8s.io/apiextensions-apiserver/pkg/registry/customresource/tableconvertor,k8s.io/apiserver/pkg/storage/cacher
+
+httpdiff-cover:
+	cd interop && $(GO) test -c -cover -coverpkg '$(COVER_PKGS)' -o $(COVER_BIN) ./httpdiff/
+	cd interop/httpdiff && $(COVER_BIN) -test.run 'TestHTTPDifferential' -test.timeout 2h \
+	  -test.coverprofile $(abspath $(COVER_OUT))
+	rm -f $(COVER_BIN)
+	cd interop && $(GO) tool cover -func $(abspath $(COVER_OUT)) > $(abspath $(COVER_OUT)).func
+	awk -f .ci/coverpkgs.awk $(COVER_OUT)
 
 # bench runs listwatch and the upstream code it mirrors side by side (interop/sidebyside: etcd's mvcc
 # store, the apiserver's Cacher, a real apiextensions-apiserver; same process, same workload) and

@@ -105,8 +105,15 @@ func protoObject(obj runtime.Object) (runtime.Object, error) {
 	case runtime.CacheableObject:
 		return protoObject(t.GetObject())
 	case *unstructured.Unstructured:
+		if !builtin.Scheme().Recognizes(t.GroupVersionKind()) {
+			// A custom resource: the protobuf serializer refuses it with its 406.
+			return t, nil
+		}
 		return builtin.ToTyped(t.GroupVersionKind(), t.Object)
 	case *unstructured.UnstructuredList:
+		if !builtin.Scheme().Recognizes(t.GroupVersionKind()) {
+			return t, nil
+		}
 		return builtin.ToTyped(t.GroupVersionKind(), t.UnstructuredContent())
 	}
 	if obj.GetObjectKind().GroupVersionKind().Empty() {

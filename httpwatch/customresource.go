@@ -195,16 +195,16 @@ func (c *customResource) applyDefaults(u *unstructured.Unstructured) {
 // validate is the schema's part of the strategy's validation of a new object (old nil), an update
 // of the resource or an update of its status: the OpenAPI schema (ratcheting what an update leaves
 // unchanged), embedded resources' metadata, list types and CEL rules, the latter only when the
-// others found nothing that blocks them.
+// others (and the metadata's, prior, which the result starts with) found nothing that blocks them.
 //
 // Mirrors customResourceStrategy.Validate and ValidateUpdate, and statusStrategy.ValidateUpdate
 // (apiextensions-apiserver pkg/registry/customresource), after customResourceValidator's TypeMeta
 // and ObjectMeta checks.
-func (c *customResource) validate(ctx context.Context, obj, old *unstructured.Unstructured, subresource string) field.ErrorList {
+func (c *customResource) validate(ctx context.Context, obj, old *unstructured.Unstructured, subresource string, prior field.ErrorList) field.ErrorList {
 	if c.structural == nil {
-		return nil
+		return prior
 	}
-	var errs field.ErrorList
+	errs := prior
 	var celOpts []cel.Option
 	var oldObj any
 	switch {

@@ -3,6 +3,7 @@ package httpwatch
 import (
 	"fmt"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	openapibuilder "k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,8 +23,9 @@ import (
 
 // fieldManager returns the field manager of the resource ("") or of a subresource ("status").
 // A built-in kind's is typed by the structured-merge-diff schema of package builtin; a custom
-// resource's is deduced from the objects, as apiextensions-apiserver does for a CRD without a
-// schema. Both are made on first use.
+// resource's by the OpenAPI models of its CRD, whose metadata is ObjectMeta even without a schema
+// (a schemaless resource's finalizers are a set, its ownerReferences a map by uid), as
+// apiextensions-apiserver does. Both are made on first use.
 //
 // Mirrors handlers.RequestScope.FieldManager as the installer and the CRD handler build it.
 func (h *resourceHandler) fieldManager(subresource string) (*managedfields.FieldManager, error) {
@@ -37,7 +39,7 @@ func (h *resourceHandler) fieldManager(subresource string) (*managedfields.Field
 				h.managersErr = err
 				return
 			}
-		} else if h.res.Schema != nil {
+		} else if h.res.Schema != nil || !h.res.BuiltIn {
 			var err error
 			if tc, err = customTypeConverter(h.res); err != nil {
 				h.managersErr = err
@@ -192,6 +194,13 @@ func customTypeConverter(r Resource) (managedfields.TypeConverter, error) {
 	crd, err := r.definition()
 	if err != nil {
 		return nil, err
+	}
+	if v := &crd.Spec.Versions[0]; v.Schema == nil {
+		// Without a schema the object keeps whatever it holds, as a CRD whose root preserves
+		// unknown fields.
+		preserve := true
+		v.Schema = &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+			Type: "object", XPreserveUnknownFields: &preserve}}
 	}
 	built, err := openapibuilder.BuildOpenAPIV3(crd, r.Version, openapibuilder.Options{})
 	if err != nil {

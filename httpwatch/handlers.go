@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,6 +121,10 @@ func ensureNamespace(requestNamespace string, obj metav1.Object) error {
 //
 // Mirrors handlers.ListResource.
 func (h *resourceHandler) serveList(w http.ResponseWriter, req *http.Request, namespace, name string, forceWatch bool) {
+	if _, err := h.ep.negotiateOutput(req, false); err != nil {
+		h.writeError(w, req, err)
+		return
+	}
 	opts, err := h.listOptions(req.URL.Query(), name)
 	if err != nil {
 		h.writeError(w, req, err)
@@ -127,10 +132,6 @@ func (h *resourceHandler) serveList(w http.ResponseWriter, req *http.Request, na
 	}
 	if opts.Watch || forceWatch {
 		h.serveWatch(w, req, namespace, &opts)
-		return
-	}
-	if _, err := h.ep.negotiateOutput(req, false); err != nil {
-		h.writeError(w, req, err)
 		return
 	}
 	list, err := h.list(req.Context(), namespace, &opts)
@@ -250,9 +251,16 @@ func fieldValidation(directive string) string {
 //
 // Mirrors the decode steps of handlers.createHandler and UpdateResource.
 func (h *resourceHandler) decodeBody(w http.ResponseWriter, body []byte, f *format, validation string) (*unstructured.Unstructured, error) {
+	if f == formatProtobuf && !h.res.typed() {
+		// apiextensions-apiserver offers protobuf for a custom resource's body, then panics
+		// decoding it (its schemaCoercingDecoder has no delegate for it): listwatch answers 415
+		// where it would, after the options are checked.
+		return nil, unsupportedMediaType([]string{contentTypeJSON, contentTypeYAML})
+	}
 	if f == formatProtobuf {
 		return h.decodeProtobuf(body)
 	}
+	original := body
 	if f == formatYAML {
 		j, err := yaml.YAMLToJSON(body)
 		if err != nil {
@@ -260,7 +268,7 @@ func (h *resourceHandler) decodeBody(w http.ResponseWriter, body []byte, f *form
 		}
 		body = j
 	}
-	obj, err := h.decodeObject(body)
+	obj, err := h.decodeObject(body, original)
 	if err != nil {
 		return nil, err
 	}
@@ -388,15 +396,34 @@ func addWarning(w http.ResponseWriter, msg string) {
 	w.Header().Add("Warning", "299 - "+strconv.Quote(msg))
 }
 
+// addWarningOnce is addWarning unless the answer already carries the warning, as the apiserver's
+// warning recorder keeps one of each.
+func addWarningOnce(w http.ResponseWriter, msg string) {
+	if !slices.Contains(w.Header().Values("Warning"), "299 - "+strconv.Quote(msg)) {
+		addWarning(w, msg)
+	}
+}
+
 // decodeObject decodes a JSON create or update body into an object of the resource, answering bad
 // input as the apiserver does: a body that is not a JSON object, has no kind (custom resources) or
 // the wrong kind (built-ins), or malformed metadata is a 400 from transformDecodeError; another group
 // version is a 400 naming it.
-func (h *resourceHandler) decodeObject(body []byte) (*unstructured.Unstructured, error) {
+func (h *resourceHandler) decodeObject(body, original []byte) (*unstructured.Unstructured, error) {
+	obj, actual, err := h.decodeRaw(body, original)
+	if _, isStatus := err.(apierrors.APIStatus); err != nil && !isStatus {
+		return nil, h.transformDecodeError(err, actual, original)
+	}
+	return obj, err
+}
+
+// decodeRaw is decodeObject with the decoder's own errors, as a patch reports them; the kind it
+// read comes with them. original is the body as sent (YAML before its conversion), which a missing
+// kind's error quotes.
+func (h *resourceHandler) decodeRaw(body, original []byte) (*unstructured.Unstructured, *schema.GroupVersionKind, error) {
 	expected := h.res.GroupVersionKind()
 	actual, err := serializerjson.DefaultMetaFactory.Interpret(body)
 	if err != nil {
-		return nil, h.transformDecodeError(err, nil, body)
+		return nil, nil, err
 	}
 	if h.res.BuiltIn {
 		// A typed decoder fills in what the body leaves out from the endpoint's kind.
@@ -409,27 +436,27 @@ func (h *resourceHandler) decodeObject(body []byte) (*unstructured.Unstructured,
 	}
 	content := map[string]any{}
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &content); err != nil {
-		return nil, h.transformDecodeError(err, actual, body)
+		return nil, actual, err
 	}
 	if actual.Kind == "" {
-		return nil, h.transformDecodeError(runtime.NewMissingKindErr(string(body)), actual, body)
+		return nil, actual, runtime.NewMissingKindErr(string(original))
 	}
 	// Metadata must have ObjectMeta's shape, as a typed decode or the custom resource coercion insist.
 	var shape struct {
 		Metadata metav1.ObjectMeta `json:"metadata"`
 	}
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &shape); err != nil {
-		return nil, h.transformDecodeError(err, actual, body)
+		return nil, actual, err
 	}
 	if h.res.BuiltIn && actual.Kind != expected.Kind {
-		return nil, h.transformDecodeError(fmt.Errorf("no kind %q is registered for version %q", actual.Kind, actual.GroupVersion().String()), actual, body)
+		return nil, actual, fmt.Errorf("no kind %q is registered for version %q", actual.Kind, actual.GroupVersion().String())
 	}
 	obj := &unstructured.Unstructured{Object: content}
 	obj.SetGroupVersionKind(*actual)
 	if actual.GroupVersion() != expected.GroupVersion() {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", actual.GroupVersion(), expected.GroupVersion()))
+		return nil, actual, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", actual.GroupVersion(), expected.GroupVersion()))
 	}
-	return obj, nil
+	return obj, actual, nil
 }
 
 // transformDecodeError mirrors handlers.transformDecodeError.
@@ -559,6 +586,7 @@ func (h *resourceHandler) serveCreate(w http.ResponseWriter, req *http.Request, 
 		if err := ensureNamespace(namespace, obj); err != nil {
 			return 0, nil, err
 		}
+		dedupOwnerReferences(w, obj, false)
 		if obj, err = h.trackCreate(obj, managerOrUserAgent(options.FieldManager, req.UserAgent())); err != nil {
 			return 0, nil, err
 		}
@@ -570,6 +598,10 @@ func (h *resourceHandler) serveCreate(w http.ResponseWriter, req *http.Request, 
 // serveUpdate mirrors handlers.UpdateResource, for the resource and its status and finalize
 // subresources.
 func (h *resourceHandler) serveUpdate(w http.ResponseWriter, req *http.Request, r request) {
+	if err := requireName(r.name); err != nil {
+		h.writeError(w, req, err)
+		return
+	}
 	h.serveWrite(w, req, func(ctx context.Context) (int, runtime.Object, error) {
 		options := &metav1.UpdateOptions{}
 		body, err := h.readBodyAndOptions(req, options, "UpdateOptions", func() field.ErrorList { return metav1validation.ValidateUpdateOptions(options) })
@@ -590,6 +622,7 @@ func (h *resourceHandler) serveUpdate(w http.ResponseWriter, req *http.Request, 
 		if err := checkName(obj, r.name); err != nil {
 			return 0, nil, err
 		}
+		dedupOwnerReferences(w, obj, false)
 		manager := managerOrUserAgent(options.FieldManager, req.UserAgent())
 		result, created, err := h.update(ctx, updateRequest{
 			namespace: r.namespace, name: r.name, subresource: r.subresource,
@@ -770,4 +803,15 @@ func (s *Server) Create(ctx context.Context, gr schema.GroupResource, obj *unstr
 		return nil, err
 	}
 	return asUnstructured(out)
+}
+
+// requireName refuses a write to a path without a name (a custom resource's PUT or PATCH of its
+// collection).
+//
+// Mirrors handlers.ContextBasedNaming.Name.
+func requireName(name string) error {
+	if name == "" {
+		return apierrors.NewBadRequest("name must be provided")
+	}
+	return nil
 }

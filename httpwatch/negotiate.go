@@ -5,6 +5,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -58,14 +59,24 @@ type endpoint struct {
 	objects bool
 	// discovery says the endpoint is /api or /apis: the aggregated discovery document applies.
 	discovery bool
+	// standard, when set, are the formats that carry the endpoint's objects unconverted; the
+	// others carry only conversions (and errors).
+	standard []*format
 }
+
+// forErrors is what the endpoint's errors are answered in: any of its formats, unconverted.
+//
+// Mirrors negotiation.DefaultEndpointRestrictions, which responsewriters.ErrorNegotiated uses.
+func (ep endpoint) forErrors() endpoint { return endpoint{formats: ep.formats} }
 
 var (
 	// typedEndpoint serves a built-in type: JSON, YAML and protobuf, as the apiserver's legacy codecs.
 	typedEndpoint = endpoint{formats: []*format{formatJSON, formatYAML, formatProtobuf}, objects: true}
-	// customEndpoint serves a custom resource: JSON and YAML, as apiextensions-apiserver (CBOR is
-	// behind a gate that is off).
-	customEndpoint = endpoint{formats: []*format{formatJSON, formatYAML}, objects: true}
+	// customEndpoint serves a custom resource: JSON, YAML and protobuf, as apiextensions-apiserver's
+	// unstructuredNegotiatedSerializer (CBOR is behind a gate that is off), protobuf only for
+	// PartialObjectMetadata and errors (the RequestScope's StandardSerializers).
+	customEndpoint = endpoint{formats: []*format{formatJSON, formatYAML, formatProtobuf}, objects: true,
+		standard: []*format{formatJSON, formatYAML}}
 	// metaEndpoint serves discovery documents and other meta.k8s.io objects.
 	metaEndpoint = endpoint{formats: []*format{formatJSON, formatYAML, formatProtobuf}}
 	// rootDiscoveryEndpoint is /api and /apis.
@@ -85,7 +96,7 @@ type negotiated struct {
 // restriction to APIGroupDiscoveryList).
 func (ep endpoint) allowsTransform(f *format, target *schema.GroupVersionKind) bool {
 	if target == nil {
-		return true
+		return ep.standard == nil || slices.Contains(ep.standard, f)
 	}
 	if ep.discovery && target.Group == discoveryGroup && (target.Version == "v2" || target.Version == "v2beta1") &&
 		target.Kind == asAPIGroupDiscoveryList && f != formatYAML {

@@ -3,8 +3,10 @@ package httpwatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -52,6 +54,10 @@ func (h *resourceHandler) servePatch(w http.ResponseWriter, req *http.Request, r
 	supported := h.patchTypes()
 	if !contains(supported, contentType) {
 		h.writeError(w, req, unsupportedMediaType(supported))
+		return
+	}
+	if err := requireName(r.name); err != nil {
+		h.writeError(w, req, err)
 		return
 	}
 	h.serveWrite(w, req, func(ctx context.Context) (int, runtime.Object, error) {
@@ -162,6 +168,7 @@ func (p *patcher) applyPatch(current *unstructured.Unstructured) (*unstructured.
 	if err := checkName(obj, p.name); err != nil {
 		return nil, err
 	}
+	dedupOwnerReferences(p.w, obj, true)
 	return obj, nil
 }
 
@@ -177,15 +184,10 @@ func (p *patcher) jsonPatch(current *unstructured.Unstructured) (*unstructured.U
 	switch p.patchType {
 	case types.JSONPatchType:
 		if strict {
-			var ops []struct {
-				Op    string `json:"op"`
-				Path  string `json:"path"`
-				From  string `json:"from"`
-				Value any    `json:"value"`
-			}
+			var ops []jsonPatchOp
 			errs, err := kjson.UnmarshalStrict(p.patchBytes, &ops)
 			if err != nil {
-				return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", jsonPatchDecodeError(err)))
 			}
 			for _, e := range errs {
 				strictErrs = append(strictErrs, fmt.Errorf("json patch %v", e))
@@ -220,7 +222,7 @@ func (p *patcher) jsonPatch(current *unstructured.Unstructured) (*unstructured.U
 	default:
 		return nil, fmt.Errorf("unknown Content-Type header for patch: %v", p.patchType)
 	}
-	obj, err := p.h.decodeObject(patchedJSON)
+	obj, _, err := p.h.decodeRaw(patchedJSON, patchedJSON)
 	if err != nil {
 		return nil, apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{field.Invalid(field.NewPath("patch"), string(patchedJSON), err.Error())})
 	}
@@ -348,4 +350,18 @@ func (p *patcher) applyConfiguration(live *unstructured.Unstructured) (*unstruct
 		}
 	}
 	return obj, nil
+}
+
+// jsonPatchOp is one operation of a JSON patch, as strict decoding checks its fields.
+type jsonPatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	From  string `json:"from"`
+	Value any    `json:"value"`
+}
+
+// jsonPatchDecodeError is err with the Go type it names spelled as upstream's (a patch that is not
+// a list of operations names []handlers.jsonPatchOp, the type of handlers/patch.go).
+func jsonPatchDecodeError(err error) error {
+	return errors.New(strings.ReplaceAll(err.Error(), reflect.TypeFor[jsonPatchOp]().String(), "handlers.jsonPatchOp"))
 }

@@ -11,8 +11,10 @@ import (
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apioperation "k8s.io/apimachinery/pkg/api/operation"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/api/validation/path"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,6 +26,8 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/features"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 
 	"github.com/listwatch/listwatch/storage"
 )
@@ -267,22 +271,29 @@ func (h *resourceHandler) prepareForCreate(obj *unstructured.Unstructured) {
 	}
 }
 
+// validateTypeMeta refuses a custom resource of another kind or apiVersion than its resource's.
+//
+// Mirrors customResourceValidator.ValidateTypeMeta.
+func (h *resourceHandler) validateTypeMeta(obj *unstructured.Unstructured) field.ErrorList {
+	if h.res.BuiltIn {
+		return nil
+	}
+	var errs field.ErrorList
+	if obj.GetKind() != h.res.Kind {
+		errs = append(errs, field.Invalid(field.NewPath("kind"), obj.GetKind(), fmt.Sprintf("must be %v", h.res.Kind)))
+	}
+	if want := h.res.GroupVersion().String(); obj.GetAPIVersion() != want {
+		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), obj.GetAPIVersion(), fmt.Sprintf("must be %v", want)))
+	}
+	return errs
+}
+
 // validate is the strategy's Validate (old nil) or ValidateUpdate of the resource or subresource,
 // with rest.ValidateCreate's ObjectMeta checks: a custom resource must have its own kind and
 // apiVersion and is validated by its schema, every name is a DNS subdomain.
 func (h *resourceHandler) validate(ctx context.Context, obj, old *unstructured.Unstructured, subresource string) field.ErrorList {
-	if !h.res.BuiltIn {
-		// customResourceValidator.ValidateTypeMeta
-		var errs field.ErrorList
-		if obj.GetKind() != h.res.Kind {
-			errs = append(errs, field.Invalid(field.NewPath("kind"), obj.GetKind(), fmt.Sprintf("must be %v", h.res.Kind)))
-		}
-		if want := h.res.GroupVersion().String(); obj.GetAPIVersion() != want {
-			errs = append(errs, field.Invalid(field.NewPath("apiVersion"), obj.GetAPIVersion(), fmt.Sprintf("must be %v", want)))
-		}
-		if len(errs) > 0 {
-			return errs
-		}
+	if errs := h.validateTypeMeta(obj); len(errs) > 0 {
+		return errs
 	}
 	nameFn := apivalidation.NameIsDNSSubdomain
 	if h.res.isCoreNamespaces() {
@@ -293,7 +304,39 @@ func (h *resourceHandler) validate(ctx context.Context, obj, old *unstructured.U
 		errs = append(errs, st.validate(obj.Object)...)
 	}
 	if h.res.custom != nil {
-		errs = append(errs, h.res.custom.validate(ctx, obj, old, subresource)...)
+		errs = h.res.custom.validate(ctx, obj, old, subresource, errs)
+	}
+	return errs
+}
+
+// validateCustomUpdate validates an update of a custom resource or its status in upstream's order,
+// which checks the metadata twice (its causes repeat): the common fields, then the strategy's
+// TypeMeta, ObjectMeta update, schema and CEL checks.
+//
+// Mirrors rest.ValidateUpdate (validateCommonFields) and customResourceValidator.ValidateUpdate and
+// ValidateStatusUpdate (apiextensions-apiserver pkg/registry/customresource/validator.go).
+func (h *resourceHandler) validateCustomUpdate(ctx context.Context, obj, old *unstructured.Unstructured, subresource string) field.ErrorList {
+	md := field.NewPath("metadata")
+	errs := apivalidation.ValidateObjectMetaAccessor(obj, h.res.Namespaced, path.ValidatePathSegmentName, md)
+	errs = append(errs, apivalidation.ValidateObjectMetaAccessorUpdate(obj, old, md)...)
+	if tm := h.validateTypeMeta(obj); len(tm) > 0 {
+		return append(errs, tm...)
+	}
+	newMeta, oldMeta := &metav1.ObjectMeta{}, &metav1.ObjectMeta{}
+	for _, p := range []struct {
+		u *unstructured.Unstructured
+		m *metav1.ObjectMeta
+	}{{obj, newMeta}, {old, oldMeta}} {
+		if raw, ok := p.u.Object["metadata"].(map[string]any); ok {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, p.m); err != nil {
+				return append(errs, field.Invalid(md, raw, err.Error()))
+			}
+		}
+	}
+	errs = append(errs, apivalidation.ValidateObjectMetaDeclaratively(ctx, apioperation.Update, newMeta, oldMeta, h.res.Namespaced, nil, md,
+		utilfeature.DefaultFeatureGate.Enabled(features.DeclarativeValidationBeta))...)
+	if h.res.custom != nil {
+		errs = h.res.custom.validate(ctx, obj, old, subresource, errs)
 	}
 	return errs
 }
@@ -476,8 +519,13 @@ func (h *resourceHandler) beforeUpdate(ctx context.Context, namespace, subresour
 	if old.GetDeletionGracePeriodSeconds() != nil && obj.GetDeletionGracePeriodSeconds() == nil {
 		obj.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
 	}
-	errs := h.validate(ctx, obj, old, subresource)
-	errs = append(errs, apivalidation.ValidateObjectMetaAccessorUpdate(obj, old, field.NewPath("metadata"))...)
+	var errs field.ErrorList
+	if h.res.BuiltIn {
+		errs = h.validate(ctx, obj, old, subresource)
+		errs = append(errs, apivalidation.ValidateObjectMetaAccessorUpdate(obj, old, field.NewPath("metadata"))...)
+	} else {
+		errs = h.validateCustomUpdate(ctx, obj, old, subresource)
+	}
 	if len(errs) > 0 {
 		return apierrors.NewInvalid(obj.GroupVersionKind().GroupKind(), obj.GetName(), errs)
 	}

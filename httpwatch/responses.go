@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -72,7 +73,7 @@ func (s *Server) writeErrorFor(w http.ResponseWriter, req *http.Request, ep endp
 		return
 	}
 	// A Status is never converted: negotiate its format alone.
-	n, ok := ep.negotiate(req.Header.Get("Accept"), false)
+	n, ok := ep.forErrors().negotiate(req.Header.Get("Accept"), false)
 	if !ok || n.format == nil {
 		writeRawJSON(w, code, status)
 		return
@@ -126,12 +127,17 @@ func (s *Server) writeEncoded(w http.ResponseWriter, req *http.Request, code int
 	data := buf.Bytes()
 	mediaType := n.format.mediaType
 	if err != nil {
+		// The error's Status in the same format, else as text.
 		status := errorToAPIStatus(err)
 		if code >= http.StatusOK && code < http.StatusBadRequest {
 			code = int(status.Code)
 		}
-		data, _ = json.Marshal(status)
-		mediaType = contentTypeJSON
+		buf.Reset()
+		if err := encodeAs(n.format, status, n.pretty, &buf); err == nil {
+			data = buf.Bytes()
+		} else {
+			data, mediaType = []byte(fmt.Sprintf("%s: %s", status.Reason, status.Message)), "text/plain"
+		}
 	}
 	h := w.Header()
 	h.Set("Content-Type", mediaType)

@@ -285,13 +285,17 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request, handler
 		r.namespace, inNamespace = parts[1], true
 		parts = parts[2:]
 	}
-	if len(parts) == 0 || len(parts) > 3 {
+	if len(parts) == 0 {
 		s.writeError(w, req, notFoundRoute())
 		return
 	}
 	h, ok := handlers[parts[0]]
-	if !ok || (inNamespace && !h.res.Namespaced) {
+	if !ok || (inNamespace && !h.res.Namespaced) || (len(parts) > 3 && h.res.BuiltIn) {
 		s.writeError(w, req, notFoundRoute())
+		return
+	}
+	if !h.res.BuiltIn {
+		s.serveCustom(w, req, h, r.namespace, inNamespace, watchPrefix, parts)
 		return
 	}
 	named := len(parts) >= 2
@@ -348,6 +352,70 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request, handler
 		return
 	}
 	h.serve(w, req, r)
+}
+
+// serveCustom routes a custom resource's request by the verb the request's method makes of it, as
+// apiextensions-apiserver does: POST creates whatever the path (a name in it is ignored), GET and
+// HEAD get or list, DELETE on a collection deletes it; another method is a 405 naming the verb, an
+// unknown subresource a 404 naming the object.
+//
+// Mirrors crdHandler.ServeHTTP, serveResource and serveStatus (customresource_handler.go) over
+// request.RequestInfoFactory.NewRequestInfo's verbs.
+func (s *Server) serveCustom(w http.ResponseWriter, req *http.Request, h *resourceHandler, namespace string, inNamespace, watchPrefix bool, parts []string) {
+	r := request{namespace: namespace}
+	if len(parts) >= 2 {
+		r.name = parts[1]
+	}
+	if len(parts) >= 3 {
+		r.subresource = parts[2]
+	}
+	verb := requestVerb(req.Method, r.name, watchPrefix)
+	if h.res.Namespaced && !inNamespace && verb != "list" && verb != "watch" {
+		s.writeError(w, req, notFoundRoute())
+		return
+	}
+	gr := h.gr()
+	var ok bool
+	switch {
+	case r.subresource == "status" && h.res.StatusSubresource:
+		r.verb, ok = statusVerbOf[verb]
+	case r.subresource == "":
+		r.verb, ok = customVerbOf[verb]
+	default:
+		h.writeError(w, req, apierrors.NewNotFound(gr, r.name))
+		return
+	}
+	if !ok {
+		h.writeError(w, req, apierrors.NewMethodNotSupported(gr, verb))
+		return
+	}
+	h.serve(w, req, r)
+}
+
+// customVerbOf and statusVerbOf are the verbs a custom resource and its status serve.
+var (
+	customVerbOf = map[string]verb{"get": verbGet, "list": verbList, "watch": verbWatch, "create": verbCreate,
+		"update": verbUpdate, "patch": verbPatch, "delete": verbDelete, "deletecollection": verbDeleteCollection}
+	statusVerbOf = map[string]verb{"get": verbGet, "update": verbUpdate, "patch": verbPatch}
+)
+
+// requestVerb is the verb of a request's method on a path with or without a name ("" for a
+// method without one); a list's watch parameter is the list handler's to read.
+//
+// Mirrors the verbs of request.RequestInfoFactory.NewRequestInfo.
+func requestVerb(method, name string, watchPrefix bool) string {
+	verb := map[string]string{"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[method]
+	switch {
+	case watchPrefix && verb == "get":
+		return "watch"
+	case watchPrefix:
+		return verb
+	case verb == "get" && name == "":
+		return "list"
+	case verb == "delete" && name == "":
+		return "deletecollection"
+	}
+	return verb
 }
 
 // notFoundRoute and methodNotAllowed are what go-restful's ServiceError becomes in the apiserver's

@@ -192,7 +192,6 @@ func TestNegotiation(t *testing.T) {
 		{cmPath + "/a", "application/json;stream=other", "application/json, application/yaml, application/vnd.kubernetes.protobuf"},
 		{cmPath + "/a", "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io", "application/json, application/yaml, application/vnd.kubernetes.protobuf"},
 		{cmPath + "/a", "application/json;as=Thing;v=v1;g=meta.k8s.io", "application/json, application/yaml, application/vnd.kubernetes.protobuf"},
-		{widgetPath + "/w", "application/vnd.kubernetes.protobuf", "application/json, application/yaml"},
 	} {
 		r := e.do("GET", c.path, "", "Accept", c.accept)
 		wantStatus(t, r, 406, metav1.StatusReasonNotAcceptable, "only the following media types are accepted: "+c.want)

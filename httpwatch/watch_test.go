@@ -408,9 +408,15 @@ func TestWatchStreamStart(t *testing.T) {
 	}
 	e.spies["configmaps"].nthWatch(t, 2).waitStopped(t)
 
-	// Failure mode: an Accept header without a streaming format is a 406 before the storage is asked.
-	r := e.do("GET", cmPath+"?watch=true", "", "Accept", "text/html")
-	wantStatus(t, r, 406, metav1.StatusReasonNotAcceptable, "only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch")
+	// Failure mode: an Accept header without any of the endpoint's formats is a 406 before the
+	// options are read (handlers.ListResource negotiates as for a list first), and one without a
+	// streaming format a 406 before the storage is asked.
+	r := e.do("GET", cmPath+"?watch=true&resourceVersionMatch=bogus", "", "Accept", "text/html")
+	wantStatus(t, r, 406, metav1.StatusReasonNotAcceptable, "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf")
+	r = e.do("GET", cmPath+"?watch=true", "", "Accept", "application/yaml")
+	if r.code != 406 || !strings.Contains(string(r.body), "application/json;stream=watch") {
+		t.Errorf("a watch asked for in YAML: %d %s, want a 406 listing the streaming formats", r.code, r.body)
+	}
 }
 
 // TestWatchFrameBytes covers the frames of handlers/watch.go WatchServer.HandleHTTP: each frame is

@@ -15,8 +15,12 @@ import (
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"sigs.k8s.io/yaml"
 
 	"github.com/listwatch/listwatch/chain"
 	"github.com/listwatch/listwatch/httpwatch"
@@ -148,10 +152,24 @@ func (s *server) doHeader(ctx context.Context, method, path, contentType string,
 		return response{}, err
 	}
 	r := response{code: resp.StatusCode, header: resp.Header, raw: raw}
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &r.body); err != nil {
-			return r, fmt.Errorf("%s %s: %d with a body that is not JSON: %q", method, path, resp.StatusCode, raw)
+	if len(raw) == 0 {
+		return r, nil
+	}
+	ctype := resp.Header.Get("Content-Type")
+	switch {
+	case strings.Contains(ctype, "yaml"):
+		if raw, err = yaml.YAMLToJSON(raw); err != nil {
+			return r, fmt.Errorf("%s %s: %d with a body that is not YAML: %q", method, path, resp.StatusCode, r.raw)
 		}
+	case strings.Contains(ctype, "protobuf"):
+		if raw, err = protobufToJSON(raw); err != nil {
+			return r, fmt.Errorf("%s %s: %d with a protobuf body that does not decode: %v", method, path, resp.StatusCode, err)
+		}
+	case !strings.Contains(ctype, "json"):
+		return r, nil
+	}
+	if err := json.Unmarshal(raw, &r.body); err != nil {
+		return r, fmt.Errorf("%s %s: %d with a body that is not JSON: %q", method, path, resp.StatusCode, raw)
 	}
 	return r, nil
 }
@@ -181,6 +199,8 @@ var (
 	// rvPattern finds the resourceVersions in the apiserver's messages: "resource version: N",
 	// "current: N", "(N)" (too old resource version, preconditions), "ResourceVersion in ...: N".
 	mediaTypesPattern = regexp.MustCompile(`(accepted media types include: ).*`)
+	// storageKeyPattern finds a storage key in a StorageError: a deviation listwatch keeps (doc.go).
+	storageKeyPattern = regexp.MustCompile(`(Key: )\S*?([a-z0-9-]+/[a-z0-9-]+/[a-z0-9.-]+,)`)
 	rvPattern         = regexp.MustCompile(`(?i)(version: |current: |version in [a-z ]+: |\()(\d+)\b`)
 )
 
@@ -190,6 +210,7 @@ func (s *server) normalMessage(msg, asked string) string {
 	msg = uidPattern.ReplaceAllString(msg, "<uid>")
 	// A deviation listwatch keeps (doc.go): the 415 is compared without its list of media types.
 	msg = mediaTypesPattern.ReplaceAllString(msg, "${1}<media types>")
+	msg = storageKeyPattern.ReplaceAllString(msg, "${1}<prefix>/${2}")
 	for real, name := range s.gen {
 		msg = strings.ReplaceAll(msg, real, name)
 	}
@@ -232,6 +253,9 @@ func (s *server) normalize(v any, asked string) any {
 		if md, ok := x["metadata"].(map[string]any); ok {
 			delete(md, "uid")
 			delete(md, "creationTimestamp")
+			if _, ok := md["deletionTimestamp"]; ok {
+				md["deletionTimestamp"] = "<time>"
+			}
 			if mf, ok := md["managedFields"].([]any); ok {
 				for _, e := range mf {
 					if m, ok := e.(map[string]any); ok {
@@ -323,4 +347,29 @@ func (s *server) describe(r response, asked string) string {
 // objectOf is an object a write returned, as the server's model holds it.
 func objectOf(key string, body map[string]any) (*kubemodel.Object, error) {
 	return kubemodel.FromUnstructured(key, &unstructured.Unstructured{Object: body}, nil)
+}
+
+// metaScheme knows the meta.k8s.io types a protobuf answer may hold: Status, Table,
+// PartialObjectMetadata and its list.
+var metaScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	if err := metav1.AddMetaToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// protobufToJSON decodes a protobuf answer into the JSON the test compares, its kind named.
+func protobufToJSON(raw []byte) ([]byte, error) {
+	obj, gvk, err := protobuf.NewSerializer(metaScheme, metaScheme).Decode(raw, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	u["apiVersion"], u["kind"] = gvk.GroupVersion().String(), gvk.Kind
+	return json.Marshal(u)
 }
