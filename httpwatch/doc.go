@@ -62,6 +62,10 @@
 // /readyz answer too. An unknown path below a served group version is a 404 Status, a known path
 // with another method a 405 Status, any other path a plain "404 page not found", as the apiserver's
 // go-restful container and NotFoundHandler answer (TestRouting, TestDiscovery, TestNegotiation).
+// A custom resource's requests go by the verb their method makes, as apiextensions-apiserver's
+// crdHandler routes them: POST creates whatever the path, HEAD is GET, another method is a 405
+// naming the verb, an unknown subresource (or /status without one) a 404 naming the object, PUT and
+// PATCH of the collection a 400 "name must be provided" (TestCustomResourceRoutes).
 //
 // # Invariants
 //
@@ -83,11 +87,20 @@
 //     resource version" with Retry-After 1 (TestListExactFromWatchCache).
 //   - Content negotiation is the apiserver's: a built-in kind speaks JSON, YAML and protobuf
 //     (application/vnd.kubernetes.protobuf, watches as length-prefixed WatchEvents with
-//     ;stream=watch), a custom resource JSON and YAML; the Accept header's first acceptable clause
-//     (by q-value) wins, as=Table and as=PartialObjectMetadata(List) convert, anything else is a 406
-//     listing the endpoint's media types; a body in another format is a 415 listing them. Errors
-//     are Statuses in the negotiated format (raw JSON when none is acceptable). TestNegotiation,
-//     TestProtobuf, TestYAML, TestTable, TestPartialObjectMetadata and TestWatchStreamStart check it.
+//     ;stream=watch), a custom resource JSON and YAML, and protobuf only for conversions and errors
+//     (a custom resource asked for in protobuf is a 406 written in protobuf); the Accept header's
+//     first acceptable clause (by q-value) wins, as=Table and as=PartialObjectMetadata(List)
+//     convert, anything else is a 406 listing the endpoint's media types, before a list's options
+//     are read; a body in another format is a 415 listing them. Errors are Statuses in the
+//     negotiated format (raw JSON when none is acceptable). TestNegotiation, TestProtobuf, TestYAML,
+//     TestTable, TestPartialObjectMetadata, TestWatchStreamStart, TestCustomResourceProtobuf and
+//     TestListNegotiatesFirst check it.
+//   - Writes drop an owner reference equal to an earlier one with upstream's warning
+//     (TestDuplicateOwnerReferences); a custom resource's managedFields type its metadata as
+//     ObjectMeta even without a schema (TestSchemalessManagedFields); an update of a custom
+//     resource checks its metadata in upstream's two passes, each cause twice
+//     (TestCustomResourceUpdateValidation); undecodable bodies are worded as upstream's
+//     (TestDecodeErrorsAsUpstream).
 //   - A built-in kind's body passes through its Go type: fields it lacks are dropped, and with
 //     fieldValidation Strict they (and duplicate fields) are a 400 naming them, with Warn (the
 //     default) a 299 Warning header each (TestFieldValidation).

@@ -30,6 +30,21 @@
 //     PartialObjectMetadataList. Upstream reports several OpenAPI errors, several errors of an
 //     applied configuration and the conflicts with several managers in the random order of a
 //     map's iteration: a body has one problem at most and one manager applies.
+//   - The whole surface (TestHTTPDifferentialSurface, surface_test.go): widgets and sprockets sent
+//     random requests, each a method (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS) on a
+//     collection, an object, its status or an unknown subresource, with a Content-Type and an
+//     Accept (JSON, YAML, protobuf, Table v1 and v1beta1, PartialObjectMetadata and its list,
+//     bogus ones), options valid or not (dryRun, fieldManager, fieldValidation,
+//     propagationPolicy, gracePeriodSeconds, orphanDependents, force, limit, continue,
+//     resourceVersionMatch, labelSelector, fieldSelector, includeObject, pretty), bodies of every
+//     patch type (strategic: 415 for custom resources), DeleteOptions bodies, hostile bodies
+//     (empty, truncated, not an object, deeply nested, not UTF-8) and metadata edge cases
+//     (finalizers, duplicate and conflicting ownerReferences, generateName, invalid labels,
+//     unknown metadata fields, another namespace, uid and resourceVersion); the stored objects
+//     are listed and compared every few requests. Protobuf answers are decoded (meta.k8s.io
+//     types) and compared as JSON. Reads are never served by a cache that may lag
+//     (resourceVersion 0 or 1 is not sent), and a protobuf body of a custom resource is not
+//     sent to POST or PUT: the apiserver panics decoding it (schemaCoercingDecoder).
 //   - Same answers. Every response's status code, Content-Type, Retry-After and Warning headers and
 //     body (object, list with its metadata and continue token, or Status with its reason, message,
 //     details and causes) must be equal once what is each server's own is normalized: uids,
@@ -53,12 +68,16 @@
 //   - Nothing is steered clear of: every request kind is sent with every resourceVersion, match and
 //     limit. A deviation listwatch keeps is compared without the detail that differs:
 //     the 415 for a body in an unsupported format lists the media types the server decodes a custom
-//     resource from; upstream's list (apiextensions-apiserver customresource_handler.go, the CRD's
-//     unstructuredNegotiatedSerializer) has JSON, YAML and protobuf, listwatch's JSON and YAML.
+//     resource from (upstream's would list protobuf, which it then fails to decode), and the
+//     storage key a StorageError names is compared without its prefix (upstream keys a custom
+//     resource under /registry/<group>/<resource>, listwatch under /registry/<resource>).
 //
 // Running it: `go test ./httpdiff/` runs the default seeds (1, 2 and 20, 150 requests each: the
-// seeds.Config of TestHTTPDifferential) and TestHTTPDifferentialSchema's (1 and 2, 80 requests
-// each; LISTWATCH_HTTPDIFF_SCHEMA_SEEDS and LISTWATCH_HTTPDIFF_SCHEMA_OPS for more).
+// seeds.Config of TestHTTPDifferential), TestHTTPDifferentialSchema's (1 and 2, 80 requests
+// each; LISTWATCH_HTTPDIFF_SCHEMA_SEEDS and LISTWATCH_HTTPDIFF_SCHEMA_OPS for more) and
+// TestHTTPDifferentialSurface's (1 to 3, 250 requests each; LISTWATCH_HTTPDIFF_SURFACE_SEEDS and
+// LISTWATCH_HTTPDIFF_SURFACE_OPS). `make httpdiff-cover` runs them with coverage over upstream's
+// request path and prints the statements reached per package (README).
 // LISTWATCH_HTTPDIFF_SEEDS sets the seeds ("7", "1-100", "3,9-12") and LISTWATCH_HTTPDIFF_OPS the
 // requests per seed, for long runs:
 //
