@@ -215,6 +215,8 @@ type checker struct {
 	guides  []*watchGuide
 	// guided is set during the watch-guided search
 	guided bool
+	// shown: shownAt's map, once computed
+	shown map[int64]KeyValue
 	// replayed is the replay of the sweep's order, set when linearize accepts it; nil when
 	// porcupine found the linearization.
 	replayed *replayed

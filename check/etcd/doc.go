@@ -165,6 +165,9 @@
 // outcome has a linearization. With unknown-outcome writes it is accepted only if every
 // serializable read is the answer of its state at the read's header revision (the sweep asks
 // only that the revision be reached); else porcupine decides (TestSerializableReadChoosesUnknownWrite).
+// A revision no answer claims but a range answer shows a key put at was made by an
+// unknown-outcome write of the history that put that key and value, never by others
+// (TestSweepPlacesUnknownWriteAnAnswerShows).
 // It is O(n log n) in the operations (the sort of calls and returns; each operation is placed
 // once) plus, for each revision no answer claims, the unknown-outcome writes that may have written
 // a key a watch saw there (BenchmarkCheckSize, BenchmarkCheckUnknown). When it gets stuck, two

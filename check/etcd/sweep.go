@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/listwatch/listwatch/check"
+	"github.com/listwatch/listwatch/etcdrules"
 )
 
 // The fast path of the linearizability check. An etcd history is mostly ordered already: a write's
@@ -145,6 +146,11 @@ func newSweep(c *checker, ops []*kvOp, deadline time.Time) *sweep {
 		for rev := range g.byRev {
 			sw.seen[rev] = true
 		}
+	}
+	// a revision an answer shows a key put at was made by a write of the history (its prefix is
+	// its own), not by others
+	for rev := range c.shownAt() {
+		sw.seen[rev] = true
 	}
 	stops := map[int64]bool{}
 	for rev := range sw.seen {
@@ -362,7 +368,7 @@ func (sw *sweep) create(next int64) bool {
 		var o outcome
 		found := 0
 		for _, i := range sw.candidates(next) {
-			if ok, _, oi := sw.c.apply(base, sw.ops[i]); ok && oi.state.rev == next {
+			if ok, _, oi := sw.c.apply(base, sw.ops[i]); ok && oi.state.rev == next && sw.agreesShown(next, oi) {
 				if found == pick {
 					chosen, o = i, oi
 				}
@@ -436,25 +442,84 @@ func (sw *sweep) pending(r int64) []int {
 }
 
 // candidates are the optional operations that may make revision next: with what a watch saw
-// there, those that may write its first key; else all.
+// there, or a key an answer shows put there, those that may write that key; else all.
 func (sw *sweep) candidates(next int64) []int {
 	for _, g := range sw.c.guides {
 		if next < g.first || next > g.last || len(g.byRev[next]) == 0 {
 			continue
 		}
-		k := g.byRev[next][0].key
-		var out []int
-		for _, l := range [][]int{sw.optionalBy[k], sw.wild} {
-			for _, i := range l {
-				if !sw.placed[i] {
-					out = append(out, i)
-				}
-			}
-		}
-		slices.Sort(out)
-		return slices.Compact(out)
+		return sw.writersOf(g.byRev[next][0].key)
+	}
+	if kv, ok := sw.c.shownAt()[next]; ok {
+		return sw.writersOf(kv.Key)
 	}
 	return sw.liveOptional()
+}
+
+// writersOf are the unplaced optional operations that may write key k.
+func (sw *sweep) writersOf(k Bytes) []int {
+	var out []int
+	for _, l := range [][]int{sw.optionalBy[k], sw.wild} {
+		for _, i := range l {
+			if !sw.placed[i] {
+				out = append(out, i)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// agreesShown reports whether o, an outcome making revision next, puts what an answer shows put
+// there, if one does: each revision has one maker, so no other can have made it.
+func (sw *sweep) agreesShown(next int64, o outcome) bool {
+	kv, ok := sw.c.shownAt()[next]
+	if !ok {
+		return true
+	}
+	for _, ch := range o.changes {
+		if ch.typ == etcdrules.EventPut && ch.kv.Key == kv.Key && ch.kv.Value == kv.Value {
+			return true
+		}
+	}
+	return false
+}
+
+// shownAt maps each revision a range answer shows a key last put at to that key and value (the
+// first answer that shows one): only a write that put it can have made the revision. It is
+// computed once.
+func (c *checker) shownAt() map[int64]KeyValue {
+	if c.shown == nil {
+		c.shown = map[int64]KeyValue{}
+		for i := range c.h.Operations {
+			if r := c.h.Operations[i].Response; r != nil {
+				c.showRange(r.Range)
+				c.showTxn(r.Txn)
+			}
+		}
+	}
+	return c.shown
+}
+
+func (c *checker) showRange(r *RangeResponse) {
+	if r == nil {
+		return
+	}
+	for _, kv := range r.Kvs {
+		if _, ok := c.shown[kv.ModRevision]; !ok && kv.ModRevision > 0 && len(kv.Value) > 0 {
+			c.shown[kv.ModRevision] = kv
+		}
+	}
+}
+
+func (c *checker) showTxn(t *TxnResponse) {
+	if t == nil {
+		return
+	}
+	for _, op := range t.Responses {
+		c.showRange(op.Range)
+		c.showTxn(op.Txn)
+	}
 }
 
 // writtenKeys lists the keys a request may write, and whether it may write others too.

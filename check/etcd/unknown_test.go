@@ -40,3 +40,25 @@ func TestSerializableReadChoosesUnknownWrite(t *testing.T) {
 		t.Errorf("Unknown = %+v, want %+v", res.Unknown, want)
 	}
 }
+
+// TestSweepPlacesUnknownWriteAnAnswerShows: in an open history, a revision no answer claims and no
+// watch saw, but which a later read shows a key put at, was made by the history's unknown-outcome
+// write of that key and value, not by others and not by another unknown write called first: the
+// sweep decides it, without porcupine.
+func TestSweepPlacesUnknownWriteAnAnswerShows(t *testing.T) {
+	var b builder
+	b.h.StartRevision = 10
+	b.op(0, put("p/a", "1"), rev(11))
+	b.fail(1, put("p/b", "1"), "context deadline exceeded", true)
+	b.fail(2, put("p/c", "1"), "context deadline exceeded", true)
+	b.op(0, put("p/d", "1"), rev(14))
+	b.op(0, prefix("p/"), &Response{Revision: 14, Range: &RangeResponse{Count: 3, Kvs: []KeyValue{
+		kv("p/a", "1", 11, 11, 1), kv("p/c", "1", 13, 13, 1), kv("p/d", "1", 14, 14, 1)}}})
+	if v := sweepVerdict(&b.h); v != VerdictLinearizable {
+		t.Fatalf("the sweep's verdict %q, want it to place the write the read shows", v)
+	}
+	res := wantOK(t, &b.h)
+	if want := (UnknownOutcomes{Writes: 2, TookEffect: 1, NoEffect: 1}); res.Unknown != want || len(res.Gaps) != 1 || res.Gaps[0] != (Gap{From: 12, To: 12}) {
+		t.Errorf("Unknown = %+v, gaps %v; want %+v and others' write at 12", res.Unknown, res.Gaps, want)
+	}
+}
