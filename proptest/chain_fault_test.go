@@ -532,6 +532,56 @@ func testCompactionDuringReflectorCatchUp(t *testing.T) {
 	if err := testutil.Poll("the reflector to watch", c.ReflectorWatching, nil); err != nil {
 		t.Fatal(err)
 	}
+	startReflectorCatchUp(t, c, m, storeStep)
+	compactAt := m.Rev
+	if err := c.Storage.Compact(context.Background(), compactAt); err != nil {
+		t.Fatal(err)
+	}
+	m.CompactRev = compactAt
+	if err := testutil.Poll("the cache to relist", func() bool { return !c.Cacher.Ready() }, storeStep); err != nil {
+		t.Fatal(err)
+	}
+	if err := testutil.Poll("the cache to be ready", c.Cacher.Ready, func() { storeStep(); c.CacheClock.Step(50 * time.Millisecond) }); err != nil {
+		t.Fatal(err)
+	}
+	m.ListRV = m.Rev
+	var resumed []*faultWatch
+	for _, f := range ws {
+		if err := f.w.WaitEnd(step); err != nil {
+			t.Fatal(err)
+		}
+		v := f.check(t, m)
+		events, _ := f.w.Counts()
+		t.Logf("%s: %d events, resumes from %d", f.name, events, v.ResumeRV)
+		spec := f.exp.Spec
+		spec.Unset, spec.SendInitialEvents, spec.ResourceVersion = false, nil, strconv.FormatInt(v.ResumeRV, 10)
+		r := openFault(t, c, m, f.name+" resumed", spec, step)
+		if r.exp.ErrorCode() != 410 {
+			t.Fatalf("the model does not expect a 410 for %s", r.exp)
+		}
+		if err := r.w.WaitEnd(step); err != nil {
+			t.Fatal(err)
+		}
+		if !r.check(t, m).Error {
+			t.Fatalf("%s: no 410", r.name)
+		}
+		spec.Unset, spec.ResourceVersion = true, ""
+		resumed = append(resumed, openFault(t, c, m, f.name+" relisted", spec, step))
+	}
+	for i := range 20 {
+		updatePodHTTP(t, c, m, testPod("a", i%10, 100))
+	}
+	waitComplete(t, m, step, resumed...)
+	peak.Stop()
+	t.Logf("relisted at %d after the compaction at %d; %s", m.ListRV, compactAt, peak)
+}
+
+// startReflectorCatchUp breaks the reflector's watch, writes catchUpWrites pods while its re-watch
+// is held, and lets it catch up by exactly one batch: it returns with the re-watch unsynced in the
+// store and the batch in the cache. storeStep moves the store's clock and ticks it (the chain runs
+// with StoreManualTick).
+func startReflectorCatchUp(t *testing.T, c *chaintest.Chain, m *chaintest.Model, storeStep func()) {
+	t.Helper()
 	// The store's watchers are counted below to tell when the reflector's re-watch is there; the
 	// etcd3 storage's other watch, of compact_rev_key, starts a second after the chain, so it is
 	// waited for first.
@@ -588,49 +638,8 @@ func testCompactionDuringReflectorCatchUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	if st := c.Store.Stats(); st.SlowWatchers != 1 {
-		t.Fatalf("the re-watch caught up before the compaction (%d slow watchers of %d): the store's clock moved more than once", st.SlowWatchers, st.Watchers)
+		t.Fatalf("the re-watch caught up before the compaction (%d slow watchers of %d): the store caught it up more than one batch", st.SlowWatchers, st.Watchers)
 	}
-	compactAt := m.Rev
-	if err := c.Storage.Compact(context.Background(), compactAt); err != nil {
-		t.Fatal(err)
-	}
-	m.CompactRev = compactAt
-	if err := testutil.Poll("the cache to relist", func() bool { return !c.Cacher.Ready() }, storeStep); err != nil {
-		t.Fatal(err)
-	}
-	if err := testutil.Poll("the cache to be ready", c.Cacher.Ready, func() { storeStep(); c.CacheClock.Step(50 * time.Millisecond) }); err != nil {
-		t.Fatal(err)
-	}
-	m.ListRV = m.Rev
-	var resumed []*faultWatch
-	for _, f := range ws {
-		if err := f.w.WaitEnd(step); err != nil {
-			t.Fatal(err)
-		}
-		v := f.check(t, m)
-		events, _ := f.w.Counts()
-		t.Logf("%s: %d events, resumes from %d", f.name, events, v.ResumeRV)
-		spec := f.exp.Spec
-		spec.Unset, spec.SendInitialEvents, spec.ResourceVersion = false, nil, strconv.FormatInt(v.ResumeRV, 10)
-		r := openFault(t, c, m, f.name+" resumed", spec, step)
-		if r.exp.ErrorCode() != 410 {
-			t.Fatalf("the model does not expect a 410 for %s", r.exp)
-		}
-		if err := r.w.WaitEnd(step); err != nil {
-			t.Fatal(err)
-		}
-		if !r.check(t, m).Error {
-			t.Fatalf("%s: no 410", r.name)
-		}
-		spec.Unset, spec.ResourceVersion = true, ""
-		resumed = append(resumed, openFault(t, c, m, f.name+" relisted", spec, step))
-	}
-	for i := range 20 {
-		updatePodHTTP(t, c, m, testPod("a", i%10, 100))
-	}
-	waitComplete(t, m, step, resumed...)
-	peak.Stop()
-	t.Logf("relisted at %d after the compaction at %d; %s", m.ListRV, compactAt, peak)
 }
 
 // TestChainLeaseExpiry: pods written through the etcd3 storage with a TTL share one etcd lease;
