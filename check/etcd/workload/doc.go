@@ -137,6 +137,9 @@
 //     in the Stats). Requests run with their own timeout and are not canceled by ctx: when ctx
 //     ends, clients stop after their request in flight, which keeps the history's unknown outcomes
 //     to real failures (TestStopsWhenContextEnds: none after a stop, and the history passes).
+//   - The start. The clients send nothing before every watcher has its first watch created, or has
+//     ended an attempt at one (a refused list or watch), so the watches see the traffic they are
+//     judged on whatever the schedule (TestClientsStartOnceWatchersWatch).
 //   - The end. Once the clients and compactors are done, a final read learns the revision, and each
 //     open watch is given time to reach it (by requested progress notifications, or without them
 //     until no watch has received an event for half a second) before the watches are closed, so the

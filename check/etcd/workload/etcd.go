@@ -462,7 +462,7 @@ func (r *runner) etcdWatcher(i int, rng *rand.Rand) func() {
 		for !r.watchEnded() {
 			req := r.drawWatch(rng)
 			for !r.watchEnded() {
-				w := r.watch(req, 5+rng.IntN(50))
+				w := r.watch(i, req, 5+rng.IntN(50))
 				if w.compacted != 0 {
 					if compactions++; compactions%2 == 1 {
 						req.StartRevision = w.compacted

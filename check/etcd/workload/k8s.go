@@ -394,11 +394,12 @@ func (r *runner) k8sWatcher(i int, rng *rand.Rand) func() {
 		for !r.watchEnded() {
 			if rev == 0 {
 				if rev = listPages(r.do, "watch-list", prefix, k8sWatchListLimit, 0); rev == 0 {
+					r.watcherUp(i)
 					r.sleep(retryBackoff)
 					continue
 				}
 			}
-			w := r.watch(etcd.WatchRequest{Key: etcd.Bytes(prefix), RangeEnd: etcd.PrefixEnd(etcd.Bytes(prefix)),
+			w := r.watch(i, etcd.WatchRequest{Key: etcd.Bytes(prefix), RangeEnd: etcd.PrefixEnd(etcd.Bytes(prefix)),
 				StartRevision: rev + 1, PrevKV: true, ProgressNotify: r.uses(FeatProgressNotify)}, 5+rng.IntN(60))
 			switch {
 			case w.compacted != 0:

@@ -146,6 +146,13 @@ type runner struct {
 	// (1 for a closed one)
 	floor int64
 
+	// watchersUp is closed once every watcher's first watch was created or its first attempt
+	// ended (watcherUp): the clients start writing then, so that the watches see the traffic
+	// whatever the schedule (a run of a few thousand requests can end before a watcher has listed).
+	watchersUp chan struct{}
+	up         []sync.Once
+	upLeft     atomic.Int64
+
 	mu        sync.Mutex
 	open      map[*watchState]struct{}
 	lastEvent time.Time // when a watch last received events
@@ -211,11 +218,23 @@ func Run(ctx context.Context, rec *etcd.Recorder, cfg Config) (Snapshot, error) 
 	for i, nc := range newCompactors {
 		compactors.Go(nc(runplan.Rand(cfg.Seed, roleCompactor, i), r.wakes[i]))
 	}
+	r.startGate(cfg.Watchers)
 	for i := range cfg.Watchers {
-		watchers.Go(newWatcher(i, runplan.Rand(cfg.Seed, roleWatcher, i)))
+		watcher := newWatcher(i, runplan.Rand(cfg.Seed, roleWatcher, i))
+		watchers.Go(func() {
+			defer r.watcherUp(i)
+			watcher()
+		})
 	}
 	for i := range cfg.Clients {
-		clients.Go(newClient(i, runplan.Rand(cfg.Seed, roleClient, i), runplan.Share(cfg.Ops, cfg.Clients, i)))
+		client := newClient(i, runplan.Rand(cfg.Seed, roleClient, i), runplan.Share(cfg.Ops, cfg.Clients, i))
+		clients.Go(func() {
+			select {
+			case <-r.watchersUp:
+			case <-r.stop:
+			}
+			client()
+		})
 	}
 
 	// The clients end by themselves with their budget; stop tells them to end sooner.
@@ -403,9 +422,10 @@ type watchResult struct {
 	refused bool
 }
 
-// watch runs one recorded watch until the server cancels it, the run ends, or (unless the run is
+// watch runs one recorded watch of watcher until the server cancels it, the run ends, or (unless the run is
 // ending) it has received at least endAfter events (0: no such limit).
-func (r *runner) watch(req etcd.WatchRequest, endAfter int) watchResult {
+func (r *runner) watch(watcher int, req etcd.WatchRequest, endAfter int) watchResult {
+	defer r.watcherUp(watcher)
 	ctx, cancel := context.WithCancel(r.watchCtx)
 	defer cancel()
 	ws := &watchState{last: max(0, req.StartRevision-1)}
@@ -426,6 +446,7 @@ func (r *runner) watch(req etcd.WatchRequest, endAfter int) watchResult {
 		case resp.Canceled:
 			res.refused = true
 		case resp.Created:
+			r.watcherUp(watcher)
 			if req.StartRevision == 0 {
 				ws.last = resp.Revision
 			}
@@ -452,6 +473,26 @@ func (r *runner) watch(req etcd.WatchRequest, endAfter int) watchResult {
 	res.last = ws.last
 	r.mu.Unlock()
 	return res
+}
+
+// startGate makes watchersUp wait for n watchers.
+func (r *runner) startGate(n int) {
+	r.watchersUp = make(chan struct{})
+	r.up = make([]sync.Once, n)
+	r.upLeft.Store(int64(n))
+	if n == 0 {
+		close(r.watchersUp)
+	}
+}
+
+// watcherUp says that watcher i has a watch created, or has ended an attempt at one; the last of
+// the watchers to say so opens the start gate.
+func (r *runner) watcherUp(i int) {
+	r.up[i].Do(func() {
+		if r.upLeft.Add(-1) == 0 {
+			close(r.watchersUp)
+		}
+	})
 }
 
 // watchEnded reports whether the watches must end.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -662,5 +663,34 @@ func TestRunBeginsOnce(t *testing.T) {
 	}
 	if _, err := Run(context.Background(), rec, Config{Kind: Etcd, Clients: 1, Ops: 1, Prefix: "/run/"}); !errors.Is(err, etcd.ErrBegun) {
 		t.Fatalf("%v, want ErrBegun", err)
+	}
+}
+
+// TestClientsStartOnceWatchersWatch: no client request is sent before every watcher has its first
+// watch created, so that even a run short enough to end before a watcher has listed gives its
+// watches the traffic to check, whatever the schedule.
+func TestClientsStartOnceWatchersWatch(t *testing.T) {
+	for _, kind := range Kinds {
+		t.Run(string(kind), func(t *testing.T) {
+			cli := inMemory(t, store.Options{})
+			cfg := Config{Kind: kind, Seed: 7, Clients: 4, Watchers: 3, Ops: 24}
+			_, h, _ := runChecked(t, cli, cfg)
+			var created []int64
+			for _, w := range h.Watches {
+				if len(w.Responses) > 0 && w.Responses[0].Created {
+					created = append(created, w.Responses[0].Time)
+				}
+			}
+			if len(created) < cfg.Watchers {
+				t.Fatalf("%d watches created, want at least %d", len(created), cfg.Watchers)
+			}
+			slices.Sort(created)
+			gate := created[cfg.Watchers-1]
+			for _, op := range h.Operations {
+				if op.Request.Range == nil && op.Call < gate {
+					t.Errorf("client %d sent %+v at %d, before the watchers' watches were all created (%d)", op.Client, op.Request, op.Call, gate)
+				}
+			}
+		})
 	}
 }
