@@ -132,6 +132,9 @@ type checkEnv struct {
 var defaultCheckEnv = checkEnv{clock: clock.RealClock{}, terminal: isTerminal, checkHistory: etcd.Check, checkKube: kube.Check}
 
 func isTerminal(w io.Writer) bool {
+	if l, ok := w.(*lockedWriter); ok {
+		w = l.w
+	}
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
@@ -535,6 +538,8 @@ func (env checkEnv) record(ctx context.Context, target *target, f *checkFlags, s
 	f.cfg.Stats = stats
 	rec := etcd.NewRecorder(target.client, env.clock)
 	start := env.clock.Now()
+	// the progress lines and the faults' lines are written from goroutines of their own
+	stderr = &lockedWriter{w: stderr}
 	fmt.Fprintf(stderr, "recording the %s workload %s...\n", f.cfg.Kind, boundText(f.cfg))
 	stopProgress := env.progress(stderr, stats, start, f.cfg)
 	if env.started != nil {
@@ -1048,4 +1053,16 @@ func writeGuarantees(w io.Writer, h *etcd.History, res *etcd.Result, scenarios [
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
+}
+
+// lockedWriter serializes the writes of several goroutines to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
