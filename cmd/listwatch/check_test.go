@@ -214,7 +214,7 @@ func TestCheckInconclusive(t *testing.T) {
 	}
 	env := defaultCheckEnv
 	var gotTimeout time.Duration
-	env.checkHistory = func(h *etcd.History, opts etcd.Options) (*etcd.Result, error) {
+	env.checkHistory = func(_ context.Context, h *etcd.History, opts etcd.Options) (*etcd.Result, error) {
 		gotTimeout = opts.Timeout
 		return &etcd.Result{Verdict: etcd.VerdictTimeout, Notes: []string{"the linearizability search timed out"}}, nil
 	}
@@ -544,13 +544,16 @@ func TestNotifySignals(t *testing.T) {
 // recorded; the second stops the check, which ends "interrupted" (exit 130), never PASS.
 func TestCheckInterruptedTwice(t *testing.T) {
 	started := make(chan *workload.Stats, 1)
-	checking, release := make(chan struct{}), make(chan struct{})
+	checking := make(chan struct{})
+	checked := make(chan error, 1)
 	env := defaultCheckEnv
 	env.started = func(s *workload.Stats) { started <- s }
-	env.checkHistory = func(h *etcd.History, opts etcd.Options) (*etcd.Result, error) {
+	env.checkHistory = func(ctx context.Context, h *etcd.History, opts etcd.Options) (*etcd.Result, error) {
 		close(checking)
-		<-release
-		return etcd.Check(h, opts)
+		<-ctx.Done() // the second interrupt
+		res, err := etcd.CheckContext(ctx, h, opts)
+		checked <- err
+		return res, err
 	}
 	first, interrupt := context.WithCancel(context.Background())
 	defer interrupt()
@@ -571,7 +574,14 @@ func TestCheckInterruptedTwice(t *testing.T) {
 	}
 	abort()
 	err := <-done
-	close(release)
+	select {
+	case cerr := <-checked:
+		if !errors.Is(cerr, context.Canceled) {
+			t.Errorf("the checker returned %v, want context.Canceled", cerr)
+		}
+	default:
+		t.Error("check returned before the checker did")
+	}
 	if exitOf(t, err) != exitInterrupted || !strings.Contains(err.Error(), "interrupted while checking") {
 		t.Errorf("error %v (exit %d), want interrupted while checking (exit %d)", err, exitOf(t, err), exitInterrupted)
 	}
@@ -786,7 +796,7 @@ func TestCheckingProgress(t *testing.T) {
 	searching, release := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- env.checking(context.Background(), &w, "7 requests and 1 watches", 5*time.Second, func(phase check.PhaseFunc) {
+		done <- env.checking(context.Background(), &w, "7 requests and 1 watches", 5*time.Second, func(_ context.Context, phase check.PhaseFunc) {
 			phase.Begin(check.PhaseSearch)
 			close(searching)
 			<-release
