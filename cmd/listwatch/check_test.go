@@ -541,7 +541,8 @@ func TestNotifySignals(t *testing.T) {
 }
 
 // TestCheckInterruptedTwice: the first interrupt stops the recording and the check runs over what was
-// recorded; the second stops the check, which ends "interrupted" (exit 130), never PASS.
+// recorded; the second stops the check, which ends "interrupted" (exit 130), never PASS, once the
+// checker (etcd.CheckContext, given the stop context) has returned context.Canceled.
 func TestCheckInterruptedTwice(t *testing.T) {
 	started := make(chan *workload.Stats, 1)
 	checking := make(chan struct{})
