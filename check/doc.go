@@ -28,6 +28,10 @@
 //   - PhaseFunc is told each part of a check as it begins (PhaseSearch, PhaseWatches and each
 //     checker's own), for a progress line; a nil one is told nothing (the checkers'
 //     TestCheckPhases).
+//   - Stopped, Polled and Stoppable stop a check when its context ends (both checkers'
+//     CheckContext): Stopped is the error wrapping ctx.Err(), Polled looks at ctx every PollEvery
+//     steps, Stoppable makes a porcupine model refuse every step, so that porcupine's search, which
+//     takes a timeout and no context, backtracks and returns (TestStoppable).
 //   - Outcome (ok, conflict, failed, unknown) and NameCount count requests by name and outcome, as
 //     both workloads' stats and both histories' Counts do; CountNames counts a history's items by
 //     name, leaving out names without any. Count is one line of a coverage, Missing names what a

@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -33,8 +34,17 @@ const PhaseReplay = "the replay of the linearization"
 // and every watch must keep the watch guarantees against the reference event log of the
 // linearization found. It returns an error wrapping ErrInvalidHistory for a malformed history, and
 // one wrapping ErrModelDivergence if the linearization the search found does not replay on the
-// model (a bug in this package); violations are in the Result.
+// model (a bug in this package); violations are in the Result. It is CheckContext with
+// context.Background().
 func Check(h *History, opts Options) (*Result, error) {
+	return CheckContext(context.Background(), h, opts)
+}
+
+// CheckContext is Check stopped by ctx: once ctx ends it returns, soon after, an error wrapping
+// ctx.Err() (errors.Is(err, context.Canceled)) from whichever part of the check runs: the sweep,
+// porcupine's search, the replay or the watch checks, each of which looks at ctx every few
+// thousand steps (porcupine's, at each step of its model).
+func CheckContext(ctx context.Context, h *History, opts Options) (*Result, error) {
 	if err := h.Validate(); err != nil {
 		return nil, err
 	}
@@ -42,35 +52,65 @@ func Check(h *History, opts Options) (*Result, error) {
 		h = withoutVersions(h)
 	}
 	c := newChecker(h)
+	c.ctx = ctx
 	c.noVersions = opts.IgnoreVersions
 	res := &Result{}
+	ref, err := c.check(res, opts)
+	if err != nil {
+		return nil, err
+	}
+	c.finish(res)
+	changed := -1 // no linearization, no replay
+	if ref != nil {
+		changed = ref.unknownChanged
+	}
+	countUnknown(h, res, changed)
+	return res, nil
+}
+
+// check runs the parts of the check in turn, and stops after the one during which ctx ended; it
+// returns the reference event log of the replay, nil without a linearization.
+func (c *checker) check(res *Result, opts Options) (*reference, error) {
 	opts.Phase.Begin(check.PhaseSearch)
 	c.linearize(res, opts.Timeout)
+	if err := c.stopped(check.PhaseSearch); err != nil {
+		return nil, err
+	}
+	var ref *reference
 	if res.Verdict != VerdictLinearizable {
 		res.Notes = append(res.Notes, "watch checks against the reference event log skipped: the KV history has no linearization")
-		opts.Phase.Begin(check.PhaseWatches)
-		c.checkWatches(res, nil)
-		c.finish(res)
-		countUnknown(h, res, -1)
-		return res, nil
-	}
-	opts.Phase.Begin(PhaseReplay)
-	r := c.replayed // the sweep's order was replayed when it was accepted
-	if r == nil {
-		ref, final, gaps, err := c.replay(res.lin)
-		if err != nil {
+	} else {
+		opts.Phase.Begin(PhaseReplay)
+		r := c.replayed // the sweep's order was replayed when it was accepted
+		if r == nil {
+			var err error
+			if r, err = c.replayLin(res.lin); err != nil {
+				return nil, err
+			}
+		}
+		ref, res.Events, res.Gaps = r.ref, r.ref.events, r.gaps
+		c.checkSerializable(res, r.final)
+		if err := c.stopped(PhaseReplay); err != nil {
 			return nil, err
 		}
-		r = &replayed{ref: ref, final: final, gaps: gaps}
 	}
-	ref, final, gaps := r.ref, r.final, r.gaps
-	res.Events, res.Gaps = ref.events, gaps
-	c.checkSerializable(res, final)
 	opts.Phase.Begin(check.PhaseWatches)
 	c.checkWatches(res, ref)
-	c.finish(res)
-	countUnknown(h, res, ref.unknownChanged)
-	return res, nil
+	return ref, c.stopped(check.PhaseWatches)
+}
+
+// replayLin replays lin, the linearization porcupine found.
+func (c *checker) replayLin(lin []*kvOp) (*replayed, error) {
+	ref, final, gaps, err := c.replay(lin)
+	if err != nil {
+		return nil, err
+	}
+	return &replayed{ref: ref, final: final, gaps: gaps}, nil
+}
+
+// stopped is the error CheckContext returns once its context ended during phase, else nil.
+func (c *checker) stopped(phase string) error {
+	return check.Stopped(c.ctx, phase)
 }
 
 // finish adds what every verdict reports: the notes about what was left unjudged, and the coverage.
@@ -207,6 +247,8 @@ func (g *watchGuide) agrees(rev int64, changes []change) bool {
 }
 
 type checker struct {
+	// ctx stops the check (CheckContext); context.Background() unless set
+	ctx          context.Context
 	h            *History
 	ops          []*kvOp // in the search
 	serializable []*kvOp
@@ -231,7 +273,7 @@ type checker struct {
 }
 
 func newChecker(h *History) *checker {
-	c := &checker{h: h, claimed: map[int64]*kvOp{}, open: h.Open(), start: h.StartRevision}
+	c := &checker{ctx: context.Background(), h: h, claimed: map[int64]*kvOp{}, open: h.Open(), start: h.StartRevision}
 	for i := range h.Watches {
 		c.guides = append(c.guides, newWatchGuide(&h.Watches[i], i))
 	}
@@ -609,7 +651,7 @@ func (c *checker) linearize(res *Result, timeout time.Duration) {
 			// step may still leave an order the whole replay refuses (seen with forgotten write
 			// responses in open histories): such an order is not a linearization, so porcupine
 			// decides instead (TestSweepAgreesWithPorcupine).
-			ref, final, gaps, err := c.replay(lin)
+			r, err := c.replayLin(lin)
 			if err != nil {
 				stuck = cmp.Or(stuck, "an order the model does not replay")
 				continue
@@ -617,11 +659,11 @@ func (c *checker) linearize(res *Result, timeout time.Duration) {
 			// The sweep asks of a serializable read only that its revision be reached, so with
 			// unknown-outcome writes it may have chosen the wrong one to make a revision such a
 			// read shows: porcupine's guided search, which asks for its answer, decides then.
-			if hasUnknown && !c.serializableHold(final) {
+			if hasUnknown && !c.serializableHold(r.final) {
 				stuck = cmp.Or(stuck, "a serializable read the sweep's choice of unknown-outcome writes contradicts")
 				continue
 			}
-			c.replayed = &replayed{ref: ref, final: final, gaps: gaps}
+			c.replayed = r
 		}
 		if ok {
 			if !g && guided {
@@ -631,6 +673,9 @@ func (c *checker) linearize(res *Result, timeout time.Duration) {
 			c.setLinearization(res, lin)
 			return
 		}
+	}
+	if c.ctx.Err() != nil {
+		return // the sweep was stopped, not stuck
 	}
 	if a, b := c.inversion(); a != nil {
 		res.Verdict = VerdictNotLinearizable
@@ -689,7 +734,7 @@ func (c *checker) visualize(timeout time.Duration) (porcupine.LinearizationInfo,
 func (c *checker) search(res *Result, timeout time.Duration) {
 	start := time.Now()
 	hasUnknown := slices.ContainsFunc(c.ops, func(op *kvOp) bool { return op.unknown })
-	model := res.model
+	model := check.Stoppable(c.ctx, res.model)
 	result := porcupine.Unknown
 	var info porcupine.LinearizationInfo
 	kops := c.ops
@@ -701,7 +746,7 @@ func (c *checker) search(res *Result, timeout time.Duration) {
 		c.guided = false
 	}
 	// a guided search that timed out leaves no time for the unguided one: the bound is the whole search's
-	if !guided || result == porcupine.Illegal {
+	if (!guided || result == porcupine.Illegal) && c.ctx.Err() == nil {
 		if guided {
 			res.Notes = append(res.Notes, noteUnguided)
 		}
@@ -715,6 +760,9 @@ func (c *checker) search(res *Result, timeout time.Duration) {
 		} else {
 			result = porcupine.Unknown
 		}
+	}
+	if c.ctx.Err() != nil {
+		return // what porcupine answered once its model refused every step means nothing
 	}
 	res.info, res.hasInfo = info, true
 	switch result {

@@ -53,6 +53,12 @@
 //     keeps none (kine), judging the rest of each (TestIgnoreVersions). Options.Phase is told each
 //     part of the check as it begins (check.PhaseSearch, PhaseReplay, check.PhaseWatches), for a
 //     progress line (TestCheckPhases).
+//   - CheckContext(ctx, h, Options) is Check stopped by ctx (Check is it with
+//     context.Background()): once ctx ends, the part running (the sweep, porcupine's search through
+//     check.Stoppable, the replay, the watch checks) stops within check.PollEvery steps and it returns
+//     an error wrapping ctx.Err() naming the part, beginning no other (TestCheckContextStops,
+//     TestSearchContextStops: no model step after the cancel); uncancelled it finds what Check does
+//     (TestCheckContextUncancelled).
 //   - Guarantees lists the guarantees in this comment's order, each with whether it needs a
 //     reference (the linearization's event log); CheckedOver says what a result checked each over,
 //     History.Counts counts the operations by request type and outcome (check.NameCount),

@@ -100,7 +100,10 @@ func (c *checker) replay(lin []*kvOp) (*reference, *mstate, []Gap, error) {
 	var gaps []Gap
 	changed := 0
 	s := initialState(c.h)
-	for _, op := range lin {
+	for i, op := range lin {
+		if check.Polled(c.ctx, i) {
+			return nil, nil, nil, c.stopped(PhaseReplay)
+		}
 		ok, base, o := c.apply(s, op)
 		if !ok {
 			return nil, nil, nil, fmt.Errorf("%w: %s does not replay on the model", ErrModelDivergence, describeOp(op))
@@ -138,7 +141,10 @@ func (c *checker) replay(lin []*kvOp) (*reference, *mstate, []Gap, error) {
 // checkSerializable checks each serializable read against the linearization's state at its header
 // revision: it may be stale, but it must be a state the store was in.
 func (c *checker) checkSerializable(res *Result, final *mstate) {
-	for _, op := range c.serializable {
+	for i, op := range c.serializable {
+		if check.Polled(c.ctx, i) {
+			return // CheckContext returns the context's error
+		}
 		v := Violation{Violation: check.Violation{Guarantee: Serializable, Operation: op.index, Watch: -1}, Response: -1, Revision: op.resp.Revision, Signature: SigStaleSerializable}
 		rev := op.resp.Revision
 		if c.open && rev < c.start {

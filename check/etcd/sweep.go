@@ -103,7 +103,7 @@ func sweepWithRestarts(c *checker, ops []*kvOp, deadline time.Time) (lin []*kvOp
 		for len(ch) > 0 && !ch[len(ch)-1].more {
 			ch = ch[:len(ch)-1]
 		}
-		if len(ch) == 0 || (!deadline.IsZero() && time.Now().After(deadline)) {
+		if len(ch) == 0 || sw.expired() {
 			return nil, false, stuck
 		}
 		forced = make([]int, len(ch))
@@ -211,7 +211,7 @@ func (sw *sweep) run() bool {
 		return -1
 	})
 	for _, e := range events {
-		if sw.steps++; sw.steps%4096 == 0 && !sw.deadline.IsZero() && time.Now().After(sw.deadline) {
+		if sw.steps++; sw.steps%check.PollEvery == 0 && sw.expired() {
 			return false
 		}
 		if !e.ret {
@@ -227,6 +227,11 @@ func (sw *sweep) run() bool {
 		}
 	}
 	return true
+}
+
+// expired reports whether the sweep's deadline passed or the check's context ended.
+func (sw *sweep) expired() bool {
+	return (!sw.deadline.IsZero() && time.Now().After(sw.deadline)) || sw.c.ctx.Err() != nil
 }
 
 // call notes that operation i was called, and places it if it changes nothing and fits now.

@@ -18,6 +18,9 @@ const maxPerGuarantee = 20
 func (c *checker) checkWatches(res *Result, ref *reference) {
 	comps := c.compactions()
 	for i := range c.h.Watches {
+		if c.ctx.Err() != nil {
+			return // CheckContext returns the context's error
+		}
 		wc := newWatchChecker(&c.h.Watches[i], i, ref, comps)
 		wc.open, wc.start = c.open, c.start
 		wc.run()

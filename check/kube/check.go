@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -26,15 +27,36 @@ type Options struct {
 const PhaseLists = "the lists and gets"
 
 // Check verifies a history against the apiserver's guarantees (doc.go defines each). It returns an
-// error wrapping ErrInvalidHistory for a malformed history; violations are in the Result.
+// error wrapping ErrInvalidHistory for a malformed history; violations are in the Result. It is
+// CheckContext with context.Background().
 func Check(h *History, opts Options) (*Result, error) {
+	return CheckContext(context.Background(), h, opts)
+}
+
+// CheckContext is Check stopped by ctx: once ctx ends it returns, soon after, an error wrapping
+// ctx.Err() (errors.Is(err, context.Canceled)) from whichever part of the check runs: porcupine's
+// search (its model refuses every step), the replay, the lists and gets, or the watches.
+func CheckContext(ctx context.Context, h *History, opts Options) (*Result, error) {
 	if err := h.Validate(); err != nil {
 		return nil, err
 	}
 	c := newChecker(h)
+	c.ctx = ctx
 	c.prepare()
+	if err := c.check(opts); err != nil {
+		return nil, err
+	}
+	c.coverage()
+	return c.res, nil
+}
+
+// check runs the parts of the check in turn, and stops after the one during which ctx ended.
+func (c *checker) check(opts Options) error {
 	opts.Phase.Begin(check.PhaseSearch)
 	c.linearize(opts.Timeout)
+	if err := check.Stopped(c.ctx, check.PhaseSearch); err != nil {
+		return err
+	}
 	opts.Phase.Begin(PhaseLists)
 	if c.res.Verdict == check.VerdictLinearizable {
 		c.buildLog()
@@ -44,15 +66,19 @@ func Check(h *History, opts Options) (*Result, error) {
 		c.res.Notes = append(c.res.Notes, "list, get and watch checks against the write log skipped: no linearization")
 	}
 	c.checkListValidation()
+	if err := check.Stopped(c.ctx, PhaseLists); err != nil {
+		return err
+	}
 	opts.Phase.Begin(check.PhaseWatches)
 	c.checkWatches(c.res.Verdict == check.VerdictLinearizable)
 	c.checkWindows()
-	c.coverage()
-	return c.res, nil
+	return check.Stopped(c.ctx, check.PhaseWatches)
 }
 
 // checker holds one Check's state.
 type checker struct {
+	// ctx stops the check (CheckContext); context.Background() unless set
+	ctx context.Context
 	h   *History
 	res *Result
 
@@ -108,7 +134,7 @@ func (r *record) hi() uint64 {
 }
 
 func newChecker(h *History) *checker {
-	return &checker{h: h, res: &Result{}, names: map[string]int{}, versions: map[int]*Object{},
+	return &checker{ctx: context.Background(), h: h, res: &Result{}, names: map[string]int{}, versions: map[int]*Object{},
 		observed: map[string]*Object{}, delRV: map[string]uint64{}, counts: map[Guarantee]map[int]int{}}
 }
 
@@ -281,12 +307,15 @@ func (c *checker) watchedDeletes() {
 
 // linearize searches for a linearization of the writes and consistent reads.
 func (c *checker) linearize(timeout time.Duration) {
-	model := c.model()
+	model := check.Stoppable(c.ctx, c.model())
 	ops := make([]porcupine.Operation, len(c.kops))
 	for i, k := range c.kops {
 		ops[i] = porcupine.Operation{ClientId: k.client, Input: k, Call: k.call, Return: k.ret}
 	}
 	result, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
+	if c.ctx.Err() != nil {
+		return // what porcupine answered once its model refused every step means nothing
+	}
 	switch result {
 	case porcupine.Ok:
 		var full []int
@@ -294,6 +323,9 @@ func (c *checker) linearize(timeout time.Duration) {
 			full = parts[0][0]
 		}
 		if !c.replay(full) {
+			if c.ctx.Err() != nil {
+				return // the replay was stopped
+			}
 			// porcupine found a linearization the replay cannot reproduce: a bug of this package
 			c.res.Verdict = check.VerdictTimeout
 			c.res.Notes = append(c.res.Notes, "internal: the linearization found could not be replayed")
@@ -321,8 +353,13 @@ func (c *checker) replay(full []int) bool {
 	}
 	chosen := make([]choice, len(full))
 	failed := map[[2]uint64]bool{}
+	steps, stopped := 0, false
 	var dfs func(pos int, s *mstate) bool
 	dfs = func(pos int, s *mstate) bool {
+		if steps++; stopped || check.Polled(c.ctx, steps) {
+			stopped = true
+			return false
+		}
 		if pos == len(full) {
 			return true
 		}

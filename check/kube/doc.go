@@ -33,6 +33,11 @@
 //     row per watch) with their full JSON, the coverage and the write log (TestWriteReport). Options.Phase is told each part of the check as
 //     it begins (check.PhaseSearch, PhaseLists, check.PhaseWatches), for a progress line
 //     (TestCheckPhases).
+//   - CheckContext(ctx, h, Options) is Check stopped by ctx (Check is it with
+//     context.Background()): once ctx ends, the part running (porcupine's search through
+//     check.Stoppable, the replay, the lists and gets, the watches) stops and it returns an error
+//     wrapping ctx.Err() naming the part, beginning no other (TestCheckContextStops); uncancelled it
+//     finds what Check does (TestCheckContextUncancelled).
 //   - Guarantees lists the guarantees in this comment's order, each with whether it needs the
 //     write log; CheckedOver says what a result checked each over, History.Counts counts the
 //     requests by verb and outcome (check.NameCount), Coverage.Counts lists the coverage as the

@@ -140,6 +140,9 @@ func (c *checker) chains() [][]int {
 // allow, the items of the state at that resourceVersion, the pages of one snapshot.
 func (c *checker) checkLists() {
 	for _, chain := range c.chains() {
+		if c.ctx.Err() != nil {
+			return // CheckContext returns the context's error
+		}
 		c.checkChain(chain)
 	}
 }
@@ -292,6 +295,9 @@ func describeList(objs []*Object) string {
 // object had, not older than N, written before the get returned.
 func (c *checker) checkGets() {
 	for i := range c.h.Operations {
+		if check.Polled(c.ctx, i) {
+			return // CheckContext returns the context's error
+		}
 		op := &c.h.Operations[i]
 		if op.Verb != Get || op.Options == nil || op.Options.ResourceVersion == "" || !ok2xx(op.Status) || op.Result == nil {
 			continue

@@ -138,6 +138,9 @@ func (wc *watchCheck) violate(g Guarantee, frame int, exp, got, format string, a
 
 func (c *checker) checkWatches(withLog bool) {
 	for wi := range c.h.Watches {
+		if c.ctx.Err() != nil {
+			return // CheckContext returns the context's error
+		}
 		c.checkWatch(wi, withLog)
 	}
 }

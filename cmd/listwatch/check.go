@@ -115,10 +115,10 @@ type checkEnv struct {
 	terminal func(w io.Writer) bool
 	// started, if set, is called with the workload's stats once it runs.
 	started func(*workload.Stats)
-	// checkHistory checks a history: etcd.Check.
-	checkHistory func(*etcd.History, etcd.Options) (*etcd.Result, error)
-	// checkKube checks a Kubernetes API history: kube.Check.
-	checkKube func(*kube.History, kube.Options) (*kube.Result, error)
+	// checkHistory checks a history: etcd.CheckContext.
+	checkHistory func(context.Context, *etcd.History, etcd.Options) (*etcd.Result, error)
+	// checkKube checks a Kubernetes API history: kube.CheckContext.
+	checkKube func(context.Context, *kube.History, kube.Options) (*kube.Result, error)
 	// cleanupTimeout bounds the cleanup at the end of a run (0: cleanupTimeout).
 	cleanupTimeout time.Duration
 	// cleaned, if set, is called with the target's client and the run's prefix once the cleanup
@@ -129,7 +129,7 @@ type checkEnv struct {
 	beforeRestart func(c *etcdprocess.Cluster, member int)
 }
 
-var defaultCheckEnv = checkEnv{clock: clock.RealClock{}, terminal: isTerminal, checkHistory: etcd.Check, checkKube: kube.Check}
+var defaultCheckEnv = checkEnv{clock: clock.RealClock{}, terminal: isTerminal, checkHistory: etcd.CheckContext, checkKube: kube.CheckContext}
 
 func isTerminal(w io.Writer) bool {
 	if l, ok := w.(*lockedWriter); ok {
@@ -650,9 +650,9 @@ func (env checkEnv) check(ctx context.Context, h *etcd.History, f *checkFlags, r
 		start := env.clock.Now()
 		var err error
 		what := fmt.Sprintf("%d requests and %d watches", len(h.Operations), len(h.Watches))
-		if ierr := env.checking(checkStop(ctx), stderr, what, f.checkTimeout, func(phase check.PhaseFunc) {
+		if ierr := env.checking(checkStop(ctx), stderr, what, f.checkTimeout, func(stop context.Context, phase check.PhaseFunc) {
 			opts.Phase = phase
-			res, err = env.checkHistory(h, opts)
+			res, err = env.checkHistory(stop, h, opts)
 		}); ierr != nil {
 			fmt.Fprintln(stdout, strings.ToUpper(ierr.Error()[:1])+ierr.Error()[1:])
 			return f.keepHistory(stdout, ierr, recorded, h.WriteJSON)

@@ -226,7 +226,7 @@ func TestCheckInconclusive(t *testing.T) {
 	}
 	env := defaultCheckEnv
 	var gotTimeout time.Duration
-	env.checkHistory = func(h *etcd.History, opts etcd.Options) (*etcd.Result, error) {
+	env.checkHistory = func(_ context.Context, h *etcd.History, opts etcd.Options) (*etcd.Result, error) {
 		gotTimeout = opts.Timeout
 		return &etcd.Result{Verdict: etcd.VerdictTimeout, Notes: []string{"the linearizability search timed out"}}, nil
 	}
@@ -564,16 +564,20 @@ func TestNotifySignals(t *testing.T) {
 }
 
 // TestCheckInterruptedTwice: the first interrupt stops the recording and the check runs over what was
-// recorded; the second stops the check, which ends "interrupted" (exit 130), never PASS.
+// recorded; the second stops the check, which ends "interrupted" (exit 130), never PASS, once the
+// checker (etcd.CheckContext, given the stop context) has returned context.Canceled.
 func TestCheckInterruptedTwice(t *testing.T) {
 	started := make(chan *workload.Stats, 1)
-	checking, release := make(chan struct{}), make(chan struct{})
+	checking := make(chan struct{})
+	checked := make(chan error, 1)
 	env := defaultCheckEnv
 	env.started = func(s *workload.Stats) { started <- s }
-	env.checkHistory = func(h *etcd.History, opts etcd.Options) (*etcd.Result, error) {
+	env.checkHistory = func(ctx context.Context, h *etcd.History, opts etcd.Options) (*etcd.Result, error) {
 		close(checking)
-		<-release
-		return etcd.Check(h, opts)
+		<-ctx.Done() // the second interrupt
+		res, err := etcd.CheckContext(ctx, h, opts)
+		checked <- err
+		return res, err
 	}
 	first, interrupt := context.WithCancel(context.Background())
 	defer interrupt()
@@ -594,7 +598,14 @@ func TestCheckInterruptedTwice(t *testing.T) {
 	}
 	abort()
 	err := <-done
-	close(release)
+	select {
+	case cerr := <-checked:
+		if !errors.Is(cerr, context.Canceled) {
+			t.Errorf("the checker returned %v, want context.Canceled", cerr)
+		}
+	default:
+		t.Error("check returned before the checker did")
+	}
 	if exitOf(t, err) != exitInterrupted || !strings.Contains(err.Error(), "interrupted while checking") {
 		t.Errorf("error %v (exit %d), want interrupted while checking (exit %d)", err, exitOf(t, err), exitInterrupted)
 	}
@@ -820,7 +831,7 @@ func TestCheckingProgress(t *testing.T) {
 	searching, release := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- env.checking(context.Background(), &w, "7 requests and 1 watches", 5*time.Second, func(phase check.PhaseFunc) {
+		done <- env.checking(context.Background(), &w, "7 requests and 1 watches", 5*time.Second, func(_ context.Context, phase check.PhaseFunc) {
 			phase.Begin(check.PhaseSearch)
 			close(searching)
 			<-release

@@ -198,8 +198,8 @@ func (env checkEnv) checkKubeHistory(ctx context.Context, h *kube.History, f *ch
 	var res *kube.Result
 	var err error
 	what := fmt.Sprintf("%d requests and %d watches", len(h.Operations), len(h.Watches))
-	if ierr := env.checking(checkStop(ctx), stderr, what, f.checkTimeout, func(phase check.PhaseFunc) {
-		res, err = env.checkKube(h, kube.Options{Timeout: f.checkTimeout, Phase: phase})
+	if ierr := env.checking(checkStop(ctx), stderr, what, f.checkTimeout, func(stop context.Context, phase check.PhaseFunc) {
+		res, err = env.checkKube(stop, h, kube.Options{Timeout: f.checkTimeout, Phase: phase})
 	}); ierr != nil {
 		fmt.Fprintln(stdout, strings.ToUpper(ierr.Error()[:1])+ierr.Error()[1:])
 		return f.keepHistory(stdout, ierr, recorded, h.WriteJSON)

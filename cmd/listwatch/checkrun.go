@@ -152,8 +152,8 @@ func newRun(f *checkFlags, args []string, started time.Time) *check.Run {
 	return r
 }
 
-// checkStop is what stops a check (which cannot be stopped midway; see checking): the first signal
-// if it has not come yet (recording is over, it has nothing else to stop), else the second.
+// checkStop is what stops a check: the first signal if it has not come yet (recording is over, it
+// has nothing else to stop), else the second.
 func checkStop(ctx context.Context) context.Context {
 	if ctx.Err() == nil {
 		return ctx
@@ -163,11 +163,10 @@ func checkStop(ctx context.Context) context.Context {
 
 // checking runs fn, a check of what, until it returns or stop ends (then errInterrupted); a
 // progress line (progressLines) says how long it has run, the part of the check running (fn
-// passes its PhaseFunc to the checker) and what bounds the search. A check cannot be stopped
-// midway (etcd.Check and kube.Check take no context): on an interrupt checking returns at once
-// and leaves fn's goroutine to end with the process, which exits then (main). fn must therefore
-// keep to itself: it writes nothing the caller reads after an interrupt.
-func (env checkEnv) checking(stop context.Context, progress io.Writer, what string, bound time.Duration, fn func(check.PhaseFunc)) error {
+// passes its PhaseFunc to the checker) and what bounds the search. fn passes stop to the checker
+// (etcd.CheckContext, kube.CheckContext), which returns soon after stop ends: on an interrupt
+// checking waits for fn's goroutine to return, then returns errInterrupted.
+func (env checkEnv) checking(stop context.Context, progress io.Writer, what string, bound time.Duration, fn func(context.Context, check.PhaseFunc)) error {
 	bounded := "the search unbounded (--check-timeout 0)"
 	if bound > 0 {
 		bounded = fmt.Sprintf("the search bounded by --check-timeout %v", bound)
@@ -187,14 +186,18 @@ func (env checkEnv) checking(stop context.Context, progress io.Writer, what stri
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		fn(func(name string) { phase.Store(&name) })
+		fn(stop, func(name string) { phase.Store(&name) })
 	}()
 	select {
 	case <-done:
-		return nil
+		if stop.Err() == nil {
+			return nil
+		}
 	case <-stop.Done():
-		return fmt.Errorf("%w while checking %s, in %s after %v: no verdict", errInterrupted, what, *phase.Load(), env.clock.Since(start).Round(time.Millisecond))
 	}
+	at, took := *phase.Load(), env.clock.Since(start).Round(time.Millisecond)
+	<-done // the checker returns soon after stop ends
+	return fmt.Errorf("%w while checking %s, in %s after %v: no verdict", errInterrupted, what, at, took)
 }
 
 // interruptedVerdict is the verdict of a run interrupted while recording whose check found nothing

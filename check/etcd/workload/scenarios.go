@@ -171,7 +171,7 @@ func runScenario(ctx context.Context, c *clientv3.Client, cfg ScenarioConfig, sc
 	res.Finding, res.Fragments = e.finding, e.fragments
 	res.History = e.rec.History()
 	noVersions := cfg.Capabilities != nil && cfg.Capabilities.NoKeyVersions()
-	r, err := etcd.Check(res.History, etcd.Options{Timeout: cfg.CheckTimeout, IgnoreVersions: noVersions})
+	r, err := etcd.CheckContext(ctx, res.History, etcd.Options{Timeout: cfg.CheckTimeout, IgnoreVersions: noVersions})
 	if err != nil {
 		res.Err = errors.Join(res.Err, err)
 		return res
