@@ -1,6 +1,7 @@
 package httpdiff
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -8,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -238,11 +240,62 @@ var (
 // normalQuotedObject is msg with the resourceVersion of an object quoted in it by its place, and
 // its times as <time>.
 func (s *server) normalQuotedObject(msg string) string {
+	msg = sortQuotedManagedFields(msg)
 	msg = quotedTimePattern.ReplaceAllString(msg, "${1}<time>")
 	return quotedRVPattern.ReplaceAllStringFunc(msg, func(m string) string {
 		sub := quotedRVPattern.FindStringSubmatch(m)
 		return sub[1] + s.rvName(sub[2])
 	})
+}
+
+// sortQuotedManagedFields is msg with the managedFields of each object quoted in it (a Go-quoted JSON
+// object, as field.Invalid quotes a patched object) ordered by sortManagedFields: their order depends
+// on their times, which are each server's own.
+func sortQuotedManagedFields(msg string) string {
+	var out strings.Builder
+	for {
+		i := strings.Index(msg, `"{`)
+		if i < 0 {
+			break
+		}
+		quoted, err := strconv.QuotedPrefix(msg[i:])
+		if err != nil {
+			out.WriteString(msg[:i+2])
+			msg = msg[i+2:]
+			continue
+		}
+		out.WriteString(msg[:i])
+		out.WriteString(sortedQuoted(quoted))
+		msg = msg[i+len(quoted):]
+	}
+	out.WriteString(msg)
+	return out.String()
+}
+
+// sortedQuoted is a Go-quoted JSON object with its metadata.managedFields sorted, quoted again; any
+// other quoted string as it is.
+func sortedQuoted(quoted string) string {
+	text, err := strconv.Unquote(quoted)
+	if err != nil {
+		return quoted
+	}
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.UseNumber()
+	var obj map[string]any
+	if dec.Decode(&obj) != nil || dec.More() {
+		return quoted
+	}
+	md, _ := obj["metadata"].(map[string]any)
+	mf, ok := md["managedFields"].([]any)
+	if !ok {
+		return quoted
+	}
+	sortManagedFields(mf)
+	sorted, err := json.Marshal(obj)
+	if err != nil {
+		return quoted
+	}
+	return strconv.Quote(string(sorted))
 }
 
 // sortManagedFields orders managedFields entries whose times are gone. The apiserver orders them by
@@ -255,4 +308,26 @@ func sortManagedFields(mf []any) {
 		return fmt.Sprint(m["operation"], "\x00", m["manager"], "\x00", m["apiVersion"], "\x00", m["subresource"])
 	}
 	sort.SliceStable(mf, func(i, j int) bool { return keyOf(mf[i]) < keyOf(mf[j]) })
+}
+
+// TestSortQuotedManagedFields: a message quoting an object whose managedFields two servers ordered
+// by their own times is normalized alike; one whose entries differ is not.
+func TestSortQuotedManagedFields(t *testing.T) {
+	quote := func(entries ...string) string {
+		obj := `{"kind":"Sprocket","metadata":{"managedFields":[` + strings.Join(entries, ",") + `],"name":"s2"}}`
+		return `Sprocket.example.net "s2" is invalid: patch: Invalid value: ` + strconv.Quote(obj) + `: unknown field "spec.extra"`
+	}
+	spec := `{"manager":"m","operation":"Update","time":"2026-12-04T12:00:01Z"}`
+	status := `{"manager":"m","operation":"Update","subresource":"status","time":"2026-12-04T12:00:00Z"}`
+	other := `{"manager":"n","operation":"Update","time":"2026-12-04T12:00:01Z"}`
+	s := &server{}
+	if a, b := s.normalQuotedObject(quote(spec, status)), s.normalQuotedObject(quote(status, spec)); a != b {
+		t.Errorf("the same entries in another order normalize differently:\n%s\n%s", a, b)
+	}
+	if a, b := s.normalQuotedObject(quote(spec, status)), s.normalQuotedObject(quote(other, status)); a == b {
+		t.Errorf("different entries normalize alike: %s", a)
+	}
+	if got, want := sortQuotedManagedFields(`a "{not json" b "{\"x\":1}" c`), `a "{not json" b "{\"x\":1}" c`; got != want {
+		t.Errorf("quoted strings without managedFields: got %s, want %s", got, want)
+	}
 }

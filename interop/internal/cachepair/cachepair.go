@@ -22,6 +22,7 @@ import (
 	k8sstorage "k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/cacher"
 	k8setcd3 "k8s.io/apiserver/pkg/storage/etcd3"
+	etcdfeature "k8s.io/apiserver/pkg/storage/feature"
 	storagetesting "k8s.io/apiserver/pkg/storage/testing"
 	"k8s.io/apiserver/pkg/storage/value"
 	"k8s.io/apiserver/pkg/storage/value/encrypt/identity"
@@ -182,6 +183,7 @@ func Upstream(tb testing.TB, cli *clientv3.Client, s Setup) *Cache {
 	s = s.withDefaults()
 	kc := &kubernetes.Client{Client: cli}
 	kc.Kubernetes = kc
+	freshFeatureChecker(tb)
 	versioner := k8sstorage.APIObjectVersioner{}
 	compactor := k8setcd3.NewCompactor(cli, 0, clock.RealClock{}, nil)
 	tb.Cleanup(compactor.Stop)
@@ -219,7 +221,24 @@ func Upstream(tb testing.TB, cli *clientv3.Client, s Setup) *Cache {
 		c.Stop()
 	})
 	waitReady(tb, f, c.Wait)
+	// The CacheDelegator serves consistent lists from the cache only once etcd3.New's check has found
+	// RequestWatchProgress supported; before that it sends them to etcd.
+	testutil.WaitFor(tb, "RequestWatchProgress to be found supported", func() bool {
+		return etcdfeature.DefaultFeatureSupportChecker.Supports(k8sstorage.RequestWatchProgress)
+	})
 	return &Cache{Name: "upstream", Storage: d, Ready: c.Ready, StorageCompactRevision: st.CompactRevision, Faults: f, Clock: s.Clock}
+}
+
+// freshFeatureChecker gives upstream's storage a new process-wide etcd feature checker for the test.
+// The checker starts one check per endpoint name and never starts another, and that check gives up
+// when the client that asked for it closes: a check cut short by an earlier test's cleanup (the
+// Status call still queued on a loaded machine) leaves RequestWatchProgress unsupported for the
+// rest of the process, and every consistent list of every later upstream cache goes to etcd. Tests
+// that build an upstream cache do not run in parallel (they set feature gates).
+func freshFeatureChecker(tb testing.TB) {
+	orig := etcdfeature.DefaultFeatureSupportChecker
+	etcdfeature.DefaultFeatureSupportChecker = etcdfeature.NewDefaultFeatureSupportChecker()
+	tb.Cleanup(func() { etcdfeature.DefaultFeatureSupportChecker = orig })
 }
 
 // listFromCacheSnapshot is the ListFromCacheSnapshot gate's current value, which upstream's Cacher,

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apiserver/pkg/apis/example"
 	"k8s.io/apiserver/pkg/features"
 	k8sstorage "k8s.io/apiserver/pkg/storage"
+	etcdfeature "k8s.io/apiserver/pkg/storage/feature"
 	storagetesting "k8s.io/apiserver/pkg/storage/testing"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
@@ -299,4 +300,36 @@ func onFreshStore(t *testing.T, build Builder) (*Cache, *clientv3.Client) {
 	t.Cleanup(func() { st.Close() })
 	cli := Serve(t, st, nil)
 	return build(t, cli, Setup{}), cli
+}
+
+// TestUpstreamAfterCutFeatureCheck: an earlier test's feature check, cut short when its client
+// closed, does not leave the upstream cache sending consistent lists to etcd (what made every
+// upstream List case of TestCacherConformance record an etcd list on a loaded CI machine).
+func TestUpstreamAfterCutFeatureCheck(t *testing.T) {
+	st := NewStore()
+	t.Cleanup(func() { st.Close() })
+	recorder := NewRecorder()
+	cli := Serve(t, st, recorder)
+
+	cut := etcdfeature.NewDefaultFeatureSupportChecker()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cut.CheckClient(ctx, cli, k8sstorage.RequestWatchProgress)
+	orig := etcdfeature.DefaultFeatureSupportChecker
+	etcdfeature.DefaultFeatureSupportChecker = cut
+	t.Cleanup(func() { etcdfeature.DefaultFeatureSupportChecker = orig })
+
+	up := Upstream(t, cli, Setup{})
+	create(t, up.Storage, "/pods/ns/a", "a")
+	listCtx := context.WithValue(context.Background(), storagetesting.RecorderContextKey, t.Name())
+	list := &example.PodList{}
+	if err := up.Storage.GetList(listCtx, "/pods/", k8sstorage.ListOptions{Recursive: true, Predicate: k8sstorage.Everything}, list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 {
+		t.Errorf("listed %d pods, want 1", len(list.Items))
+	}
+	if got := recorder.ListRequestForKey(t.Name()); len(got) != 0 {
+		t.Errorf("the consistent list went to etcd: %+v", got)
+	}
 }
