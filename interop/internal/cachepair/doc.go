@@ -30,6 +30,10 @@
 //     consumed and the cache is ready: one for listwatch's reflector, which lists; none for
 //     upstream's, which fills its cache with a watch-list stream while client-go's WatchListClient
 //     is on (its default) and so never lists (TestBuildersServe).
+//   - Upstream's storage gets a fresh process-wide etcd feature checker, and Upstream returns once it
+//     found RequestWatchProgress supported: the CacheDelegator serves consistent lists from the
+//     cache, even after an earlier test's check was cut short when its client closed
+//     (TestUpstreamAfterCutFeatureCheck).
 //   - Relist ends with the cache ready and holding no history from before: a watch from a
 //     resourceVersion before the relist is refused with 410 (TestRelist).
 //   - A broken watch delivers exactly one ERROR and closes; a stopped one closes; either way the
