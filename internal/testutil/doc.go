@@ -4,7 +4,8 @@
 //
 // # API
 //
-//   - WaitTimeout bounds every wait of a test; PollInterval is how often a condition is polled.
+//   - WaitTimeout bounds every wait of a test: a minute, or $LISTWATCH_WAIT_TIMEOUT (WaitTimeoutVar),
+//     which make stress sets to 5m; PollInterval is how often a condition is polled.
 //   - WaitFor polls a condition until it holds and fails the test, naming what it waited for, once
 //     WaitTimeout passes. Poll returns that failure as an error instead, for helpers that are not
 //     given a test, and calls a step function between polls to move the fake clocks what is awaited
@@ -20,6 +21,8 @@
 //
 //   - A wait never fails before its deadline and always fails after it, with a message that names
 //     the condition and the deadline (TestPollTimesOut, TestWaitForFailsTheTest).
+//   - LISTWATCH_WAIT_TIMEOUT sets WaitTimeout; a value that is not a positive duration stops the test
+//     binary with a message naming the variable (TestWaitTimeoutFrom).
 //   - A Recorder's Fatal ends the goroutine Record runs, as testing.T's does; Error and Fatal are
 //     recorded, never reported to the wrapped test (TestWaitForFailsTheTest).
 //   - Step runs between polls, never before the first one, so that a condition that already holds

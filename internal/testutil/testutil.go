@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -11,8 +12,38 @@ import (
 
 // WaitTimeout bounds every wait of a test for a condition, an event or a shutdown: generous, so that
 // a loaded machine running the race detector never reaches it; reaching it means something hangs,
-// and is never what a test asserts.
-const WaitTimeout = 60 * time.Second
+// and is never what a test asserts. It is a minute, or the Go duration in $LISTWATCH_WAIT_TIMEOUT
+// (make stress sets a longer one: a hog of twice the cores slows a whole test process tenfold and
+// more).
+var WaitTimeout = mustWaitTimeout(os.Getenv(WaitTimeoutVar))
+
+// WaitTimeoutVar is the environment variable that sets WaitTimeout.
+const WaitTimeoutVar = "LISTWATCH_WAIT_TIMEOUT"
+
+// defaultWaitTimeout is WaitTimeout when WaitTimeoutVar is unset.
+const defaultWaitTimeout = 60 * time.Second
+
+// waitTimeoutFrom is the WaitTimeout that the value v of WaitTimeoutVar sets: the default when v is
+// empty, an error naming the variable when v is not a positive Go duration.
+func waitTimeoutFrom(v string) (time.Duration, error) {
+	if v == "" {
+		return defaultWaitTimeout, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive Go duration such as 5m", WaitTimeoutVar, v)
+	}
+	return d, nil
+}
+
+func mustWaitTimeout(v string) time.Duration {
+	d, err := waitTimeoutFrom(v)
+	if err != nil {
+		// A test binary cannot run with a wait bound it was not given; say why at once.
+		panic(err)
+	}
+	return d
+}
 
 // PollInterval is how often WaitFor re-checks its condition.
 const PollInterval = time.Millisecond

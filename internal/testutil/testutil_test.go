@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -123,5 +124,23 @@ func TestDiscardLogger(t *testing.T) {
 	l.Error("dropped")
 	if l.Enabled(t.Context(), slog.LevelError) {
 		t.Error("the discard logger reports a level as enabled")
+	}
+}
+
+// TestWaitTimeoutFrom: the environment variable sets the bound; unset, it is a minute; a value that
+// is not a positive duration is refused, naming the variable.
+func TestWaitTimeoutFrom(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		want time.Duration
+	}{{"", time.Minute}, {"5m", 5 * time.Minute}, {"90s", 90 * time.Second}} {
+		if got, err := waitTimeoutFrom(c.v); err != nil || got != c.want {
+			t.Errorf("%s=%q: %v, %v; want %v", WaitTimeoutVar, c.v, got, err, c.want)
+		}
+	}
+	for _, v := range []string{"5", "soon", "-1m", "0s"} {
+		if _, err := waitTimeoutFrom(v); err == nil || !strings.Contains(err.Error(), WaitTimeoutVar) {
+			t.Errorf("%s=%q: %v, want an error naming the variable", WaitTimeoutVar, v, err)
+		}
 	}
 }
