@@ -405,7 +405,8 @@
 // one and sent after it, as three 3.4.23 members showed), etcd's compaction
 // at a delete dropping the tombstone (etcd-io/etcd#18089, #19179: missing DELETEs at exactly a
 // compaction revision the watch started at or before), kine's progress notifications ahead of
-// events (k3s-io/kine#731) and its refusal of a watch from exactly the compaction revision
+// events (k3s-io/kine#731, fixed in v0.17.1; a kine bug is judged by kine's own release,
+// Target.StoreVersion, since kine reports the etcd version it emulates: TestClassify) and its refusal of a watch from exactly the compaction revision
 // (k3s-io/kine#747); etcd-progress-unsynced (etcd-io/etcd#17507) has no signature: the scenarios
 // that wait for the answer name it. Each bug says the versions it affects and those that fixed it.
 // Every one has a scenario (package workload) that provokes it on purpose, and a store with its

@@ -13,6 +13,9 @@ type Target struct {
 	Product string
 	// Version is the version the store reports (kine reports the etcd version it emulates).
 	Version string
+	// StoreVersion is the store's own release where it reports another product's version (kine's,
+	// "v0.17.5"); empty when unknown, and then the store is taken to have every bug of its product.
+	StoreVersion string
 }
 
 // KnownBug is a public upstream bug that breaks a guarantee Check holds etcd to, with the signature
@@ -29,7 +32,8 @@ type KnownBug struct {
 	// Guarantees and Signatures are what its violations look like.
 	Guarantees []Guarantee
 	Signatures []string
-	// affects reports whether a version has the bug; nil: every version.
+	// affects reports whether a version has the bug: etcd's version for etcd's bugs, kine's own
+	// release for kine's; nil: every version.
 	affects func(v *version.Version) bool
 	// also is a further condition on the violation; nil: none.
 	also func(h *History, v *Violation) bool
@@ -56,6 +60,8 @@ var (
 	v3_5_13 = version.MustParseSemantic("3.5.13")
 	v3_5_16 = version.MustParseSemantic("3.5.16")
 	v3_5_18 = version.MustParseSemantic("3.5.18")
+
+	kine0_17_1 = version.MustParseSemantic("0.17.1")
 )
 
 // KnownBugs are the upstream bugs Classify recognises.
@@ -115,11 +121,14 @@ var KnownBugs = []*KnownBug{
 	},
 	{
 		Name: "kine-progress-ahead", Product: "kine",
-		Title:      "a progress notification can carry the current revision before the events of that revision reached the watch",
-		Trackers:   []string{"k3s-io/kine#731"},
-		Affected:   "kine (open)",
+		Title: "a progress notification can carry the current revision before the events of that revision reached the watch",
+		// #602 (v0.14.12) made a progress wait for the poll loop to have read the revision, not for
+		// the watch to have sent its events; #746, the watch pipeline of #731, fixed it.
+		Trackers: []string{"k3s-io/kine#731", "k3s-io/kine#746", "k3s-io/kine#602"},
+		Affected: "kine before v0.17.1", FixedIn: "v0.17.1",
 		Guarantees: progressAheadGuarantees, Signatures: progressAheadSignatures,
-		also: progressAhead,
+		affects: func(v *version.Version) bool { return v.LessThan(kine0_17_1) },
+		also:    progressAhead,
 	},
 	{
 		Name: "kine-compact-revision-watch", Product: "kine",
@@ -247,6 +256,15 @@ func BugNamed(name string) *KnownBug {
 	return nil
 }
 
+// AffectsTarget reports whether the target has the bug: by the version it reports for etcd's bugs,
+// by its own release (StoreVersion) for kine's, as kine reports the etcd version it emulates.
+func (b *KnownBug) AffectsTarget(t Target) bool {
+	if b.Product == "kine" {
+		return b.Affects(t.StoreVersion)
+	}
+	return b.Affects(t.Version)
+}
+
 // Reference is the bug in one line: its trackers, title and versions.
 func (b *KnownBug) Reference() string {
 	s := strings.Join(b.Trackers, ", ") + " (" + b.Title + "; affects " + b.Affected
@@ -274,7 +292,7 @@ func Classify(h *History, res *Result, t Target) []Label {
 			if b.Product != t.Product || !b.matches(h, v) {
 				continue
 			}
-			if b.Affects(t.Version) {
+			if b.AffectsTarget(t) {
 				labels[i] = Label{Bug: b}
 				break
 			}

@@ -71,7 +71,7 @@ func TestClassifyProgressAheadThenCompacted(t *testing.T) {
 	h := progressAheadCompactedHistory()
 	res := mustCheck(t, h)
 	found := false
-	for i, l := range Classify(h, res, Target{"etcd", "3.4.23"}) {
+	for i, l := range Classify(h, res, Target{Product: "etcd", Version: "3.4.23"}) {
 		v := res.Violations[i]
 		found = found || v.Signature == SigCompactedNotNeeded
 		if l.Bug == nil || l.Bug.Name != "etcd-progress-ahead" {
@@ -93,25 +93,27 @@ func TestClassify(t *testing.T) {
 		bug        string
 		regression bool
 	}{
-		{"tombstone on 3.4.23", tombstoneHistory(), Target{"etcd", "3.4.23"}, "etcd-compacted-tombstone", false},
-		{"tombstone on 3.5.15", tombstoneHistory(), Target{"etcd", "3.5.15"}, "etcd-compacted-tombstone", false},
+		{"tombstone on 3.4.23", tombstoneHistory(), Target{Product: "etcd", Version: "3.4.23"}, "etcd-compacted-tombstone", false},
+		{"tombstone on 3.5.15", tombstoneHistory(), Target{Product: "etcd", Version: "3.5.15"}, "etcd-compacted-tombstone", false},
 		// fixed in 3.5.16; the same signature after a restart is fixed in 3.5.18
-		{"tombstone on 3.5.17", tombstoneHistory(), Target{"etcd", "3.5.17"}, "etcd-tombstone-after-restart", false},
-		{"tombstone on 3.5.18", tombstoneHistory(), Target{"etcd", "3.5.18"}, "etcd-compacted-tombstone", true},
-		{"tombstone on 3.7.3", tombstoneHistory(), Target{"etcd", "3.7.3"}, "etcd-compacted-tombstone", true},
-		{"tombstone on kine", tombstoneHistory(), Target{"kine", "3.5.13"}, "", false},
-		{"progress ahead on 3.4.23", progressAheadHistory(), Target{"etcd", "3.4.23"}, "etcd-progress-ahead", false},
-		{"progress ahead on 3.5.7", progressAheadHistory(), Target{"etcd", "3.5.7"}, "etcd-progress-ahead", false},
-		{"progress ahead on 3.5.12", progressAheadHistory(), Target{"etcd", "3.5.12"}, "etcd-progress-ahead", true},
-		{"progress ahead on 3.4.25", progressAheadHistory(), Target{"etcd", "3.4.25"}, "etcd-progress-ahead", true},
-		{"progress ahead on 3.5.13", progressAheadHistory(), Target{"etcd", "3.5.13"}, "etcd-progress-ahead", true},
-		{"progress ahead on an unknown version", progressAheadHistory(), Target{"etcd", "dev"}, "etcd-progress-ahead", false},
-		{"progress ahead on kine", progressAheadHistory(), Target{"kine", "3.5.13"}, "kine-progress-ahead", false},
+		{"tombstone on 3.5.17", tombstoneHistory(), Target{Product: "etcd", Version: "3.5.17"}, "etcd-tombstone-after-restart", false},
+		{"tombstone on 3.5.18", tombstoneHistory(), Target{Product: "etcd", Version: "3.5.18"}, "etcd-compacted-tombstone", true},
+		{"tombstone on 3.7.3", tombstoneHistory(), Target{Product: "etcd", Version: "3.7.3"}, "etcd-compacted-tombstone", true},
+		{"tombstone on kine", tombstoneHistory(), Target{Product: "kine", Version: "3.5.13"}, "", false},
+		{"progress ahead on 3.4.23", progressAheadHistory(), Target{Product: "etcd", Version: "3.4.23"}, "etcd-progress-ahead", false},
+		{"progress ahead on 3.5.7", progressAheadHistory(), Target{Product: "etcd", Version: "3.5.7"}, "etcd-progress-ahead", false},
+		{"progress ahead on 3.5.12", progressAheadHistory(), Target{Product: "etcd", Version: "3.5.12"}, "etcd-progress-ahead", true},
+		{"progress ahead on 3.4.25", progressAheadHistory(), Target{Product: "etcd", Version: "3.4.25"}, "etcd-progress-ahead", true},
+		{"progress ahead on 3.5.13", progressAheadHistory(), Target{Product: "etcd", Version: "3.5.13"}, "etcd-progress-ahead", true},
+		{"progress ahead on an unknown version", progressAheadHistory(), Target{Product: "etcd", Version: "dev"}, "etcd-progress-ahead", false},
+		{"progress ahead on kine", progressAheadHistory(), Target{Product: "kine", Version: "3.5.13"}, "kine-progress-ahead", false},
+		{"progress ahead on kine v0.17.0", progressAheadHistory(), Target{Product: "kine", Version: "3.6.11", StoreVersion: "v0.17.0"}, "kine-progress-ahead", false},
+		{"progress ahead on kine v0.17.5", progressAheadHistory(), Target{Product: "kine", Version: "3.6.11", StoreVersion: "v0.17.5"}, "kine-progress-ahead", true},
 		{"progress ahead on something else", progressAheadHistory(), Target{}, "", false},
-		{"progress backwards on 3.4.23", progressBackwardsHistory(true), Target{"etcd", "3.4.23"}, "etcd-progress-ahead", false},
-		{"progress backwards on 3.4.31", progressBackwardsHistory(true), Target{"etcd", "3.4.31"}, "etcd-progress-ahead", true},
-		{"progress backwards without periodic notifications", progressBackwardsHistory(false), Target{"etcd", "3.4.23"}, "", false},
-		{"progress backwards on kine", progressBackwardsHistory(true), Target{"kine", "3.5.13"}, "", false},
+		{"progress backwards on 3.4.23", progressBackwardsHistory(true), Target{Product: "etcd", Version: "3.4.23"}, "etcd-progress-ahead", false},
+		{"progress backwards on 3.4.31", progressBackwardsHistory(true), Target{Product: "etcd", Version: "3.4.31"}, "etcd-progress-ahead", true},
+		{"progress backwards without periodic notifications", progressBackwardsHistory(false), Target{Product: "etcd", Version: "3.4.23"}, "", false},
+		{"progress backwards on kine", progressBackwardsHistory(true), Target{Product: "kine", Version: "3.5.13"}, "", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -145,7 +147,7 @@ func TestClassifyNeedsTheSignature(t *testing.T) {
 	if len(res.Violations) != 1 {
 		t.Fatalf("want one violation: %v", res.Err())
 	}
-	if l := Classify(h, res, Target{"etcd", "3.4.23"})[0]; l.Bug != nil {
+	if l := Classify(h, res, Target{Product: "etcd", Version: "3.4.23"})[0]; l.Bug != nil {
 		t.Fatalf("labelled %s", l.Bug.Name)
 	}
 }

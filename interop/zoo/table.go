@@ -123,6 +123,17 @@ func bugOfTracker(tracker string) *etcd.KnownBug {
 	return nil
 }
 
+// storeVersion is the release in a kine target's name ("kine v0.17.5 / SQLite": v0.17.5), which the
+// check cannot know (kine reports the etcd version it emulates); empty for other targets.
+func storeVersion(target string) string {
+	product, rest, _ := strings.Cut(target, " ")
+	if product != "kine" {
+		return ""
+	}
+	release, _, _ := strings.Cut(rest, " ")
+	return release
+}
+
 // cell is what the table says of bug b on the target of o.
 func cell(o outcome, b *etcd.KnownBug) string {
 	product := o.Product
@@ -136,9 +147,12 @@ func cell(o outcome, b *etcd.KnownBug) string {
 		return "?"
 	case o.Fixed[b.Name]:
 		return "**seen, though fixed**"
-	case !b.Affects(o.Version) && o.Found[b.Name]:
+	}
+	affected := b.AffectsTarget(etcd.Target{Product: product, Version: o.Version, StoreVersion: storeVersion(o.Target)})
+	switch {
+	case !affected && o.Found[b.Name]:
 		return "**found, though fixed**"
-	case !b.Affects(o.Version):
+	case !affected:
 		return "fixed, not seen"
 	case o.Found[b.Name]:
 		return "found"

@@ -82,6 +82,22 @@ func TestCell(t *testing.T) {
 			t.Errorf("%+v: %q, want %q", tc.o, got, tc.want)
 		}
 	}
+	// kine reports the etcd version it emulates: a kine bug is judged by the release in the name.
+	ahead := etcd.BugNamed("kine-progress-ahead")
+	for _, tc := range []struct {
+		o    outcome
+		want string
+	}{
+		{outcome{Target: "kine v0.17.0 / SQLite", Product: "kine", Version: "3.6.11"}, "**not found**"},
+		{outcome{Target: "kine v0.17.0 / SQLite", Product: "kine", Version: "3.6.11", Found: map[string]bool{ahead.Name: true}}, "found"},
+		{outcome{Target: "kine v0.17.5 / PostgreSQL ×2", Product: "kine", Version: "3.6.11"}, "fixed, not seen"},
+		{outcome{Target: "kine v0.17.5 / SQLite", Product: "kine", Version: "3.6.11", Found: map[string]bool{ahead.Name: true}}, "**found, though fixed**"},
+		{outcome{Target: "etcd v3.5.12", Product: "etcd", Version: "3.5.12"}, "·"},
+	} {
+		if got := cell(tc.o, ahead); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.o, got, tc.want)
+		}
+	}
 }
 
 // TestTable: one row a target with a column a catalogued bug; a skipped target says why below.

@@ -180,7 +180,7 @@ func runScenario(ctx context.Context, c *clientv3.Client, cfg ScenarioConfig, sc
 	res.Labels = etcd.Classify(res.History, r, cfg.Target)
 	if res.Finding != "" {
 		for _, m := range sc.Mirrors {
-			if b := etcd.BugNamed(m); b != nil && b.Product == cfg.Target.Product && len(b.Signatures) == 0 && b.Affects(cfg.Target.Version) {
+			if b := etcd.BugNamed(m); b != nil && b.Product == cfg.Target.Product && len(b.Signatures) == 0 && b.AffectsTarget(cfg.Target) {
 				res.FindingBug = b
 			}
 		}
