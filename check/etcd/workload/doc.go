@@ -40,7 +40,12 @@
 //     (kine's ways) fails exactly the scenarios for those. ScenarioResult.Status, Errored and
 //     Failure say what one found, as `listwatch check` prints it. ScenarioConfig.Stop (an
 //     interrupt) skips the scenarios not yet begun, and Starting names each as it begins, for
-//     progress (TestScenariosStop).
+//     progress (TestScenariosStop). A scenario that restarts the store (Scenario.Restarts:
+//     tombstone-after-restart) runs only with ScenarioConfig.Restart, and is skipped, saying why,
+//     without; a restart that fails is its error (TestScenarioRestartSkipped). A violation of a
+//     scenario that mirrors a known bug is labelled with that bug where Classify gave it another of
+//     the same guarantees and signatures and the target has both (etcd 3.4.23 has
+//     etcd-compacted-tombstone and etcd-tombstone-after-restart; TestKnownBugsFailEveryRun).
 //   - Summarize tallies a check of a store: the labels of its violations and of the scenarios',
 //     the scenarios' findings, those that could not run to their end, the capabilities refused or
 //     different and what the store said of itself (StatusFindings: a Status without revision).
@@ -58,7 +63,8 @@
 //     TestKnownBugsAreReal reproduces each on a version that has it and sees it labelled.
 //   - Every known bug fails a store that has it every run. A buggy store (buggy_test.go:
 //     listwatch's store behind client interceptors that give it one bug's behaviour,
-//     deterministically) fails the scenarios that mirror each etcd.KnownBugs entry, labelled with
+//     deterministically; the one with etcd-io/etcd#19179's forgets, on its restart, the tombstones
+//     at the compactions made before) fails the scenarios that mirror each etcd.KnownBugs entry, labelled with
 //     it, in every one of three runs, and every bug has such a scenario (TestKnownBugsFailEveryRun);
 //     the workloads fail one with etcd-io/etcd#15220's behaviour with it alone, three seeds each
 //     (TestWorkloadsProvokeProgressAhead). The same triggers run against listwatch's own store and

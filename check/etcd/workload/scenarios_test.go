@@ -2,6 +2,8 @@ package workload
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,11 +53,16 @@ func TestScenariosStop(t *testing.T) {
 }
 
 // TestScenariosPassInMemory: every scenario runs and passes against listwatch's store, the
-// fragmented one with fragments, and together they exercise every guarantee.
+// fragmented one with fragments, the one that restarts the store with a restart that keeps it as
+// it is (an in-process store holds what it held), and together they exercise every guarantee.
 func TestScenariosPassInMemory(t *testing.T) {
 	cli := inMemory(t, store.Options{})
+	restarts := 0
 	results := RunScenarios(context.Background(), cli, ScenarioConfig{Prefix: "/sc/", Compaction: true, Target: etcd.Target{Product: "etcd", Version: "3.7.3"},
-		Timeout: testutil.WaitTimeout})
+		Timeout: testutil.WaitTimeout, Restart: func(context.Context) error { restarts++; return nil }})
+	if restarts != 1 {
+		t.Errorf("%d restarts, want 1", restarts)
+	}
 	if len(results) != len(Scenarios) {
 		t.Fatalf("%d results for %d scenarios", len(results), len(Scenarios))
 	}
@@ -80,6 +87,33 @@ func TestScenariosPassInMemory(t *testing.T) {
 			t.Errorf("no passing scenario for %s", g)
 		}
 	}
+}
+
+// TestScenarioRestartSkipped: without a way to restart the store, the scenario that restarts it is
+// skipped, saying so; a restart that fails is the scenario's error.
+func TestScenarioRestartSkipped(t *testing.T) {
+	sc := scenarioNamed(t, "tombstone-after-restart")
+	cfg := ScenarioConfig{Prefix: "/sc/", Compaction: true, Timeout: testutil.WaitTimeout}.withDefaults()
+	r := runScenario(context.Background(), inMemory(t, store.Options{}), cfg, sc)
+	if !strings.Contains(r.Skipped, "restarts the store") || r.History != nil {
+		t.Errorf("skipped %q, history %v", r.Skipped, r.History)
+	}
+	cfg.Restart = func(context.Context) error { return errors.New("no such member") }
+	r = runScenario(context.Background(), inMemory(t, store.Options{}), cfg, sc)
+	if r.Skipped != "" || r.Err == nil || !strings.Contains(r.Err.Error(), "restarting the store: no such member") {
+		t.Errorf("skipped %q, err %v", r.Skipped, r.Err)
+	}
+}
+
+func scenarioNamed(t *testing.T, name string) *Scenario {
+	t.Helper()
+	for _, sc := range Scenarios {
+		if sc.Name == name {
+			return sc
+		}
+	}
+	t.Fatalf("no scenario %s", name)
+	return nil
 }
 
 // kineLikeClient serves listwatch's store through interceptors that do what kine does: every watch
