@@ -176,6 +176,11 @@ type checkFlags struct {
 	clusterSize int
 	etcdBinary  string
 	cluster     *etcdprocess.Cluster
+	// etcdFlags are --etcd-flag, for the members of --cluster; restartCmd is --restart-cmd; recovery
+	// bounds a restart (--recovery-timeout).
+	etcdFlags  []string
+	restartCmd string
+	recovery   time.Duration
 	// faults is the faults' plan (nil: none).
 	faults *faultPlan
 }
@@ -184,13 +189,14 @@ type checkFlags struct {
 var workloadFlags = []string{"endpoints", "dial-timeout", "seed", "duration", "ops", "clients", "watchers",
 	"compact-every", "workload", "history", "request-timeout", "kube", "resource", "namespace", "prefix", "scenarios",
 	"no-scenarios", "apiserver-gating", "keep", "cluster", "etcd-binary", "faults", "fault-every", "fault-kinds", "fault-cmd",
-	"recovery-timeout"}
+	"recovery-timeout", "etcd-flag", "restart-cmd"}
 
 // checkArgs are the flags' values as given, before parseCheckFlags checks them; set names the
 // flags given.
 type checkArgs struct {
 	endpoints, prefix, kind, report, historyOut, checkHistory, kube, resource, namespace, output string
-	etcdBinary, faultKinds, faultCmd                                                             string
+	etcdBinary, faultKinds, faultCmd, restartCmd                                                 string
+	etcdFlags                                                                                    etcdFlagList
 	cluster, faults                                                                              int
 	faultEvery                                                                                   int64
 	recoveryTimeout                                                                              time.Duration
@@ -252,11 +258,13 @@ func checkFlagSet(a *checkArgs, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&a.output, "output", "text", "`format` of the result on stdout: text (the report), or json (one JSON document: verdict, counts, violations, known bugs, findings, run; the report goes to stderr)")
 	fs.IntVar(&a.cluster, "cluster", 0, "start a cluster of `N` etcd members (--etcd-binary) on loopback ports and check it, instead of --endpoints; stopped and removed at the end")
 	fs.StringVar(&a.etcdBinary, "etcd-binary", defaultEtcdBinary, "with --cluster: the etcd server `executable` to run")
+	fs.Var(&a.etcdFlags, "etcd-flag", "with --cluster: a `flag` for each member, as --name=value, after those the tool sets (repeatable)")
+	fs.StringVar(&a.restartCmd, "restart-cmd", "", "with --endpoints: a shell `command` that restarts every member of the store and exits once it serves again, for the scenarios that restart it (--cluster restarts its own; without either they are skipped); run with LISTWATCH_ENDPOINTS and LISTWATCH_SEED set, within --recovery-timeout; a failure is the scenario's error")
 	fs.IntVar(&a.faults, "faults", 0, "inject `N` faults while the workload runs, one every --fault-every requests, taking --fault-kinds in turn (and --fault-cmd); the workload then runs until they are done unless --ops or --duration")
 	fs.Int64Var(&a.faultEvery, "fault-every", defaultFaultEvery, "with --faults: the workload's `requests` between faults (a killed or paused member stays so for half of them)")
 	fs.StringVar(&a.faultKinds, "fault-kinds", strings.Join(clusterFaultKinds, ","), "with --cluster --faults: the `kinds` of fault, comma-separated: kill (SIGKILL, then restart), pause (SIGSTOP, then SIGCONT), leader (MoveLeader to another member)")
 	fs.StringVar(&a.faultCmd, "fault-cmd", "", "with --faults: a shell `command` that injects a fault into members the tool did not start, and recovers them before it exits; run with LISTWATCH_FAULT, LISTWATCH_FAULTS, LISTWATCH_MEMBER, LISTWATCH_ENDPOINTS, LISTWATCH_SEED set; a failure stops the run (COULD NOT RUN)")
-	fs.DurationVar(&a.recoveryTimeout, "recovery-timeout", defaultRecoveryTimeout, "with --faults: how long a fault's recovery (a restart, every endpoint answering with a leader, --fault-cmd) may take before the run stops (COULD NOT RUN)")
+	fs.DurationVar(&a.recoveryTimeout, "recovery-timeout", defaultRecoveryTimeout, "with --faults: how long a fault's recovery (a restart, every endpoint answering with a leader, --fault-cmd) may take before the run stops (COULD NOT RUN); also the bound of a scenario's restart of the store")
 	fs.StringVar(&a.namespace, "namespace", "", "with --kube: the `namespace` of the run, created if the server serves namespaces (default listwatch-check-<seed>)")
 	return fs
 }
@@ -278,7 +286,7 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 	fs.Visit(func(f *flag.Flag) { a.set[f.Name] = true })
 	f := &checkFlags{dialTimeout: a.dialTimeout, seedSet: a.set["seed"], checkTimeout: a.checkTimeout,
 		report: a.report, historyOut: a.historyOut, checkHistory: a.checkHistory, keep: a.keep, quiet: a.quiet}
-	for _, validate := range []func(*checkFlags) error{a.validateHistory, a.validateKube, a.validateEtcd, a.validateWorkload, a.validateCluster, a.validateFaults, a.validateOutputs} {
+	for _, validate := range []func(*checkFlags) error{a.validateHistory, a.validateKube, a.validateEtcd, a.validateWorkload, a.validateCluster, a.validateFaults, a.validateRestart, a.validateOutputs} {
 		if err := validate(f); err != nil {
 			return nil, err
 		}

@@ -118,7 +118,7 @@ func (env checkEnv) scenarios(ctx context.Context, t *target, f *checkFlags, er 
 	})
 	defer stop()
 	return workload.RunScenarios(context.WithoutCancel(ctx), t.client, workload.ScenarioConfig{Prefix: f.prefix + "scenarios/", Capabilities: er.caps,
-		Compaction: f.cfg.CompactEvery > 0, NoRequestProgress: gated, Target: er.target, Timeout: f.cfg.RequestTimeout,
+		Compaction: f.cfg.CompactEvery > 0, Restart: env.restarter(f), NoRequestProgress: gated, Target: er.target, Timeout: f.cfg.RequestTimeout,
 		CheckTimeout: f.checkTimeout, Clock: env.clock, Stop: ctx.Done(),
 		Starting: func(i int, sc *workload.Scenario) {
 			running.Store(new(fmt.Sprintf("%d/%d %s", i+1, len(workload.Scenarios), sc.Name)))

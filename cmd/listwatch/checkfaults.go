@@ -348,10 +348,13 @@ func (a *checkArgs) validateFaults(f *checkFlags) error {
 	case a.recoveryTimeout <= 0:
 		return badFlags("--recovery-timeout %v: must be positive", a.recoveryTimeout)
 	}
-	for _, name := range []string{"fault-every", "fault-kinds", "fault-cmd", "recovery-timeout"} {
+	for _, name := range []string{"fault-every", "fault-kinds", "fault-cmd"} {
 		if a.set[name] && a.faults == 0 {
 			return badFlags("--%s applies to --faults only", name)
 		}
+	}
+	if a.set["recovery-timeout"] && a.faults == 0 && a.cluster == 0 && !a.set["restart-cmd"] {
+		return badFlags("--recovery-timeout applies to --faults, --cluster and --restart-cmd only")
 	}
 	if a.faults == 0 {
 		return nil
@@ -396,7 +399,7 @@ func parseFaultKinds(s string) ([]string, error) {
 // their data.
 func (env checkEnv) startCluster(f *checkFlags, stdout, stderr io.Writer) (stop func(), err error) {
 	fmt.Fprintf(stderr, "starting a cluster of %d members of %s...\n", f.clusterSize, f.etcdBinary)
-	c, err := etcdprocess.LaunchBinary(f.etcdBinary, f.clusterSize)
+	c, err := etcdprocess.LaunchBinary(f.etcdBinary, f.clusterSize, f.etcdFlags...)
 	if err != nil {
 		return nil, err
 	}
