@@ -6,7 +6,10 @@
 // either side of the catalogued bugs' fixes, and kine releases over SQLite and over a private
 // PostgreSQL cluster, one instance and two over one database. Each store is built by a tiny module
 // of its own beside this package (etcd-vX.Y.Z, kine-vX.Y.Z: the store's own command at that
-// version), outside the interop module; the driver only runs the binaries.
+// version), outside the interop module; the driver only runs the binaries. An etcd target is
+// started by the check itself (`check --cluster 1 --etcd-binary B --etcd-flag ...`), which can then
+// restart it for the scenario that needs a restart (tombstone-after-restart); the driver starts
+// the kine targets and passes their endpoints.
 //
 // # Invariants
 //

@@ -157,7 +157,7 @@ func (c *config) checkTarget(ctx context.Context, z *zoo, t target) outcome {
 	if err != nil {
 		return failedOutcome(t.Name, err)
 	}
-	out, err := c.runCheck(ctx, s.endpoints, dir)
+	out, err := c.runCheck(ctx, s.targetArgs(), dir)
 	var died string
 	if s.died != nil {
 		died = s.died()
@@ -185,15 +185,23 @@ func outcomeOf(name, out, died string) outcome {
 	return o
 }
 
-// runCheck runs the listwatch binary's check against endpoints, keeping its output, report and
-// history in dir. Exit status 1 is a verdict (FAIL, INCONCLUSIVE), not an error.
-func (c *config) runCheck(ctx context.Context, endpoints []string, dir string) (string, error) {
+// targetArgs are the check's flags naming the store: --endpoints, or its own.
+func (s *store) targetArgs() []string {
+	if s.checkArgs != nil {
+		return s.checkArgs
+	}
+	return []string{"--endpoints", strings.Join(s.endpoints, ",")}
+}
+
+// runCheck runs the listwatch binary's check against the target target names, keeping its output,
+// report and history in dir. Exit status 1 is a verdict (FAIL, INCONCLUSIVE), not an error.
+func (c *config) runCheck(ctx context.Context, target []string, dir string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "listwatch"), "check",
-		"--endpoints", strings.Join(endpoints, ","), "--seed", fmt.Sprint(c.seed), "--ops", fmt.Sprint(c.ops),
+	args := append(append([]string{"check"}, target...), "--seed", fmt.Sprint(c.seed), "--ops", fmt.Sprint(c.ops),
 		"--compact-every", fmt.Sprint(c.compactEvery),
 		"--report", filepath.Join(dir, "report.html"), "--history", filepath.Join(dir, "history.json"))
+	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "listwatch"), args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

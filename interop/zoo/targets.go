@@ -11,8 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/listwatch/listwatch/internal/etcdprocess"
 )
 
 // debianEtcd is Debian's etcd-server package's etcd (3.4.23 in trixie): the zoo's 3.4, which does
@@ -25,9 +23,11 @@ const startTimeout = time.Minute
 // errSkipped is a target that cannot run here (its binary or PostgreSQL is missing).
 var errSkipped = errors.New("skipped")
 
-// store is a running target: its client endpoints and what stops it.
+// store is a running target: its client endpoints and what stops it, or the flags with which the
+// check starts and stops it itself (checkArgs, in place of --endpoints).
 type store struct {
 	endpoints []string
+	checkArgs []string
 	stop      func() error
 	// died, if set, says how a process of the store ended before stop, "" if none did.
 	died func() string
@@ -83,18 +83,15 @@ func targets(etcdVersions, kineVersions []string) []target {
 	return ts
 }
 
-// startEtcd starts one member of bin (etcdprocess) with progress notifications every z.progress,
-// set by progressFlag (experimental before 3.6).
+// startEtcd has the check start one member of bin (check --cluster 1) with progress notifications
+// every z.progress, set by progressFlag (experimental before 3.6): the check then restarts it for
+// the scenarios that need a restart.
 func (z *zoo) startEtcd(bin, progressFlag string) (*store, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("%w: %v (make zoo-build builds it)", errSkipped, err)
 	}
-	etcdprocess.Binary = bin
-	c, err := etcdprocess.Launch(1, progressFlag+"="+z.progress.String())
-	if err != nil {
-		return nil, err
-	}
-	return &store{endpoints: c.Endpoints(), stop: c.Stop}, nil
+	return &store{checkArgs: []string{"--cluster", "1", "--etcd-binary", bin, "--etcd-flag", progressFlag + "=" + z.progress.String()},
+		stop: func() error { return nil }}, nil
 }
 
 // startKinePostgres starts n kine processes over one new database of the zoo's PostgreSQL cluster.
