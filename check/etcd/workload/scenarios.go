@@ -105,8 +105,6 @@ var Scenarios = []*Scenario{
 		Needs: Features(FeatCompaction | FeatWatchFromPast), run: scWatchFromCompactRevision},
 	{Name: "tombstone-at-compact-revision", Guarantee: etcd.Resumable, Mirrors: []string{"etcd-compacted-tombstone"},
 		Needs: Features(FeatCompaction | FeatWatchFromPast), run: scTombstone},
-	{Name: "tombstone-after-restart", Guarantee: etcd.Resumable, Mirrors: []string{"etcd-tombstone-after-restart"},
-		Needs: Features(FeatCompaction | FeatWatchFromPast | FeatMultiOpTxn), Restarts: true, run: scTombstoneAfterRestart},
 	// these two test that RequestProgress is answered: they run where it was found not to be
 	{Name: "request-progress-answered", Guarantee: etcd.Bookmarkable, Mirrors: []string{"k3s-io/kine#267", "kubernetes/kubernetes#59848"},
 		run: scProgressAnswered},
@@ -115,6 +113,11 @@ var Scenarios = []*Scenario{
 	{Name: "request-progress-not-ahead", Guarantee: etcd.Bookmarkable, Mirrors: []string{"etcd-progress-ahead", "kine-progress-ahead"},
 		Needs: Features(FeatRequestProgress | FeatWatchFromPast), run: scProgressNotAhead},
 	{Name: "lease-expiry", Guarantee: etcd.Genuine, Needs: Features(FeatLeases), run: scLeaseExpiry},
+	// last: a restart leaves the store otherwise than the scenarios before it found it (on etcd
+	// 3.5.12 request-progress-after-catching-up then found etcd-progress-unsynced in 2 runs of 4,
+	// against 5 of 5 without)
+	{Name: "tombstone-after-restart", Guarantee: etcd.Resumable, Mirrors: []string{"etcd-tombstone-after-restart"},
+		Needs: Features(FeatCompaction | FeatWatchFromPast | FeatMultiOpTxn), Restarts: true, run: scTombstoneAfterRestart},
 }
 
 // RunScenarios runs the suite against c, one scenario after the other, each recorded under a prefix
@@ -702,6 +705,11 @@ func (e *scenarioEnv) watchFromCompaction(rev, last int64) error {
 	if err := e.compact(rev); err != nil {
 		return err
 	}
+	return e.watchUntil(rev, last)
+}
+
+// watchUntil watches k from rev until the watch has received the write at last or has ended.
+func (e *scenarioEnv) watchUntil(rev, last int64) error {
 	w, err := e.watch(etcd.WatchRequest{Key: e.key("k"), StartRevision: rev})
 	if err != nil {
 		return err
@@ -749,12 +757,7 @@ func scTombstoneAfterRestart(e *scenarioEnv) error {
 	if err != nil {
 		return err
 	}
-	w, err := e.watch(etcd.WatchRequest{Key: e.key("k"), StartRevision: at})
-	if err != nil {
-		return err
-	}
-	e.waitFor(e.cfg.Timeout, func() bool { return w.lastRevision() >= last || w.ended() })
-	return nil
+	return e.watchUntil(at, last)
 }
 
 // fill writes txns txns of ops puts each, to the keys fill/0 to fill/<ops-1>.
