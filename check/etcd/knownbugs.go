@@ -276,6 +276,10 @@ func (b *KnownBug) Reference() string {
 	return s + ")"
 }
 
+// Matches reports whether v, a violation of h, has the bug's signature: one of its guarantees and
+// signatures, and its further condition.
+func (b *KnownBug) Matches(h *History, v *Violation) bool { return b.matches(h, v) }
+
 func (b *KnownBug) matches(h *History, v *Violation) bool {
 	return slices.Contains(b.Guarantees, v.Guarantee) && slices.Contains(b.Signatures, v.Signature) &&
 		(b.also == nil || b.also(h, v))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -175,7 +174,7 @@ func runScenario(ctx context.Context, c *clientv3.Client, cfg ScenarioConfig, sc
 	}
 	res.Result = r
 	res.Labels = etcd.Classify(res.History, r, cfg.Target)
-	mirroredLabels(sc, r, res.Labels, cfg.Target)
+	mirroredLabels(sc, res.History, r, res.Labels, cfg.Target)
 	if res.Finding != "" {
 		for _, m := range sc.Mirrors {
 			if b := etcd.BugNamed(m); b != nil && b.Product == cfg.Target.Product && len(b.Signatures) == 0 && b.AffectsTarget(cfg.Target) {
@@ -208,20 +207,18 @@ func skipReason(cfg ScenarioConfig, sc *Scenario) string {
 }
 
 // mirroredLabels gives a violation that Classify labelled with a known bug the bug sc mirrors
-// instead, when the two have the same guarantees and signatures and the target has the mirrored
-// one too: Classify, which knows no scenario, prefers the first in etcd.KnownBugs, while the
-// scenario was built to provoke the one it mirrors (etcd-tombstone-after-restart's violations look
-// like etcd-compacted-tombstone's, and the versions before 3.4.36 have both).
-func mirroredLabels(sc *Scenario, r *etcd.Result, labels []etcd.Label, t etcd.Target) {
+// instead, when that one matches it too and the target has it: Classify, which knows no scenario,
+// prefers the first in etcd.KnownBugs, while the scenario was built to provoke the one it mirrors
+// (etcd-tombstone-after-restart's violations look like etcd-compacted-tombstone's, and the
+// versions before 3.4.36 have both).
+func mirroredLabels(sc *Scenario, h *etcd.History, r *etcd.Result, labels []etcd.Label, t etcd.Target) {
 	for i, l := range labels {
 		if !l.Known() {
 			continue
 		}
 		for _, m := range sc.Mirrors {
 			b := etcd.BugNamed(m)
-			if b != nil && b != l.Bug && b.Product == l.Bug.Product && b.AffectsTarget(t) &&
-				slices.Equal(b.Guarantees, l.Bug.Guarantees) && slices.Equal(b.Signatures, l.Bug.Signatures) &&
-				slices.Contains(b.Signatures, r.Violations[i].Signature) {
+			if b != nil && b != l.Bug && b.Product == l.Bug.Product && b.AffectsTarget(t) && b.Matches(h, &r.Violations[i]) {
 				labels[i] = etcd.Label{Bug: b}
 			}
 		}
