@@ -151,7 +151,9 @@
 //     resource; servers may share a registry (TestWatchMetrics).
 //   - Over a websocket (same-origin or no Origin), each frame is one text message; client messages
 //     are read and dropped; the socket is closed with a normal closure when the watch ends
-//     (TestWatchWebsocket).
+//     (TestWatchWebsocket). Its timer starts after the handshake and the storage's deadline does
+//     not end it: an event the storage sends at that deadline (the watch cache's 504 ERROR) still
+//     goes out (TestWatchWebsocketPastStorageDeadline).
 //   - Writes go through the storage (etcd transactions), so every watch sees them. A rejected write changes
 //     nothing: decode, kind, apiVersion, name, namespace and metadata problems are found before
 //     storage is called; resourceVersion and UID preconditions are checked inside GuaranteedUpdate and
