@@ -197,7 +197,8 @@
 //     ConfigMap's or Secret's data over 1 MiB is 422 (validation's TooLong), an object over
 //     etcd's request limit is etcd's error, 500 as the apiserver passes it on (TestSizeLimits).
 //     deletecollection deletes the selected objects one by one as DELETE would and answers with the
-//     list of them (TestDeleteCollection).
+//     list of them; with a limit it deletes one page and answers with it as listed, continue token
+//     included (TestDeleteCollection).
 //   - Table conversion uses the built-in printers' columns (ConfigMap: Data, Age; Pod: Ready, Status,
 //     Restarts, Age...), or JSONPath columns (a CRD's additionalPrinterColumns, Age by default)
 //     through apiextensions' tableconvertor with client-go's jsonpath (filters such as

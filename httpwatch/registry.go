@@ -918,7 +918,8 @@ func (h *resourceHandler) finalizeDelete(obj *unstructured.Unstructured) runtime
 // deleteCollection mirrors registry.Store.DeleteCollection with one worker (the apiserver's
 // --delete-collection-workers default): the objects the options select are listed page by page and
 // each is deleted as by delete; objects already gone are skipped. It answers with the list of the
-// objects it found.
+// objects it found under the first page's metadata: with a limit, that one page as listed, its
+// continue token and remainingItemCount included.
 func (h *resourceHandler) deleteCollection(ctx context.Context, namespace string, options *metav1.DeleteOptions, listOptions *metainternalversion.ListOptions) (runtime.Object, error) {
 	const deleteCollectionPageSize = 10000
 	opts := listOptions.DeepCopy()
@@ -952,10 +953,6 @@ func (h *resourceHandler) deleteCollection(ctx context.Context, namespace string
 		opts.Continue = page.GetContinue()
 		opts.ResourceVersion = ""
 		opts.ResourceVersionMatch = ""
-	}
-	all.SetContinue("")
-	if h.res.BuiltIn {
-		unstructured.RemoveNestedField(all.Object, "metadata", "continue")
 	}
 	return all, nil
 }

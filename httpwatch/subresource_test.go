@@ -187,6 +187,18 @@ func TestDeleteCollection(t *testing.T) {
 		t.Errorf("dry-run deletecollection: %d %s", r.code, r.body)
 	}
 	e.unchanged(rev, "a dry-run deletecollection")
+	// A limit deletes one page and answers with it as listed: its continue token names the rest.
+	e.mustCreate(cmPath, cmJSON("", "e", ""))
+	r = e.do("DELETE", cmPath+"?limit=1", "")
+	page := r.list(t)
+	md, _ := page["metadata"].(map[string]any)
+	if r.code != 200 || itemNames(t, page) != "b" || md["continue"] == nil || md["continue"] == "" || md["remainingItemCount"] != float64(2) {
+		t.Errorf("deletecollection of one page: %d %s", r.code, r.body)
+	}
+	if got := itemNames(t, e.do("GET", cmPath, "").list(t)); got != "b,c,e" {
+		t.Errorf("left after one page: %s", got)
+	}
+	rev = e.st.Rev()
 	// Failure modes.
 	checkStatus(t, "bad selector", e.do("DELETE", cmPath+"?labelSelector=%3D%3D", ""), 400, metav1.StatusReasonBadRequest, "…")
 	checkStatus(t, "bad field label", e.do("DELETE", cmPath+"?fieldSelector=spec.x%3D1", ""), 400, metav1.StatusReasonBadRequest, "…")

@@ -42,6 +42,9 @@ func runSurfaceSeed(t *testing.T, seed uint64, ops int) stats {
 	}
 	r.Play(ops, func() {
 		r.surfaceRequest()
+		if r.Rng.IntN(30) == 0 {
+			r.finalizerLifecycle(pick(r.Rng, surfaceKinds))
+		}
 		if r.Rng.IntN(6) == 0 {
 			r.compareStored()
 		}
@@ -91,8 +94,15 @@ func (r *runner) surfaceRequest() {
 	if len(query) > 0 {
 		path += "?" + query.Encode()
 	}
-	what := fmt.Sprintf("%s %s (Content-Type %q, Accept %q) %s", method, path, ctype, accept, body)
+	r.send(fmt.Sprintf("%s %s (Content-Type %q, Accept %q) %s", method, path, ctype, accept, body), method, path, ctype, body, accept)
+}
+
+// send sends both servers one request (currentRV in body replaced by each server's), compares the
+// answers and records the writes it made; it returns the answers' status codes.
+func (r *runner) send(what, method, path, ctype string, body []byte, accept string) [2]int {
+	r.T.Helper()
 	var desc [2]string
+	var codes [2]int
 	for i, s := range r.servers {
 		var h http.Header
 		if accept != "" {
@@ -102,7 +112,7 @@ func (r *runner) surfaceRequest() {
 		if err != nil {
 			r.Fatalf("%s: %s: %v", what, s.name, err)
 		}
-		desc[i] = s.describe(resp, "")
+		desc[i], codes[i] = s.describe(resp, ""), resp.code
 	}
 	r.recordRevisions()
 	if desc[0] != desc[1] {
@@ -113,6 +123,7 @@ func (r *runner) surfaceRequest() {
 	} else {
 		r.stats.writes++
 	}
+	return codes
 }
 
 // recordRevisions appends each server's store revision to its writes when the request moved it:
@@ -161,6 +172,11 @@ func (r *runner) surfaceQuery(method string) url.Values {
 		opt("orphanDependents", "true", "false", "x")
 		opt("dryRun", "All", "bogus")
 		opt("labelSelector", "app=x", "app in (")
+		// Options of a deletecollection's list: a field selector custom resources do not support,
+		// a match without a resourceVersion, pages.
+		opt("fieldSelector", "metadata.name=w0", "spec.size=1")
+		opt("resourceVersionMatch", "NotOlderThan", "bogus")
+		opt("limit", "1", "x")
 	default:
 		opt("dryRun", "All", "bogus")
 		opt("fieldManager", "a", "b", strings.Repeat("m", 200), "")
@@ -191,12 +207,17 @@ func (r *runner) surfaceBody(k surfaceKind, name, method string) (string, []byte
 		if r.Rng.IntN(2) == 0 {
 			return "", nil
 		}
-		return "application/json", encode(r.deleteOptions())
+		ctype := "application/json"
+		if r.Rng.IntN(6) == 0 {
+			ctype = r.surfaceContentType()
+		}
+		return ctype, encode(r.deleteOptions())
 	}
 	switch n := r.Rng.IntN(12); {
 	case n == 0:
 		return r.surfaceContentType(), []byte(pick(r.Rng, []string{"", "{", "[]", "null", `""`, `{"kind":1}`,
 			`{"metadata":{"name":5}}`, "\xff\xfe", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`,
+			`{"apiVersion":"` + k.apiVersion[:strings.Index(k.apiVersion, "/")] + `/v2","kind":"` + k.kind + `","metadata":{"name":"` + name + `"}}`,
 			strings.Repeat("[", 2000) + strings.Repeat("]", 2000)}))
 	case method == "PATCH" && n < 6:
 		return r.patchBody(k, name)
@@ -254,7 +275,8 @@ func (r *runner) deleteOptions() map[string]any {
 	case 4:
 		o["dryRun"] = []any{pick(r.Rng, []string{"All", "bogus"})}
 	case 5:
-		o["kind"] = "Bogus"
+		o["kind"] = pick(r.Rng, []string{"Bogus", "ListOptions"})
+		o["apiVersion"] = pick(r.Rng, []string{"v1", "meta.k8s.io/v1"})
 	}
 	return o
 }
@@ -321,4 +343,43 @@ func (r *runner) surfaceObject(k surfaceKind, name string) map[string]any {
 		obj["unknownTop"] = true
 	}
 	return obj
+}
+
+// finalizerLifecycle takes an object of kind k through a deletion a finalizer holds: created with
+// the finalizer, deleted with random options (marked for deletion, or not with dryRun), sometimes
+// deleted again (already being deleted), its finalizers removed by a random write (which deletes a
+// marked object, or is a dryRun), read, and at last its finalizers removed and deleted for good.
+func (r *runner) finalizerLifecycle(k surfaceKind) {
+	r.T.Helper()
+	path := k.collection + "/fz"
+	obj := r.surfaceObject(k, "fz")
+	md := obj["metadata"].(map[string]any)
+	md["finalizers"] = []any{"example.com/keep"}
+	delete(md, "namespace")
+	r.send("finalizer lifecycle: create", "POST", k.collection, "application/json", encode(obj), "")
+	del := pick(r.Rng, []string{"", "?dryRun=All", "?gracePeriodSeconds=0", "?gracePeriodSeconds=30",
+		"?propagationPolicy=Foreground", "?propagationPolicy=Orphan"})
+	r.send("finalizer lifecycle: delete"+del, "DELETE", path+del, "", nil, "")
+	if r.Rng.IntN(2) == 0 {
+		r.send("finalizer lifecycle: delete again", "DELETE", path, "", nil, "")
+	}
+	dry := pick(r.Rng, []string{"", "", "?dryRun=All"})
+	switch r.Rng.IntN(4) {
+	case 0:
+		r.send("finalizer lifecycle: JSON patch removing the finalizers"+dry, "PATCH", path+dry, "application/json-patch+json",
+			[]byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), "")
+	case 1:
+		delete(md, "finalizers")
+		md["resourceVersion"] = currentRV
+		r.send("finalizer lifecycle: update without the finalizers"+dry, "PUT", path+dry, "application/json", encode(obj), "")
+	case 2:
+		r.send("finalizer lifecycle: status patch removing the finalizers"+dry, "PATCH", path+"/status"+dry,
+			"application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), "")
+	default:
+		r.send("finalizer lifecycle: merge patch removing the finalizers"+dry, "PATCH", path+dry, "application/merge-patch+json",
+			[]byte(`{"metadata":{"finalizers":null}}`), "")
+	}
+	r.send("finalizer lifecycle: get", "GET", path, "", nil, "")
+	r.send("finalizer lifecycle: cleanup", "PATCH", path, "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), "")
+	r.send("finalizer lifecycle: cleanup", "DELETE", path, "", nil, "")
 }
