@@ -1,7 +1,10 @@
 package httpdiff
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -9,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/interop/internal/seeds"
 )
 
@@ -44,6 +48,9 @@ func runSurfaceSeed(t *testing.T, seed uint64, ops int) stats {
 		r.surfaceRequest()
 		if r.Rng.IntN(30) == 0 {
 			r.finalizerLifecycle(pick(r.Rng, surfaceKinds))
+		}
+		if r.Rng.IntN(15) == 0 {
+			r.transformedWatch(pick(r.Rng, surfaceKinds))
 		}
 		if r.Rng.IntN(6) == 0 {
 			r.compareStored()
@@ -382,4 +389,68 @@ func (r *runner) finalizerLifecycle(k surfaceKind) {
 	r.send("finalizer lifecycle: get", "GET", path, "", nil, "")
 	r.send("finalizer lifecycle: cleanup", "PATCH", path, "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), "")
 	r.send("finalizer lifecycle: cleanup", "DELETE", path, "", nil, "")
+}
+
+// transformedWatch sends both servers a watch-list of kind k (the stored objects, then the bookmark
+// that ends them) with a random Accept (Table, PartialObjectMetadata, JSON, ones the servers refuse)
+// and includeObject, reads each stream up to that bookmark and compares the normalized frames.
+func (r *runner) transformedWatch(k surfaceKind) {
+	r.T.Helper()
+	q := url.Values{"watch": {"true"}, "sendInitialEvents": {"true"}, "allowWatchBookmarks": {"true"},
+		"resourceVersionMatch": {"NotOlderThan"}}
+	if r.Rng.IntN(3) == 0 {
+		q.Set("includeObject", pick(r.Rng, []string{"None", "Object", "Metadata", "bogus"}))
+	}
+	accept := pick(r.Rng, []string{"application/json;as=Table;v=v1;g=meta.k8s.io", "application/json;as=Table;v=v1beta1;g=meta.k8s.io",
+		"application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io", "application/json;as=PartialObjectMetadata;v=v1beta1;g=meta.k8s.io",
+		"application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io", "application/json", "application/yaml",
+		"application/json;as=Table;v=v1;g=meta.k8s.io, application/json"})
+	what := fmt.Sprintf("watch-list of %s?%s (Accept %q)", k.collection, q.Encode(), accept)
+	var desc [2]string
+	for i, s := range r.servers {
+		desc[i] = r.watchFrames(s, what, k.collection+"?"+q.Encode(), accept)
+	}
+	if desc[0] != desc[1] {
+		r.Failf("%s: the answers differ (-kube +listwatch):\n%s", what, cmp.Diff(desc[0], desc[1]))
+	}
+	r.stats.gets++
+}
+
+// watchFrames opens the watch at path on s with accept and is its answer as compared: a refusal,
+// or the status line and the normalized frames up to the first bookmark.
+func (r *runner) watchFrames(s *server, what, path, accept string) string {
+	r.T.Helper()
+	ctx, cancel := context.WithTimeout(r.ctx, testutil.WaitTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", s.base+path, nil)
+	if err != nil {
+		r.T.Fatal(err)
+	}
+	req.Header.Set("Accept", accept)
+	resp, err := s.c.Do(req)
+	if err != nil {
+		r.Fatalf("%s: %s: %v", what, s.name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		raw, _ := io.ReadAll(resp.Body)
+		out := response{code: resp.StatusCode, header: resp.Header, raw: raw}
+		_ = json.Unmarshal(raw, &out.body)
+		return s.describe(out, "")
+	}
+	b := &strings.Builder{}
+	fmt.Fprintf(b, "200 content-type=%q\n", resp.Header.Get("Content-Type"))
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var frame map[string]any
+		if err := dec.Decode(&frame); err != nil {
+			fmt.Fprintf(b, "the stream ended: %v\n", err)
+			return b.String()
+		}
+		out, _ := json.MarshalIndent(s.normalize(frame, ""), "", "  ")
+		b.Write(out)
+		if frame["type"] == "BOOKMARK" {
+			return b.String()
+		}
+	}
 }
