@@ -100,7 +100,8 @@
 //     ObjectMeta even without a schema (TestSchemalessManagedFields); an update of a custom
 //     resource checks its metadata in upstream's two passes, each cause twice
 //     (TestCustomResourceUpdateValidation); undecodable bodies are worded as upstream's
-//     (TestDecodeErrorsAsUpstream).
+//     (TestDecodeErrorsAsUpstream), a custom resource's without kind as its lenient decoder's
+//     with fieldValidation Ignore (TestCreate).
 //   - A built-in kind's body passes through its Go type: fields it lacks are dropped, and with
 //     fieldValidation Strict they (and duplicate fields) are a 400 naming them, with Warn (the
 //     default) a 299 Warning header each (TestFieldValidation).

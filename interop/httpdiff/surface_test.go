@@ -101,7 +101,11 @@ func (r *runner) surfaceRequest() {
 	if len(query) > 0 {
 		path += "?" + query.Encode()
 	}
-	r.send(fmt.Sprintf("%s %s (Content-Type %q, Accept %q) %s", method, path, ctype, accept, body), method, path, ctype, body, accept)
+	what := fmt.Sprintf("%s %s (Content-Type %q, Accept %q) %s", method, path, ctype, accept, body)
+	if len(body) > 500 {
+		what = fmt.Sprintf("%s %s (Content-Type %q, Accept %q) a body of %d bytes: %.200s…", method, path, ctype, accept, len(body), body)
+	}
+	r.send(what, method, path, ctype, body, accept)
 }
 
 // send sends both servers one request (currentRV in body replaced by each server's), compares the
@@ -173,6 +177,7 @@ func (r *runner) surfaceQuery(method string) url.Values {
 		opt("fieldSelector", "metadata.name=w0", "spec.size=1", "bogus=1")
 		opt("includeObject", "None", "Object", "Metadata", "bogus")
 		opt("pretty", "true", "x")
+		opt("export", "true", "false", "x")
 	case "DELETE":
 		opt("propagationPolicy", "Foreground", "Orphan", "Background", "bogus")
 		opt("gracePeriodSeconds", "0", "30", "-1", "x")
@@ -218,6 +223,9 @@ func (r *runner) surfaceBody(k surfaceKind, name, method string) (string, []byte
 		if r.Rng.IntN(6) == 0 {
 			ctype = r.surfaceContentType()
 		}
+		if r.Rng.IntN(20) == 0 {
+			return ctype, []byte(oversized)
+		}
 		return ctype, encode(r.deleteOptions())
 	}
 	switch n := r.Rng.IntN(12); {
@@ -225,7 +233,7 @@ func (r *runner) surfaceBody(k surfaceKind, name, method string) (string, []byte
 		return r.surfaceContentType(), []byte(pick(r.Rng, []string{"", "{", "[]", "null", `""`, `{"kind":1}`,
 			`{"metadata":{"name":5}}`, "\xff\xfe", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`,
 			`{"apiVersion":"` + k.apiVersion[:strings.Index(k.apiVersion, "/")] + `/v2","kind":"` + k.kind + `","metadata":{"name":"` + name + `"}}`,
-			strings.Repeat("[", 2000) + strings.Repeat("]", 2000)}))
+			strings.Repeat("[", 2000) + strings.Repeat("]", 2000), oversized}))
 	case method == "PATCH" && n < 6:
 		return r.patchBody(k, name)
 	default:
@@ -237,6 +245,10 @@ func (r *runner) surfaceBody(k surfaceKind, name, method string) (string, []byte
 			r.surfaceContentType()}), encode(obj)
 	}
 }
+
+// oversized is a body over the servers' limit (the apiserver's --max-resource-write-bytes default,
+// 3 MiB): 413 before it is decoded.
+var oversized = `{"metadata":{"name":"w0"},"pad":"` + strings.Repeat("x", 3<<20) + `"}`
 
 // currentRV in a body stands for the object's resourceVersion on each server (an update that may
 // succeed), read just before the request.
