@@ -170,7 +170,8 @@
 //     operation or a malformed patch is refused with the apiserver's status and stores nothing
 //     (TestPatch, FuzzPatch).
 //   - Every create, update and patch records its manager (fieldManager, else the user agent's
-//     first word) in managedFields. Server-side apply creates a missing object (201), merges the
+//     first word) in managedFields. Server-side apply creates a missing object (201; through the
+//     status subresource a 404, TestStatusSubresource), merges the
 //     configuration by the kind's structured-merge-diff schema (builtin's, a CRD's schema, or deduced
 //     for a schemaless custom resource), removes the fields its manager stops applying, and refuses
 //     a field another manager owns with 409 Conflict, one FieldManagerConflict cause per field, unless

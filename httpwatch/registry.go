@@ -404,7 +404,8 @@ type updateRequest struct {
 	objInfo updatedObjectFunc
 	// preconditionUID, if set, must be the stored object's UID.
 	preconditionUID types.UID
-	// forceAllowCreate creates a missing object, as server-side apply does.
+	// forceAllowCreate creates a missing object, as server-side apply does; not through a
+	// subresource (as the status RESTs of upstream's registries, which drop it).
 	forceAllowCreate bool
 	dryRun           bool
 }
@@ -421,7 +422,7 @@ func (h *resourceHandler) update(ctx context.Context, u updateRequest) (result r
 	if u.preconditionUID != "" {
 		preconditions.UID = &u.preconditionUID
 	}
-	allowCreate := u.forceAllowCreate || (u.subresource == "" && h.res.strategy != nil && h.res.strategy.allowCreateOnUpdate)
+	allowCreate := u.subresource == "" && (u.forceAllowCreate || h.res.strategy != nil && h.res.strategy.allowCreateOnUpdate)
 	versioner := storage.APIObjectVersioner{}
 	out := &unstructured.Unstructured{}
 	var deleteObj *unstructured.Unstructured

@@ -75,6 +75,11 @@ func TestStatusSubresource(t *testing.T) {
 	rev := e.st.Rev()
 	checkStatus(t, "no status", e.do("GET", cmPath+"/a/status", ""), 404, metav1.StatusReasonNotFound, "the server could not find the requested resource")
 	checkStatus(t, "missing", e.patch(podPath+"/zz/status", mergePatch, `{}`), 404, metav1.StatusReasonNotFound, `pods "zz" not found`)
+	// Server-side apply creates a missing object, but never through a subresource.
+	checkStatus(t, "apply to a missing status", e.patch(podPath+"/zz/status?fieldManager=kubelet", applyPatch,
+		"apiVersion: v1\nkind: Pod\nmetadata:\n  name: zz\nstatus:\n  message: hi\n"), 404, metav1.StatusReasonNotFound, `pods "zz" not found`)
+	checkStatus(t, "apply to a missing custom resource's status", e.patch(gadgetsPath+"/zz/status?fieldManager=m", applyPatch,
+		"apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: zz\nstatus:\n  ready: true\n"), 404, metav1.StatusReasonNotFound, `gadgets.example.com "zz" not found`)
 	cur = e.do("GET", podPath+"/p", "").object(t)
 	cur.SetResourceVersion("1")
 	body, _ = cur.MarshalJSON()
