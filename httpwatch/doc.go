@@ -194,7 +194,9 @@
 //     propagation marks the object for a garbage collector as the generic registry store does:
 //     Foreground with the foregroundDeletion finalizer, Orphan or orphanDependents=true with the
 //     orphan finalizer, kept with its deletionTimestamp until they go; events take none
-//     (TestDeletePropagation). package controllers plays the controllers that remove them.
+//     (TestDeletePropagation). package controllers plays the controllers that remove them. A
+//     delete whose options remove the last finalizer deletes the object as stored, in one write,
+//     and, as upstream, fails a resourceVersion precondition (TestDeleteRemovingLastFinalizer).
 //   - Size limits are kube-apiserver's over etcd: a body over MaxRequestBodyBytes is 413, a
 //     ConfigMap's or Secret's data over 1 MiB is 422 (validation's TooLong), an object over
 //     etcd's request limit is etcd's error, 500 as the apiserver passes it on (TestSizeLimits).

@@ -673,6 +673,9 @@ func (h *resourceHandler) deleteWithoutFinalizers(ctx context.Context, name, key
 // errAlreadyDeleting signals that a graceful deletion is already pending.
 var errAlreadyDeleting = errors.New("abort delete: already deleting")
 
+// errDeleteNow abandons the update of a deletion: nothing holds the object any longer.
+var errDeleteNow = errors.New("abort delete: delete now")
+
 // delete mirrors registry.Store.Delete: an object with finalizers, or given the orphan or
 // foregroundDeletion finalizer by the delete's propagation (propagation.go), is marked as being
 // deleted; a kind that deletes gracefully (pods) is marked with a
@@ -821,9 +824,11 @@ func (h *resourceHandler) updateForGracefulDeletionAndFinalizers(ctx context.Con
 		pendingFinalizers = len(u.GetFinalizers()) != 0
 		lastGraceful = 0
 		if !graceful {
-			if pendingFinalizers {
-				h.markAsDeleting(u)
+			if !pendingFinalizers {
+				// The finalizers the options removed are not written: the object is deleted as stored.
+				return nil, errDeleteNow
 			}
+			h.markAsDeleting(u)
 			return u, nil
 		}
 		lastGraceful = *options.GracePeriodSeconds
@@ -836,6 +841,10 @@ func (h *resourceHandler) updateForGracefulDeletionAndFinalizers(ctx context.Con
 			return updated, false, nil
 		}
 		return updated, true, nil
+	case err == errDeleteNow:
+		// As upstream, the output of the abandoned update, empty, is the object passed on: a
+		// resourceVersion precondition becomes its (empty) one, and a dryRun answers with it.
+		return &unstructured.Unstructured{}, true, nil
 	case err == errAlreadyDeleting:
 		current := &unstructured.Unstructured{}
 		if err := h.storage.Get(ctx, key, storage.GetOptions{}, current); err != nil {

@@ -44,6 +44,9 @@ func runSurfaceSeed(t *testing.T, seed uint64, ops int) stats {
 			t.Fatalf("%s: sprocket warm-up: %v %d %s", s.name, err, resp.code, resp.raw)
 		}
 	}
+	for _, k := range surfaceKinds {
+		r.fixedCases(k)
+	}
 	r.Play(ops, func() {
 		r.surfaceRequest()
 		if r.Rng.IntN(30) == 0 {
@@ -474,4 +477,65 @@ func (r *runner) watchFrames(s *server, what, path, accept string) string {
 			return b.String()
 		}
 	}
+}
+
+// fixedCases sends both servers, once per seed, requests the random ones reach too rarely to rely
+// on: deletions whose options change the finalizers (and so delete at once after an update, with a
+// resourceVersion precondition or as a dryRun), deletecollections a worker or the list refuses,
+// DeleteOptions of another kind, duplicate ownerReferences, the export option and oversized
+// bodies. Each leaves nothing behind.
+func (r *runner) fixedCases(k surfaceKind) {
+	r.T.Helper()
+	path := k.collection + "/fx"
+	create := func(md map[string]any) {
+		obj := r.surfaceObject(k, "fx")
+		obj["metadata"] = md
+		md["name"] = "fx"
+		r.send("fixed: create", "POST", k.collection, "application/json", encode(obj), "")
+	}
+	cleanup := func() {
+		r.send("fixed: cleanup", "PATCH", path, "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), "")
+		r.send("fixed: cleanup", "DELETE", path, "", nil, "")
+	}
+	for _, c := range []struct{ finalizer, query, options string }{
+		{"orphan", "", `{"propagationPolicy":"Background","preconditions":{"resourceVersion":"<current>"}}`},
+		{"orphan", "?dryRun=All", `{"propagationPolicy":"Background"}`},
+		{"foregroundDeletion", "", `{"orphanDependents":false,"preconditions":{"resourceVersion":"<current>"}}`},
+		{"", "", `{"orphanDependents":true}`},
+		{"", "", `{"propagationPolicy":"Foreground"}`},
+		{"example.com/keep", "?propagationPolicy=Orphan", ``},
+	} {
+		md := map[string]any{}
+		if c.finalizer != "" {
+			md["finalizers"] = []any{c.finalizer}
+		}
+		create(md)
+		r.send("fixed: delete"+c.query+" "+c.options, "DELETE", path+c.query, "application/json", []byte(c.options), "")
+		r.send("fixed: get", "GET", path, "", nil, "")
+		cleanup()
+	}
+	ref := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": "11111111-1111-1111-1111-111111111111"}
+	create(map[string]any{"ownerReferences": []any{ref, ref}})
+	obj := r.surfaceObject(k, "fx")
+	obj["metadata"] = map[string]any{"name": "fx", "resourceVersion": currentRV, "ownerReferences": []any{ref, ref, ref}}
+	r.send("fixed: update with duplicate ownerReferences", "PUT", path, "application/json", encode(obj), "")
+	for _, q := range []string{"?export=true", "?export=false", "?export=x"} {
+		r.send("fixed: get"+q, "GET", path+q, "", nil, "")
+	}
+	for _, m := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+		p, ctype := path, "application/json"
+		if m == "POST" {
+			p = k.collection
+		}
+		if m == "PATCH" {
+			ctype = "application/merge-patch+json"
+		}
+		r.send("fixed: "+m+" of an oversized body", m, p, ctype, []byte(oversized), "")
+	}
+	for _, q := range []string{"?fieldSelector=spec.size%3D1", "?resourceVersionMatch=bogus", "?propagationPolicy=bogus"} {
+		r.send("fixed: deletecollection"+q, "DELETE", k.collection+q, "", nil, "")
+	}
+	r.send("fixed: delete with ListOptions", "DELETE", path, "application/json", []byte(`{"kind":"ListOptions","apiVersion":"meta.k8s.io/v1"}`), "")
+	r.send("fixed: deletecollection with ListOptions", "DELETE", k.collection, "application/json", []byte(`{"kind":"ListOptions","apiVersion":"meta.k8s.io/v1"}`), "")
+	cleanup()
 }
