@@ -504,6 +504,8 @@ func (r *runner) fixedCases(k surfaceKind) {
 		{"", "", `{"orphanDependents":true}`},
 		{"", "", `{"propagationPolicy":"Foreground"}`},
 		{"example.com/keep", "?propagationPolicy=Orphan", ``},
+		{"foregroundDeletion", "", ``},
+		{"orphan", "?propagationPolicy=Foreground", ``},
 	} {
 		md := map[string]any{}
 		if c.finalizer != "" {
@@ -535,6 +537,8 @@ func (r *runner) fixedCases(k surfaceKind) {
 	for _, q := range []string{"?fieldSelector=spec.size%3D1", "?resourceVersionMatch=bogus", "?propagationPolicy=bogus"} {
 		r.send("fixed: deletecollection"+q, "DELETE", k.collection+q, "", nil, "")
 	}
+	r.send("fixed: deletecollection with a uid precondition", "DELETE", k.collection, "application/json",
+		[]byte(`{"preconditions":{"uid":"00000000-0000-0000-0000-000000000000"}}`), "")
 	r.send("fixed: delete with ListOptions", "DELETE", path, "application/json", []byte(`{"kind":"ListOptions","apiVersion":"meta.k8s.io/v1"}`), "")
 	r.send("fixed: deletecollection with ListOptions", "DELETE", k.collection, "application/json", []byte(`{"kind":"ListOptions","apiVersion":"meta.k8s.io/v1"}`), "")
 	cleanup()
