@@ -480,10 +480,7 @@ func (r *runner) watchFrames(s *server, what, path, accept string) string {
 }
 
 // fixedCases sends both servers, once per seed, requests the random ones reach too rarely to rely
-// on: deletions whose options change the finalizers (and so delete at once after an update, with a
-// resourceVersion precondition or as a dryRun), deletecollections a worker or the list refuses,
-// DeleteOptions of another kind, duplicate ownerReferences, the export option and oversized
-// bodies. Each leaves nothing behind.
+// on (fixedDeletions, fixedRefusals). Each leaves nothing behind.
 func (r *runner) fixedCases(k surfaceKind) {
 	r.T.Helper()
 	path := k.collection + "/fx"
@@ -497,10 +494,25 @@ func (r *runner) fixedCases(k surfaceKind) {
 		r.send("fixed: cleanup", "PATCH", path, "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), "")
 		r.send("fixed: cleanup", "DELETE", path, "", nil, "")
 	}
+	r.fixedDeletions(path, create, cleanup)
+	ref := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": "11111111-1111-1111-1111-111111111111"}
+	create(map[string]any{"ownerReferences": []any{ref, ref}})
+	obj := r.surfaceObject(k, "fx")
+	obj["metadata"] = map[string]any{"name": "fx", "resourceVersion": currentRV, "ownerReferences": []any{ref, ref, ref}}
+	r.send("fixed: update with duplicate ownerReferences", "PUT", path, "application/json", encode(obj), "")
+	r.fixedRefusals(k, path)
+	cleanup()
+}
+
+// fixedDeletions deletes an object created with a finalizer, or none, with options that change
+// its finalizers: marked and kept, or deleted at once after the update is abandoned (with a
+// resourceVersion precondition, or as a dryRun).
+func (r *runner) fixedDeletions(path string, create func(map[string]any), cleanup func()) {
+	r.T.Helper()
 	for _, c := range []struct{ finalizer, query, options string }{
-		{"orphan", "", `{"propagationPolicy":"Background","preconditions":{"resourceVersion":"<current>"}}`},
+		{"orphan", "", `{"propagationPolicy":"Background","preconditions":{"resourceVersion":"` + currentRV + `"}}`},
 		{"orphan", "?dryRun=All", `{"propagationPolicy":"Background"}`},
-		{"foregroundDeletion", "", `{"orphanDependents":false,"preconditions":{"resourceVersion":"<current>"}}`},
+		{"foregroundDeletion", "", `{"orphanDependents":false,"preconditions":{"resourceVersion":"` + currentRV + `"}}`},
 		{"", "", `{"orphanDependents":true}`},
 		{"", "", `{"propagationPolicy":"Foreground"}`},
 		{"example.com/keep", "?propagationPolicy=Orphan", ``},
@@ -516,11 +528,13 @@ func (r *runner) fixedCases(k surfaceKind) {
 		r.send("fixed: get", "GET", path, "", nil, "")
 		cleanup()
 	}
-	ref := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": "11111111-1111-1111-1111-111111111111"}
-	create(map[string]any{"ownerReferences": []any{ref, ref}})
-	obj := r.surfaceObject(k, "fx")
-	obj["metadata"] = map[string]any{"name": "fx", "resourceVersion": currentRV, "ownerReferences": []any{ref, ref, ref}}
-	r.send("fixed: update with duplicate ownerReferences", "PUT", path, "application/json", encode(obj), "")
+}
+
+// fixedRefusals sends requests about the object at path that both servers refuse or read without
+// effect: the export option, oversized bodies, deletecollections the list, a worker or the body
+// refuses, DeleteOptions of another kind.
+func (r *runner) fixedRefusals(k surfaceKind, path string) {
+	r.T.Helper()
 	for _, q := range []string{"?export=true", "?export=false", "?export=x"} {
 		r.send("fixed: get"+q, "GET", path+q, "", nil, "")
 	}
@@ -539,7 +553,7 @@ func (r *runner) fixedCases(k surfaceKind) {
 	}
 	r.send("fixed: deletecollection with a uid precondition", "DELETE", k.collection, "application/json",
 		[]byte(`{"preconditions":{"uid":"00000000-0000-0000-0000-000000000000"}}`), "")
-	r.send("fixed: delete with ListOptions", "DELETE", path, "application/json", []byte(`{"kind":"ListOptions","apiVersion":"meta.k8s.io/v1"}`), "")
-	r.send("fixed: deletecollection with ListOptions", "DELETE", k.collection, "application/json", []byte(`{"kind":"ListOptions","apiVersion":"meta.k8s.io/v1"}`), "")
-	cleanup()
+	listOptions := []byte(`{"kind":"ListOptions","apiVersion":"meta.k8s.io/v1"}`)
+	r.send("fixed: delete with ListOptions", "DELETE", path, "application/json", listOptions, "")
+	r.send("fixed: deletecollection with ListOptions", "DELETE", k.collection, "application/json", listOptions, "")
 }
