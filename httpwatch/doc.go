@@ -114,7 +114,8 @@
 //     list types, embedded resources' metadata, x-kubernetes-validations CEL rules, ratcheting
 //     unchanged values on update; a status update by the status schema) with a 422 listing
 //     upstream's field errors. The unknown fields are reported as fieldValidation says: Strict a 400
-//     (a 422 for a patch) naming them with the duplicate ones, Warn a warning each, Ignore nothing
+//     (a 422 for a patch) naming them with the duplicate ones, Warn a warning each (once, however
+//     often a patch is applied again after a conflict: TestPatchWarningsOncePerRetry), Ignore nothing
 //     (TestCustomResourcePruningAndDefaults, TestCustomResourceValidation). Server-side apply merges
 //     by the types apiextensions' OpenAPI builder makes of the CRD (pkg/controller/openapi/builder),
 //     as upstream's field manager does, an applied configuration's whole numbers int64 as
