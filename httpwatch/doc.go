@@ -100,7 +100,8 @@
 //     ObjectMeta even without a schema (TestSchemalessManagedFields); an update of a custom
 //     resource checks its metadata in upstream's two passes, each cause twice
 //     (TestCustomResourceUpdateValidation); undecodable bodies are worded as upstream's
-//     (TestDecodeErrorsAsUpstream).
+//     (TestDecodeErrorsAsUpstream), a custom resource's without kind as its lenient decoder's
+//     with fieldValidation Ignore (TestCreate).
 //   - A built-in kind's body passes through its Go type: fields it lacks are dropped, and with
 //     fieldValidation Strict they (and duplicate fields) are a 400 naming them, with Warn (the
 //     default) a 299 Warning header each (TestFieldValidation).
@@ -113,7 +114,8 @@
 //     list types, embedded resources' metadata, x-kubernetes-validations CEL rules, ratcheting
 //     unchanged values on update; a status update by the status schema) with a 422 listing
 //     upstream's field errors. The unknown fields are reported as fieldValidation says: Strict a 400
-//     (a 422 for a patch) naming them with the duplicate ones, Warn a warning each, Ignore nothing
+//     (a 422 for a patch) naming them with the duplicate ones, Warn a warning each (once, however
+//     often a patch is applied again after a conflict: TestPatchWarningsOncePerRetry), Ignore nothing
 //     (TestCustomResourcePruningAndDefaults, TestCustomResourceValidation). Server-side apply merges
 //     by the types apiextensions' OpenAPI builder makes of the CRD (pkg/controller/openapi/builder),
 //     as upstream's field manager does, an applied configuration's whole numbers int64 as
@@ -151,7 +153,9 @@
 //     resource; servers may share a registry (TestWatchMetrics).
 //   - Over a websocket (same-origin or no Origin), each frame is one text message; client messages
 //     are read and dropped; the socket is closed with a normal closure when the watch ends
-//     (TestWatchWebsocket).
+//     (TestWatchWebsocket). Its timer starts after the handshake and the storage's deadline does
+//     not end it: an event the storage sends at that deadline (the watch cache's 504 ERROR) still
+//     goes out (TestWatchWebsocketPastStorageDeadline).
 //   - Writes go through the storage (etcd transactions), so every watch sees them. A rejected write changes
 //     nothing: decode, kind, apiVersion, name, namespace and metadata problems are found before
 //     storage is called; resourceVersion and UID preconditions are checked inside GuaranteedUpdate and
@@ -167,7 +171,8 @@
 //     operation or a malformed patch is refused with the apiserver's status and stores nothing
 //     (TestPatch, FuzzPatch).
 //   - Every create, update and patch records its manager (fieldManager, else the user agent's
-//     first word) in managedFields. Server-side apply creates a missing object (201), merges the
+//     first word) in managedFields. Server-side apply creates a missing object (201; through the
+//     status subresource a 404, TestStatusSubresource), merges the
 //     configuration by the kind's structured-merge-diff schema (builtin's, a CRD's schema, or deduced
 //     for a schemaless custom resource), removes the fields its manager stops applying, and refuses
 //     a field another manager owns with 409 Conflict, one FieldManagerConflict cause per field, unless
@@ -190,12 +195,15 @@
 //     propagation marks the object for a garbage collector as the generic registry store does:
 //     Foreground with the foregroundDeletion finalizer, Orphan or orphanDependents=true with the
 //     orphan finalizer, kept with its deletionTimestamp until they go; events take none
-//     (TestDeletePropagation). package controllers plays the controllers that remove them.
+//     (TestDeletePropagation). package controllers plays the controllers that remove them. A
+//     delete whose options remove the last finalizer deletes the object as stored, in one write,
+//     and, as upstream, fails a resourceVersion precondition (TestDeleteRemovingLastFinalizer).
 //   - Size limits are kube-apiserver's over etcd: a body over MaxRequestBodyBytes is 413, a
 //     ConfigMap's or Secret's data over 1 MiB is 422 (validation's TooLong), an object over
 //     etcd's request limit is etcd's error, 500 as the apiserver passes it on (TestSizeLimits).
 //     deletecollection deletes the selected objects one by one as DELETE would and answers with the
-//     list of them (TestDeleteCollection).
+//     list of them; with a limit it deletes one page and answers with it as listed, continue token
+//     included (TestDeleteCollection).
 //   - Table conversion uses the built-in printers' columns (ConfigMap: Data, Age; Pod: Ready, Status,
 //     Restarts, Age...), or JSONPath columns (a CRD's additionalPrinterColumns, Age by default)
 //     through apiextensions' tableconvertor with client-go's jsonpath (filters such as

@@ -485,13 +485,16 @@ type fakeStorage struct {
 	storage.Interface
 	mu      sync.Mutex
 	watches []*watch.FakeWatcher
-	size    int
+	// ctxs are the contexts the watches were opened with, in order.
+	ctxs []context.Context
+	size int
 }
 
-func (f *fakeStorage) Watch(context.Context, string, storage.ListOptions) (watch.Interface, error) {
+func (f *fakeStorage) Watch(ctx context.Context, _ string, _ storage.ListOptions) (watch.Interface, error) {
 	w := watch.NewFakeWithChanSize(f.size, false)
 	f.mu.Lock()
 	f.watches = append(f.watches, w)
+	f.ctxs = append(f.ctxs, ctx)
 	f.mu.Unlock()
 	return w, nil
 }

@@ -268,7 +268,7 @@ func (h *resourceHandler) decodeBody(w http.ResponseWriter, body []byte, f *form
 		}
 		body = j
 	}
-	obj, err := h.decodeObject(body, original)
+	obj, err := h.decodeObject(body, original, validation == metav1.FieldValidationIgnore)
 	if err != nil {
 		return nil, err
 	}
@@ -407,13 +407,35 @@ func addWarningOnce(w http.ResponseWriter, msg string) {
 // decodeObject decodes a JSON create or update body into an object of the resource, answering bad
 // input as the apiserver does: a body that is not a JSON object, has no kind (custom resources) or
 // the wrong kind (built-ins), or malformed metadata is a 400 from transformDecodeError; another group
-// version is a 400 naming it.
-func (h *resourceHandler) decodeObject(body, original []byte) (*unstructured.Unstructured, error) {
+// version is a 400 naming it. lenient is the decoder without strictness (fieldValidation Ignore).
+func (h *resourceHandler) decodeObject(body, original []byte, lenient bool) (*unstructured.Unstructured, error) {
 	obj, actual, err := h.decodeRaw(body, original)
 	if _, isStatus := err.(apierrors.APIStatus); err != nil && !isStatus {
+		if lenient && !h.res.BuiltIn && actual != nil && runtime.IsMissingKind(err) {
+			// The apiserver's lenient decoder reads an object without kind through Unstructured's
+			// own decoder: its error quotes the body as JSON and comes with the kind and version
+			// the serializer filled in from the endpoint's.
+			gvk := gvkWithDefaults(*actual, h.res.GroupVersionKind())
+			return nil, h.transformDecodeError(runtime.NewMissingKindErr(string(body)), &gvk, original)
+		}
 		return nil, h.transformDecodeError(err, actual, original)
 	}
 	return obj, err
+}
+
+// gvkWithDefaults mirrors serializer/json's gvkWithDefaults: what the body leaves out of its group,
+// version and kind, taken from the endpoint's.
+func gvkWithDefaults(actual, defaults schema.GroupVersionKind) schema.GroupVersionKind {
+	if actual.Kind == "" {
+		actual.Kind = defaults.Kind
+	}
+	if actual.Version == "" && actual.Group == "" {
+		actual.Group, actual.Version = defaults.Group, defaults.Version
+	}
+	if actual.Version == "" && actual.Group == defaults.Group {
+		actual.Version = defaults.Version
+	}
+	return actual
 }
 
 // decodeRaw is decodeObject with the decoder's own errors, as a patch reports them; the kind it

@@ -273,7 +273,7 @@ func (p *patcher) strictResult(obj *unstructured.Unstructured, patched string, s
 	}
 	if p.validation == metav1.FieldValidationWarn {
 		for _, e := range strictErrs {
-			addWarning(p.w, e.Error())
+			addWarningOnce(p.w, e.Error())
 		}
 		return obj, nil
 	}
@@ -346,7 +346,7 @@ func (p *patcher) applyConfiguration(live *unstructured.Unstructured) (*unstruct
 			if p.validation == metav1.FieldValidationStrict {
 				return nil, apierrors.NewBadRequest(fmt.Sprintf("error strict decoding patch: %v", err))
 			}
-			addWarning(p.w, err.Error())
+			addWarningOnce(p.w, err.Error())
 		}
 	}
 	return obj, nil

@@ -2,6 +2,8 @@ package httpwatch
 
 import (
 	"encoding/json"
+	"errors"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -269,4 +271,28 @@ func FuzzPatch(f *testing.F) {
 			e.unchanged(rev, "a rejected patch")
 		}
 	})
+}
+
+// TestPatchWarningsOncePerRetry: the patch is applied again in each try of its update (a conflict
+// with the object the cache served sends it round again), and its strict errors with
+// fieldValidation Warn become one Warning each, however many tries, as the apiserver's warning
+// recorder keeps one of each message; with Strict they refuse the patch.
+func TestPatchWarningsOncePerRetry(t *testing.T) {
+	rec := httptest.NewRecorder()
+	p := &patcher{w: rec, validation: metav1.FieldValidationWarn}
+	obj := &unstructured.Unstructured{Object: map[string]any{}}
+	unknown := []error{errors.New(`unknown field "spec.extra"`)}
+	for range 3 {
+		if _, err := p.strictResult(obj, "{}", unknown); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := rec.Header().Values("Warning"); len(got) != 1 || got[0] != `299 - "unknown field \"spec.extra\""` {
+		t.Errorf("warnings after three tries: %q, want one", got)
+	}
+	// Failure mode: Strict refuses it.
+	p.validation = metav1.FieldValidationStrict
+	if _, err := p.strictResult(obj, "{}", unknown); err == nil || !strings.Contains(err.Error(), `unknown field "spec.extra"`) {
+		t.Errorf("Strict: %v, want a 422 naming the field", err)
+	}
 }

@@ -3,6 +3,7 @@ package httpwatch
 import (
 	"net/http"
 	"slices"
+	"strconv"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,4 +80,35 @@ func TestDeletePropagation(t *testing.T) {
 	r = e.do("DELETE", cms+"/kept", `{"propagationPolicy":"Sideways"}`)
 	wantStatus(t, r, http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, "")
 	e.unchanged(rev, "refused deletes")
+}
+
+// TestDeleteRemovingLastFinalizer: a delete whose options remove an object's only finalizer (orphan,
+// with propagationPolicy Background) deletes the object as stored, in one write, as the registry
+// store abandons its update (errDeleteNow): a watch sees the DELETED object with the finalizer and
+// no MODIFIED before it. As upstream, a resourceVersion precondition then fails: it becomes the
+// abandoned update's empty resourceVersion.
+func TestDeleteRemovingLastFinalizer(t *testing.T) {
+	e := newEnv(t)
+	const cms = "/api/v1/namespaces/default/configmaps"
+	e.mustCreate(cms, cmJSON("", "held", `"finalizers":["orphan"]`))
+	rev := e.st.Rev()
+	w := e.watch(cms + "?watch=true&resourceVersion=" + strconv.FormatInt(rev, 10))
+	if r := e.do("DELETE", cms+"/held", `{"propagationPolicy":"Background"}`); r.code != http.StatusOK {
+		t.Fatalf("delete: %d %s", r.code, r.body)
+	}
+	if got := e.st.Rev(); got != rev+1 {
+		t.Errorf("the delete made %d writes, want 1", got-rev)
+	}
+	fs := w.expect("DELETED held")
+	if _, m, _ := fs[0].Meta(); !slices.Equal(m.Finalizers, []string{metav1.FinalizerOrphanDependents}) {
+		t.Errorf("DELETED object's finalizers %v, want it as stored", m.Finalizers)
+	}
+
+	// Failure mode: with a resourceVersion precondition, even the current one, a 409.
+	held := e.mustCreate(cms, cmJSON("", "held2", `"finalizers":["orphan"]`))
+	rev = e.st.Rev()
+	r := e.do("DELETE", cms+"/held2", `{"propagationPolicy":"Background","preconditions":{"resourceVersion":"`+held.GetResourceVersion()+`"}}`)
+	wantStatus(t, r, http.StatusConflict, metav1.StatusReasonConflict, `Operation cannot be fulfilled on configmaps "held2": StorageError: invalid object, Code: 4, Key: /registry/configmaps/default/held2, `+
+		"ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: ResourceVersion in precondition: , ResourceVersion in object meta: "+held.GetResourceVersion())
+	e.unchanged(rev, "a delete whose precondition became empty")
 }

@@ -404,7 +404,8 @@ type updateRequest struct {
 	objInfo updatedObjectFunc
 	// preconditionUID, if set, must be the stored object's UID.
 	preconditionUID types.UID
-	// forceAllowCreate creates a missing object, as server-side apply does.
+	// forceAllowCreate creates a missing object, as server-side apply does; not through a
+	// subresource (as the status RESTs of upstream's registries, which drop it).
 	forceAllowCreate bool
 	dryRun           bool
 }
@@ -421,7 +422,7 @@ func (h *resourceHandler) update(ctx context.Context, u updateRequest) (result r
 	if u.preconditionUID != "" {
 		preconditions.UID = &u.preconditionUID
 	}
-	allowCreate := u.forceAllowCreate || (u.subresource == "" && h.res.strategy != nil && h.res.strategy.allowCreateOnUpdate)
+	allowCreate := u.subresource == "" && (u.forceAllowCreate || h.res.strategy != nil && h.res.strategy.allowCreateOnUpdate)
 	versioner := storage.APIObjectVersioner{}
 	out := &unstructured.Unstructured{}
 	var deleteObj *unstructured.Unstructured
@@ -672,6 +673,9 @@ func (h *resourceHandler) deleteWithoutFinalizers(ctx context.Context, name, key
 // errAlreadyDeleting signals that a graceful deletion is already pending.
 var errAlreadyDeleting = errors.New("abort delete: already deleting")
 
+// errDeleteNow abandons the update of a deletion: nothing holds the object any longer.
+var errDeleteNow = errors.New("abort delete: delete now")
+
 // delete mirrors registry.Store.Delete: an object with finalizers, or given the orphan or
 // foregroundDeletion finalizer by the delete's propagation (propagation.go), is marked as being
 // deleted; a kind that deletes gracefully (pods) is marked with a
@@ -820,9 +824,11 @@ func (h *resourceHandler) updateForGracefulDeletionAndFinalizers(ctx context.Con
 		pendingFinalizers = len(u.GetFinalizers()) != 0
 		lastGraceful = 0
 		if !graceful {
-			if pendingFinalizers {
-				h.markAsDeleting(u)
+			if !pendingFinalizers {
+				// The finalizers the options removed are not written: the object is deleted as stored.
+				return nil, errDeleteNow
 			}
+			h.markAsDeleting(u)
 			return u, nil
 		}
 		lastGraceful = *options.GracePeriodSeconds
@@ -835,6 +841,10 @@ func (h *resourceHandler) updateForGracefulDeletionAndFinalizers(ctx context.Con
 			return updated, false, nil
 		}
 		return updated, true, nil
+	case err == errDeleteNow:
+		// As upstream, the output of the abandoned update, empty, is the object passed on: a
+		// resourceVersion precondition becomes its (empty) one, and a dryRun answers with it.
+		return &unstructured.Unstructured{}, true, nil
 	case err == errAlreadyDeleting:
 		current := &unstructured.Unstructured{}
 		if err := h.storage.Get(ctx, key, storage.GetOptions{}, current); err != nil {
@@ -918,7 +928,8 @@ func (h *resourceHandler) finalizeDelete(obj *unstructured.Unstructured) runtime
 // deleteCollection mirrors registry.Store.DeleteCollection with one worker (the apiserver's
 // --delete-collection-workers default): the objects the options select are listed page by page and
 // each is deleted as by delete; objects already gone are skipped. It answers with the list of the
-// objects it found.
+// objects it found under the first page's metadata: with a limit, that one page as listed, its
+// continue token and remainingItemCount included.
 func (h *resourceHandler) deleteCollection(ctx context.Context, namespace string, options *metav1.DeleteOptions, listOptions *metainternalversion.ListOptions) (runtime.Object, error) {
 	const deleteCollectionPageSize = 10000
 	opts := listOptions.DeepCopy()
@@ -952,10 +963,6 @@ func (h *resourceHandler) deleteCollection(ctx context.Context, namespace string
 		opts.Continue = page.GetContinue()
 		opts.ResourceVersion = ""
 		opts.ResourceVersionMatch = ""
-	}
-	all.SetContinue("")
-	if h.res.BuiltIn {
-		unstructured.RemoveNestedField(all.Object, "metadata", "continue")
 	}
 	return all, nil
 }

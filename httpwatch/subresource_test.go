@@ -75,6 +75,11 @@ func TestStatusSubresource(t *testing.T) {
 	rev := e.st.Rev()
 	checkStatus(t, "no status", e.do("GET", cmPath+"/a/status", ""), 404, metav1.StatusReasonNotFound, "the server could not find the requested resource")
 	checkStatus(t, "missing", e.patch(podPath+"/zz/status", mergePatch, `{}`), 404, metav1.StatusReasonNotFound, `pods "zz" not found`)
+	// Server-side apply creates a missing object, but never through a subresource.
+	checkStatus(t, "apply to a missing status", e.patch(podPath+"/zz/status?fieldManager=kubelet", applyPatch,
+		"apiVersion: v1\nkind: Pod\nmetadata:\n  name: zz\nstatus:\n  message: hi\n"), 404, metav1.StatusReasonNotFound, `pods "zz" not found`)
+	checkStatus(t, "apply to a missing custom resource's status", e.patch(gadgetsPath+"/zz/status?fieldManager=m", applyPatch,
+		"apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: zz\nstatus:\n  ready: true\n"), 404, metav1.StatusReasonNotFound, `gadgets.example.com "zz" not found`)
 	cur = e.do("GET", podPath+"/p", "").object(t)
 	cur.SetResourceVersion("1")
 	body, _ = cur.MarshalJSON()
@@ -187,6 +192,18 @@ func TestDeleteCollection(t *testing.T) {
 		t.Errorf("dry-run deletecollection: %d %s", r.code, r.body)
 	}
 	e.unchanged(rev, "a dry-run deletecollection")
+	// A limit deletes one page and answers with it as listed: its continue token names the rest.
+	e.mustCreate(cmPath, cmJSON("", "e", ""))
+	r = e.do("DELETE", cmPath+"?limit=1", "")
+	page := r.list(t)
+	md, _ := page["metadata"].(map[string]any)
+	if r.code != 200 || itemNames(t, page) != "b" || md["continue"] == nil || md["continue"] == "" || md["remainingItemCount"] != float64(2) {
+		t.Errorf("deletecollection of one page: %d %s", r.code, r.body)
+	}
+	if got := itemNames(t, e.do("GET", cmPath, "").list(t)); got != "b,c,e" {
+		t.Errorf("left after one page: %s", got)
+	}
+	rev = e.st.Rev()
 	// Failure modes.
 	checkStatus(t, "bad selector", e.do("DELETE", cmPath+"?labelSelector=%3D%3D", ""), 400, metav1.StatusReasonBadRequest, "…")
 	checkStatus(t, "bad field label", e.do("DELETE", cmPath+"?fieldSelector=spec.x%3D1", ""), 400, metav1.StatusReasonBadRequest, "…")

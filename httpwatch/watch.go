@@ -97,7 +97,7 @@ func (h *resourceHandler) serveWatch(w http.ResponseWriter, req *http.Request, n
 	}
 	if isWebSocketRequest(req) {
 		w.Header().Set("Content-Type", s.mediaType())
-		s.handleWS(ctx, w, req)
+		s.handleWS(w, req)
 		return
 	}
 	s.handleHTTP(w, req)
@@ -232,7 +232,7 @@ func (s *watchServer) moreComing(ch <-chan watch.Event) bool {
 // shuts down.
 //
 // Mirrors WatchServer.HandleWS.
-func (s *watchServer) handleWS(ctx context.Context, w http.ResponseWriter, req *http.Request) {
+func (s *watchServer) handleWS(w http.ResponseWriter, req *http.Request) {
 	// Upstream's x/net/websocket handler accepts any non-empty Origin. This server has no
 	// authentication, so it keeps coder/websocket's same-origin check instead: a web page from
 	// elsewhere must not read the watch.
@@ -242,8 +242,11 @@ func (s *watchServer) handleWS(ctx context.Context, w http.ResponseWriter, req *
 		return
 	}
 	conn.SetReadLimit(-1)
-	// Writes end with the watch, and at shutdown: a hijacked connection is beyond http.Server.Shutdown.
-	writeCtx, cancel := context.WithCancel(ctx)
+	// Writes end with the request, and at shutdown: a hijacked connection is beyond
+	// http.Server.Shutdown. Not with the storage's deadline (ctx): as upstream's, the stream lasts
+	// until its own timer, started now, fires, and an event the storage sends at its deadline (the
+	// watch cache's 504 for a resourceVersion it did not reach) still goes out.
+	writeCtx, cancel := context.WithCancel(req.Context())
 	shutdownWatched := make(chan struct{})
 	go func() {
 		defer close(shutdownWatched)

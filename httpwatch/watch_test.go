@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/listwatch/listwatch/httpwatch/watchclient"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -23,7 +22,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/listwatch/listwatch/httpwatch/watchclient"
 	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/store"
@@ -796,6 +797,41 @@ func TestWatchWebsocket(t *testing.T) {
 	}
 }
 
+// TestWatchWebsocketPastStorageDeadline covers handlers/watch.go WatchServer.HandleWS: the stream
+// lasts until its own timer, started after the handshake, fires; the storage's context, whose
+// deadline is timeoutSeconds from the request, may be done before. An event the storage sends at
+// its deadline (the watch cache's 504 ERROR for a resourceVersion it did not reach in time, which
+// httpdiff's websocket watches compare) is still delivered; the timer then ends the stream.
+func TestWatchWebsocketPastStorageDeadline(t *testing.T) {
+	fake := &fakeStorage{size: 10}
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	fe := newFakeEnv(t, fake, func(c *Config) { c.Clock = clk })
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
+	defer cancel()
+	url := "ws" + strings.TrimPrefix(fe.url, "http") + cmPath + "?watch=true&timeoutSeconds=1&resourceVersion=5"
+	conn, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: fe.client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseNow()
+	fw := fake.nth(t, 1)
+	fake.mu.Lock()
+	storageCtx := fake.ctxs[0]
+	fake.mu.Unlock()
+	testutil.WaitFor(t, "the storage's deadline", func() bool { return storageCtx.Err() != nil })
+	fw.Add(named("late"))
+	typ, msg, err := conn.Read(ctx)
+	if f, ferr := watchclient.NewDecoder(bytes.NewReader(msg)).Decode(); err != nil || ferr != nil || typ != websocket.MessageText || f.Type != watch.Added {
+		t.Fatalf("after the storage's deadline: %v %q (%v, %v), want the ADDED frame", typ, msg, err, ferr)
+	}
+	// Failure mode: the stream's own timer ends it.
+	testutil.WaitFor(t, "the websocket watch timer", clk.HasWaiters)
+	clk.Step(time.Second)
+	if _, _, err := conn.Read(ctx); websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+		t.Errorf("after the timeout: %v, want a normal closure", err)
+	}
+}
+
 // TestWatchEventsFromWrites: writes through the HTTP API reach every open watch in order, with
 // filters applied, including DELETED with the deletion revision.
 func TestWatchEventsFromWrites(t *testing.T) {
@@ -826,11 +862,15 @@ func TestWatchEventsFromWrites(t *testing.T) {
 // ---- test doubles ----
 
 // newFakeEnv serves ConfigMaps from a fakeStorage.
-func newFakeEnv(t *testing.T, fake *fakeStorage) *env {
+func newFakeEnv(t *testing.T, fake *fakeStorage, opts ...envOption) *env {
 	t.Helper()
 	e := &env{t: t}
 	e.clock = nil
-	api, err := New(Config{Resources: []ServedResource{{Resource: ConfigMaps(), Storage: fake}}, Logger: testutil.DiscardLogger()})
+	cfg := Config{Resources: []ServedResource{{Resource: ConfigMaps(), Storage: fake}}, Logger: testutil.DiscardLogger()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	api, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

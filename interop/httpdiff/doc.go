@@ -18,8 +18,10 @@
 //     and continue (following each server's tokens for a few pages, sometimes with a
 //     resourceVersion), label and field selectors (malformed ones included); watches with every
 //     resourceVersion, sendInitialEvents, resourceVersionMatch, allowWatchBookmarks, selectors and
-//     sometimes timeoutSeconds. Before every read both servers are brought to their store's
-//     revision by a consistent list of everything (itself compared).
+//     sometimes timeoutSeconds, a quarter of them over a websocket (with an Origin, which
+//     upstream's handshake requires; each message must be one text frame holding one event and its
+//     newline). Before every read both servers are brought to their store's revision by a
+//     consistent list of everything (itself compared).
 //   - Custom resources with a schema (TestHTTPDifferentialSchema, schema_test.go): both servers
 //     also serve sprockets.example.net/v1 (httpwatch/testdata/sprockets.yaml: a schema that prunes,
 //     defaults and validates with OpenAPI constraints, an enum, a set, an int-or-string, an embedded
@@ -36,12 +38,18 @@
 //     Accept (JSON, YAML, protobuf, Table v1 and v1beta1, PartialObjectMetadata and its list,
 //     bogus ones), options valid or not (dryRun, fieldManager, fieldValidation,
 //     propagationPolicy, gracePeriodSeconds, orphanDependents, force, limit, continue,
-//     resourceVersionMatch, labelSelector, fieldSelector, includeObject, pretty), bodies of every
-//     patch type (strategic: 415 for custom resources), DeleteOptions bodies, hostile bodies
-//     (empty, truncated, not an object, deeply nested, not UTF-8) and metadata edge cases
-//     (finalizers, duplicate and conflicting ownerReferences, generateName, invalid labels,
-//     unknown metadata fields, another namespace, uid and resourceVersion); the stored objects
-//     are listed and compared every few requests. Protobuf answers are decoded (meta.k8s.io
+//     resourceVersionMatch, labelSelector, fieldSelector, includeObject, pretty, export; a
+//     deletecollection's list options), bodies of every patch type (strategic: 415 for custom
+//     resources), DeleteOptions bodies (of other kinds and content types too), hostile bodies
+//     (empty, truncated, not an object, deeply nested, not UTF-8, over the 3 MiB limit, another
+//     version of the kind) and metadata edge cases (finalizers, duplicate and conflicting
+//     ownerReferences, generateName, invalid labels, unknown metadata fields, another namespace,
+//     uid and resourceVersion); objects taken through a deletion a finalizer holds (deleted,
+//     again, the finalizer removed by a patch, an update or a dryRun); watch-lists read as Table or
+//     PartialObjectMetadata up to the bookmark that ends their initial events; once per seed,
+//     fixed cases the random ones reach too rarely (deletions whose options change the
+//     finalizers, with a resourceVersion precondition or dryRun; deletecollections refused);
+//     the stored objects are listed and compared every few requests. Protobuf answers are decoded (meta.k8s.io
 //     types) and compared as JSON. Reads are never served by a cache that may lag
 //     (resourceVersion 0 or 1 is not sent), and a protobuf body of a custom resource is not
 //     sent to POST or PUT: the apiserver panics decoding it (schemaCoercingDecoder).
@@ -53,7 +61,8 @@
 //     and resourceVersions: each server's are its own, so each is compared by its place among the
 //     test's writes on that server ("w3" is the third write's, "@3" a revision after the third
 //     write and before the fourth), in objects, list metadata, decoded continue tokens and the
-//     messages that name them (a patched object quoted in a 422 too, its times left out).
+//     messages that name them (a patched object quoted in a 422 too, its times left out). A
+//     Table's date columns (ages of each server's timestamps) are compared as "<age>".
 //   - Same streams. Each server's watch streams are judged by a model of that server's writes in
 //     its own resourceVersions (proptest/kubemodel, with the apiserver's watch-list defaulting):
 //     every event exactly as upstream's semantics require, bookmarks never below a delivered event
@@ -70,7 +79,9 @@
 //     the 415 for a body in an unsupported format lists the media types the server decodes a custom
 //     resource from (upstream's would list protobuf, which it then fails to decode), and the
 //     storage key a StorageError names is compared without its prefix (upstream keys a custom
-//     resource under /registry/<group>/<resource>, listwatch under /registry/<resource>).
+//     resource under /registry/<group>/<resource>, listwatch under /registry/<resource>). Not
+//     sent: a patch that makes an object another version of its kind (upstream prunes it by no
+//     schema and reports its fields unknown in a map's random order; listwatch refuses it).
 //
 // Running it: `go test ./httpdiff/` runs the default seeds (1, 2 and 20, 150 requests each: the
 // seeds.Config of TestHTTPDifferential), TestHTTPDifferentialSchema's (1 and 2, 80 requests

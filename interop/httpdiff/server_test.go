@@ -230,6 +230,9 @@ func (s *server) normalMessage(msg, asked string) string {
 func (s *server) normalize(v any, asked string) any {
 	switch x := v.(type) {
 	case map[string]any:
+		if kind, _ := x["kind"].(string); kind == "Table" {
+			normalAges(x, nil)
+		}
 		if kind, _ := x["kind"].(string); kind == "Status" {
 			if m, ok := x["message"].(string); ok {
 				x["message"] = s.normalMessage(m, asked)
@@ -372,4 +375,28 @@ func protobufToJSON(raw []byte) ([]byte, error) {
 	}
 	u["apiVersion"], u["kind"] = gvk.GroupVersion().String(), gvk.Kind
 	return json.Marshal(u)
+}
+
+// normalAges replaces the cells of a Table's date columns (an age: the time since a timestamp
+// each server set on its own) with "<age>", and returns those columns: the table's own, or cols
+// for a table without column definitions (a watch's events after the first).
+func normalAges(table map[string]any, cols []int) []int {
+	if defs, ok := table["columnDefinitions"].([]any); ok {
+		cols = nil
+		for i, d := range defs {
+			if dm, ok := d.(map[string]any); ok && dm["type"] == "date" {
+				cols = append(cols, i)
+			}
+		}
+	}
+	rows, _ := table["rows"].([]any)
+	for _, row := range rows {
+		cells, _ := row.(map[string]any)["cells"].([]any)
+		for _, c := range cols {
+			if c < len(cells) {
+				cells[c] = "<age>"
+			}
+		}
+	}
+	return cols
 }

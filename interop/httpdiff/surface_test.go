@@ -1,7 +1,10 @@
 package httpdiff
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -9,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/interop/internal/seeds"
 )
 
@@ -40,8 +44,17 @@ func runSurfaceSeed(t *testing.T, seed uint64, ops int) stats {
 			t.Fatalf("%s: sprocket warm-up: %v %d %s", s.name, err, resp.code, resp.raw)
 		}
 	}
+	for _, k := range surfaceKinds {
+		r.fixedCases(k)
+	}
 	r.Play(ops, func() {
 		r.surfaceRequest()
+		if r.Rng.IntN(30) == 0 {
+			r.finalizerLifecycle(pick(r.Rng, surfaceKinds))
+		}
+		if r.Rng.IntN(15) == 0 {
+			r.transformedWatch(pick(r.Rng, surfaceKinds))
+		}
 		if r.Rng.IntN(6) == 0 {
 			r.compareStored()
 		}
@@ -92,7 +105,18 @@ func (r *runner) surfaceRequest() {
 		path += "?" + query.Encode()
 	}
 	what := fmt.Sprintf("%s %s (Content-Type %q, Accept %q) %s", method, path, ctype, accept, body)
+	if len(body) > 500 {
+		what = fmt.Sprintf("%s %s (Content-Type %q, Accept %q) a body of %d bytes: %.200s…", method, path, ctype, accept, len(body), body)
+	}
+	r.send(what, method, path, ctype, body, accept)
+}
+
+// send sends both servers one request (currentRV in body replaced by each server's), compares the
+// answers and records the writes it made; it returns the answers' status codes.
+func (r *runner) send(what, method, path, ctype string, body []byte, accept string) [2]int {
+	r.T.Helper()
 	var desc [2]string
+	var codes [2]int
 	for i, s := range r.servers {
 		var h http.Header
 		if accept != "" {
@@ -102,7 +126,7 @@ func (r *runner) surfaceRequest() {
 		if err != nil {
 			r.Fatalf("%s: %s: %v", what, s.name, err)
 		}
-		desc[i] = s.describe(resp, "")
+		desc[i], codes[i] = s.describe(resp, ""), resp.code
 	}
 	r.recordRevisions()
 	if desc[0] != desc[1] {
@@ -113,6 +137,7 @@ func (r *runner) surfaceRequest() {
 	} else {
 		r.stats.writes++
 	}
+	return codes
 }
 
 // recordRevisions appends each server's store revision to its writes when the request moved it:
@@ -155,12 +180,18 @@ func (r *runner) surfaceQuery(method string) url.Values {
 		opt("fieldSelector", "metadata.name=w0", "spec.size=1", "bogus=1")
 		opt("includeObject", "None", "Object", "Metadata", "bogus")
 		opt("pretty", "true", "x")
+		opt("export", "true", "false", "x")
 	case "DELETE":
 		opt("propagationPolicy", "Foreground", "Orphan", "Background", "bogus")
 		opt("gracePeriodSeconds", "0", "30", "-1", "x")
 		opt("orphanDependents", "true", "false", "x")
 		opt("dryRun", "All", "bogus")
 		opt("labelSelector", "app=x", "app in (")
+		// Options of a deletecollection's list: a field selector custom resources do not support,
+		// a match without a resourceVersion, pages.
+		opt("fieldSelector", "metadata.name=w0", "spec.size=1")
+		opt("resourceVersionMatch", "NotOlderThan", "bogus")
+		opt("limit", "1", "x")
 	default:
 		opt("dryRun", "All", "bogus")
 		opt("fieldManager", "a", "b", strings.Repeat("m", 200), "")
@@ -191,13 +222,25 @@ func (r *runner) surfaceBody(k surfaceKind, name, method string) (string, []byte
 		if r.Rng.IntN(2) == 0 {
 			return "", nil
 		}
-		return "application/json", encode(r.deleteOptions())
+		ctype := "application/json"
+		if r.Rng.IntN(6) == 0 {
+			ctype = r.surfaceContentType()
+		}
+		if r.Rng.IntN(20) == 0 {
+			return ctype, []byte(oversized)
+		}
+		return ctype, encode(r.deleteOptions())
 	}
 	switch n := r.Rng.IntN(12); {
+	case n == 0 && method != "PATCH" && r.Rng.IntN(8) == 0:
+		// An object of another version of the kind. Not a patch: the apiserver decodes a patched
+		// object of another version with no schema, its fields unknown in a random order.
+		group, _, _ := strings.Cut(k.apiVersion, "/")
+		return "application/json", encode(map[string]any{"apiVersion": group + "/v2", "kind": k.kind, "metadata": map[string]any{"name": name}})
 	case n == 0:
 		return r.surfaceContentType(), []byte(pick(r.Rng, []string{"", "{", "[]", "null", `""`, `{"kind":1}`,
 			`{"metadata":{"name":5}}`, "\xff\xfe", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`,
-			strings.Repeat("[", 2000) + strings.Repeat("]", 2000)}))
+			strings.Repeat("[", 2000) + strings.Repeat("]", 2000), oversized}))
 	case method == "PATCH" && n < 6:
 		return r.patchBody(k, name)
 	default:
@@ -209,6 +252,10 @@ func (r *runner) surfaceBody(k surfaceKind, name, method string) (string, []byte
 			r.surfaceContentType()}), encode(obj)
 	}
 }
+
+// oversized is a body over the servers' limit (the apiserver's --max-resource-write-bytes default,
+// 3 MiB): 413 before it is decoded.
+var oversized = `{"metadata":{"name":"w0"},"pad":"` + strings.Repeat("x", 3<<20) + `"}`
 
 // currentRV in a body stands for the object's resourceVersion on each server (an update that may
 // succeed), read just before the request.
@@ -254,7 +301,8 @@ func (r *runner) deleteOptions() map[string]any {
 	case 4:
 		o["dryRun"] = []any{pick(r.Rng, []string{"All", "bogus"})}
 	case 5:
-		o["kind"] = "Bogus"
+		o["kind"] = pick(r.Rng, []string{"Bogus", "ListOptions"})
+		o["apiVersion"] = pick(r.Rng, []string{"v1", "meta.k8s.io/v1"})
 	}
 	return o
 }
@@ -321,4 +369,191 @@ func (r *runner) surfaceObject(k surfaceKind, name string) map[string]any {
 		obj["unknownTop"] = true
 	}
 	return obj
+}
+
+// finalizerLifecycle takes an object of kind k through a deletion a finalizer holds: created with
+// the finalizer, deleted with random options (marked for deletion, or not with dryRun), sometimes
+// deleted again (already being deleted), its finalizers removed by a random write (which deletes a
+// marked object, or is a dryRun), read, and at last its finalizers removed and deleted for good.
+func (r *runner) finalizerLifecycle(k surfaceKind) {
+	r.T.Helper()
+	path := k.collection + "/fz"
+	obj := r.surfaceObject(k, "fz")
+	md := obj["metadata"].(map[string]any)
+	md["finalizers"] = []any{"example.com/keep"}
+	delete(md, "namespace")
+	r.send("finalizer lifecycle: create", "POST", k.collection, "application/json", encode(obj), "")
+	del := pick(r.Rng, []string{"", "?dryRun=All", "?gracePeriodSeconds=0", "?gracePeriodSeconds=30",
+		"?propagationPolicy=Foreground", "?propagationPolicy=Orphan"})
+	r.send("finalizer lifecycle: delete"+del, "DELETE", path+del, "", nil, "")
+	if r.Rng.IntN(2) == 0 {
+		r.send("finalizer lifecycle: delete again", "DELETE", path, "", nil, "")
+	}
+	dry := pick(r.Rng, []string{"", "", "?dryRun=All"})
+	switch r.Rng.IntN(4) {
+	case 0:
+		r.send("finalizer lifecycle: JSON patch removing the finalizers"+dry, "PATCH", path+dry, "application/json-patch+json",
+			[]byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), "")
+	case 1:
+		delete(md, "finalizers")
+		md["resourceVersion"] = currentRV
+		r.send("finalizer lifecycle: update without the finalizers"+dry, "PUT", path+dry, "application/json", encode(obj), "")
+	case 2:
+		r.send("finalizer lifecycle: status patch removing the finalizers"+dry, "PATCH", path+"/status"+dry,
+			"application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), "")
+	default:
+		r.send("finalizer lifecycle: merge patch removing the finalizers"+dry, "PATCH", path+dry, "application/merge-patch+json",
+			[]byte(`{"metadata":{"finalizers":null}}`), "")
+	}
+	r.send("finalizer lifecycle: get", "GET", path, "", nil, "")
+	r.send("finalizer lifecycle: cleanup", "PATCH", path, "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), "")
+	r.send("finalizer lifecycle: cleanup", "DELETE", path, "", nil, "")
+}
+
+// transformedWatch sends both servers a watch-list of kind k (the stored objects, then the bookmark
+// that ends them) with a random Accept (Table, PartialObjectMetadata, JSON, ones the servers refuse)
+// and includeObject, reads each stream up to that bookmark and compares the normalized frames.
+func (r *runner) transformedWatch(k surfaceKind) {
+	r.T.Helper()
+	q := url.Values{"watch": {"true"}, "sendInitialEvents": {"true"}, "allowWatchBookmarks": {"true"},
+		"resourceVersionMatch": {"NotOlderThan"}}
+	if r.Rng.IntN(3) == 0 {
+		q.Set("includeObject", pick(r.Rng, []string{"None", "Object", "Metadata", "bogus"}))
+	}
+	accept := pick(r.Rng, []string{"application/json;as=Table;v=v1;g=meta.k8s.io", "application/json;as=Table;v=v1beta1;g=meta.k8s.io",
+		"application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io", "application/json;as=PartialObjectMetadata;v=v1beta1;g=meta.k8s.io",
+		"application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io", "application/json", "application/yaml",
+		"application/json;as=Table;v=v1;g=meta.k8s.io, application/json"})
+	what := fmt.Sprintf("watch-list of %s?%s (Accept %q)", k.collection, q.Encode(), accept)
+	var desc [2]string
+	for i, s := range r.servers {
+		desc[i] = r.watchFrames(s, what, k.collection+"?"+q.Encode(), accept)
+	}
+	if desc[0] != desc[1] {
+		r.Failf("%s: the answers differ (-kube +listwatch):\n%s", what, cmp.Diff(desc[0], desc[1]))
+	}
+	r.stats.gets++
+}
+
+// watchFrames opens the watch at path on s with accept and is its answer as compared: a refusal,
+// or the status line and the normalized frames up to the first bookmark.
+func (r *runner) watchFrames(s *server, what, path, accept string) string {
+	r.T.Helper()
+	ctx, cancel := context.WithTimeout(r.ctx, testutil.WaitTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", s.base+path, nil)
+	if err != nil {
+		r.T.Fatal(err)
+	}
+	req.Header.Set("Accept", accept)
+	resp, err := s.c.Do(req)
+	if err != nil {
+		r.Fatalf("%s: %s: %v", what, s.name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		raw, _ := io.ReadAll(resp.Body)
+		out := response{code: resp.StatusCode, header: resp.Header, raw: raw}
+		_ = json.Unmarshal(raw, &out.body)
+		return s.describe(out, "")
+	}
+	b := &strings.Builder{}
+	fmt.Fprintf(b, "200 content-type=%q\n", resp.Header.Get("Content-Type"))
+	dec := json.NewDecoder(resp.Body)
+	var ages []int
+	for {
+		var frame map[string]any
+		if err := dec.Decode(&frame); err != nil {
+			fmt.Fprintf(b, "the stream ended: %v\n", err)
+			return b.String()
+		}
+		if table, ok := frame["object"].(map[string]any); ok && table["kind"] == "Table" {
+			// Only the first event's Table has column definitions.
+			ages = normalAges(table, ages)
+		}
+		out, _ := json.MarshalIndent(s.normalize(frame, ""), "", "  ")
+		b.Write(out)
+		if frame["type"] == "BOOKMARK" {
+			return b.String()
+		}
+	}
+}
+
+// fixedCases sends both servers, once per seed, requests the random ones reach too rarely to rely
+// on (fixedDeletions, fixedRefusals). Each leaves nothing behind.
+func (r *runner) fixedCases(k surfaceKind) {
+	r.T.Helper()
+	path := k.collection + "/fx"
+	create := func(md map[string]any) {
+		obj := r.surfaceObject(k, "fx")
+		obj["metadata"] = md
+		md["name"] = "fx"
+		r.send("fixed: create", "POST", k.collection, "application/json", encode(obj), "")
+	}
+	cleanup := func() {
+		r.send("fixed: cleanup", "PATCH", path, "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), "")
+		r.send("fixed: cleanup", "DELETE", path, "", nil, "")
+	}
+	r.fixedDeletions(path, create, cleanup)
+	ref := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": "11111111-1111-1111-1111-111111111111"}
+	create(map[string]any{"ownerReferences": []any{ref, ref}})
+	obj := r.surfaceObject(k, "fx")
+	obj["metadata"] = map[string]any{"name": "fx", "resourceVersion": currentRV, "ownerReferences": []any{ref, ref, ref}}
+	r.send("fixed: update with duplicate ownerReferences", "PUT", path, "application/json", encode(obj), "")
+	r.fixedRefusals(k, path)
+	cleanup()
+}
+
+// fixedDeletions deletes an object created with a finalizer, or none, with options that change
+// its finalizers: marked and kept, or deleted at once after the update is abandoned (with a
+// resourceVersion precondition, or as a dryRun).
+func (r *runner) fixedDeletions(path string, create func(map[string]any), cleanup func()) {
+	r.T.Helper()
+	for _, c := range []struct{ finalizer, query, options string }{
+		{"orphan", "", `{"propagationPolicy":"Background","preconditions":{"resourceVersion":"` + currentRV + `"}}`},
+		{"orphan", "?dryRun=All", `{"propagationPolicy":"Background"}`},
+		{"foregroundDeletion", "", `{"orphanDependents":false,"preconditions":{"resourceVersion":"` + currentRV + `"}}`},
+		{"", "", `{"orphanDependents":true}`},
+		{"", "", `{"propagationPolicy":"Foreground"}`},
+		{"example.com/keep", "?propagationPolicy=Orphan", ``},
+		{"foregroundDeletion", "", ``},
+		{"orphan", "?propagationPolicy=Foreground", ``},
+	} {
+		md := map[string]any{}
+		if c.finalizer != "" {
+			md["finalizers"] = []any{c.finalizer}
+		}
+		create(md)
+		r.send("fixed: delete"+c.query+" "+c.options, "DELETE", path+c.query, "application/json", []byte(c.options), "")
+		r.send("fixed: get", "GET", path, "", nil, "")
+		cleanup()
+	}
+}
+
+// fixedRefusals sends requests about the object at path that both servers refuse or read without
+// effect: the export option, oversized bodies, deletecollections the list, a worker or the body
+// refuses, DeleteOptions of another kind.
+func (r *runner) fixedRefusals(k surfaceKind, path string) {
+	r.T.Helper()
+	for _, q := range []string{"?export=true", "?export=false", "?export=x"} {
+		r.send("fixed: get"+q, "GET", path+q, "", nil, "")
+	}
+	for _, m := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+		p, ctype := path, "application/json"
+		if m == "POST" {
+			p = k.collection
+		}
+		if m == "PATCH" {
+			ctype = "application/merge-patch+json"
+		}
+		r.send("fixed: "+m+" of an oversized body", m, p, ctype, []byte(oversized), "")
+	}
+	for _, q := range []string{"?fieldSelector=spec.size%3D1", "?resourceVersionMatch=bogus", "?propagationPolicy=bogus"} {
+		r.send("fixed: deletecollection"+q, "DELETE", k.collection+q, "", nil, "")
+	}
+	r.send("fixed: deletecollection with a uid precondition", "DELETE", k.collection, "application/json",
+		[]byte(`{"preconditions":{"uid":"00000000-0000-0000-0000-000000000000"}}`), "")
+	listOptions := []byte(`{"kind":"ListOptions","apiVersion":"meta.k8s.io/v1"}`)
+	r.send("fixed: delete with ListOptions", "DELETE", path, "application/json", listOptions, "")
+	r.send("fixed: deletecollection with ListOptions", "DELETE", k.collection, "application/json", listOptions, "")
 }

@@ -1,6 +1,7 @@
 package httpdiff
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/coder/websocket"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -28,6 +30,8 @@ type watchReq struct {
 	q   url.Values // everything but resourceVersion
 	rv  asked
 	sie *bool
+	// ws sends the watch over a websocket (each event one message) instead of a chunked stream.
+	ws bool
 }
 
 // watchPair is one watch sent to both servers, and what each delivered.
@@ -88,12 +92,17 @@ func (r *runner) openWatch() {
 		// The servers send a bookmark 2 s before the end, then end the watch.
 		w.q.Set("timeoutSeconds", "3")
 	}
+	w.ws = r.Rng.IntN(4) == 0
 	sel, err := selection(w.ns, w.q)
 	if err != nil {
 		// A malformed selector: both must refuse it.
 		sel = kubemodel.Selection{Key: "/widgets/", Recursive: true, Predicate: storage.Everything}
 	}
-	p := r.Open(fmt.Sprintf("of %s rv=%s %s", collection(w.ns), w.rv, w.q.Encode()), sel, w)
+	over := ""
+	if w.ws {
+		over = " over a websocket"
+	}
+	p := r.Open(fmt.Sprintf("of %s rv=%s %s%s", collection(w.ns), w.rv, w.q.Encode(), over), sel, w)
 	if !p.Refused && future {
 		r.SyncPair(p)
 	}
@@ -138,8 +147,12 @@ func (r *runner) Watch(p *watchPair, i int, o diffrun.Opening) (*diffrun.Segment
 	if err != nil && !errors.Is(err, kubemodel.ErrRequest) {
 		r.T.Fatal(err)
 	}
+	u := s.base + collection(p.Req.ns) + "?" + qq.Encode()
+	if p.Req.ws {
+		return r.watchWS(p, s, u, exp, rv)
+	}
 	ctx, cancel := context.WithCancel(r.ctx)
-	hreq, err := http.NewRequestWithContext(ctx, "GET", s.base+collection(p.Req.ns)+"?"+qq.Encode(), nil)
+	hreq, err := http.NewRequestWithContext(ctx, "GET", u, nil)
 	if err != nil {
 		cancel()
 		r.T.Fatal(err)
@@ -164,37 +177,94 @@ func (r *runner) Watch(p *watchPair, i int, o diffrun.Opening) (*diffrun.Segment
 func frames(body io.ReadCloser) diffrun.Next {
 	dec := json.NewDecoder(body)
 	return func() (kubemodel.Event, bool, error) {
-		var frame struct {
-			Type   watch.EventType `json:"type"`
-			Object json.RawMessage `json:"object"`
-		}
-		if err := dec.Decode(&frame); err != nil {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
 			body.Close()
 			if !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) && !strings.Contains(err.Error(), "canceled") {
 				return kubemodel.Event{}, false, fmt.Errorf("reading a frame: %w", err)
 			}
 			return kubemodel.Event{}, false, nil
 		}
-		ev := watch.Event{Type: frame.Type}
-		var err error
-		if frame.Type == watch.Error {
-			st := &metav1.Status{}
-			err = json.Unmarshal(frame.Object, st)
-			ev.Object = st
-		} else {
-			u := &unstructured.Unstructured{}
-			err = u.UnmarshalJSON(frame.Object)
-			ev.Object = u
+		e, err := eventOf(raw)
+		return e, true, err
+	}
+}
+
+// watchWS opens the watch over a websocket, as a browser or kubectl's websocket client does (an
+// Origin is sent: upstream's handshake refuses a request without one). A refusal before the upgrade
+// is returned as compared, else the messages are read into a new segment.
+func (r *runner) watchWS(p *watchPair, s *server, u string, exp kubemodel.Expectation, rv string) (*diffrun.Segment, string) {
+	r.T.Helper()
+	ctx, cancel := context.WithCancel(r.ctx)
+	conn, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(u, "http"), &websocket.DialOptions{
+		HTTPClient: s.c, HTTPHeader: http.Header{"Origin": {s.base}}, CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		defer cancel()
+		if resp == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+			r.Fatalf("%s: %s: %v", p.What, s.name, err)
 		}
-		var e kubemodel.Event
-		if err == nil {
-			e, err = kubemodel.EventOf(ev)
-		}
+		// The dialer keeps the first 1024 bytes of a refusal's body: enough for a Status.
+		raw, _ := io.ReadAll(resp.Body)
+		out := response{code: resp.StatusCode, header: resp.Header, raw: raw}
+		_ = json.Unmarshal(raw, &out.body)
+		return nil, s.describe(out, rv)
+	}
+	conn.SetReadLimit(-1)
+	return diffrun.NewSegment(exp, messages(ctx, conn), func() {
+		cancel()
+		conn.CloseNow()
+	}), ""
+}
+
+// messages reads a websocket watch message by message: each must be a text message holding one
+// event's JSON and its newline, as upstream's HandleWS sends it. A normal closure (the watch's
+// timeoutSeconds) or the test's cancel ends it cleanly.
+func messages(ctx context.Context, conn *websocket.Conn) diffrun.Next {
+	return func() (kubemodel.Event, bool, error) {
+		typ, msg, err := conn.Read(ctx)
 		if err != nil {
-			err = fmt.Errorf("frame %s: %w", frame.Object, err)
+			conn.CloseNow()
+			if ctx.Err() != nil || websocket.CloseStatus(err) == websocket.StatusNormalClosure {
+				return kubemodel.Event{}, false, nil
+			}
+			return kubemodel.Event{}, false, fmt.Errorf("reading a message: %w", err)
+		}
+		e, err := eventOf(msg)
+		if err == nil && (typ != websocket.MessageText || bytes.IndexByte(msg, '\n') != len(msg)-1) {
+			err = fmt.Errorf("a %v message %q: want a text message of one event and its newline", typ, msg)
 		}
 		return e, true, err
 	}
+}
+
+// eventOf is one watch frame (type and object) as the model reads it.
+func eventOf(raw []byte) (kubemodel.Event, error) {
+	var frame struct {
+		Type   watch.EventType `json:"type"`
+		Object json.RawMessage `json:"object"`
+	}
+	if err := json.Unmarshal(raw, &frame); err != nil {
+		return kubemodel.Event{}, fmt.Errorf("frame %s: %w", raw, err)
+	}
+	ev := watch.Event{Type: frame.Type}
+	var err error
+	if frame.Type == watch.Error {
+		st := &metav1.Status{}
+		err = json.Unmarshal(frame.Object, st)
+		ev.Object = st
+	} else {
+		u := &unstructured.Unstructured{}
+		err = u.UnmarshalJSON(frame.Object)
+		ev.Object = u
+	}
+	var e kubemodel.Event
+	if err == nil {
+		e, err = kubemodel.EventOf(ev)
+	}
+	if err != nil {
+		err = fmt.Errorf("frame %s: %w", frame.Object, err)
+	}
+	return e, err
 }
 
 // Describe is an event of server i as both must deliver it once normalized: resourceVersions by
