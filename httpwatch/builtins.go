@@ -36,6 +36,9 @@ type strategy struct {
 	// noGarbageCollection is a DefaultGarbageCollectionPolicy of Unsupported (events): a delete
 	// adds no orphan or foregroundDeletion finalizer.
 	noGarbageCollection bool
+	// eventTTL gives the objects Config.EventTTL from each create and update (events: the TTLFunc of
+	// registry/core/event/storage).
+	eventTTL bool
 	// noNameColumn says the printer's columns do not start with Name (events: their columns name
 	// it, last and wide only).
 	noNameColumn bool

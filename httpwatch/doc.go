@@ -27,7 +27,8 @@
 //     the built-in kinds with their real scopes, names and strategies; events have their field
 //     labels (involvedObject.*, source, ...; regarding.* for events.k8s.io/v1) and printer columns,
 //     so that `kubectl describe` finds an object's events (TestEvents, TestEventsTable), the two
-//     versions stored apart (no conversion between them); Widgets is an example custom resource;
+//     versions stored apart (no conversion between them); with Config.EventTTL each create and
+//     update of an event gives it a lease of that TTL, and nothing else gets one (TestEventTTL); Widgets is an example custom resource;
 //     DefaultResources is what `listwatch serve` serves. CRDResource and CRDResources make the
 //     resource of a CustomResourceDefinition given as YAML, JSON or a Go value (ErrInvalidCRD for
 //     anything else). Resource.ResourcePrefix, KeyFunc, GetAttrs, NewObject, NewListObject and

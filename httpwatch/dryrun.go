@@ -17,14 +17,14 @@ type dryRunnableStorage struct {
 	storage.Interface
 }
 
-func (s dryRunnableStorage) create(ctx context.Context, key string, obj, out runtime.Object, dryRun bool) error {
+func (s dryRunnableStorage) create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64, dryRun bool) error {
 	if dryRun {
 		if err := s.Interface.Get(ctx, key, storage.GetOptions{}, out); err == nil {
 			return storage.NewKeyExistsError(key, 0)
 		}
 		return copyInto(obj, out)
 	}
-	return s.Interface.Create(ctx, key, obj, out, 0)
+	return s.Interface.Create(ctx, key, obj, out, ttl)
 }
 
 func (s dryRunnableStorage) guaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,

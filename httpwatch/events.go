@@ -24,8 +24,8 @@ var (
 // Events is core/v1 events with the event field labels (pkg/registry/core/event strategy.go
 // ToSelectableFields: involvedObject.*, reason, reportingComponent, source, type), so that
 // `kubectl describe` finds the events of an object. As upstream, a PUT of a missing event creates
-// it and events are not garbage collected by their involved object. Events are kept until deleted:
-// there is no --event-ttl.
+// it and events are not garbage collected by their involved object. Each create and update gives
+// an event Config.EventTTL to live (the apiserver's --event-ttl).
 func Events() Resource {
 	return Resource{
 		Version: "v1", Resource: "events", Kind: "Event", ShortNames: []string{"ev"},
@@ -33,11 +33,11 @@ func Events() Resource {
 		SelectableFields: append(eventRegardingFields("involvedObject", "involvedObject"),
 			selectable("reason"), selectable("reportingComponent"), selectable("type"),
 			SelectableField{Label: "source", Path: []string{"source", "component"}, Fallback: []string{"reportingComponent"}}),
-		strategy: &strategy{allowCreateOnUpdate: true, noGarbageCollection: true, noNameColumn: true, columns: eventColumns(coreEventFields)},
+		strategy: &strategy{allowCreateOnUpdate: true, noGarbageCollection: true, noNameColumn: true, eventTTL: true, columns: eventColumns(coreEventFields)},
 	}
 }
 
-// EventsV1 is events.k8s.io/v1 events with that version's field labels (pkg/apis/events/v1
+// EventsV1 is events.k8s.io/v1 events, with Config.EventTTL as core/v1's, and that version's field labels (pkg/apis/events/v1
 // conversion.go: regarding.*, reason, reportingController, source, type). Unlike upstream, which
 // keeps both versions in one storage, they are stored apart from core/v1 events: there is no
 // conversion between the two versions.
@@ -48,7 +48,7 @@ func EventsV1() Resource {
 		SelectableFields: append(eventRegardingFields("regarding", "regarding"),
 			selectable("reason"), selectable("reportingController"), selectable("type"),
 			SelectableField{Label: "source", Path: []string{"deprecatedSource", "component"}, Fallback: []string{"reportingController"}}),
-		strategy: &strategy{allowCreateOnUpdate: true, noGarbageCollection: true, noNameColumn: true, columns: eventColumns(eventsEventFields)},
+		strategy: &strategy{allowCreateOnUpdate: true, noGarbageCollection: true, noNameColumn: true, eventTTL: true, columns: eventColumns(eventsEventFields)},
 	}
 }
 

@@ -2,11 +2,15 @@ package httpwatch
 
 import (
 	"encoding/json"
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/listwatch/listwatch/store"
 )
 
 // TestEvents serves core/v1 and events.k8s.io/v1 events with their own field labels, as
@@ -85,5 +89,69 @@ func TestEventsTable(t *testing.T) {
 	cells, _ := json.Marshal(table.Rows[0].Cells)
 	if got := string(cells); got != `["60s","Normal","Started","pod/p","","kubelet, n1","hi","4m",2,"a"]` {
 		t.Errorf("cells %s", got)
+	}
+}
+
+// leaseTTL is the granted TTL of the lease the object at key is attached to, 0 for none.
+func (e *env) leaseTTL(key string) int64 {
+	e.t.Helper()
+	resp, err := e.st.Range(&store.RangeRequest{Key: []byte(key)})
+	if err != nil || len(resp.Kvs) != 1 {
+		e.t.Fatalf("%s: %v %v", key, resp, err)
+	}
+	if resp.Kvs[0].Lease == 0 {
+		return 0
+	}
+	l, err := e.st.LeaseTimeToLive(resp.Kvs[0].Lease, false)
+	if err != nil {
+		e.t.Fatalf("lease of %s: %v", key, err)
+	}
+	return l.GrantedTTL
+}
+
+// TestEventTTL: with Config.EventTTL, every create and update of an event of either version (a
+// POST, a PUT creating it, a PUT, a patch) gives it a lease of at least that TTL (the storage reuses a
+// lease for up to a minute more, as upstream's lease manager); other kinds get none, and without
+// EventTTL neither do events. A negative EventTTL is refused.
+func TestEventTTL(t *testing.T) {
+	const core, v1 = "/api/v1/namespaces/default/events", "/apis/events.k8s.io/v1/namespaces/default/events"
+	e := newEnv(t, func(c *Config) { c.EventTTL = 90 * time.Minute })
+	e.mustCreate(core, `{"metadata":{"name":"a"},"involvedObject":{"kind":"Pod","name":"p"},"reason":"Started"}`)
+	if r := e.do("PUT", core+"/b", `{"metadata":{"name":"b"},"involvedObject":{"kind":"Pod","name":"q"}}`); r.code != 201 {
+		t.Fatalf("PUT of a missing event: %d %s", r.code, r.body)
+	}
+	e.mustCreate(v1, `{"metadata":{"name":"c"},"regarding":{"kind":"Pod","name":"p"},"reason":"Pulled","reportingController":"kubelet",
+		"reportingInstance":"n1","action":"Pull","eventTime":"2026-01-02T03:04:00.000000Z"}`)
+	e.mustCreate("/api/v1/namespaces/default/configmaps", `{"metadata":{"name":"cm"}}`)
+	checkTTL := func(when string) {
+		t.Helper()
+		for _, key := range []string{"/registry/events/default/a", "/registry/events/default/b", "/registry/events.k8s.io/events/default/c"} {
+			if ttl := e.leaseTTL(key); ttl < 90*60 || ttl > 90*60+60 {
+				t.Errorf("%s: %s has a lease of %d s, want 5400 to 5460", when, key, ttl)
+			}
+		}
+		if ttl := e.leaseTTL("/registry/configmaps/default/cm"); ttl != 0 {
+			t.Errorf("%s: a configmap has a lease of %d s", when, ttl)
+		}
+	}
+	checkTTL("created")
+	if r := e.do("PUT", core+"/a", `{"metadata":{"name":"a"},"involvedObject":{"kind":"Pod","name":"p"},"reason":"Again"}`); r.code != 200 {
+		t.Fatalf("PUT: %d %s", r.code, r.body)
+	}
+	if r := e.do("PATCH", core+"/b", `{"reason":"Patched"}`, "Content-Type", "application/merge-patch+json"); r.code != 200 {
+		t.Fatalf("PATCH: %d %s", r.code, r.body)
+	}
+	if r := e.do("PATCH", "/api/v1/namespaces/default/configmaps/cm", `{"data":{"k":"v"}}`, "Content-Type", "application/merge-patch+json"); r.code != 200 {
+		t.Fatalf("PATCH of the configmap: %d %s", r.code, r.body)
+	}
+	checkTTL("updated")
+
+	plain := newEnv(t)
+	plain.mustCreate(core, `{"metadata":{"name":"a"},"involvedObject":{"kind":"Pod","name":"p"}}`)
+	if ttl := plain.leaseTTL("/registry/events/default/a"); ttl != 0 {
+		t.Errorf("without EventTTL an event has a lease of %d s", ttl)
+	}
+	if _, err := New(Config{Resources: []ServedResource{{Resource: Events(), Storage: plain.storages["events"]}}, EventTTL: -time.Second}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("a negative EventTTL: %v, want ErrInvalidConfig", err)
 	}
 }

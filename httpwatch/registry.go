@@ -197,6 +197,16 @@ func (h *resourceHandler) create(ctx context.Context, namespace string, obj *uns
 	return h.createOnce(ctx, namespace, obj, dryRun)
 }
 
+// ttl is the seconds an object of the resource lives from a create or update, 0 for ever.
+//
+// Mirrors registry.Store.calculateTTL with the events' TTLFunc.
+func (h *resourceHandler) ttl() uint64 {
+	if h.res.strategy != nil && h.res.strategy.eventTTL {
+		return h.server.eventTTL
+	}
+	return 0
+}
+
 func (h *resourceHandler) createOnce(ctx context.Context, namespace string, obj *unstructured.Unstructured, dryRun bool) (runtime.Object, error) {
 	if err := h.beforeCreate(ctx, namespace, obj); err != nil {
 		return nil, err
@@ -207,7 +217,7 @@ func (h *resourceHandler) createOnce(ctx context.Context, namespace string, obj 
 		return nil, err
 	}
 	out := &unstructured.Unstructured{}
-	if err := h.storage.create(ctx, key, obj, out, dryRun); err != nil {
+	if err := h.storage.create(ctx, key, obj, out, h.ttl(), dryRun); err != nil {
 		err = storage.InterpretCreateError(err, h.gr(), name)
 		err = h.checkGeneratedNameError(err, obj)
 		if !apierrors.IsAlreadyExists(err) {
@@ -461,7 +471,8 @@ func (h *resourceHandler) update(ctx context.Context, u updateRequest) (result r
 			if err := h.beforeCreate(ctx, u.namespace, newObj); err != nil {
 				return nil, nil, err
 			}
-			return newObj, nil, nil
+			ttl := h.ttl()
+			return newObj, &ttl, nil
 		}
 		created = false
 		if newResourceVersion == 0 && h.res.AllowUnconditionalUpdate {
@@ -484,6 +495,10 @@ func (h *resourceHandler) update(ctx context.Context, u updateRequest) (result r
 		if h.shouldDeleteDuringUpdate(newObj, old) {
 			deleteObj = newObj
 			return nil, nil, errEmptiedFinalizers
+		}
+		// The storage reports no remaining TTL, so an object with one is given it anew.
+		if ttl := h.ttl(); int64(ttl) != res.TTL {
+			return newObj, &ttl, nil
 		}
 		return newObj, nil, nil
 	}, u.dryRun)

@@ -26,6 +26,8 @@ const (
 	// DefaultMinRequestTimeout is --min-request-timeout: a watch without timeoutSeconds lasts between
 	// one and two times this.
 	DefaultMinRequestTimeout = 1800 * time.Second
+	// DefaultEventTTL is kube-apiserver's --event-ttl default.
+	DefaultEventTTL = time.Hour
 	// DefaultMaxRequestBodyBytes is the apiserver's --max-resource-write-bytes default (3 MiB).
 	DefaultMaxRequestBodyBytes = 3 * 1024 * 1024
 	// requestTimeoutUpperBound bounds every write, as handlers.requestTimeoutUpperBound.
@@ -68,6 +70,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Features are the feature gates.
 	Features Features
+	// EventTTL is the apiserver's --event-ttl: an event (core/v1 or events.k8s.io/v1) is deleted this
+	// long after its last create or update, by a lease of the storage. 0 keeps events until they are
+	// deleted; kube-apiserver's default is DefaultEventTTL.
+	EventTTL time.Duration
 	// RequireNamespaces refuses, as the NamespaceLifecycle admission plugin, a create in a namespace
 	// that does not exist: 404 NotFound `namespaces "x" not found`. It applies while the core
 	// namespaces resource is served. Off, objects may name any namespace.
@@ -88,6 +94,8 @@ type Server struct {
 	logger            *slog.Logger
 	features          Features
 	requireNamespaces bool
+	// eventTTL is Config.EventTTL in seconds, rounded up.
+	eventTTL uint64
 
 	openapi *openAPI
 
@@ -103,8 +111,8 @@ func New(cfg Config) (*Server, error) {
 	if len(cfg.Resources) == 0 {
 		return nil, fmt.Errorf("%w: no resources", ErrInvalidConfig)
 	}
-	if cfg.MinRequestTimeout < 0 || cfg.MaxRequestBodyBytes < 0 {
-		return nil, fmt.Errorf("%w: negative MinRequestTimeout or MaxRequestBodyBytes", ErrInvalidConfig)
+	if cfg.MinRequestTimeout < 0 || cfg.MaxRequestBodyBytes < 0 || cfg.EventTTL < 0 {
+		return nil, fmt.Errorf("%w: negative MinRequestTimeout, MaxRequestBodyBytes or EventTTL", ErrInvalidConfig)
 	}
 	s := &Server{
 		resources:         map[groupVersion]map[string]*resourceHandler{},
@@ -115,6 +123,7 @@ func New(cfg Config) (*Server, error) {
 		logger:            cfg.Logger,
 		features:          cfg.Features,
 		requireNamespaces: cfg.RequireNamespaces,
+		eventTTL:          uint64((cfg.EventTTL + time.Second - 1) / time.Second),
 		shuttingDown:      make(chan struct{}),
 	}
 	if s.minRequestTimeout == 0 {

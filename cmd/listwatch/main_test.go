@@ -33,6 +33,8 @@ func TestRunDispatch(t *testing.T) {
 		{[]string{"serve", "-h"}, 0, "", "-etcd-listen address"},
 		{[]string{"serve", "--no-such-flag"}, 2, "", "flag provided but not defined: -no-such-flag"},
 		{[]string{"serve", "extra"}, 2, "", `listwatch serve: unexpected argument "extra"`},
+		{[]string{"serve", "--event-ttl", "-1m"}, 2, "", "listwatch serve: --event-ttl -1m0s: negative"},
+		{[]string{"serve", "--event-ttl", "soon"}, 2, "", `invalid value "soon" for flag -event-ttl`},
 		{[]string{"serve", "--etcd-listen", "0.0.0.0:0"}, 2, "", "--etcd-listen 0.0.0.0:0 would listen on 0.0.0.0, which is not loopback"},
 		{[]string{"serve", "--etcd-listen", ":2379"}, 2, "", "would listen on every interface"},
 		{[]string{"serve", "--etcd-listen", "nohostport"}, 2, "", `--etcd-listen "nohostport": address nohostport: missing port in address`},

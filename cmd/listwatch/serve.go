@@ -59,6 +59,7 @@ type serveFlags struct {
 	quota                  int64
 	fromSnapshot           string
 	compactionInterval     time.Duration
+	eventTTL               time.Duration
 	logger                 *slog.Logger
 	profiling              bool
 	controllers            []string
@@ -86,6 +87,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.StringVar(&f.fromSnapshot, "from-snapshot", "", "load an etcd snapshot `file` (etcdctl snapshot save, or a member's snap/db) into the store before serving: its keys, revisions, leases and compaction")
 	fs.DurationVar(&f.compactionInterval, "etcd-compaction-interval", watch.DefaultCompactionInterval,
 		"how often the Kubernetes API's compactor compacts etcd, at the revision of the interval before, by the compact_rev_key protocol (kube-apiserver's flag of the same name); 0 disables")
+	fs.DurationVar(&f.eventTTL, "event-ttl", httpwatch.DefaultEventTTL,
+		"how long an event lives after its last write, by a lease (kube-apiserver's flag of the same name); 0 keeps events until deleted")
 	logLevel := fs.String("log-level", "info", "`level` of the log on stderr: debug (every request), info (refused requests), warn (failed ones), error")
 	fs.BoolVar(&f.profiling, "pprof", false, "serve net/http/pprof under /debug/pprof/ on the Kubernetes API's address (kube-apiserver's --profiling)")
 	controllerList := fs.String("controllers", "*", "`list` of the controllers to run, comma-separated: namespace, garbagecollector, kubelet; * for all, -name to leave one out, \"\" for none")
@@ -96,6 +99,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	}
 	if fs.NArg() > 0 {
 		return f, usageError{err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	if f.eventTTL < 0 {
+		return f, usageError{err: fmt.Errorf("--event-ttl %v: negative", f.eventTTL)}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -161,7 +167,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// One registry behind /metrics: the process, the requests, the watch caches and the watches.
 	reg := observe.NewRegistry()
 	api, err := chain.New(ctx, chain.Config{Store: st, Etcd: opts, Listener: httpLis, Resources: f.resources, SystemNamespaces: f.systemNamespaces,
-		Logger: f.logger, Registerer: reg,
+		API: httpwatch.Config{EventTTL: f.eventTTL}, Logger: f.logger, Registerer: reg,
 		WrapHandler: func(h http.Handler) http.Handler {
 			return observe.Wrap(h, observe.Options{Logger: f.logger, PProf: f.profiling, Registry: reg})
 		}})
