@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"reflect"
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/listwatch/listwatch/check"
+	"github.com/listwatch/listwatch/internal/testutil"
 )
 
 // TestCheckContextStops: a context cancelled as a part of the check begins stops the check of a
@@ -17,23 +16,10 @@ import (
 func TestCheckContextStops(t *testing.T) {
 	h := concurrentHistory(20_000, 16, 1000, 100, 1)
 	phases := []string{check.PhaseSearch, PhaseReplay, check.PhaseWatches}
-	for i, at := range phases {
-		ctx, cancel := context.WithCancel(context.Background())
-		var got []string
-		res, err := CheckContext(ctx, h, Options{Phase: func(name string) {
-			got = append(got, name)
-			if name == at {
-				cancel()
-			}
-		}})
-		cancel()
-		if !errors.Is(err, context.Canceled) || res != nil || !strings.Contains(err.Error(), "stopped in "+at) {
-			t.Fatalf("cancelled in %s: result %v, error %v; want context.Canceled in %s", at, res != nil, err, at)
-		}
-		if !slices.Equal(got, phases[:i+1]) {
-			t.Errorf("cancelled in %s: the check went on to %q", at, got)
-		}
-	}
+	testutil.CancelAtEachPhase(t, phases, func(ctx context.Context, onPhase func(string)) (bool, error) {
+		res, err := CheckContext(ctx, h, Options{Phase: onPhase})
+		return res != nil, err
+	})
 }
 
 // TestSearchContextStops: porcupine's search, which takes no context, takes no step of the model

@@ -2,15 +2,13 @@ package kube
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/listwatch/listwatch/check"
+	"github.com/listwatch/listwatch/internal/testutil"
 )
 
 // bigHistory is n creates one after the other, a watch from before them that sees each, and a
@@ -41,23 +39,10 @@ func bigHistory(n int) *History {
 func TestCheckContextStops(t *testing.T) {
 	h := bigHistory(1000)
 	phases := []string{check.PhaseSearch, PhaseLists, check.PhaseWatches}
-	for i, at := range phases {
-		ctx, cancel := context.WithCancel(context.Background())
-		var got []string
-		res, err := CheckContext(ctx, h, Options{Phase: func(name string) {
-			got = append(got, name)
-			if name == at {
-				cancel()
-			}
-		}})
-		cancel()
-		if !errors.Is(err, context.Canceled) || res != nil || !strings.Contains(err.Error(), "stopped in "+at) {
-			t.Fatalf("cancelled in %s: result %v, error %v; want context.Canceled in %s", at, res != nil, err, at)
-		}
-		if !slices.Equal(got, phases[:i+1]) {
-			t.Errorf("cancelled in %s: the check went on to %q", at, got)
-		}
-	}
+	testutil.CancelAtEachPhase(t, phases, func(ctx context.Context, onPhase func(string)) (bool, error) {
+		res, err := CheckContext(ctx, h, Options{Phase: onPhase})
+		return res != nil, err
+	})
 }
 
 // TestCheckContextUncancelled: with a context that does not end, CheckContext finds what Check

@@ -14,6 +14,8 @@
 //   - DiscardLogger returns a *slog.Logger that drops everything.
 //   - CloseAtCleanup stops what a test started at its cleanup and fails the test, naming it, if
 //     stopping fails.
+//   - CancelAtEachPhase holds a checker to its cancellation contract, phase by phase (the etcd and
+//     Kubernetes checkers' TestCheckContextStops).
 //   - Recorder (Record) is a test whose failures are recorded, not reported, for tests of a
 //     helper's failure path.
 //
@@ -23,6 +25,8 @@
 //     the condition and the deadline (TestPollTimesOut, TestWaitForFailsTheTest).
 //   - LISTWATCH_WAIT_TIMEOUT sets WaitTimeout; a value that is not a positive duration stops the test
 //     binary with a message naming the variable (TestWaitTimeoutFrom).
+//   - CancelAtEachPhase passes a run that stops in the phase it is cancelled in, without a result,
+//     naming it, and fails one that goes on, gives a result or names no phase (TestCancelAtEachPhase).
 //   - A Recorder's Fatal ends the goroutine Record runs, as testing.T's does; Error and Fatal are
 //     recorded, never reported to the wrapped test (TestWaitForFailsTheTest).
 //   - Step runs between polls, never before the first one, so that a condition that already holds

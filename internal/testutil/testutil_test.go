@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -141,6 +142,39 @@ func TestWaitTimeoutFrom(t *testing.T) {
 	for _, v := range []string{"5", "soon", "-1m", "0s"} {
 		if _, err := waitTimeoutFrom(v); err == nil || !strings.Contains(err.Error(), WaitTimeoutVar) {
 			t.Errorf("%s=%q: %v, want an error naming the variable", WaitTimeoutVar, v, err)
+		}
+	}
+}
+
+// TestCancelAtEachPhase: a run that stops where it is cancelled passes; one that goes on to a later
+// phase, returns a result, or ends without naming the phase is reported.
+func TestCancelAtEachPhase(t *testing.T) {
+	phases := []string{"a", "b", "c"}
+	// stopAt runs the phases until its context ends; overrun phases more begin after that.
+	stopAt := func(overrun int, result bool, word string) func(context.Context, func(string)) (bool, error) {
+		return func(ctx context.Context, onPhase func(string)) (bool, error) {
+			for i, p := range phases {
+				onPhase(p)
+				if ctx.Err() != nil {
+					for _, q := range phases[i+1 : min(len(phases), i+1+overrun)] {
+						onPhase(q)
+					}
+					return result, fmt.Errorf("check %s in %s: %w", word, p, ctx.Err())
+				}
+			}
+			return true, nil
+		}
+	}
+	if r := Record(t, func(tb testing.TB) { CancelAtEachPhase(tb, phases, stopAt(0, false, "stopped")) }); r.Failed() {
+		t.Errorf("a run that stops where cancelled: %v %q", r.Errors(), r.FatalMessage())
+	}
+	for name, run := range map[string]func(context.Context, func(string)) (bool, error){
+		"goes on":        stopAt(1, false, "stopped"),
+		"gives a result": stopAt(0, true, "stopped"),
+		"names no phase": stopAt(0, false, "ended"),
+	} {
+		if r := Record(t, func(tb testing.TB) { CancelAtEachPhase(tb, phases, run) }); !r.Failed() {
+			t.Errorf("a run that %s passed", name)
 		}
 	}
 }
