@@ -24,13 +24,13 @@ import (
 	"k8s.io/apiserver/pkg/features"
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/etcd3"
-	etcdfeature "k8s.io/apiserver/pkg/storage/feature"
 	storagetesting "k8s.io/apiserver/pkg/storage/testing"
 	"k8s.io/apiserver/pkg/storage/value"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/utils/clock"
 
 	"github.com/listwatch/listwatch/internal/testutil"
+	"github.com/listwatch/listwatch/interop/internal/cachepair"
 	"github.com/listwatch/listwatch/interop/internal/etcdtest"
 )
 
@@ -145,9 +145,7 @@ func newEnv(t *testing.T, b backend, opts ...setupOption) *env {
 	// The checker is process-wide and remembers, per endpoint name and for ten minutes, what a
 	// server supports; every subtest starts with a fresh one. The watcher set below guarantees
 	// that no storage goroutine of the previous subtest still reads the variable.
-	orig := etcdfeature.DefaultFeatureSupportChecker
-	etcdfeature.DefaultFeatureSupportChecker = etcdfeature.NewDefaultFeatureSupportChecker()
-	t.Cleanup(func() { etcdfeature.DefaultFeatureSupportChecker = orig })
+	cachepair.FreshFeatureChecker(t)
 
 	cli := b.start(t, o.progressNotify)
 	kc := &kubernetes.Client{Client: cli}

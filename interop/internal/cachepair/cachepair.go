@@ -183,7 +183,7 @@ func Upstream(tb testing.TB, cli *clientv3.Client, s Setup) *Cache {
 	s = s.withDefaults()
 	kc := &kubernetes.Client{Client: cli}
 	kc.Kubernetes = kc
-	freshFeatureChecker(tb)
+	FreshFeatureChecker(tb)
 	versioner := k8sstorage.APIObjectVersioner{}
 	compactor := k8setcd3.NewCompactor(cli, 0, clock.RealClock{}, nil)
 	tb.Cleanup(compactor.Stop)
@@ -229,13 +229,14 @@ func Upstream(tb testing.TB, cli *clientv3.Client, s Setup) *Cache {
 	return &Cache{Name: "upstream", Storage: d, Ready: c.Ready, StorageCompactRevision: st.CompactRevision, Faults: f, Clock: s.Clock}
 }
 
-// freshFeatureChecker gives upstream's storage a new process-wide etcd feature checker for the test.
+// FreshFeatureChecker gives upstream's storages a new process-wide etcd feature checker for the test,
+// and puts the old one back at its cleanup.
 // The checker starts one check per endpoint name and never starts another, and that check gives up
 // when the client that asked for it closes: a check cut short by an earlier test's cleanup (the
 // Status call still queued on a loaded machine) leaves RequestWatchProgress unsupported for the
 // rest of the process, and every consistent list of every later upstream cache goes to etcd. Tests
 // that build an upstream cache do not run in parallel (they set feature gates).
-func freshFeatureChecker(tb testing.TB) {
+func FreshFeatureChecker(tb testing.TB) {
 	orig := etcdfeature.DefaultFeatureSupportChecker
 	etcdfeature.DefaultFeatureSupportChecker = etcdfeature.NewDefaultFeatureSupportChecker()
 	tb.Cleanup(func() { etcdfeature.DefaultFeatureSupportChecker = orig })

@@ -20,6 +20,8 @@
 //   - Cache.Storage is the cache as upstream's storage.Interface; Relist makes it lose its storage
 //     watch with a 410 and waits until it filled itself anew; ObserveCompaction makes a cache with
 //     a snapshot compactor see a compaction; CompactEtcd compacts as upstream's tests do.
+//   - FreshFeatureChecker gives a test's upstream storages a process-wide etcd feature checker of
+//     their own (Upstream and apiserverconf's storages call it).
 //   - Faults (every Cache's) fail the reflector's first lists, as upstream's
 //     StorageInjectingListErrors, and break its watches. PollClock is the real clock whose
 //     compactor-poll timers fire on demand.
