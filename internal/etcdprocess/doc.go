@@ -23,7 +23,8 @@
 //   - Without Binary, Launch fails with ErrNotInstalled and StartCluster skips the test
 //     (TestLaunchNotInstalled).
 //   - A restarted member serves what it held before the kill; a paused one answers nothing until
-//     resumed (TestFaults). Restarting a running member, killing or pausing one not running, one out
+//     resumed (TestFaults): Pause returns once every thread of it has stopped, not when the signal
+//     is sent (TestWaitStopped). Restarting a running member, killing or pausing one not running, one out
 //     of range, or any member once the cluster is stopped is an error, and so is a restart whose
 //     member does not come back, quoting etcd's output (TestFaultsRefused).
 //   - Stop, and every failed Launch, kills each process it started, waits for it to exit and removes

@@ -250,8 +250,62 @@ func (c *Cluster) Restart(i int, timeout time.Duration) error {
 	return nil
 }
 
-// Pause stops member i (SIGSTOP): it holds its connections and answers nothing until Resume.
-func (c *Cluster) Pause(i int) error { return c.signal(i, syscall.SIGSTOP) }
+// Pause stops member i (SIGSTOP) and returns once every thread of it has stopped: it holds its
+// connections and answers nothing until Resume. The signal alone returns before a thread running on
+// another core stops, which on a loaded machine is long enough for it to answer a request.
+func (c *Cluster) Pause(i int) error {
+	if err := c.signal(i, syscall.SIGSTOP); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	p, err := c.running(i)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return waitStopped(p.cmd.Process.Pid, pauseTimeout)
+}
+
+// pauseTimeout bounds the wait for a paused member's threads to stop.
+const pauseTimeout = time.Minute
+
+// waitStopped waits until every thread of process pid is stopped, as /proc shows them; where there is
+// no /proc it returns at once, the signal sent.
+func waitStopped(pid int, timeout time.Duration) error {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	deadline := time.Now().Add(timeout)
+	for {
+		stopped, err := allStopped(dir)
+		if err != nil || stopped {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("etcdprocess: process %d not stopped %v after SIGSTOP", pid, timeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// allStopped reports whether every task under dir (/proc/PID/task) is in state T (stopped); an
+// error when dir cannot be read.
+func allStopped(dir string) (bool, error) {
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+		if err != nil {
+			return false, nil // a thread that just ended; look again
+		}
+		// pid (comm) state ...: comm may hold spaces and parentheses, so the state follows the last ')'
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 || i+2 >= len(stat) || stat[i+2] != 'T' {
+			return false, nil
+		}
+	}
+	return true, nil
+}
 
 // Resume continues member i, paused before (SIGCONT).
 func (c *Cluster) Resume(i int) error { return c.signal(i, syscall.SIGCONT) }

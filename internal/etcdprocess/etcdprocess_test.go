@@ -3,9 +3,13 @@ package etcdprocess
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
@@ -189,4 +193,33 @@ func TestFaultsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantErr("Restart after Stop", c.Restart(0, testutil.WaitTimeout), "the cluster is stopped")
+}
+
+// TestWaitStopped: the wait behind Pause returns once every thread of a stopped process is stopped,
+// and fails, naming the process, for one that never stops (this test's own).
+func TestWaitStopped(t *testing.T) {
+	if _, err := os.Stat("/proc/self/task"); err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no sleep command: %v", err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitStopped(cmd.Process.Pid, testutil.WaitTimeout); err != nil {
+		t.Fatal(err)
+	}
+	if stopped, err := allStopped(fmt.Sprintf("/proc/%d/task", cmd.Process.Pid)); !stopped || err != nil {
+		t.Errorf("allStopped of a stopped process = %t, %v", stopped, err)
+	}
+	err := waitStopped(os.Getpid(), 10*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("process %d not stopped", os.Getpid())) {
+		t.Errorf("waitStopped of a running process = %v, want an error naming it", err)
+	}
 }
