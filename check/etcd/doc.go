@@ -72,7 +72,9 @@
 //     public upstream bugs with the signature of their violations (Known bugs, below); Classify
 //     labels a result's violations for a Target (a product and its version), a version with the
 //     fix making the match a regression, and TallyLabels counts them (TestClassify,
-//     TestClassifyNeedsTheSignature).
+//     TestClassifyNeedsTheSignature). An event a watch receives twice is etcd-progress-ahead only
+//     above a progress notification that came below an event it had, the revision clientv3 resumes
+//     a broken stream from (TestClassifyResentAfterProgressBelow).
 //
 // # Recording
 //

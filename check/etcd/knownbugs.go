@@ -69,12 +69,13 @@ var KnownBugs = []*KnownBug{
 	{
 		Name: "etcd-progress-ahead", Product: "etcd",
 		Title:    "a requested progress notification is not synchronised with the watch stream: it can be sent ahead of events still to be sent, below one sent, or before a periodic notification below it",
-		Trackers: []string{"etcd-io/etcd#15220", "etcd-io/etcd#15237", "etcd-io/etcd#15695", "etcd-io/etcd#15697"},
+		Trackers: []string{"etcd-io/etcd#15220", "etcd-io/etcd#15237", "etcd-io/etcd#15695", "etcd-io/etcd#15697", "etcd-io/etcd#15248"},
 		// #15237's backports (#15697, #15695) shipped in 3.4.25 and 3.5.8 (etcd's CHANGELOG-3.4 and
 		// -3.5); the zoo (interop/zoo) finds it on 3.4.23 and not on 3.5.12. The apiserver trusts
 		// RequestProgress only from 3.4.31 and 3.5.13, which also fix etcd-progress-unsynced: Gated.
 		Affected: "etcd before 3.4.25, 3.5.0 to 3.5.7", FixedIn: "3.4.25, 3.5.8",
-		Guarantees: progressAheadGuarantees, Signatures: slices.Concat(progressAheadSignatures, []string{SigProgressBackwards}),
+		Guarantees: slices.Concat(progressAheadGuarantees, []Guarantee{Unique}),
+		Signatures: slices.Concat(progressAheadSignatures, []string{SigProgressBackwards, SigDuplicate}),
 		affects: func(v *version.Version) bool {
 			return v.LessThan(v3_4_25) || v.AtLeast(v3_5_0) && v.LessThan(v3_5_8)
 		},
@@ -160,8 +161,31 @@ func progressAhead(h *History, v *Violation) bool {
 		return neededFromProgress(h, v)
 	case SigNotCanceled:
 		return v.Watch >= 0 && v.Response >= 0 && h.Watches[v.Watch].Responses[v.Response].IsProgressNotify()
+	case SigDuplicate:
+		return resentAfterProgressBelow(h, v)
 	}
 	return true
+}
+
+// resentAfterProgressBelow: before the duplicate, the watch received a progress notification below an
+// event it had already received, and the duplicate is above the notification. clientv3 resumes a
+// watch whose stream broke from the last notification's revision plus one (client/v3 watch.go,
+// serveSubstream), so a notification below events already sent makes the resumed watch send them
+// again; etcd-io/etcd#15248 found the duplicates so.
+func resentAfterProgressBelow(h *History, v *Violation) bool {
+	if v.Watch < 0 || v.Response < 0 {
+		return false
+	}
+	var last int64
+	for _, r := range h.Watches[v.Watch].Responses[:v.Response] {
+		if r.IsProgressNotify() && r.Revision < last && r.Revision < v.Revision && v.Revision <= last {
+			return true
+		}
+		for _, ev := range r.Events {
+			last = max(last, ev.Kv.ModRevision)
+		}
+	}
+	return false
 }
 
 // periodicProgress: the watch asked for periodic progress notifications. etcd before #15237 (v3rpc

@@ -65,6 +65,65 @@ func progressAheadCompactedHistory() *History {
 	return &b.h
 }
 
+// resentHistory is a watch from 2 that receives the events at 2 and 3, then (below says whether) a
+// progress notification at 2, below the event at 3 it had, and then the event at dup again, as a
+// clientv3 watch resumed from the notification's revision plus one does (etcd 3.4.23 under faults,
+// TestCheckClusterFaults: a notification at 509 after an event at 510, then 510 again).
+func resentHistory(below bool, dup int64) *History {
+	b := &builder{}
+	b.op(0, put("a", "1"), rev(2))
+	b.op(0, put("a", "2"), rev(3))
+	progress := int64(3)
+	if below {
+		progress = 2
+	}
+	dupEv := Event{Type: Put, Kv: kv("a", "1", 2, 2, 1)}
+	if dup == 3 {
+		dupEv = Event{Type: Put, Kv: kv("a", "2", 2, 3, 2)}
+	}
+	b.h.Watches = []Watch{{Client: 1, Call: 100, Request: WatchRequest{Key: "a", StartRevision: 2},
+		Responses: []WatchResponse{{Time: 101, Revision: 3, Created: true},
+			{Time: 102, Revision: 2, Events: []Event{{Type: Put, Kv: kv("a", "1", 2, 2, 1)}}},
+			{Time: 103, Revision: 3, Events: []Event{{Type: Put, Kv: kv("a", "2", 2, 3, 2)}}},
+			{Time: 104, Revision: progress},
+			{Time: 105, Revision: 3, Events: []Event{dupEv}}}}}
+	return &b.h
+}
+
+// TestClassifyResentAfterProgressBelow: an event received twice is etcd-progress-ahead on 3.4.23
+// only when a progress notification below an event already received came before it and the event
+// is above that notification; otherwise it is unexplained.
+func TestClassifyResentAfterProgressBelow(t *testing.T) {
+	cases := []struct {
+		name  string
+		h     *History
+		known bool
+	}{
+		{"resent above a notification below an event", resentHistory(true, 3), true},
+		{"resent without a notification below", resentHistory(false, 3), false},
+		{"resent at the notification's revision", resentHistory(true, 2), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res := mustCheck(t, c.h)
+			labels := Classify(c.h, res, Target{Product: "etcd", Version: "3.4.23"})
+			dups := 0
+			for i, v := range res.Violations {
+				if v.Signature != SigDuplicate {
+					continue
+				}
+				dups++
+				if got := labels[i].Known() && labels[i].Bug.Name == "etcd-progress-ahead"; got != c.known {
+					t.Errorf("%v: label %+v, want etcd-progress-ahead %t", v, labels[i], c.known)
+				}
+			}
+			if dups != 1 {
+				t.Fatalf("%d duplicates, want 1: %v", dups, res.Err())
+			}
+		})
+	}
+}
+
 // TestClassifyProgressAheadThenCompacted: every violation of a watch canceled as compacted after a
 // progress notification one below the compaction is etcd-progress-ahead on 3.4.23.
 func TestClassifyProgressAheadThenCompacted(t *testing.T) {
