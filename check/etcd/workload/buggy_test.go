@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +28,11 @@ import (
 //     at the store's current revision, ahead of the events queued on the stream (etcd 3.4's
 //     ctrlStream overtaking the watch channel); the latest events response is always still queued
 //     until something follows it.
+//   - history-behind (k3s-io/kine#731, kine v0.17.0's watcher.watch and ProgressAll): a watch from
+//     the past is answered created before its history, and a RequestProgress is answered at once,
+//     at the store's current revision; the history (a watch from the past's responses from its
+//     first events on) is held until a RequestProgress has been answered or another response
+//     follows.
 //   - unsynced (etcd-io/etcd#17507): a RequestProgress on a stream with a watch from the past that
 //     has received no event is never answered.
 //   - tombstone (etcd-io/etcd#18089): a watch from a compaction revision never gets the DELETE at it.
@@ -112,7 +118,7 @@ func (b *buggyStore) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc
 		return s, err
 	}
 	bs := &buggyStream{ClientStream: s, b: b, recv: make(chan recvd, 1), wake: make(chan struct{}, 1),
-		startOf: map[int64]int64{}, dead: map[int64]bool{}}
+		startOf: map[int64]int64{}, dead: map[int64]bool{}, holding: map[int64]bool{}, caught: map[int64]bool{}}
 	go bs.pump()
 	return bs, nil
 }
@@ -139,6 +145,9 @@ type buggyStream struct {
 	startOf map[int64]int64     // watch ID -> start revision
 	dead    map[int64]bool      // watches canceled as compacted by the bug
 	past    bool                // a watch from the past has received no event yet
+	behind  []*pb.WatchResponse // history-behind: the histories held
+	holding map[int64]bool      // history-behind: watches whose history is held
+	caught  map[int64]bool      // history-behind: watches from the past whose history has come
 }
 
 func (s *buggyStream) pump() {
@@ -168,7 +177,7 @@ func (s *buggyStream) SendMsg(m any) error {
 	}
 	if r.GetProgressRequest() != nil {
 		switch {
-		case s.b.bug == "progress-ahead":
+		case s.b.bug == "progress-ahead" || s.b.bug == "history-behind":
 			s.ctrl = append(s.ctrl, &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: s.b.st.Rev()}, WatchId: clientv3.InvalidWatchID})
 			s.release()
 			s.mu.Unlock()
@@ -183,12 +192,27 @@ func (s *buggyStream) SendMsg(m any) error {
 	return s.ClientStream.SendMsg(m)
 }
 
-// release queues the held response for delivery.
+// release queues the held responses for delivery.
 func (s *buggyStream) release() {
 	if s.held != nil {
 		s.out = append(s.out, s.held)
 		s.held = nil
 	}
+	s.out = append(s.out, s.behind...)
+	s.behind = nil
+	clear(s.holding)
+}
+
+// holdsHistory reports whether m is held as a watch's history still to come (history-behind).
+func (s *buggyStream) holdsHistory(m *pb.WatchResponse) bool {
+	id := m.WatchId
+	if s.b.bug != "history-behind" || !s.holding[id] && (s.startOf[id] == 0 || s.caught[id] || len(m.Events) == 0) {
+		return false
+	}
+	s.caught[id] = true
+	s.holding[id] = true
+	s.behind = append(s.behind, m)
+	return true
 }
 
 func (s *buggyStream) poke() {
@@ -262,6 +286,9 @@ func (s *buggyStream) take(r recvd) {
 	if len(m.Events) > 0 {
 		s.past = false
 	}
+	if s.holdsHistory(m) {
+		return
+	}
 	if s.b.bug == "progress-ahead" && len(m.Events) > 0 {
 		s.release()
 		s.held = m
@@ -279,7 +306,7 @@ type buggyTarget struct {
 
 var buggyTargets = []buggyTarget{
 	{"etcd-progress-ahead", "progress-ahead", etcd.Target{Product: "etcd", Version: "3.5.7"}},
-	{"kine-progress-ahead", "progress-ahead", etcd.Target{Product: "kine", Version: "3.5.13"}},
+	{"kine-progress-ahead", "history-behind", etcd.Target{Product: "kine", Version: "3.5.13"}},
 	{"etcd-progress-unsynced", "unsynced", etcd.Target{Product: "etcd", Version: "3.5.12"}},
 	{"etcd-compacted-tombstone", "tombstone", etcd.Target{Product: "etcd", Version: "3.5.12"}},
 	// 3.4.23 has etcd-compacted-tombstone too, which comes first in the catalogue
@@ -380,4 +407,28 @@ func TestWorkloadsProvokeProgressAhead(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestProgressAheadOfHistory: against a store with kine v0.17.0's way (history-behind), the last
+// part of request-progress-not-ahead, its watches from the past opened many at once, fails on
+// those watches, labelled kine-progress-ahead; listwatch's store passes it
+// (TestScenariosPassInMemory).
+func TestProgressAheadOfHistory(t *testing.T) {
+	cli, _ := buggyClient(t, "history-behind")
+	sc := Scenarios[slices.IndexFunc(Scenarios, func(sc *Scenario) bool { return sc.Name == "request-progress-not-ahead" })]
+	cfg := ScenarioConfig{Prefix: "/sc/", Target: etcd.Target{Product: "kine", Version: "3.6.11", StoreVersion: "v0.17.0"}, Timeout: testutil.WaitTimeout}
+	r := runScenario(context.Background(), cli, cfg.withDefaults(), sc)
+	if err := reportsBug(&r, etcd.BugNamed("kine-progress-ahead")); err != nil {
+		t.Fatal(err)
+	}
+	onHistory := 0
+	for _, v := range r.Result.Violations {
+		if v.Watch >= 0 && strings.HasPrefix(string(r.History.Watches[v.Watch].Request.Key), "/sc/request-progress-not-ahead/h/") {
+			onHistory++
+		}
+	}
+	if onHistory == 0 {
+		t.Fatalf("no violation on the watches of the history, of %d", len(r.Result.Violations))
+	}
+	t.Logf("%d of %d violations on the watches of the history", onHistory, len(r.Result.Violations))
 }

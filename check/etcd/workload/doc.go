@@ -67,7 +67,9 @@
 //     at the compactions made before) fails the scenarios that mirror each etcd.KnownBugs entry, labelled with
 //     it, in every one of three runs, and every bug has such a scenario (TestKnownBugsFailEveryRun);
 //     the workloads fail one with etcd-io/etcd#15220's behaviour with it alone, three seeds each
-//     (TestWorkloadsProvokeProgressAhead). The same triggers run against listwatch's own store and
+//     (TestWorkloadsProvokeProgressAhead); request-progress-not-ahead's watches from the past opened
+//     many at once fail one with kine v0.17.0's (a progress notification ahead of a watch's
+//     history, k3s-io/kine#731) on those watches (TestProgressAheadOfHistory). The same triggers run against listwatch's own store and
 //     gRPC server, which pass (TestScenariosPassInMemory; store's TestRequestProgressAfterBurst and
 //     TestRequestProgressAfterQuietCatchUp, etcdgrpc's TestWatchRequestProgressAfterBurst).
 //   - TestRecordedHistories records the valid histories package etcd's mutation tests start from

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -378,8 +379,8 @@ func (w *scWatch) ended() bool {
 	}) > 0
 }
 
-// watch starts a recorded watch and waits for its created (or canceling) answer.
-func (e *scenarioEnv) watch(req etcd.WatchRequest) (*scWatch, error) {
+// startWatch starts a recorded watch without waiting for an answer.
+func (e *scenarioEnv) startWatch(req etcd.WatchRequest) *scWatch {
 	w := &scWatch{}
 	e.wg.Go(func() {
 		_ = e.rec.Watch(e.watchCtx, req, func(r etcd.WatchResponse) {
@@ -388,6 +389,12 @@ func (e *scenarioEnv) watch(req etcd.WatchRequest) (*scWatch, error) {
 			w.mu.Unlock()
 		})
 	})
+	return w
+}
+
+// watch starts a recorded watch and waits for its created (or canceling) answer.
+func (e *scenarioEnv) watch(req etcd.WatchRequest) (*scWatch, error) {
+	w := e.startWatch(req)
 	if !e.waitFor(e.cfg.Timeout, func() bool { return len(w.snapshot()) > 0 }) {
 		return nil, fmt.Errorf("watch of %s: no answer within %v", req.Key, e.cfg.Timeout)
 	}
@@ -829,12 +836,13 @@ func scProgressUnsynced(e *scenarioEnv) error {
 	return nil
 }
 
-// scProgressNotAhead is etcd-io/etcd#15220's trigger, twice. First a watch that is synced: a burst
-// of writes to its key, then at once a RequestProgress on its stream, while the burst's events are
-// still queued on it (a store with the bug answers at its current revision ahead of them, every
-// time the events are still on their way, which the burst makes the rule). Then a watch catching
-// up from far behind asked for progress at once, the way etcd 3.4 and 3.5 were found to break it.
-// Neither may be told a revision whose events it has not received.
+// scProgressNotAhead is etcd-io/etcd#15220's trigger, twice, then kine's. First a watch that is
+// synced: a burst of writes to its key, then at once a RequestProgress on its stream, while the
+// burst's events are still queued on it (a store with the bug answers at its current revision
+// ahead of them, every time the events are still on their way, which the burst makes the rule).
+// Then a watch catching up from far behind asked for progress at once, the way etcd 3.4 and 3.5
+// were found to break it; then many such watches at once (progressAheadOfHistory). None may be
+// told a revision whose events it has not received.
 func scProgressNotAhead(e *scenarioEnv) error {
 	burst, err := e.watch(etcd.WatchRequest{Key: e.key("burst")})
 	if err != nil {
@@ -879,6 +887,53 @@ func scProgressNotAhead(e *scenarioEnv) error {
 		_ = e.requestProgress()
 		return w.events() >= writes+1
 	})
+	return progressAheadOfHistory(e)
+}
+
+// The history progressAheadOfHistory's watches catch up on, and how many of them a round opens:
+// enough for kine to spend a good part of its 100 ms progress tick listing and sending them.
+const (
+	historyWrites  = 200
+	historyValue   = 2 << 10
+	historyWatches = 25
+	historyRounds  = 4
+)
+
+// progressAheadOfHistory is kine's trigger (k3s-io/kine#731): before v0.17.1 kine sends a watch's
+// created answer before it lists the history the watch owes (server/watch.go watcher.watch), and a
+// RequestProgress is answered on a 100 ms tick at the current revision once the poll loop has read
+// it, checking only the watches that asked for progress notifications (watcher.ProgressAll): a
+// notification sent while a history is listed or sent overtakes it. Each round opens
+// historyWatches watches from the first write (on distinct keys: v0.17.0's put of an existing key
+// is lost unless the key holds the current revision, server/put.go), asks for progress at once,
+// and ends once every history and a progress notification are in. The first round is seldom
+// overtaken: the poll loop marks a revision read only when it next wakes (a write, or its 1 s
+// tick), and the answer waits for that.
+func progressAheadOfHistory(e *scenarioEnv) error {
+	value := strings.Repeat("v", historyValue)
+	start, err := e.put("h/0", value)
+	if err != nil {
+		return err
+	}
+	for i := 1; i < historyWrites; i++ {
+		if _, err := e.put(fmt.Sprintf("h/%d", i), value); err != nil {
+			return err
+		}
+	}
+	req := etcd.WatchRequest{Key: e.key("h/"), RangeEnd: etcd.PrefixEnd(e.key("h/")), StartRevision: start}
+	for range historyRounds {
+		ws := make([]*scWatch, historyWatches)
+		for i := range ws {
+			ws[i] = e.startWatch(req)
+		}
+		if err := e.requestProgress(); err != nil {
+			return err
+		}
+		e.waitFor(e.cfg.Timeout, func() bool {
+			_ = e.requestProgress()
+			return !slices.ContainsFunc(ws, func(w *scWatch) bool { return w.events() < historyWrites || w.progress() == 0 })
+		})
+	}
 	return nil
 }
 
