@@ -68,6 +68,13 @@ func (h *resourceHandler) fieldManager(subresource string) (*managedfields.Field
 			}
 			h.managers[sub] = fm
 		}
+		if h.res.Scale != nil {
+			// Scales are tracked by their fields as they are, as their kind is not in the
+			// custom resource's models here.
+			conv := unstructuredConvertor{gv: scaleGVK.GroupVersion()}
+			h.managers["scale"], h.managersErr = managedfields.NewDefaultCRDFieldManager(managedfields.NewDeducedTypeConverter(),
+				conv, conv, conv, scaleGVK, scaleGVK.GroupVersion(), "scale", nil)
+		}
 	})
 	if h.managersErr != nil {
 		return nil, h.managersErr

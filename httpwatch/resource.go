@@ -69,6 +69,9 @@ type Resource struct {
 	// StatusSubresource serves <resource>/status (get, update, patch), which changes the status
 	// alone, while updates of the resource itself keep the stored status.
 	StatusSubresource bool
+	// Scale, if set, serves <resource>/scale (get, update, patch) of a custom resource: an
+	// autoscaling/v1 Scale read from and written to the paths it names.
+	Scale *ScaleSubresource
 	// Columns are the columns of the Table `kubectl get` shows after Name. Nil: a custom resource
 	// shows Age, as a CRD without additionalPrinterColumns; a built-in kind its printer's columns,
 	// or Created At (the default table convertor) if it has none.
@@ -105,6 +108,21 @@ type Column struct {
 
 	// value computes a built-in printer's cell; nil for a JSONPath column.
 	value func(obj map[string]any, now time.Time) any
+}
+
+// ScaleSubresource says where a custom resource keeps what its scale subresource shows: each
+// path is a JSONPath of field names, such as .spec.replicas.
+//
+// Mirrors apiextensions v1 CustomResourceSubresourceScale.
+type ScaleSubresource struct {
+	// SpecReplicasPath is the desired replicas (Scale's spec.replicas), under .spec; required.
+	SpecReplicasPath string
+	// StatusReplicasPath is the observed replicas (Scale's status.replicas), under .status;
+	// required.
+	StatusReplicasPath string
+	// LabelSelectorPath, if set, is the serialized label selector (Scale's status.selector),
+	// under .spec or .status.
+	LabelSelectorPath string
 }
 
 // SelectableField is a field label a field selector may use, and where its value is in an object.
@@ -159,6 +177,14 @@ func (r Resource) withDefaults() (Resource, error) {
 	for _, f := range r.SelectableFields {
 		if f.Label == "" || len(f.Path) == 0 {
 			return bad("a selectable field needs a label and a path")
+		}
+	}
+	if r.Scale != nil {
+		if r.BuiltIn {
+			return bad("only a custom resource has a scale subresource here")
+		}
+		if err := r.Scale.check(); err != nil {
+			return bad("%v", err)
 		}
 	}
 	if r.TriggerField != "" && r.selectableField(r.TriggerField) == nil {
@@ -354,8 +380,8 @@ var resourceVerbs = metav1.Verbs{"create", "delete", "deletecollection", "get", 
 // statusVerbs are the verbs of a status subresource.
 var statusVerbs = metav1.Verbs{"get", "patch", "update"}
 
-// apiResources are the resource's entries in an APIResourceList: itself and its status
-// subresource.
+// apiResources are the resource's entries in an APIResourceList: itself and its status and scale
+// subresources.
 func (r Resource) apiResources() []metav1.APIResource {
 	out := []metav1.APIResource{{
 		Name:         r.Resource,
@@ -371,6 +397,10 @@ func (r Resource) apiResources() []metav1.APIResource {
 	}
 	if r.StatusSubresource {
 		out = append(out, metav1.APIResource{Name: r.Resource + "/status", Namespaced: r.Namespaced, Kind: r.Kind, Verbs: statusVerbs})
+	}
+	if r.Scale != nil {
+		out = append(out, metav1.APIResource{Name: r.Resource + "/scale", Namespaced: r.Namespaced,
+			Group: scaleGVK.Group, Version: scaleGVK.Version, Kind: scaleGVK.Kind, Verbs: statusVerbs})
 	}
 	return out
 }

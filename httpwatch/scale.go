@@ -1,0 +1,316 @@
+package httpwatch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/scale"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+)
+
+// The scale subresource of custom resources, as apiextensions-apiserver serves it
+// (pkg/registry/customresource etcd.go ScaleREST and validator.go, the CRD handler's serveScale):
+// an autoscaling/v1 Scale read from the paths the CRD names; a write through it changes the spec
+// replicas alone and is an update of the custom resource, validated and stored like any.
+
+// scaleGVK is the kind the scale subresource answers in.
+var scaleGVK = autoscalingv1.SchemeGroupVersion.WithKind("Scale")
+
+// scaleEndpoint serves Scales: JSON, YAML and protobuf, as the scale converter's codecs.
+var scaleEndpoint = endpoint{formats: []*format{formatJSON, formatYAML, formatProtobuf}}
+
+// scaleCodecs are the codecs of client-go's scale converter, which the CRD handler's scale request
+// scope decodes with.
+var scaleCodecs = sync.OnceValue(func() serializer.CodecFactory { return scale.NewScaleConverter().Codecs() })
+
+// invalidSpecReplicas marks a custom resource without spec replicas in the Scale an update starts
+// from (the smallest int32, as upstream).
+const invalidSpecReplicas = math.MinInt32
+
+// scalePath splits a scale path into field names, without its leading period.
+//
+// Mirrors splitReplicasPath (apiextensions-apiserver pkg/registry/customresource/etcd.go).
+func scalePath(p string) []string {
+	return strings.Split(strings.TrimPrefix(p, "."), ".")
+}
+
+// check refuses scale paths apiextensions' CRD validation refuses: spec replicas under
+// .spec, status replicas under .status, the label selector under either.
+func (s *ScaleSubresource) check() error {
+	under := func(p string, prefixes ...string) bool {
+		for _, prefix := range prefixes {
+			if strings.HasPrefix(p, prefix) && len(p) > len(prefix) && !strings.Contains(p, "..") && !strings.HasSuffix(p, ".") {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case !under(s.SpecReplicasPath, ".spec."):
+		return fmt.Errorf("subresources.scale.specReplicasPath %q: should be a json path under .spec", s.SpecReplicasPath)
+	case !under(s.StatusReplicasPath, ".status."):
+		return fmt.Errorf("subresources.scale.statusReplicasPath %q: should be a json path under .status", s.StatusReplicasPath)
+	case s.LabelSelectorPath != "" && !under(s.LabelSelectorPath, ".spec.", ".status."):
+		return fmt.Errorf("subresources.scale.labelSelectorPath %q: should be a json path under either .spec or .status", s.LabelSelectorPath)
+	}
+	return nil
+}
+
+// scaleOf is the Scale of a custom resource, and whether it has spec replicas.
+//
+// Mirrors scaleFromCustomResource (apiextensions-apiserver pkg/registry/customresource/etcd.go).
+func (s *ScaleSubresource) scaleOf(cr *unstructured.Unstructured) (*autoscalingv1.Scale, bool, error) {
+	spec, found, err := unstructured.NestedInt64(cr.Object, scalePath(s.SpecReplicasPath)...)
+	if err != nil {
+		return nil, false, err
+	}
+	status, _, err := unstructured.NestedInt64(cr.Object, scalePath(s.StatusReplicasPath)...)
+	if err != nil {
+		return nil, false, err
+	}
+	var selector string
+	if s.LabelSelectorPath != "" {
+		if selector, _, err = unstructured.NestedString(cr.Object, scalePath(s.LabelSelectorPath)...); err != nil {
+			return nil, false, err
+		}
+	}
+	return &autoscalingv1.Scale{
+		TypeMeta: metav1.TypeMeta{APIVersion: scaleGVK.GroupVersion().String(), Kind: scaleGVK.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: cr.GetName(), Namespace: cr.GetNamespace(), UID: cr.GetUID(),
+			ResourceVersion: cr.GetResourceVersion(), CreationTimestamp: cr.GetCreationTimestamp()},
+		Spec:   autoscalingv1.ScaleSpec{Replicas: int32(spec)},
+		Status: autoscalingv1.ScaleStatus{Replicas: int32(status), Selector: selector},
+	}, found, nil
+}
+
+// validate checks the replicas (spec: spec and status; else status alone) and the label selector
+// of a custom resource: non-negative int32s and a string.
+//
+// Mirrors customResourceValidator.ValidateScaleSpec and ValidateScaleStatus (apiextensions-apiserver
+// pkg/registry/customresource/validator.go).
+func (s *ScaleSubresource) validate(obj *unstructured.Unstructured, spec bool) field.ErrorList {
+	if s == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if spec {
+		errs = append(errs, validateReplicas(obj, s.SpecReplicasPath)...)
+	}
+	errs = append(errs, validateReplicas(obj, s.StatusReplicasPath)...)
+	if s.LabelSelectorPath != "" {
+		selector, _, err := unstructured.NestedString(obj.Object, scalePath(s.LabelSelectorPath)...)
+		if err != nil {
+			errs = append(errs, field.Invalid(field.NewPath(s.LabelSelectorPath), selector, err.Error()))
+		}
+	}
+	return errs
+}
+
+func validateReplicas(obj *unstructured.Unstructured, path string) field.ErrorList {
+	replicas, _, err := unstructured.NestedInt64(obj.Object, scalePath(path)...)
+	switch {
+	case err != nil:
+		return field.ErrorList{field.Invalid(field.NewPath(path), replicas, err.Error())}
+	case replicas < 0:
+		return field.ErrorList{field.Invalid(field.NewPath(path), replicas, "should be a non-negative integer")}
+	case replicas > math.MaxInt32:
+		return field.ErrorList{field.Invalid(field.NewPath(path), replicas, fmt.Sprintf("should be less than or equal to %v", math.MaxInt32))}
+	}
+	return nil
+}
+
+// scaleMappings are where the Scale's spec.replicas is in the custom resource, for the managed
+// fields moved between them.
+func (h *resourceHandler) scaleMappings() managedfields.ResourcePathMappings {
+	path := fieldpath.Path{}
+	for _, name := range scalePath(h.res.Scale.SpecReplicasPath) {
+		path = append(path, fieldpath.PathElement{FieldName: &name})
+	}
+	return managedfields.ResourcePathMappings{h.res.GroupVersion().String(): path}
+}
+
+// serveScaleGet answers a GET of the scale subresource with the stored object's Scale: a 500 when
+// it has no spec replicas.
+//
+// Mirrors ScaleREST.Get (apiextensions-apiserver pkg/registry/customresource/etcd.go).
+func (h *resourceHandler) scaleGet(obj *unstructured.Unstructured) (runtime.Object, error) {
+	s, found, err := h.res.Scale.scaleOf(obj)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, apierrors.NewInternalError(fmt.Errorf("the spec replicas field %q does not exist", h.res.Scale.SpecReplicasPath))
+	}
+	return s, nil
+}
+
+// scaleResult is the Scale of the custom resource an update through the scale subresource stored.
+func (h *resourceHandler) scaleResult(result runtime.Object) (runtime.Object, error) {
+	cr, err := asUnstructured(result)
+	if err != nil {
+		return nil, err
+	}
+	s, _, err := h.res.Scale.scaleOf(cr)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	return s, nil
+}
+
+// scaleUpdate turns an update of the Scale (update computes the new Scale, as unstructured, from
+// the stored object's) into an update of the custom resource: its spec replicas set, the Scale's
+// resourceVersion its precondition, the managers of the Scale's replicas those of the resource's.
+//
+// Mirrors scaleUpdatedObjectInfo.UpdatedObject (apiextensions-apiserver
+// pkg/registry/customresource/etcd.go).
+func (h *resourceHandler) scaleUpdate(update updatedObjectFunc) updatedObjectFunc {
+	return func(existing *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		cr := existing.DeepCopy()
+		mf := managedfields.NewScaleHandler(cr.GetManagedFields(), h.res.GroupVersion(), h.scaleMappings())
+		old, found, err := h.res.Scale.scaleOf(cr)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			old.Spec.Replicas = invalidSpecReplicas
+		}
+		if old.ManagedFields, err = mf.ToSubresource(); err != nil {
+			return nil, err
+		}
+		oldObj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(old)
+		if err != nil {
+			return nil, err
+		}
+		newObj, err := update(&unstructured.Unstructured{Object: oldObj})
+		if err != nil {
+			return nil, err
+		}
+		s := &autoscalingv1.Scale{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(newObj.Object, s); err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("wrong object passed to Scale update: %v", err))
+		}
+		if s.Spec.Replicas == invalidSpecReplicas {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the spec replicas field %q cannot be empty", h.res.Scale.SpecReplicasPath))
+		}
+		if err := unstructured.SetNestedField(cr.Object, int64(s.Spec.Replicas), scalePath(h.res.Scale.SpecReplicasPath)...); err != nil {
+			return nil, err
+		}
+		if s.ResourceVersion != "" {
+			cr.SetResourceVersion(s.ResourceVersion)
+		}
+		entries, err := mf.ToParent(s.ManagedFields)
+		if err != nil {
+			return nil, err
+		}
+		cr.SetManagedFields(entries)
+		return cr, nil
+	}
+}
+
+// decodeScale decodes the body of a PUT of the scale subresource: an autoscaling/v1 Scale in JSON,
+// YAML or protobuf; unknown and duplicate fields are reported as fieldValidation asks.
+//
+// Mirrors handlers.UpdateResource's decoding with the scale request scope's serializer.
+func (h *resourceHandler) decodeScale(w http.ResponseWriter, body []byte, f *format, validation string) (*unstructured.Unstructured, error) {
+	info, ok := runtime.SerializerInfoForMediaType(scaleCodecs().SupportedMediaTypes(), f.mediaType)
+	if !ok {
+		return nil, unsupportedMediaType(scaleEndpoint.mediaTypes(false))
+	}
+	decoder := info.Serializer
+	if validation == metav1.FieldValidationStrict && info.StrictSerializer != nil {
+		decoder = info.StrictSerializer
+	}
+	obj, gvk, err := scaleCodecs().DecoderToVersion(decoder, scaleGVK.GroupVersion()).Decode(body, &scaleGVK, &autoscalingv1.Scale{})
+	if err != nil {
+		return nil, scaleDecodeError(err, gvk, body)
+	}
+	if gvk.GroupVersion() != scaleGVK.GroupVersion() {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", gvk.GroupVersion(), scaleGVK.GroupVersion()))
+	}
+	if validation == metav1.FieldValidationWarn && f != formatProtobuf {
+		if strictInfo := info.StrictSerializer; strictInfo != nil {
+			if _, _, err := strictInfo.Decode(body, &scaleGVK, &autoscalingv1.Scale{}); err != nil {
+				if se, ok := runtime.AsStrictDecodingError(err); ok {
+					for _, e := range se.Errors() {
+						addWarning(w, e.Error())
+					}
+				}
+			}
+		}
+	}
+	out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: out}
+	u.SetGroupVersionKind(scaleGVK)
+	return u, nil
+}
+
+// scaleDecodeError mirrors handlers.transformDecodeError for the Scale kind.
+func scaleDecodeError(err error, gvk *schema.GroupVersionKind, body []byte) error {
+	if gvk != nil && gvk.Kind != "" {
+		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, scaleGVK.Kind, err))
+	}
+	return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %v (%s)", scaleGVK.Kind, err, summarizeData(body, 30)))
+}
+
+// serveScaleWrite is serveWrite for the scale subresource: answers and errors are a Scale's.
+func (h *resourceHandler) serveScaleWrite(w http.ResponseWriter, req *http.Request, write func(ctx context.Context) (int, runtime.Object, error)) {
+	ctx, cancel := context.WithTimeout(req.Context(), requestTimeoutUpperBound)
+	defer cancel()
+	if _, err := scaleEndpoint.negotiateOutput(req, false); err != nil {
+		h.server.writeErrorFor(w, req, scaleEndpoint, err)
+		return
+	}
+	code, obj, err := write(ctx)
+	if err == nil {
+		obj, err = h.scaleResult(obj)
+	}
+	if err != nil {
+		h.server.writeErrorFor(w, req, scaleEndpoint, err)
+		return
+	}
+	h.server.writeObjectFor(w, req, scaleEndpoint, code, obj, nil)
+}
+
+// scaleCheck passes a patched Scale through its Go type, as the patchers decode it: a field of the
+// wrong type is a 422 on the patch, unknown fields are reported as fieldValidation asks.
+func (p *patcher) scaleCheck(patched []byte, strictErrs []error) (*unstructured.Unstructured, error) {
+	invalid := func(err error) error {
+		return apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{field.Invalid(field.NewPath("patch"), string(patched), err.Error())})
+	}
+	m := map[string]any{}
+	if err := json.Unmarshal(patched, &m); err != nil {
+		return nil, invalid(err)
+	}
+	s := &autoscalingv1.Scale{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(m, s, isStrict(p.validation)); err != nil {
+		se, ok := runtime.AsStrictDecodingError(err)
+		if !ok {
+			return nil, invalid(err)
+		}
+		strictErrs = append(strictErrs, se.Errors()...)
+	}
+	out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(s)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: out}
+	u.SetGroupVersionKind(scaleGVK)
+	return p.strictResult(u, string(patched), strictErrs)
+}
