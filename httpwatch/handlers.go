@@ -229,7 +229,7 @@ func (h *resourceHandler) serveGet(w http.ResponseWriter, req *http.Request, r r
 			h.server.writeErrorFor(w, req, ep, err)
 			return
 		}
-		h.server.writeObjectFor(w, req, ep, http.StatusOK, s, nil)
+		h.server.writeObjectFor(w, req, ep, http.StatusOK, s, h.scaleTransform)
 		return
 	}
 	h.writeObject(w, req, http.StatusOK, obj)

@@ -182,7 +182,11 @@ func (p *patcher) applyPatch(current *unstructured.Unstructured) (*unstructured.
 
 // jsonPatch mirrors jsonPatcher.applyPatchToCurrentObject and applyJSPatch.
 func (p *patcher) jsonPatch(current *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	currentJSON, err := current.MarshalJSON()
+	marshal := current.MarshalJSON
+	if p.subresource == "scale" {
+		marshal = func() ([]byte, error) { return scaleJSON(current) }
+	}
+	currentJSON, err := marshal()
 	if err != nil {
 		return nil, err
 	}
@@ -339,6 +343,9 @@ func (p *patcher) applyConfiguration(live *unstructured.Unstructured) (*unstruct
 	// apimachinery's yaml keeps whole numbers int64, as the applied object's fields are.
 	if err := utilyaml.Unmarshal(p.patchBytes, &patchObj.Object); err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
+	}
+	if p.subresource == "scale" && len(live.GetManagedFields()) == 0 {
+		return nil, errScaleApplyUnowned
 	}
 	obj, err := p.h.apply(p.subresource, live, patchObj, p.options.FieldManager, force)
 	if err != nil {

@@ -86,6 +86,9 @@ type Resource struct {
 	// custom is a custom resource's schema machinery (pruning, defaulting, validation), set by
 	// withDefaults; nil for built-in resources.
 	custom *customResource
+	// scaleTable converts Scales to Tables (the scale subresource's Desired, Available and Age
+	// columns); set by withDefaults when Scale is.
+	scaleTable *columnTable
 	// table converts to Tables by JSONPath columns (a custom resource's, or a built-in resource's
 	// Columns without a printer), set by withDefaults; nil: the built-in printer's columns.
 	table *columnTable
@@ -202,6 +205,13 @@ func (r Resource) withSchemaAndColumns() (Resource, error) {
 			return r, fmt.Errorf("%w: resource %q: %v", ErrInvalidConfig, r.Resource, err)
 		}
 		r.custom = custom
+	}
+	if r.Scale != nil {
+		table, err := newColumnTable(scaleColumns())
+		if err != nil {
+			return r, fmt.Errorf("%w: resource %q: %v", ErrInvalidConfig, r.Resource, err)
+		}
+		r.scaleTable = table
 	}
 	cols := r.Columns
 	if cols == nil && !r.BuiltIn {

@@ -3,6 +3,7 @@ package httpwatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -30,8 +31,9 @@ import (
 // scaleGVK is the kind the scale subresource answers in.
 var scaleGVK = autoscalingv1.SchemeGroupVersion.WithKind("Scale")
 
-// scaleEndpoint serves Scales: JSON, YAML and protobuf, as the scale converter's codecs.
-var scaleEndpoint = endpoint{formats: []*format{formatJSON, formatYAML, formatProtobuf}}
+// scaleEndpoint serves Scales as the custom resource's objects: the scale request scope is a copy
+// of the resource's, whose standard serializers (JSON, YAML) its answers are in.
+var scaleEndpoint = customEndpoint
 
 // scaleCodecs are the codecs of client-go's scale converter, which the CRD handler's scale request
 // scope decodes with.
@@ -231,26 +233,21 @@ func (h *resourceHandler) decodeScale(w http.ResponseWriter, body []byte, f *for
 		return nil, unsupportedMediaType(scaleEndpoint.mediaTypes(false))
 	}
 	decoder := info.Serializer
-	if validation == metav1.FieldValidationStrict && info.StrictSerializer != nil {
+	if isStrict(validation) && info.StrictSerializer != nil {
 		decoder = info.StrictSerializer
 	}
 	obj, gvk, err := scaleCodecs().DecoderToVersion(decoder, scaleGVK.GroupVersion()).Decode(body, &scaleGVK, &autoscalingv1.Scale{})
 	if err != nil {
-		return nil, scaleDecodeError(err, gvk, body)
+		se, isStrictErr := runtime.AsStrictDecodingError(err)
+		if !isStrictErr || obj == nil || validation != metav1.FieldValidationWarn {
+			return nil, errScaleDecode
+		}
+		for _, e := range se.Errors() {
+			addWarning(w, e.Error())
+		}
 	}
 	if gvk.GroupVersion() != scaleGVK.GroupVersion() {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", gvk.GroupVersion(), scaleGVK.GroupVersion()))
-	}
-	if validation == metav1.FieldValidationWarn && f != formatProtobuf {
-		if strictInfo := info.StrictSerializer; strictInfo != nil {
-			if _, _, err := strictInfo.Decode(body, &scaleGVK, &autoscalingv1.Scale{}); err != nil {
-				if se, ok := runtime.AsStrictDecodingError(err); ok {
-					for _, e := range se.Errors() {
-						addWarning(w, e.Error())
-					}
-				}
-			}
-		}
 	}
 	out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
@@ -261,13 +258,12 @@ func (h *resourceHandler) decodeScale(w http.ResponseWriter, body []byte, f *for
 	return u, nil
 }
 
-// scaleDecodeError mirrors handlers.transformDecodeError for the Scale kind.
-func scaleDecodeError(err error, gvk *schema.GroupVersionKind, body []byte) error {
-	if gvk != nil && gvk.Kind != "" {
-		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, scaleGVK.Kind, err))
-	}
-	return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %v (%s)", scaleGVK.Kind, err, summarizeData(body, 30)))
-}
+// errScaleDecode is every decoding error of a Scale body: upstream's handler names the kind the
+// body should have been by the custom resource's typer, which has no Scale, so its error is that.
+var errScaleDecode = func() error {
+	_, _, err := runtime.NewScheme().ObjectKinds(&autoscalingv1.Scale{})
+	return apierrors.NewBadRequest(err.Error())
+}()
 
 // serveScaleWrite is serveWrite for the scale subresource: answers and errors are a Scale's.
 func (h *resourceHandler) serveScaleWrite(w http.ResponseWriter, req *http.Request, write func(ctx context.Context) (int, runtime.Object, error)) {
@@ -285,21 +281,35 @@ func (h *resourceHandler) serveScaleWrite(w http.ResponseWriter, req *http.Reque
 		h.server.writeErrorFor(w, req, scaleEndpoint, err)
 		return
 	}
-	h.server.writeObjectFor(w, req, scaleEndpoint, code, obj, nil)
+	h.server.writeObjectFor(w, req, scaleEndpoint, code, obj, h.scaleTransform)
 }
 
-// scaleCheck passes a patched Scale through its Go type, as the patchers decode it: a field of the
-// wrong type is a 422 on the patch, unknown fields are reported as fieldValidation asks.
+// scaleJSON is a Scale's JSON as the scale request scope's codec writes it: its fields in the
+// order of the Go type's, as a JSON patch applies to it.
+func scaleJSON(u *unstructured.Unstructured) ([]byte, error) {
+	s := &autoscalingv1.Scale{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, s); err != nil {
+		return nil, err
+	}
+	return json.Marshal(s)
+}
+
+// scaleCheck decodes a patched Scale as the patchers do with the scale request scope's codec: an
+// error is a 422 on the patch; unknown and duplicate fields (fieldValidation Strict or Warn) join
+// the patch's own strict errors.
+//
+// Mirrors jsonPatcher.applyPatchToCurrentObject's decoding.
 func (p *patcher) scaleCheck(patched []byte, strictErrs []error) (*unstructured.Unstructured, error) {
 	invalid := func(err error) error {
 		return apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{field.Invalid(field.NewPath("patch"), string(patched), err.Error())})
 	}
-	m := map[string]any{}
-	if err := json.Unmarshal(patched, &m); err != nil {
-		return nil, invalid(err)
+	info, _ := runtime.SerializerInfoForMediaType(scaleCodecs().SupportedMediaTypes(), runtime.ContentTypeJSON)
+	decoder := info.Serializer
+	if isStrict(p.validation) {
+		decoder = info.StrictSerializer
 	}
 	s := &autoscalingv1.Scale{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(m, s, isStrict(p.validation)); err != nil {
+	if err := runtime.DecodeInto(scaleCodecs().DecoderToVersion(decoder, scaleGVK.GroupVersion()), patched, s); err != nil {
 		se, ok := runtime.AsStrictDecodingError(err)
 		if !ok {
 			return nil, invalid(err)
@@ -313,4 +323,36 @@ func (p *patcher) scaleCheck(patched []byte, strictErrs []error) (*unstructured.
 	u := &unstructured.Unstructured{Object: out}
 	u.SetGroupVersionKind(scaleGVK)
 	return p.strictResult(u, string(patched), strictErrs)
+}
+
+// errScaleApplyUnowned is upstream's answer to an apply of a Scale whose replicas no manager owns:
+// its field manager then records the live Scale as an update from nothing, converting an
+// unstructured Scale with the custom resource's converter, which refuses autoscaling/v1.
+var errScaleApplyUnowned = errors.New("failed to create manager for existing fields: failed to convert live object (/; autoscaling/v1, Kind=Scale) to proper version: request to convert CR to an invalid group/version: autoscaling/v1")
+
+// scaleColumns are the columns of a Scale's Table.
+//
+// Mirrors getScaleColumnsForVersion (apiextensions-apiserver pkg/apiserver/helpers.go).
+func scaleColumns() []Column {
+	return append([]Column{
+		{Name: "Desired", Type: "integer", Description: "Number of desired replicas", JSONPath: ".spec.replicas"},
+		{Name: "Available", Type: "integer", Description: "Number of actual replicas", JSONPath: ".status.replicas"},
+	}, defaultCustomColumns()...)
+}
+
+// scaleTransform converts a Scale as the Accept header asks: a Table by the scale columns, or
+// what the resource's transform makes of any object.
+func (h *resourceHandler) scaleTransform(obj runtime.Object, n negotiated) (runtime.Object, error) {
+	if n.convert.Kind != asTable {
+		return h.transform(obj, n)
+	}
+	opts, err := h.tableOptions(n)
+	if err != nil {
+		return nil, err
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	return h.asTableOf(&unstructured.Unstructured{Object: u}, opts, n.convert.GroupVersion(), h.res.scaleTable, scaleGVK)
 }
