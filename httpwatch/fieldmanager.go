@@ -69,10 +69,10 @@ func (h *resourceHandler) fieldManager(subresource string) (*managedfields.Field
 			h.managers[sub] = fm
 		}
 		if h.res.Scale != nil {
-			// Scales are tracked by their fields as they are, as their kind is not in the
-			// custom resource's models here.
+			// Scales are typed by the same models, which have autoscaling/v1 Scale among the
+			// built-in definitions, as upstream's CRD models have it among its static ones.
 			conv := unstructuredConvertor{gv: scaleGVK.GroupVersion()}
-			h.managers["scale"], h.managersErr = managedfields.NewDefaultCRDFieldManager(managedfields.NewDeducedTypeConverter(),
+			h.managers["scale"], h.managersErr = managedfields.NewDefaultCRDFieldManager(tc,
 				conv, conv, conv, scaleGVK, scaleGVK.GroupVersion(), "scale", nil)
 		}
 	})

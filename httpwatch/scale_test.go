@@ -2,13 +2,10 @@ package httpwatch
 
 import (
 	"encoding/json"
-	"net/http"
 	"os"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/listwatch/listwatch/internal/testutil"
 )
 
 const (
@@ -32,14 +29,7 @@ func newScaleEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := StartChain(TestChainConfig{Resources: append(resources, sprockets)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testutil.CloseAtCleanup(t, "Close", c.Close)
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &env{t: t, st: c.Store, api: c.API, url: c.URL, client: &http.Client{Transport: tr}}
+	return newCRDEnv(t, append(resources, sprockets)...)
 }
 
 func piston(name, spec string) string {
