@@ -52,7 +52,8 @@ func scaleOf(t *testing.T, r response) (kind string, name string, spec, status i
 // TestScaleSubresource: a custom resource's scale subresource reads its replicas and selector as an
 // autoscaling/v1 Scale; PUT, merge, JSON and apply patches of the Scale change the spec replicas
 // alone, as an update of the resource (a MODIFIED event, a new generation, the scale's manager in
-// managedFields); discovery lists <plural>/scale as autoscaling/v1 Scale.
+// managedFields); discovery lists <plural>/scale as autoscaling/v1 Scale, and the OpenAPI its paths
+// and the Scale schema.
 func TestScaleSubresource(t *testing.T) {
 	e := newScaleEnv(t)
 	e.mustCreate(pistonsPath, piston("p", `"replicas":2,"other":"x"`))
@@ -138,6 +139,19 @@ func TestScaleSubresource(t *testing.T) {
 	}
 	if found != 2 {
 		t.Errorf("discovery %+v", list.APIResources)
+	}
+	var doc struct {
+		Paths      map[string]map[string]any `json:"paths"`
+		Components struct {
+			Schemas map[string]any `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(e.do("GET", "/openapi/v3/apis/example.org/v1", "").body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	scalePath := doc.Paths["/apis/example.org/v1/namespaces/{namespace}/pistons/{name}/scale"]
+	if scalePath["get"] == nil || scalePath["put"] == nil || scalePath["patch"] == nil || doc.Components.Schemas["io.k8s.api.autoscaling.v1.Scale"] == nil {
+		t.Errorf("OpenAPI v3: scale path %v, Scale schema %v", scalePath, doc.Components.Schemas["io.k8s.api.autoscaling.v1.Scale"])
 	}
 }
 
