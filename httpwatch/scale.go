@@ -122,6 +122,7 @@ func (s *ScaleSubresource) validate(obj *unstructured.Unstructured, spec bool) f
 	return errs
 }
 
+// validateReplicas refuses replicas at path that are not a non-negative int32.
 func validateReplicas(obj *unstructured.Unstructured, path string) field.ErrorList {
 	replicas, _, err := unstructured.NestedInt64(obj.Object, scalePath(path)...)
 	switch {
@@ -145,8 +146,8 @@ func (h *resourceHandler) scaleMappings() managedfields.ResourcePathMappings {
 	return managedfields.ResourcePathMappings{h.res.GroupVersion().String(): path}
 }
 
-// serveScaleGet answers a GET of the scale subresource with the stored object's Scale: a 500 when
-// it has no spec replicas.
+// scaleGet is the Scale a GET of the scale subresource answers with: the stored object's, a 500
+// when it has no spec replicas.
 //
 // Mirrors ScaleREST.Get (apiextensions-apiserver pkg/registry/customresource/etcd.go).
 func (h *resourceHandler) scaleGet(obj *unstructured.Unstructured) (runtime.Object, error) {
