@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -139,6 +140,25 @@ func TestScaleSubresource(t *testing.T) {
 	}
 	if found != 2 {
 		t.Errorf("discovery %+v", list.APIResources)
+	}
+	var agg apidiscoveryv2.APIGroupDiscoveryList
+	if err := json.Unmarshal(e.do("GET", "/apis", "", "Accept", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList").body, &agg); err != nil {
+		t.Fatal(err)
+	}
+	aggScale := 0
+	for _, g := range agg.Items {
+		for _, v := range g.Versions {
+			for _, r := range v.Resources {
+				for _, sub := range r.Subresources {
+					if sub.Subresource == "scale" && *sub.ResponseKind == (metav1.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}) {
+						aggScale++
+					}
+				}
+			}
+		}
+	}
+	if aggScale != 2 {
+		t.Errorf("aggregated discovery: %d scale subresources, want 2", aggScale)
 	}
 	var doc struct {
 		Paths      map[string]map[string]any `json:"paths"`

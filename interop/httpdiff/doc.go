@@ -54,7 +54,7 @@
 //     subresources.scale) are created with replicas valid, negative, not integers or missing,
 //     given status replicas and selectors, deleted, and sent scale GETs (every Accept, Table and
 //     PartialObjectMetadata included), PUTs (another kind or apiVersion, an unknown field,
-//     negative or string replicas, a stale, current or malformed resourceVersion, another name,
+//     negative or string replicas, a stale, current or malformed resourceVersion, a uid, another name,
 //     bogus content types) and PATCHes (JSON, merge with a resourceVersion, apply, strategic and
 //     bogus types), with dryRun, fieldManager and fieldValidation, and methods it does not serve;
 //     the stored objects are listed and compared every few requests. Protobuf answers are decoded (meta.k8s.io

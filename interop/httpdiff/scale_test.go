@@ -17,7 +17,7 @@ import (
 // valves (cluster-scoped, their replicas at .spec.size, no selector), httpwatch's
 // testdata/pistons.yaml, sent scale GETs, PUTs and PATCHes, valid and not (another kind or
 // apiVersion in the body, negative or non-integer replicas, stale or malformed resourceVersions,
-// missing objects, patch types and content types not taken), between writes of the objects that
+// a uid precondition, missing objects, patch types and content types not taken), between writes of the objects that
 // set their replicas and selector to values the scale validation refuses or that are missing.
 
 const (
@@ -153,8 +153,12 @@ func (r *runner) scaleBody(name string) (string, []byte) {
 	if rv := pick(r.Rng, []string{"", currentRV, currentRV, "1", "x"}); rv != "" {
 		md["resourceVersion"] = rv
 	}
-	if r.Rng.IntN(8) == 0 {
+	switch r.Rng.IntN(8) {
+	case 0:
 		md["name"] = "other"
+	case 1:
+		// A uid precondition no object has.
+		md["uid"] = "00000000-0000-0000-0000-000000000000"
 	}
 	obj := map[string]any{"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": md,
 		"spec": map[string]any{"replicas": pick(r.Rng, []any{3, 3, 0, -1, "x"})}}
