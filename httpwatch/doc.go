@@ -190,7 +190,8 @@
 //     non-negative int32; discovery lists <plural>/scale as autoscaling/v1 Scale
 //     (TestScaleSubresource); a resource without one, a missing object, missing or invalid
 //     replicas, a stale resourceVersion, a body of another kind or format are refused as upstream
-//     refuses them, writing nothing (TestScaleSubresourceErrors).
+//     refuses them, writing nothing; a CRD whose scale paths are not under .spec or .status is
+//     ErrInvalidCRD (TestScaleSubresourceErrors).
 //   - A pod bound to a node is deleted gracefully: marked with deletionTimestamp and
 //     deletionGracePeriodSeconds (the request's, else spec.terminationGracePeriodSeconds, else 30 s),
 //     shortened by a shorter period, deleted by a zero one; an unbound or finished pod is deleted at

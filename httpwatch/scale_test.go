@@ -2,7 +2,9 @@ package httpwatch
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
@@ -178,7 +180,7 @@ func TestScaleSubresource(t *testing.T) {
 // TestScaleSubresourceErrors: what the scale subresource refuses, as apiextensions-apiserver does,
 // without writing: a resource without one, a missing object, a spec replicas that is missing or
 // not an integer, a negative replicas, a stale resourceVersion, a body of another kind or in a
-// format not taken, a method it does not serve.
+// format not taken, a method it does not serve; and scale paths a CRD may not have.
 func TestScaleSubresourceErrors(t *testing.T) {
 	e := newScaleEnv(t)
 	p := e.mustCreate(pistonsPath, piston("p", `"replicas":2`))
@@ -216,5 +218,25 @@ func TestScaleSubresourceErrors(t *testing.T) {
 		422, metav1.StatusReasonInvalid, `Piston.example.org "p" is invalid: .spec.replicas: Invalid value: -2: should be a non-negative integer`)
 	if got := e.do("GET", pistonsPath+"/p", "").object(t); got.GetResourceVersion() != p.GetResourceVersion() {
 		t.Errorf("refused writes changed the piston")
+	}
+
+	// Scale paths apiextensions' CRD validation refuses.
+	crd, err := os.ReadFile("testdata/pistons.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ from, to, want string }{
+		{"specReplicasPath: .spec.replicas", "specReplicasPath: .status.replicas", `subresources.scale.specReplicasPath ".status.replicas": should be a json path under .spec`},
+		{"statusReplicasPath: .status.replicas", "statusReplicasPath: .spec.x", `subresources.scale.statusReplicasPath ".spec.x": should be a json path under .status`},
+		{"labelSelectorPath: .status.selector", "labelSelectorPath: .metadata.x", `subresources.scale.labelSelectorPath ".metadata.x": should be a json path under either .spec or .status`},
+	} {
+		_, err := CRDResources([]byte(strings.Replace(string(crd), c.from, c.to, 1)))
+		if !errors.Is(err, ErrInvalidCRD) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.to, err, c.want)
+		}
+	}
+	if _, err := (Resource{Version: "v1", Resource: "things", Kind: "Thing", BuiltIn: true,
+		Scale: &ScaleSubresource{SpecReplicasPath: ".spec.replicas", StatusReplicasPath: ".status.replicas"}}).withDefaults(); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("a built-in resource with a scale subresource: %v", err)
 	}
 }
