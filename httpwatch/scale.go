@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -50,26 +52,15 @@ func scalePath(p string) []string {
 	return strings.Split(strings.TrimPrefix(p, "."), ".")
 }
 
-// check refuses scale paths apiextensions' CRD validation refuses: spec replicas under
-// .spec, status replicas under .status, the label selector under either.
+// check refuses scale paths apiextensions' CRD validation refuses: spec replicas under .spec,
+// status replicas under .status, the label selector under either, each a simple JSON path.
 func (s *ScaleSubresource) check() error {
-	under := func(p string, prefixes ...string) bool {
-		for _, prefix := range prefixes {
-			if strings.HasPrefix(p, prefix) && len(p) > len(prefix) && !strings.Contains(p, "..") && !strings.HasSuffix(p, ".") {
-				return true
-			}
-		}
-		return false
+	scale := &apiextensionsinternal.CustomResourceSubresourceScale{SpecReplicasPath: s.SpecReplicasPath, StatusReplicasPath: s.StatusReplicasPath}
+	if s.LabelSelectorPath != "" {
+		scale.LabelSelectorPath = &s.LabelSelectorPath
 	}
-	switch {
-	case !under(s.SpecReplicasPath, ".spec."):
-		return fmt.Errorf("subresources.scale.specReplicasPath %q: should be a json path under .spec", s.SpecReplicasPath)
-	case !under(s.StatusReplicasPath, ".status."):
-		return fmt.Errorf("subresources.scale.statusReplicasPath %q: should be a json path under .status", s.StatusReplicasPath)
-	case s.LabelSelectorPath != "" && !under(s.LabelSelectorPath, ".spec.", ".status."):
-		return fmt.Errorf("subresources.scale.labelSelectorPath %q: should be a json path under either .spec or .status", s.LabelSelectorPath)
-	}
-	return nil
+	subresources := &apiextensionsinternal.CustomResourceSubresources{Scale: scale}
+	return apiextensionsvalidation.ValidateCustomResourceDefinitionSubresources(subresources, field.NewPath("subresources")).ToAggregate()
 }
 
 // scaleOf is the Scale of a custom resource, and whether it has spec replicas.

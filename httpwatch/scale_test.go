@@ -226,9 +226,9 @@ func TestScaleSubresourceErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ from, to, want string }{
-		{"specReplicasPath: .spec.replicas", "specReplicasPath: .status.replicas", `subresources.scale.specReplicasPath ".status.replicas": should be a json path under .spec`},
-		{"statusReplicasPath: .status.replicas", "statusReplicasPath: .spec.x", `subresources.scale.statusReplicasPath ".spec.x": should be a json path under .status`},
-		{"labelSelectorPath: .status.selector", "labelSelectorPath: .metadata.x", `subresources.scale.labelSelectorPath ".metadata.x": should be a json path under either .spec or .status`},
+		{"specReplicasPath: .spec.replicas", "specReplicasPath: .status.replicas", `subresources.scale.specReplicasPath: Invalid value: ".status.replicas": should be a json path under .spec`},
+		{"statusReplicasPath: .status.replicas", "statusReplicasPath: .spec.x", `subresources.scale.statusReplicasPath: Invalid value: ".spec.x": should be a json path under .status`},
+		{"labelSelectorPath: .status.selector", "labelSelectorPath: .metadata.x", `subresources.scale.labelSelectorPath: Invalid value: ".metadata.x": should be a json path under either .spec or .status`},
 	} {
 		_, err := CRDResources([]byte(strings.Replace(string(crd), c.from, c.to, 1)))
 		if !errors.Is(err, ErrInvalidCRD) || !strings.Contains(err.Error(), c.want) {
