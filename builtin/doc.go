@@ -16,7 +16,8 @@
 //     reach), embedded from k8s.io/client-go's applyconfigurations/internal: the cheapest faithful
 //     source, as k8s.io/api ships no OpenAPI and client-go's generated schema is what its typed
 //     apply clients and fake clientset merge with.
-//   - Definitions and DefinitionName are the OpenAPI definitions of Kinds, their lists and what they
+//   - Definitions and DefinitionName are the OpenAPI definitions of Kinds, their lists, autoscaling/v1
+//     Scale (the kind of custom resources' scale subresource) and what they
 //     reach, derived from the Go types (names, types, SwaggerDoc descriptions, the OpenAPISchemaType
 //     of special types, patchStrategy and patchMergeKey tags) and the structured-merge-diff schema
 //     (list and map types), for v2 (#/definitions/) or v3 (#/components/schemas/).

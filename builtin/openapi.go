@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	smdschema "sigs.k8s.io/structured-merge-diff/v6/schema"
@@ -20,7 +21,8 @@ import (
 // They carry no validation beyond types: kube-apiserver's defaults and required fields come from
 // markers k8s.io/api does not ship.
 
-// Definitions returns the OpenAPI schemas of Kinds, their lists and every type they reach, by
+// Definitions returns the OpenAPI schemas of Kinds, their lists, autoscaling/v1 Scale (the scale
+// subresource's kind) and every type they reach, by
 // definition name (io.k8s.api.core.v1.Pod). References point at refPrefix+name
 // ("#/components/schemas/" for v3, "#/definitions/" for v2); v3 gives IntOrString and Quantity
 // their oneOf types. The kinds and lists carry x-kubernetes-group-version-kind.
@@ -76,6 +78,11 @@ func buildDefinitions(v3 bool) (map[string]spec.Schema, error) {
 			b.defs[name] = s
 		}
 	}
+	// autoscaling/v1 Scale is what the scale subresource of custom resources answers in.
+	name := b.named(reflect.TypeOf(autoscalingv1.Scale{}))
+	s := b.defs[name]
+	s.AddExtension("x-kubernetes-group-version-kind", []any{map[string]any{"group": "autoscaling", "version": "v1", "kind": "Scale"}})
+	b.defs[name] = s
 	return b.defs, nil
 }
 

@@ -51,6 +51,11 @@ type crdVersion struct {
 	} `json:"schema"`
 	Subresources *struct {
 		Status *struct{} `json:"status"`
+		Scale  *struct {
+			SpecReplicasPath   string  `json:"specReplicasPath"`
+			StatusReplicasPath string  `json:"statusReplicasPath"`
+			LabelSelectorPath  *string `json:"labelSelectorPath"`
+		} `json:"scale"`
 	} `json:"subresources"`
 	AdditionalPrinterColumns []struct {
 		Name        string `json:"name"`
@@ -69,7 +74,7 @@ type crdVersion struct {
 // YAML or JSON ([]byte or string), or a Go value that encodes to its JSON, such as a
 // *k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1.CustomResourceDefinition. The resource
 // is the definition's storage version (the one served version, when no version says storage):
-// its scope, names, status subresource, printer columns, selectable fields and schema. Other
+// its scope, names, status and scale subresources, printer columns, selectable fields and schema. Other
 // versions are not served: the server has no conversion.
 func CRDResource(crd any) (Resource, error) {
 	var data []byte
@@ -162,6 +167,16 @@ func (c *crd) resource() (Resource, error) {
 		// As apiextensions-apiserver keeps custom resources, under /registry/<group>/<resource>.
 		KeyPrefix:         "/" + s.Group + "/" + s.Names.Plural,
 		StatusSubresource: v.Subresources != nil && v.Subresources.Status != nil,
+	}
+	if v.Subresources != nil && v.Subresources.Scale != nil {
+		sc := v.Subresources.Scale
+		r.Scale = &ScaleSubresource{SpecReplicasPath: sc.SpecReplicasPath, StatusReplicasPath: sc.StatusReplicasPath}
+		if sc.LabelSelectorPath != nil {
+			r.Scale.LabelSelectorPath = *sc.LabelSelectorPath
+		}
+		if err := r.Scale.check(); err != nil {
+			return Resource{}, err
+		}
 	}
 	if v.Schema != nil {
 		r.Schema = v.Schema.OpenAPIV3Schema

@@ -40,6 +40,8 @@ type customResource struct {
 	validator, statusValidator apiservervalidation.SchemaValidator
 	// cel holds the compiled x-kubernetes-validations rules; nil when there are none.
 	cel *cel.Validator
+	// scale is the scale subresource's paths, whose values every write validates; nil without one.
+	scale *ScaleSubresource
 }
 
 // newCustomResource builds r's schema machinery as the CRD handler does for a served version.
@@ -47,7 +49,7 @@ type customResource struct {
 // Mirrors crdHandler.getOrCreateServingInfoFor (apiextensions-apiserver customresource_handler.go)
 // and customresource.NewStrategy.
 func newCustomResource(r Resource) (*customResource, error) {
-	c := &customResource{gk: r.GroupVersionKind().GroupKind()}
+	c := &customResource{gk: r.GroupVersionKind().GroupKind(), scale: r.Scale}
 	if r.Schema == nil {
 		return c, nil
 	}
@@ -107,7 +109,7 @@ func internalSchema(s *spec.Schema) (*apiextensionsinternal.JSONSchemaProps, err
 }
 
 // definition is the CustomResourceDefinition that serves r as its one version: names, scope,
-// status subresource and schema (apiextensions' OpenAPI builder reads these).
+// status and scale subresources and schema (apiextensions' OpenAPI builder reads these).
 func (r Resource) definition() (*apiextensionsv1.CustomResourceDefinition, error) {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	crd.Name = r.Resource + "." + r.Group
@@ -126,8 +128,17 @@ func (r Resource) definition() (*apiextensionsv1.CustomResourceDefinition, error
 		}
 		v.Schema = &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: s}
 	}
+	if r.StatusSubresource || r.Scale != nil {
+		v.Subresources = &apiextensionsv1.CustomResourceSubresources{}
+	}
 	if r.StatusSubresource {
-		v.Subresources = &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}}
+		v.Subresources.Status = &apiextensionsv1.CustomResourceSubresourceStatus{}
+	}
+	if r.Scale != nil {
+		v.Subresources.Scale = &apiextensionsv1.CustomResourceSubresourceScale{SpecReplicasPath: r.Scale.SpecReplicasPath, StatusReplicasPath: r.Scale.StatusReplicasPath}
+		if r.Scale.LabelSelectorPath != "" {
+			v.Subresources.Scale.LabelSelectorPath = &r.Scale.LabelSelectorPath
+		}
 	}
 	crd.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{v}
 	return crd, nil
@@ -202,7 +213,7 @@ func (c *customResource) applyDefaults(u *unstructured.Unstructured) {
 // and ObjectMeta checks.
 func (c *customResource) validate(ctx context.Context, obj, old *unstructured.Unstructured, subresource string, prior field.ErrorList) field.ErrorList {
 	if c.structural == nil {
-		return prior
+		return append(prior, c.scale.validate(obj, subresource != "status")...)
 	}
 	errs := prior
 	var celOpts []cel.Option
@@ -210,6 +221,7 @@ func (c *customResource) validate(ctx context.Context, obj, old *unstructured.Un
 	switch {
 	case old == nil:
 		errs = append(errs, apiservervalidation.ValidateCustomResource(nil, obj.Object, c.validator)...)
+		errs = append(errs, c.scale.validate(obj, true)...)
 		errs = append(errs, schemaobjectmeta.Validate(ctx, nil, obj.Object, c.structural, false)...)
 		errs = append(errs, listtype.ValidateListSetsAndMaps(nil, c.structural, obj.Object)...)
 	case subresource == "status":
@@ -220,6 +232,7 @@ func (c *customResource) validate(ctx context.Context, obj, old *unstructured.Un
 			errs = append(errs, apiservervalidation.ValidateCustomResourceUpdate(field.NewPath("status"), status, old.Object["status"],
 				c.statusValidator, apiservervalidation.WithRatcheting(correlated.Key("status")))...)
 		}
+		errs = append(errs, c.scale.validate(obj, false)...)
 		if newErrs := listtype.ValidateListSetsAndMaps(nil, c.structural, obj.Object); len(newErrs) > 0 &&
 			len(listtype.ValidateListSetsAndMaps(nil, c.structural, old.Object)) == 0 {
 			errs = append(errs, newErrs...)
@@ -230,6 +243,7 @@ func (c *customResource) validate(ctx context.Context, obj, old *unstructured.Un
 		celOpts = append(celOpts, cel.WithRatcheting(correlated))
 		errs = append(errs, apiservervalidation.ValidateCustomResourceUpdate(nil, obj.Object, old.Object, c.validator,
 			apiservervalidation.WithRatcheting(correlated))...)
+		errs = append(errs, c.scale.validate(obj, true)...)
 		errs = append(errs, schemaobjectmeta.Validate(ctx, nil, obj.Object, c.structural, false)...)
 		if len(listtype.ValidateListSetsAndMaps(nil, c.structural, old.Object)) == 0 {
 			errs = append(errs, listtype.ValidateListSetsAndMaps(nil, c.structural, obj.Object)...)

@@ -34,7 +34,13 @@ func newSprocketsEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := StartChain(TestChainConfig{Resources: []Resource{r}})
+	return newCRDEnv(t, r)
+}
+
+// newCRDEnv serves resources (and nothing else) over an in-memory store.
+func newCRDEnv(t *testing.T, resources ...Resource) *env {
+	t.Helper()
+	c, err := StartChain(TestChainConfig{Resources: resources})
 	if err != nil {
 		t.Fatal(err)
 	}

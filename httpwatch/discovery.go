@@ -85,7 +85,7 @@ func (s *Server) aggregatedDiscovery(core bool) *apidiscoveryv2.APIGroupDiscover
 				for _, sub := range h.res.apiResources()[1:] {
 					rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
 						Subresource:  sub.Name[len(ar.Name)+1:],
-						ResponseKind: &metav1.GroupVersionKind{Group: h.res.Group, Version: h.res.Version, Kind: h.res.Kind},
+						ResponseKind: subresourceKind(h.res, sub),
 						Verbs:        sub.Verbs,
 					})
 				}
@@ -110,4 +110,12 @@ func isSubresourceName(name string) bool {
 		}
 	}
 	return false
+}
+
+// subresourceKind is the kind a subresource answers in: its own (a Scale's) or the resource's.
+func subresourceKind(r Resource, sub metav1.APIResource) *metav1.GroupVersionKind {
+	if sub.Kind == scaleGVK.Kind && sub.Version != "" {
+		return &metav1.GroupVersionKind{Group: sub.Group, Version: sub.Version, Kind: sub.Kind}
+	}
+	return &metav1.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
 }

@@ -21,7 +21,7 @@
 // # API
 //
 //   - Resource describes a served resource: group, version, plural, kind, scope, short names,
-//     categories, the status subresource, Table columns, a custom resource's OpenAPI schema, and the
+//     categories, the status and scale subresources, Table columns, a custom resource's OpenAPI schema, and the
 //     registry behaviours that differ between built-in types and custom resources. ConfigMaps,
 //     Secrets, Pods, Services, Namespaces, Events, Deployments and EventsV1 (BuiltInResources) are
 //     the built-in kinds with their real scopes, names and strategies; events have their field
@@ -182,6 +182,16 @@
 //     the status keeps everything else (a custom resource's metadata too); a new object's status is
 //     the strategy's (a pod Pending, a namespace Active, others none); metadata.generation counts
 //     the spec changes of custom resources and deployments (TestStatusSubresource).
+//   - A custom resource with Resource.Scale (a CRD's subresources.scale) serves <plural>/scale:
+//     GET, PUT and PATCH (JSON, merge, apply) of an autoscaling/v1 Scale read from its replicas and
+//     selector paths; a write through it sets the spec replicas alone and is an update of the
+//     resource (its resourceVersion a precondition, a MODIFIED event, the Scale's managers moved
+//     onto the resource's replicas); every write of the resource refuses replicas that are not a
+//     non-negative int32; discovery lists <plural>/scale as autoscaling/v1 Scale
+//     (TestScaleSubresource); a resource without one, a missing object, missing or invalid
+//     replicas, a stale resourceVersion, a body of another kind or format are refused as upstream
+//     refuses them, writing nothing; a CRD whose scale paths are not under .spec or .status is
+//     ErrInvalidCRD (TestScaleSubresourceErrors).
 //   - A pod bound to a node is deleted gracefully: marked with deletionTimestamp and
 //     deletionGracePeriodSeconds (the request's, else spec.terminationGracePeriodSeconds, else 30 s),
 //     shortened by a shorter period, deleted by a zero one; an unbound or finished pod is deleted at
@@ -231,7 +241,7 @@
 // for custom resources) and the data size of ConfigMaps and Secrets; a custom resource's objects are pruned and defaulted when written, not
 // when read (upstream does both, which differs only for objects put into storage by other means),
 // and an applied object is defaulted before its validation; no cluster IP allocation
-// for services; no scale subresource; one version per group (a CRD's storage version); no CBOR; the
+// for services; one version per group (a CRD's storage version); no CBOR; the
 // OpenAPI schemas of built-in kinds have their types, descriptions, patch strategies and list types
 // but no defaults or required fields. A built-in kind mismatch in a JSON body is reported as "no
 // kind … is registered" rather than as a conversion failure.

@@ -68,6 +68,13 @@ func (h *resourceHandler) fieldManager(subresource string) (*managedfields.Field
 			}
 			h.managers[sub] = fm
 		}
+		if h.res.Scale != nil {
+			// Scales are typed by the same models, which have autoscaling/v1 Scale among the
+			// built-in definitions, as upstream's CRD models have it among its static ones.
+			conv := unstructuredConvertor{gv: scaleGVK.GroupVersion()}
+			h.managers["scale"], h.managersErr = managedfields.NewDefaultCRDFieldManager(tc,
+				conv, conv, conv, scaleGVK, scaleGVK.GroupVersion(), "scale", nil)
+		}
 	})
 	if h.managersErr != nil {
 		return nil, h.managersErr

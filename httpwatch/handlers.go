@@ -185,10 +185,14 @@ func (h *resourceHandler) listOptions(query map[string][]string, name string) (m
 }
 
 // serveGet mirrors handlers.GetResource and registry.Store.Get (the status subresource gets the
-// whole object, as upstream's StatusREST).
+// whole object, as upstream's StatusREST; the scale subresource its Scale, as ScaleREST).
 func (h *resourceHandler) serveGet(w http.ResponseWriter, req *http.Request, r request) {
-	if _, err := h.ep.negotiateOutput(req, false); err != nil {
-		h.writeError(w, req, err)
+	ep := h.ep
+	if r.subresource == "scale" {
+		ep = scaleEndpoint
+	}
+	if _, err := ep.negotiateOutput(req, false); err != nil {
+		h.server.writeErrorFor(w, req, ep, err)
 		return
 	}
 	options := metav1.GetOptions{}
@@ -217,6 +221,15 @@ func (h *resourceHandler) serveGet(w http.ResponseWriter, req *http.Request, r r
 	obj := &unstructured.Unstructured{}
 	if err := h.storage.Get(req.Context(), key, storage.GetOptions{ResourceVersion: options.ResourceVersion}, obj); err != nil {
 		h.writeError(w, req, storage.InterpretGetError(err, h.gr(), r.name))
+		return
+	}
+	if r.subresource == "scale" {
+		s, err := h.scaleGet(obj)
+		if err != nil {
+			h.server.writeErrorFor(w, req, ep, err)
+			return
+		}
+		h.server.writeObjectFor(w, req, ep, http.StatusOK, s, h.scaleTransform)
 		return
 	}
 	h.writeObject(w, req, http.StatusOK, obj)
@@ -617,24 +630,28 @@ func (h *resourceHandler) serveCreate(w http.ResponseWriter, req *http.Request, 
 	})
 }
 
-// serveUpdate mirrors handlers.UpdateResource, for the resource and its status and finalize
+// serveUpdate mirrors handlers.UpdateResource, for the resource and its status, scale and finalize
 // subresources.
 func (h *resourceHandler) serveUpdate(w http.ResponseWriter, req *http.Request, r request) {
 	if err := requireName(r.name); err != nil {
 		h.writeError(w, req, err)
 		return
 	}
-	h.serveWrite(w, req, func(ctx context.Context) (int, runtime.Object, error) {
+	serveWrite, ep, decode := h.serveWrite, h.ep, h.decodeBody
+	if r.subresource == "scale" {
+		serveWrite, ep, decode = h.serveScaleWrite, scaleEndpoint, h.decodeScale
+	}
+	serveWrite(w, req, func(ctx context.Context) (int, runtime.Object, error) {
 		options := &metav1.UpdateOptions{}
 		body, err := h.readBodyAndOptions(req, options, "UpdateOptions", func() field.ErrorList { return metav1validation.ValidateUpdateOptions(options) })
 		if err != nil {
 			return 0, nil, err
 		}
-		f, err := h.ep.inputFormat(req.Header.Get("Content-Type"))
+		f, err := ep.inputFormat(req.Header.Get("Content-Type"))
 		if err != nil {
 			return 0, nil, err
 		}
-		obj, err := h.decodeBody(w, body, f, fieldValidation(options.FieldValidation))
+		obj, err := decode(w, body, f, fieldValidation(options.FieldValidation))
 		if err != nil {
 			return 0, nil, err
 		}
@@ -646,17 +663,21 @@ func (h *resourceHandler) serveUpdate(w http.ResponseWriter, req *http.Request, 
 		}
 		dedupOwnerReferences(w, obj, false)
 		manager := managerOrUserAgent(options.FieldManager, req.UserAgent())
+		var objInfo updatedObjectFunc = func(existing *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+			newObj := obj.DeepCopy()
+			if existing == nil {
+				return h.trackCreate(newObj, manager)
+			}
+			return h.trackUpdate(r.subresource, existing, newObj, manager)
+		}
+		if r.subresource == "scale" {
+			objInfo = h.scaleUpdate(objInfo)
+		}
 		result, created, err := h.update(ctx, updateRequest{
 			namespace: r.namespace, name: r.name, subresource: r.subresource,
 			preconditionUID: obj.GetUID(),
 			dryRun:          isDryRun(options.DryRun),
-			objInfo: func(existing *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-				newObj := obj.DeepCopy()
-				if existing == nil {
-					return h.trackCreate(newObj, manager)
-				}
-				return h.trackUpdate(r.subresource, existing, newObj, manager)
-			},
+			objInfo:         objInfo,
 		})
 		return createdOrOK(created), result, err
 	})

@@ -289,6 +289,8 @@ type operation struct {
 	patch                bool
 	write                bool // takes dryRun, fieldManager and fieldValidation
 	list                 bool // takes the list options
+	// scale says the operation is on the scale subresource, whose kind is autoscaling/v1 Scale.
+	scale bool
 }
 
 // operations are the operations of the resources of a group version, as the installer registers
@@ -328,6 +330,14 @@ func (o *openAPI) operations(gv groupVersion) ([]operation, error) {
 				operation{path: item + "/status", method: "get", action: "get", res: r, kind: kind},
 				operation{path: item + "/status", method: "put", action: "put", res: r, kind: kind, body: true, write: true},
 				operation{path: item + "/status", method: "patch", action: "patch", res: r, kind: kind, patch: true, write: true},
+			)
+		}
+		if r.Scale != nil {
+			const scale = "io.k8s.api.autoscaling.v1.Scale"
+			ops = append(ops,
+				operation{path: item + "/scale", method: "get", action: "get", res: r, kind: scale, scale: true},
+				operation{path: item + "/scale", method: "put", action: "put", res: r, kind: scale, body: true, write: true, scale: true},
+				operation{path: item + "/scale", method: "patch", action: "patch", res: r, kind: scale, patch: true, write: true, scale: true},
 			)
 		}
 		if r.isCoreNamespaces() {
@@ -372,6 +382,9 @@ func (op operation) consumes(h *resourceHandler) []string {
 }
 
 func (op operation) gvk() map[string]any {
+	if op.scale {
+		return map[string]any{"group": scaleGVK.Group, "version": scaleGVK.Version, "kind": scaleGVK.Kind}
+	}
 	return map[string]any{"group": op.res.Group, "version": op.res.Version, "kind": op.res.Kind}
 }
 

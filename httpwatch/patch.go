@@ -60,7 +60,11 @@ func (h *resourceHandler) servePatch(w http.ResponseWriter, req *http.Request, r
 		h.writeError(w, req, err)
 		return
 	}
-	h.serveWrite(w, req, func(ctx context.Context) (int, runtime.Object, error) {
+	serveWrite := h.serveWrite
+	if r.subresource == "scale" {
+		serveWrite = h.serveScaleWrite
+	}
+	serveWrite(w, req, func(ctx context.Context) (int, runtime.Object, error) {
 		options := &metav1.PatchOptions{}
 		patchBytes, err := h.readBodyAndOptions(req, options, "PatchOptions", func() field.ErrorList { return metav1validation.ValidatePatchOptions(options, patchType) })
 		if err != nil {
@@ -75,9 +79,13 @@ func (h *resourceHandler) servePatch(w http.ResponseWriter, req *http.Request, r
 			manager:    managerOrUserAgent(options.FieldManager, req.UserAgent()),
 			namespace:  r.namespace, name: r.name, subresource: r.subresource,
 		}
+		objInfo := p.applyPatch
+		if r.subresource == "scale" {
+			objInfo = h.scaleUpdate(p.applyPatch)
+		}
 		result, created, err := h.update(ctx, updateRequest{
 			namespace: r.namespace, name: r.name, subresource: r.subresource,
-			objInfo:          p.applyPatch,
+			objInfo:          objInfo,
 			forceAllowCreate: patchType == types.ApplyYAMLPatchType,
 			dryRun:           isDryRun(options.DryRun),
 		})
@@ -174,7 +182,11 @@ func (p *patcher) applyPatch(current *unstructured.Unstructured) (*unstructured.
 
 // jsonPatch mirrors jsonPatcher.applyPatchToCurrentObject and applyJSPatch.
 func (p *patcher) jsonPatch(current *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	currentJSON, err := current.MarshalJSON()
+	marshal := current.MarshalJSON
+	if p.subresource == "scale" {
+		marshal = func() ([]byte, error) { return scaleJSON(current) }
+	}
+	currentJSON, err := marshal()
 	if err != nil {
 		return nil, err
 	}
@@ -221,6 +233,9 @@ func (p *patcher) jsonPatch(current *unstructured.Unstructured) (*unstructured.U
 		}
 	default:
 		return nil, fmt.Errorf("unknown Content-Type header for patch: %v", p.patchType)
+	}
+	if p.subresource == "scale" {
+		return p.scaleCheck(patchedJSON, strictErrs)
 	}
 	obj, _, err := p.h.decodeRaw(patchedJSON, patchedJSON)
 	if err != nil {
@@ -328,6 +343,9 @@ func (p *patcher) applyConfiguration(live *unstructured.Unstructured) (*unstruct
 	// apimachinery's yaml keeps whole numbers int64, as the applied object's fields are.
 	if err := utilyaml.Unmarshal(p.patchBytes, &patchObj.Object); err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
+	}
+	if p.subresource == "scale" && len(live.GetManagedFields()) == 0 {
+		return nil, errScaleApplyUnowned
 	}
 	obj, err := p.h.apply(p.subresource, live, patchObj, p.options.FieldManager, force)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -111,4 +112,15 @@ func TestDeleteRemovingLastFinalizer(t *testing.T) {
 	wantStatus(t, r, http.StatusConflict, metav1.StatusReasonConflict, `Operation cannot be fulfilled on configmaps "held2": StorageError: invalid object, Code: 4, Key: /registry/configmaps/default/held2, `+
 		"ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: ResourceVersion in precondition: , ResourceVersion in object meta: "+held.GetResourceVersion())
 	e.unchanged(rev, "a delete whose precondition became empty")
+
+	// A dryRun answers with the abandoned update's output: no object, only its kind, as upstream's
+	// store.Delete answers with its NewFunc's.
+	const widgets = "/apis/example.com/v1/namespaces/default/widgets"
+	e.mustCreate(widgets, widgetJSON("held", `"finalizers":["orphan"]`))
+	rev = e.st.Rev()
+	r = e.do("DELETE", widgets+"/held", `{"propagationPolicy":"Background","dryRun":["All"]}`)
+	if got := strings.TrimSpace(string(r.body)); r.code != http.StatusOK || got != `{"apiVersion":"example.com/v1","kind":"Widget"}` {
+		t.Errorf("dryRun delete: %d %s", r.code, got)
+	}
+	e.unchanged(rev, "a dryRun delete")
 }

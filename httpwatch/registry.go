@@ -857,9 +857,12 @@ func (h *resourceHandler) updateForGracefulDeletionAndFinalizers(ctx context.Con
 		}
 		return updated, true, nil
 	case err == errDeleteNow:
-		// As upstream, the output of the abandoned update, empty, is the object passed on: a
-		// resourceVersion precondition becomes its (empty) one, and a dryRun answers with it.
-		return &unstructured.Unstructured{}, true, nil
+		// As upstream, the output of the abandoned update, empty but for its kind (the store's
+		// NewFunc), is the object passed on: a resourceVersion precondition becomes its (empty)
+		// one, and a dryRun answers with it.
+		empty := &unstructured.Unstructured{}
+		empty.SetGroupVersionKind(h.res.GroupVersionKind())
+		return empty, true, nil
 	case err == errAlreadyDeleting:
 		current := &unstructured.Unstructured{}
 		if err := h.storage.Get(ctx, key, storage.GetOptions{}, current); err != nil {

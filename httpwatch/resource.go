@@ -69,6 +69,9 @@ type Resource struct {
 	// StatusSubresource serves <resource>/status (get, update, patch), which changes the status
 	// alone, while updates of the resource itself keep the stored status.
 	StatusSubresource bool
+	// Scale, if set, serves <resource>/scale (get, update, patch) of a custom resource: an
+	// autoscaling/v1 Scale read from and written to the paths it names.
+	Scale *ScaleSubresource
 	// Columns are the columns of the Table `kubectl get` shows after Name. Nil: a custom resource
 	// shows Age, as a CRD without additionalPrinterColumns; a built-in kind its printer's columns,
 	// or Created At (the default table convertor) if it has none.
@@ -83,6 +86,9 @@ type Resource struct {
 	// custom is a custom resource's schema machinery (pruning, defaulting, validation), set by
 	// withDefaults; nil for built-in resources.
 	custom *customResource
+	// scaleTable converts Scales to Tables (the scale subresource's Desired, Available and Age
+	// columns); set by withDefaults when Scale is.
+	scaleTable *columnTable
 	// table converts to Tables by JSONPath columns (a custom resource's, or a built-in resource's
 	// Columns without a printer), set by withDefaults; nil: the built-in printer's columns.
 	table *columnTable
@@ -105,6 +111,21 @@ type Column struct {
 
 	// value computes a built-in printer's cell; nil for a JSONPath column.
 	value func(obj map[string]any, now time.Time) any
+}
+
+// ScaleSubresource says where a custom resource keeps what its scale subresource shows: each
+// path is a JSONPath of field names, such as .spec.replicas.
+//
+// Mirrors apiextensions v1 CustomResourceSubresourceScale.
+type ScaleSubresource struct {
+	// SpecReplicasPath is the desired replicas (Scale's spec.replicas), under .spec; required.
+	SpecReplicasPath string
+	// StatusReplicasPath is the observed replicas (Scale's status.replicas), under .status;
+	// required.
+	StatusReplicasPath string
+	// LabelSelectorPath, if set, is the serialized label selector (Scale's status.selector),
+	// under .spec or .status.
+	LabelSelectorPath string
 }
 
 // SelectableField is a field label a field selector may use, and where its value is in an object.
@@ -161,6 +182,14 @@ func (r Resource) withDefaults() (Resource, error) {
 			return bad("a selectable field needs a label and a path")
 		}
 	}
+	if r.Scale != nil {
+		if r.BuiltIn {
+			return bad("only a custom resource has a scale subresource here")
+		}
+		if err := r.Scale.check(); err != nil {
+			return bad("%v", err)
+		}
+	}
 	if r.TriggerField != "" && r.selectableField(r.TriggerField) == nil {
 		return bad("the trigger field %q is not a selectable field", r.TriggerField)
 	}
@@ -176,6 +205,13 @@ func (r Resource) withSchemaAndColumns() (Resource, error) {
 			return r, fmt.Errorf("%w: resource %q: %v", ErrInvalidConfig, r.Resource, err)
 		}
 		r.custom = custom
+	}
+	if r.Scale != nil {
+		table, err := newColumnTable(scaleColumns())
+		if err != nil {
+			return r, fmt.Errorf("%w: resource %q: %v", ErrInvalidConfig, r.Resource, err)
+		}
+		r.scaleTable = table
 	}
 	cols := r.Columns
 	if cols == nil && !r.BuiltIn {
@@ -354,8 +390,8 @@ var resourceVerbs = metav1.Verbs{"create", "delete", "deletecollection", "get", 
 // statusVerbs are the verbs of a status subresource.
 var statusVerbs = metav1.Verbs{"get", "patch", "update"}
 
-// apiResources are the resource's entries in an APIResourceList: itself and its status
-// subresource.
+// apiResources are the resource's entries in an APIResourceList: itself and its status and scale
+// subresources.
 func (r Resource) apiResources() []metav1.APIResource {
 	out := []metav1.APIResource{{
 		Name:         r.Resource,
@@ -371,6 +407,10 @@ func (r Resource) apiResources() []metav1.APIResource {
 	}
 	if r.StatusSubresource {
 		out = append(out, metav1.APIResource{Name: r.Resource + "/status", Namespaced: r.Namespaced, Kind: r.Kind, Verbs: statusVerbs})
+	}
+	if r.Scale != nil {
+		out = append(out, metav1.APIResource{Name: r.Resource + "/scale", Namespaced: r.Namespaced,
+			Group: scaleGVK.Group, Version: scaleGVK.Version, Kind: scaleGVK.Kind, Verbs: statusVerbs})
 	}
 	return out
 }

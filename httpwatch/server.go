@@ -368,7 +368,7 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request, handler
 // HEAD get or list, DELETE on a collection deletes it; another method is a 405 naming the verb, an
 // unknown subresource a 404 naming the object.
 //
-// Mirrors crdHandler.ServeHTTP, serveResource and serveStatus (customresource_handler.go) over
+// Mirrors crdHandler.ServeHTTP, serveResource, serveStatus and serveScale (customresource_handler.go) over
 // request.RequestInfoFactory.NewRequestInfo's verbs.
 func (s *Server) serveCustom(w http.ResponseWriter, req *http.Request, h *resourceHandler, namespace string, inNamespace, watchPrefix bool, parts []string) {
 	r := request{namespace: namespace}
@@ -386,7 +386,7 @@ func (s *Server) serveCustom(w http.ResponseWriter, req *http.Request, h *resour
 	gr := h.gr()
 	var ok bool
 	switch {
-	case r.subresource == "status" && h.res.StatusSubresource:
+	case r.subresource == "status" && h.res.StatusSubresource, r.subresource == "scale" && h.res.Scale != nil:
 		r.verb, ok = statusVerbOf[verb]
 	case r.subresource == "":
 		r.verb, ok = customVerbOf[verb]
@@ -401,7 +401,7 @@ func (s *Server) serveCustom(w http.ResponseWriter, req *http.Request, h *resour
 	h.serve(w, req, r)
 }
 
-// customVerbOf and statusVerbOf are the verbs a custom resource and its status serve.
+// customVerbOf and statusVerbOf are the verbs a custom resource and its status and scale serve.
 var (
 	customVerbOf = map[string]verb{"get": verbGet, "list": verbList, "watch": verbWatch, "create": verbCreate,
 		"update": verbUpdate, "patch": verbPatch, "delete": verbDelete, "deletecollection": verbDeleteCollection}

@@ -136,13 +136,19 @@ const nameDescription = "Name must be unique within a namespace. Is required whe
 // for the rest): one row per object; the row's object is its metadata (includeObject=Metadata, the
 // default), the whole object (Object) or nothing (None).
 func (h *resourceHandler) asTable(obj runtime.Object, opts *metav1.TableOptions, gv schema.GroupVersion) (runtime.Object, error) {
+	return h.asTableOf(obj, opts, gv, h.res.table, h.res.GroupVersionKind())
+}
+
+// asTableOf is asTable by the columns of cols (nil: the printer's) for objects of kind.
+func (h *resourceHandler) asTableOf(obj runtime.Object, opts *metav1.TableOptions, gv schema.GroupVersion, cols *columnTable,
+	kind schema.GroupVersionKind) (runtime.Object, error) {
 	if co, ok := obj.(runtime.CacheableObject); ok {
 		obj = co.GetObject()
 	}
 	var table *metav1.Table
 	var err error
-	if h.res.table != nil {
-		table, err = h.res.table.convert(obj, opts, h.server.clock.Now())
+	if cols != nil {
+		table, err = cols.convert(obj, opts, h.server.clock.Now())
 	} else {
 		table, err = h.printTable(obj, opts)
 	}
@@ -160,7 +166,7 @@ func (h *resourceHandler) asTable(obj runtime.Object, opts *metav1.TableOptions,
 		switch {
 		case opts.IncludeObject == metav1.IncludeObject:
 			full := u.DeepCopy()
-			full.SetGroupVersionKind(h.res.GroupVersionKind())
+			full.SetGroupVersionKind(kind)
 			row.Object.Object = full
 		case opts.IncludeObject == metav1.IncludeMetadata, hasEndAnnotation, opts.IncludeObject == "":
 			p, err := asPartial(u, gv)

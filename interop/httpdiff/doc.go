@@ -49,6 +49,14 @@
 //     PartialObjectMetadata up to the bookmark that ends their initial events; once per seed,
 //     fixed cases the random ones reach too rarely (deletions whose options change the
 //     finalizers, with a resourceVersion precondition or dryRun; deletecollections refused);
+//     the scale subresource (scale_test.go): pistons and valves (httpwatch/testdata/pistons.yaml,
+//     namespaced with a label selector path and cluster-scoped without, both with
+//     subresources.scale) are created with replicas valid, negative, not integers or missing,
+//     given status replicas and selectors, deleted, and sent scale GETs (every Accept, Table and
+//     PartialObjectMetadata included), PUTs (another kind or apiVersion, an unknown field,
+//     negative or string replicas, a stale, current or malformed resourceVersion, a uid, another name,
+//     bogus content types) and PATCHes (JSON, merge with a resourceVersion, apply, strategic and
+//     bogus types), with dryRun, fieldManager and fieldValidation, and methods it does not serve;
 //     the stored objects are listed and compared every few requests. Protobuf answers are decoded (meta.k8s.io
 //     types) and compared as JSON. Reads are never served by a cache that may lag
 //     (resourceVersion 0 or 1 is not sent), and a protobuf body of a custom resource is not

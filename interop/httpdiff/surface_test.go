@@ -35,7 +35,7 @@ func TestHTTPDifferentialSurface(t *testing.T) {
 }
 
 func runSurfaceSeed(t *testing.T, seed uint64, ops int) stats {
-	r := newRunner(t, seed, 0x9e3779b97f4a7c15, sprocketsCRD(t))
+	r := newRunner(t, seed, 0x9e3779b97f4a7c15, append(scaleCRDs(t), sprocketsCRD(t))...)
 	r.warmUp(collection("warmup"), encode(r.widget("warmup", "warmup", nil)))
 	for _, s := range r.servers {
 		resp, err := s.do(r.ctx, "POST", "/apis/example.net/v1/namespaces/warmup/sprockets", "application/json",
@@ -44,11 +44,15 @@ func runSurfaceSeed(t *testing.T, seed uint64, ops int) stats {
 			t.Fatalf("%s: sprocket warm-up: %v %d %s", s.name, err, resp.code, resp.raw)
 		}
 	}
+	r.scaleWarmUp()
 	for _, k := range surfaceKinds {
 		r.fixedCases(k)
 	}
 	r.Play(ops, func() {
 		r.surfaceRequest()
+		if r.Rng.IntN(3) == 0 {
+			r.scaleRequest()
+		}
 		if r.Rng.IntN(30) == 0 {
 			r.finalizerLifecycle(pick(r.Rng, surfaceKinds))
 		}
@@ -156,6 +160,9 @@ func (r *runner) recordRevisions() {
 func (r *runner) compareStored() {
 	r.T.Helper()
 	for _, k := range surfaceKinds {
+		r.call("stored "+k.kind+"s", "GET", same(k.collection), nil, "", nil)
+	}
+	for _, k := range scaleKinds {
 		r.call("stored "+k.kind+"s", "GET", same(k.collection), nil, "", nil)
 	}
 	r.stats.lists++
@@ -267,7 +274,7 @@ func (r *runner) withCurrentRV(s *server, path string, body []byte) []byte {
 		return body
 	}
 	path, _, _ = strings.Cut(path, "?")
-	path = strings.TrimSuffix(path, "/status")
+	path = strings.TrimSuffix(strings.TrimSuffix(path, "/status"), "/scale")
 	resp, err := s.do(r.ctx, "GET", path, "", nil)
 	if err != nil {
 		r.Fatalf("%s: reading %s: %v", s.name, path, err)
