@@ -47,7 +47,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.out, "out", "", "`directory` for each target's output, report and history (default: a new temporary one)")
 	fs.StringVar(&c.only, "targets", "", "comma-separated `substrings`: run only the targets whose name holds one")
 	fs.StringVar(&etcdVersions, "etcd", "v3.5.12,v3.5.13,v3.5.17,v3.5.18,v3.6.0,v3.7.3", "etcd `versions` of the zoo (besides Debian's 3.4.23)")
-	fs.StringVar(&kineVersions, "kine", "v0.14.12,v0.17.0,v0.17.5", "kine `versions` of the zoo")
+	fs.StringVar(&kineVersions, "kine", "v0.14.12,v0.16.5,v0.17.0,v0.17.5", "kine `versions` of the zoo")
 	fs.Int64Var(&c.seed, "seed", 7, "the workload's seed, the same for every target")
 	fs.Int64Var(&c.ops, "ops", 1500, "the workload's requests")
 	fs.Int64Var(&c.compactEvery, "compact-every", 100, "compact every this many revisions")
