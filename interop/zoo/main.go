@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/listwatch/listwatch/check/etcd"
 )
 
 // checkTimeout bounds one run of `listwatch check`.
@@ -174,14 +176,29 @@ func (c *config) checkTarget(ctx context.Context, z *zoo, t target) outcome {
 }
 
 // outcomeOf is the outcome of a check's output; died, if not "", says how a process of the store
-// ended under the check: that is the finding, whatever the check printed.
+// ended under the check: that is the finding, whatever the check printed, explained if it is a
+// known crash of the target's release.
 func outcomeOf(name, out, died string) outcome {
 	o := parseOutput(name, out)
-	if died != "" {
-		o.Verdict = "CRASH: " + died
-		o.Unexplained++
-		o.Details = append([]string{died}, o.Details...)
+	if died == "" {
+		return o
 	}
+	o.Verdict = "CRASH: " + died
+	product, _, _ := strings.Cut(name, " ")
+	t := etcd.Target{Product: product, StoreVersion: storeVersion(name)}
+	c := etcd.CrashOf(t, died)
+	switch {
+	case c != nil && c.AffectsTarget(t):
+		o.Found[c.Name] = true
+		died = "known upstream bug: " + c.Reference() + ": " + died
+	case c != nil:
+		o.Fixed[c.Name] = true
+		o.Unexplained++
+		died = "[unexplained: the signature of " + c.Trackers[0] + ", fixed in " + c.FixedIn + "] " + died
+	default:
+		o.Unexplained++
+	}
+	o.Details = append([]string{died}, o.Details...)
 	return o
 }
 
@@ -194,7 +211,8 @@ func (s *store) targetArgs() []string {
 }
 
 // runCheck runs the listwatch binary's check against the target target names, keeping its output,
-// report and history in dir. Exit status 1 is a verdict (FAIL, INCONCLUSIVE), not an error.
+// report and history in dir, and returns its standard output, also with an error (a store that
+// died is judged by it). Exit status 1 is a verdict (FAIL, INCONCLUSIVE), not an error.
 func (c *config) runCheck(ctx context.Context, target []string, dir string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
@@ -209,7 +227,7 @@ func (c *config) runCheck(ctx context.Context, target []string, dir string) (str
 	_ = os.WriteFile(filepath.Join(dir, "stderr"), stderr.Bytes(), 0o644)
 	var exit *exec.ExitError
 	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) {
-		return "", fmt.Errorf("listwatch check: %w: %s", err, tail(stderr.String()))
+		return stdout.String(), fmt.Errorf("listwatch check: %w: %s", err, tail(stderr.String()))
 	}
 	return stdout.String(), nil
 }
