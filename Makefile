@@ -89,7 +89,7 @@ bench-packages:
 # name (default: all), ZOO_FLAGS passes the driver more flags (go run ./zoo -h in interop).
 ZOO_BIN ?= $(CURDIR)/interop/zoo/.bin
 ZOO_ETCD := v3.5.12 v3.5.13 v3.5.17 v3.5.18 v3.6.0 v3.7.3
-ZOO_KINE := v0.14.12 v0.17.0 v0.17.5
+ZOO_KINE := v0.14.12 v0.16.5 v0.17.0 v0.17.5
 ZOO_STORES := $(addprefix $(ZOO_BIN)/etcd-,$(ZOO_ETCD)) $(addprefix $(ZOO_BIN)/kine-,$(ZOO_KINE))
 
 .PHONY: zoo zoo-build

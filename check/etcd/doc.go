@@ -407,13 +407,16 @@
 // one and sent after it, as three 3.4.23 members showed), etcd's compaction
 // at a delete dropping the tombstone (etcd-io/etcd#18089, #19179: missing DELETEs at exactly a
 // compaction revision the watch started at or before), kine's progress notifications ahead of
-// events (k3s-io/kine#731, fixed in v0.17.1; a kine bug is judged by kine's own release,
+// events (k3s-io/kine#731, fixed in v0.16.5 and v0.17.1; a kine bug is judged by kine's own release,
 // Target.StoreVersion, since kine reports the etcd version it emulates: TestClassify) and its refusal of a watch from exactly the compaction revision
-// (k3s-io/kine#747); etcd-progress-unsynced (etcd-io/etcd#17507) has no signature: the scenarios
+// (k3s-io/kine#747, served by v0.16.5, v0.17.1 and v0.17.2 only: TestKineBugsReleases); etcd-progress-unsynced (etcd-io/etcd#17507) has no signature: the scenarios
 // that wait for the answer name it. Each bug says the versions it affects and those that fixed it.
 // Every one has a scenario (package workload) that provokes it on purpose, and a store with its
 // behaviour fails that scenario, labelled with it, every run (workload's TestKnownBugsFailEveryRun;
 // TestWorkloadsProvokeProgressAhead for the workloads and etcd-io/etcd#15220's trigger).
+// KnownCrashes lists the public bugs that kill the store, which no history shows: kine v0.14.11
+// and v0.14.12 panic in watcher.CancelEarly (k3s-io/kine#606); the zoo tells them by the panic
+// (TestKnownCrash).
 //
 // # Complexity
 //

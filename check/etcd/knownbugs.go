@@ -61,7 +61,11 @@ var (
 	v3_5_16 = version.MustParseSemantic("3.5.16")
 	v3_5_18 = version.MustParseSemantic("3.5.18")
 
-	kine0_17_1 = version.MustParseSemantic("0.17.1")
+	kine0_14_11 = version.MustParseSemantic("0.14.11")
+	kine0_14_13 = version.MustParseSemantic("0.14.13")
+	kine0_16_5  = version.MustParseSemantic("0.16.5")
+	kine0_17_0  = version.MustParseSemantic("0.17.0")
+	kine0_17_1  = version.MustParseSemantic("0.17.1")
 )
 
 // KnownBugs are the upstream bugs Classify recognises.
@@ -127,21 +131,94 @@ var KnownBugs = []*KnownBug{
 		// the watch to have sent its events; #746, the watch pipeline of #731, fixed it. In v0.17.0
 		// server/watch.go watcher.ProgressAll checks only the watches with progress_notify, and
 		// watcher.watch answers created before listing a watch's history: request-progress-not-ahead's
-		// watches from the past are overtaken (the zoo finds it on v0.17.0, not on v0.17.5).
+		// watches from the past are overtaken (the zoo finds it on v0.17.0, not on v0.17.5). v0.16.5,
+		// released with v0.17.1, has the same server/watch.go as v0.17.1: the fix, backported.
 		Trackers: []string{"k3s-io/kine#731", "k3s-io/kine#746", "k3s-io/kine#602"},
-		Affected: "kine before v0.17.1", FixedIn: "v0.17.1",
+		Affected: "kine before v0.16.5, v0.17.0", FixedIn: "v0.16.5, v0.17.1",
 		Guarantees: progressAheadGuarantees, Signatures: progressAheadSignatures,
-		affects: func(v *version.Version) bool { return v.LessThan(kine0_17_1) },
-		also:    progressAhead,
+		affects: func(v *version.Version) bool {
+			return v.LessThan(kine0_16_5) || !v.LessThan(kine0_17_0) && v.LessThan(kine0_17_1)
+		},
+		also: progressAhead,
 	},
 	{
 		Name: "kine-compact-revision-watch", Product: "kine",
-		Title:      "a watch from exactly the compaction revision is refused as compacted, though etcd serves it",
+		Title: "a watch from exactly the compaction revision is refused as compacted, though etcd serves it",
+		// logstructured.Watch lists from the revision before the start; sqllog.SQLLog.After of
+		// v0.16.5, v0.17.1 and v0.17.2 refuses only below the compaction revision minus one (the
+		// zoo: not found on v0.16.5), v0.16.6 and v0.17.3 went back to refusing below it (checkRevision).
 		Trackers:   []string{"k3s-io/kine#747"},
-		Affected:   "kine's SQL drivers (#747 fixed the t4 driver only)",
+		Affected:   "kine's SQL drivers but v0.16.5, v0.17.1, v0.17.2 (#747 fixed the t4 driver only)",
+		FixedIn:    "v0.16.5, v0.17.1 (undone in v0.16.6, v0.17.3)",
 		Guarantees: []Guarantee{Compaction}, Signatures: []string{SigCompactedNotNeeded},
+		affects: func(v *version.Version) bool {
+			return !slices.ContainsFunc(kineServingCompactRevision, v.EqualTo)
+		},
 		also: compactedAtStart,
 	},
+}
+
+// kineServingCompactRevision are the kine releases whose SQL drivers serve a watch from exactly the
+// compaction revision.
+var kineServingCompactRevision = []*version.Version{kine0_16_5, kine0_17_1, version.MustParseSemantic("0.17.2")}
+
+// KnownCrash is a public upstream bug that kills the store, which a history cannot show: the zoo
+// (interop/zoo) tells it from the panic the store's process ended with.
+type KnownCrash struct {
+	// Name, Product, Title, Trackers, Affected and FixedIn are as a KnownBug's.
+	Name, Product, Title string
+	Trackers             []string
+	Affected, FixedIn    string
+	// Panic and Frame are what the store's panic line and the function of its first frame hold.
+	Panic, Frame string
+	// Provoker names the probe or scenario of the check that provokes it.
+	Provoker string
+	// affects reports whether a release of the product has the bug; nil: every release.
+	affects func(v *version.Version) bool
+}
+
+// KnownCrashes are the crashes the zoo recognises.
+var KnownCrashes = []*KnownCrash{
+	{
+		Name: "kine-cancel-early-panic", Product: "kine",
+		Title: "a watch refused at its creation (a client-chosen watch ID, a negative start revision) panics kine",
+		// v0.14.11 made server/watch.go watcher.CancelEarly answer such watches; its err parameter is
+		// overwritten by CurrentRevision's nil error before err.Error() builds the cancel reason.
+		// #606 renamed the parameter (v0.14.13, and every 0.15 and later release).
+		Trackers: []string{"k3s-io/kine#606"},
+		Affected: "kine v0.14.11, v0.14.12", FixedIn: "v0.14.13",
+		Panic: "nil pointer dereference", Frame: "(*watcher).CancelEarly",
+		Provoker: "the probe of client-chosen watch IDs",
+		affects: func(v *version.Version) bool {
+			return !v.LessThan(kine0_14_11) && v.LessThan(kine0_14_13)
+		},
+	},
+}
+
+// Matches reports whether died, how a store's process ended (its panic line and first frame),
+// is this crash.
+func (c *KnownCrash) Matches(died string) bool {
+	return strings.Contains(died, c.Panic) && strings.Contains(died, c.Frame)
+}
+
+// AffectsTarget reports whether the target's release has the crash; a release that does not parse
+// is taken to have it.
+func (c *KnownCrash) AffectsTarget(t Target) bool {
+	if t.Product != c.Product {
+		return false
+	}
+	ver, err := version.ParseGeneric(t.StoreVersion)
+	return c.affects == nil || err != nil || c.affects(ver)
+}
+
+// CrashOf returns the known crash of the target's product that died matches, nil if none.
+func CrashOf(t Target, died string) *KnownCrash {
+	for _, c := range KnownCrashes {
+		if c.Product == t.Product && c.Matches(died) {
+			return c
+		}
+	}
+	return nil
 }
 
 // A progress notification ahead of events still to be sent shows as an event after it, or, when the
@@ -294,9 +371,18 @@ func (b *KnownBug) AffectsTarget(t Target) bool {
 
 // Reference is the bug in one line: its trackers, title and versions.
 func (b *KnownBug) Reference() string {
-	s := strings.Join(b.Trackers, ", ") + " (" + b.Title + "; affects " + b.Affected
-	if b.FixedIn != "" {
-		s += "; fixed in " + b.FixedIn
+	return referenceLine(b.Trackers, b.Title, b.Affected, b.FixedIn)
+}
+
+// Reference is the crash in one line: its trackers, title and versions.
+func (c *KnownCrash) Reference() string {
+	return referenceLine(c.Trackers, c.Title, c.Affected, c.FixedIn)
+}
+
+func referenceLine(trackers []string, title, affected, fixedIn string) string {
+	s := strings.Join(trackers, ", ") + " (" + title + "; affects " + affected
+	if fixedIn != "" {
+		s += "; fixed in " + fixedIn
 	} else {
 		s += "; open"
 	}

@@ -168,6 +168,9 @@ func TestClassify(t *testing.T) {
 		{"progress ahead on kine", progressAheadHistory(), Target{Product: "kine", Version: "3.5.13"}, "kine-progress-ahead", false},
 		{"progress ahead on kine v0.17.0", progressAheadHistory(), Target{Product: "kine", Version: "3.6.11", StoreVersion: "v0.17.0"}, "kine-progress-ahead", false},
 		{"progress ahead on kine v0.17.5", progressAheadHistory(), Target{Product: "kine", Version: "3.6.11", StoreVersion: "v0.17.5"}, "kine-progress-ahead", true},
+		{"progress ahead on kine v0.16.4", progressAheadHistory(), Target{Product: "kine", Version: "3.6.11", StoreVersion: "v0.16.4"}, "kine-progress-ahead", false},
+		{"progress ahead on kine v0.16.5", progressAheadHistory(), Target{Product: "kine", Version: "3.6.11", StoreVersion: "v0.16.5"}, "kine-progress-ahead", true},
+		{"progress ahead on kine v0.17.1", progressAheadHistory(), Target{Product: "kine", Version: "3.6.11", StoreVersion: "v0.17.1"}, "kine-progress-ahead", true},
 		{"progress ahead on something else", progressAheadHistory(), Target{}, "", false},
 		{"progress backwards on 3.4.23", progressBackwardsHistory(true), Target{Product: "etcd", Version: "3.4.23"}, "etcd-progress-ahead", false},
 		{"progress backwards on 3.4.31", progressBackwardsHistory(true), Target{Product: "etcd", Version: "3.4.31"}, "etcd-progress-ahead", true},
@@ -230,5 +233,57 @@ func TestProgressBugsVersions(t *testing.T) {
 		if got := unsynced.Affects(c.version); got != c.unsynced {
 			t.Errorf("etcd-progress-unsynced affects %s: %v, want %v", c.version, got, c.unsynced)
 		}
+	}
+}
+
+// TestKineBugsReleases: kine's bugs by its own release. v0.16.5, released with v0.17.1, has its
+// watch fix (server/watch.go as v0.17.1's); v0.16.5, v0.17.1 and v0.17.2 serve a watch from exactly
+// the compaction revision, v0.16.6 and v0.17.3 refuse it again (sqllog's After).
+func TestKineBugsReleases(t *testing.T) {
+	ahead, compactRev := BugNamed("kine-progress-ahead"), BugNamed("kine-compact-revision-watch")
+	for _, c := range []struct {
+		release           string
+		ahead, compactRev bool
+	}{
+		{"v0.14.12", true, true}, {"v0.16.4", true, true}, {"v0.16.5", false, false}, {"v0.16.6", false, true},
+		{"v0.17.0", true, true}, {"v0.17.1", false, false}, {"v0.17.2", false, false}, {"v0.17.3", false, true},
+		{"v0.17.5", false, true}, {"", true, true},
+	} {
+		target := Target{Product: "kine", Version: "3.6.11", StoreVersion: c.release}
+		if got := ahead.AffectsTarget(target); got != c.ahead {
+			t.Errorf("kine-progress-ahead affects %q: %v, want %v", c.release, got, c.ahead)
+		}
+		if got := compactRev.AffectsTarget(target); got != c.compactRev {
+			t.Errorf("kine-compact-revision-watch affects %q: %v, want %v", c.release, got, c.compactRev)
+		}
+	}
+}
+
+// TestKnownCrash: kine v0.14.12's panic in CancelEarly is k3s-io/kine#606, of v0.14.11 and
+// v0.14.12 only; another panic, or another product's, is no known crash.
+func TestKnownCrash(t *testing.T) {
+	const died = "kine-v0.14.12 exited: panic: runtime error: invalid memory address or nil pointer dereference in github.com/k3s-io/kine/pkg/server.(*watcher).CancelEarly at github.com/k3s-io/kine@v0.14.12/pkg/server/watch.go:262 +0xcb"
+	kine := Target{Product: "kine", StoreVersion: "v0.14.12"}
+	c := CrashOf(kine, died)
+	if c == nil || c.Trackers[0] != "k3s-io/kine#606" {
+		t.Fatalf("CrashOf: %+v, want k3s-io/kine#606", c)
+	}
+	for release, want := range map[string]bool{"v0.14.10": false, "v0.14.11": true, "v0.14.12": true, "v0.14.13": false, "v0.16.5": false, "": true} {
+		if got := c.AffectsTarget(Target{Product: "kine", StoreVersion: release}); got != want {
+			t.Errorf("affects %q: %v, want %v", release, got, want)
+		}
+	}
+	if c.AffectsTarget(Target{Product: "etcd", Version: "3.5.13"}) {
+		t.Error("affects etcd")
+	}
+	put := "kine-v0.16.5 exited: panic: runtime error: invalid memory address or nil pointer dereference in github.com/k3s-io/kine/pkg/server.(*LimitedServer).Put at github.com/k3s-io/kine@v0.16.5/pkg/server/put.go:32 +0x201"
+	if c := CrashOf(kine, put); c != nil {
+		t.Errorf("a panic in Put is %s", c.Name)
+	}
+	if c := CrashOf(Target{Product: "etcd"}, died); c != nil {
+		t.Errorf("etcd's crash is %s", c.Name)
+	}
+	if ref := c.Reference(); ref != "k3s-io/kine#606 ("+c.Title+"; affects kine v0.14.11, v0.14.12; fixed in v0.14.13)" {
+		t.Errorf("Reference: %q", ref)
 	}
 }

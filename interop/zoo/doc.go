@@ -1,6 +1,6 @@
 // Command zoo runs `listwatch check` against a zoo of real stores and writes the table of what it
-// found: per target, each catalogued upstream bug (check/etcd KnownBugs) found, not found, fixed
-// or another product's, and the unexplained findings. `make zoo` builds the stores and runs it.
+// found: per target, each catalogued upstream bug and crash (check/etcd KnownBugs, KnownCrashes)
+// found, not found, fixed or another product's, and the unexplained findings. `make zoo` builds the stores and runs it.
 //
 // The targets: Debian's etcd 3.4.23 (/usr/bin/etcd), etcd releases built from the module proxy on
 // either side of the catalogued bugs' fixes, and kine releases over SQLite and over a private
@@ -19,6 +19,10 @@
 //   - The table's cells follow from the check's output alone: a bug the check named is found; a
 //     bug the version has and the check did not name is not found; a bug's signature on a version
 //     with the fix is flagged (TestParseOutput, TestParseOutputUnexplained, TestCell).
+//   - A store process that dies is a CRASH, told by its panic line and first frame: the catalogued
+//     crash (check/etcd KnownCrashes) of the target's release is found, not unexplained; any other,
+//     or one on a release with the fix, is unexplained; the bugs' cells of a crashed target are
+//     not judged (TestOutcomeOfCrash, TestProcessDied).
 //   - The README's table is replaced between its markers and nowhere else (TestSplice).
 //   - Every process the driver starts (stores, PostgreSQL) is stopped and waited for before the
 //     next target starts.

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/listwatch/listwatch/check/etcd"
 )
 
 // checkTimeout bounds one run of `listwatch check`.
@@ -47,7 +49,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.out, "out", "", "`directory` for each target's output, report and history (default: a new temporary one)")
 	fs.StringVar(&c.only, "targets", "", "comma-separated `substrings`: run only the targets whose name holds one")
 	fs.StringVar(&etcdVersions, "etcd", "v3.5.12,v3.5.13,v3.5.17,v3.5.18,v3.6.0,v3.7.3", "etcd `versions` of the zoo (besides Debian's 3.4.23)")
-	fs.StringVar(&kineVersions, "kine", "v0.14.12,v0.17.0,v0.17.5", "kine `versions` of the zoo")
+	fs.StringVar(&kineVersions, "kine", "v0.14.12,v0.16.5,v0.17.0,v0.17.5", "kine `versions` of the zoo")
 	fs.Int64Var(&c.seed, "seed", 7, "the workload's seed, the same for every target")
 	fs.Int64Var(&c.ops, "ops", 1500, "the workload's requests")
 	fs.Int64Var(&c.compactEvery, "compact-every", 100, "compact every this many revisions")
@@ -174,14 +176,29 @@ func (c *config) checkTarget(ctx context.Context, z *zoo, t target) outcome {
 }
 
 // outcomeOf is the outcome of a check's output; died, if not "", says how a process of the store
-// ended under the check: that is the finding, whatever the check printed.
+// ended under the check: that is the finding, whatever the check printed, explained if it is a
+// known crash of the target's release.
 func outcomeOf(name, out, died string) outcome {
 	o := parseOutput(name, out)
-	if died != "" {
-		o.Verdict = "CRASH: " + died
-		o.Unexplained++
-		o.Details = append([]string{died}, o.Details...)
+	if died == "" {
+		return o
 	}
+	o.Verdict = "CRASH: " + died
+	product, _, _ := strings.Cut(name, " ")
+	t := etcd.Target{Product: product, StoreVersion: storeVersion(name)}
+	c := etcd.CrashOf(t, died)
+	switch {
+	case c != nil && c.AffectsTarget(t):
+		o.Found[c.Name] = true
+		died = "known upstream bug: " + c.Reference() + ": " + died
+	case c != nil:
+		o.Fixed[c.Name] = true
+		o.Unexplained++
+		died = "[unexplained: the signature of " + c.Trackers[0] + ", fixed in " + c.FixedIn + "] " + died
+	default:
+		o.Unexplained++
+	}
+	o.Details = append([]string{died}, o.Details...)
 	return o
 }
 
@@ -194,7 +211,8 @@ func (s *store) targetArgs() []string {
 }
 
 // runCheck runs the listwatch binary's check against the target target names, keeping its output,
-// report and history in dir. Exit status 1 is a verdict (FAIL, INCONCLUSIVE), not an error.
+// report and history in dir, and returns its standard output, also with an error (a store that
+// died is judged by it). Exit status 1 is a verdict (FAIL, INCONCLUSIVE), not an error.
 func (c *config) runCheck(ctx context.Context, target []string, dir string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
@@ -209,7 +227,7 @@ func (c *config) runCheck(ctx context.Context, target []string, dir string) (str
 	_ = os.WriteFile(filepath.Join(dir, "stderr"), stderr.Bytes(), 0o644)
 	var exit *exec.ExitError
 	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) {
-		return "", fmt.Errorf("listwatch check: %w: %s", err, tail(stderr.String()))
+		return stdout.String(), fmt.Errorf("listwatch check: %w: %s", err, tail(stderr.String()))
 	}
 	return stdout.String(), nil
 }

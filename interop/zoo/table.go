@@ -162,6 +162,24 @@ func cell(o outcome, b *etcd.KnownBug) string {
 	return "**not found**"
 }
 
+// crashCell is what the table says of the known crash c on the target of o.
+func crashCell(o outcome, c *etcd.KnownCrash) string {
+	product, _, _ := strings.Cut(o.Target, " ")
+	switch {
+	case product != c.Product:
+		return "·"
+	case o.Found[c.Name]:
+		return "found"
+	case o.Fixed[c.Name]:
+		return "**seen, though fixed**"
+	case strings.HasPrefix(o.Verdict, "SKIP") || strings.HasPrefix(o.Verdict, "ERROR") || strings.HasPrefix(o.Verdict, "CRASH"):
+		return "?"
+	case c.AffectsTarget(etcd.Target{Product: product, StoreVersion: storeVersion(o.Target)}):
+		return "**not found**"
+	}
+	return "fixed, not seen"
+}
+
 // provoked reports whether a scenario of the check mirrors b: one that no scenario mirrors (a bug
 // that needs a restart) is found only if the randomized workload happens on it.
 func provoked(b *etcd.KnownBug) bool {
@@ -189,8 +207,11 @@ func table(outcomes []outcome, run string) string {
 	for _, bug := range etcd.KnownBugs {
 		fmt.Fprintf(&b, " [%s](https://github.com/%s) |", bug.Name, strings.Replace(bug.Trackers[0], "#", "/issues/", 1))
 	}
+	for _, c := range etcd.KnownCrashes {
+		fmt.Fprintf(&b, " [%s](https://github.com/%s) |", c.Name, strings.Replace(c.Trackers[0], "#", "/issues/", 1))
+	}
 	b.WriteString(" unexplained | API differences |\n|---|---|---|")
-	b.WriteString(strings.Repeat("---|", len(etcd.KnownBugs)+2) + "\n")
+	b.WriteString(strings.Repeat("---|", len(etcd.KnownBugs)+len(etcd.KnownCrashes)+2) + "\n")
 	for _, o := range outcomes {
 		verdict, _, _ := strings.Cut(o.Verdict, ":")
 		version := o.Version
@@ -201,9 +222,12 @@ func table(outcomes []outcome, run string) string {
 		for _, bug := range etcd.KnownBugs {
 			fmt.Fprintf(&b, " %s |", cell(o, bug))
 		}
+		for _, c := range etcd.KnownCrashes {
+			fmt.Fprintf(&b, " %s |", crashCell(o, c))
+		}
 		fmt.Fprintf(&b, " %d | %d |\n", o.Unexplained, o.Deviations)
 	}
-	fmt.Fprintf(&b, "\n%s. Cells: found / **not found** / not provoked (no scenario mirrors it) on a version that has the bug; fixed, not seen / **found, though fixed** on one with the fix; · another product's bug.\n", run)
+	fmt.Fprintf(&b, "\n%s. Cells: found / **not found** / not provoked (no scenario mirrors it) on a version that has the bug; fixed, not seen / **found, though fixed** on one with the fix; · another product's bug; ? not judged: the target was skipped or not checked, or its store crashed (a crash column says whether the crash is the catalogued one; a store that died mid-run answers nothing after, so the bugs' columns are not judged).\n", run)
 	for _, o := range outcomes {
 		if len(o.Details) == 0 && !strings.HasPrefix(o.Verdict, "SKIP") && !strings.HasPrefix(o.Verdict, "ERROR") {
 			continue

@@ -207,7 +207,7 @@ func (p *process) waitListening(addr string) error {
 }
 
 // died says how the process ended if it has: its panic or fatal line and the first frame below
-// it, else its exit status; "" while it runs.
+// it (function and file), else its exit status; "" while it runs.
 func (p *process) died() string {
 	select {
 	case <-p.exited:
@@ -219,20 +219,33 @@ func (p *process) died() string {
 	for i, l := range lines {
 		if strings.HasPrefix(l, "panic: ") || strings.Contains(l, "level=fatal") {
 			d := fmt.Sprintf("%s exited: %s", filepath.Base(p.cmd.Path), strings.TrimSpace(l))
-			for _, f := range lines[i+1:] {
-				if strings.HasPrefix(f, "\t") && strings.Contains(f, ".go:") {
-					frame := strings.TrimSpace(f)
-					if _, inCache, ok := strings.Cut(frame, "/pkg/mod/"); ok {
-						frame = inCache // the module cache's place is no news
-					}
-					d += " at " + frame
-					break
-				}
-			}
-			return d
+			return d + firstFrame(lines[i+1:])
 		}
 	}
 	return fmt.Sprintf("%s exited: %v", filepath.Base(p.cmd.Path), p.cmd.ProcessState)
+}
+
+// firstFrame is the first frame of a goroutine's trace in lines: " in " its function (without
+// arguments), the line above its file, " at " its file and line; "" if there is none.
+func firstFrame(lines []string) string {
+	for j, f := range lines {
+		if !strings.HasPrefix(f, "\t") || !strings.Contains(f, ".go:") {
+			continue
+		}
+		frame := strings.TrimSpace(f)
+		if _, inCache, ok := strings.Cut(frame, "/pkg/mod/"); ok {
+			frame = inCache // the module cache's place is no news
+		}
+		if j == 0 {
+			return " at " + frame
+		}
+		fn := strings.TrimSpace(lines[j-1])
+		if k := strings.LastIndex(fn, "("); k > 0 {
+			fn = fn[:k]
+		}
+		return " in " + fn + " at " + frame
+	}
+	return ""
 }
 
 // kill kills the process and waits for it to exit.

@@ -82,7 +82,8 @@ func TestCell(t *testing.T) {
 			t.Errorf("%+v: %q, want %q", tc.o, got, tc.want)
 		}
 	}
-	// kine reports the etcd version it emulates: a kine bug is judged by the release in the name.
+	// kine reports the etcd version it emulates: a kine bug is judged by the release in the name
+	// (v0.16.5 has the fix of kine-progress-ahead, and serves a watch from the compaction revision).
 	ahead := etcd.BugNamed("kine-progress-ahead")
 	for _, tc := range []struct {
 		o    outcome
@@ -92,10 +93,64 @@ func TestCell(t *testing.T) {
 		{outcome{Target: "kine v0.17.0 / SQLite", Product: "kine", Version: "3.6.11", Found: map[string]bool{ahead.Name: true}}, "found"},
 		{outcome{Target: "kine v0.17.5 / PostgreSQL ×2", Product: "kine", Version: "3.6.11"}, "fixed, not seen"},
 		{outcome{Target: "kine v0.17.5 / SQLite", Product: "kine", Version: "3.6.11", Found: map[string]bool{ahead.Name: true}}, "**found, though fixed**"},
+		{outcome{Target: "kine v0.16.5 / SQLite", Product: "kine", Version: "3.6.11"}, "fixed, not seen"},
 		{outcome{Target: "etcd v3.5.12", Product: "etcd", Version: "3.5.12"}, "·"},
 	} {
 		if got := cell(tc.o, ahead); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.o, got, tc.want)
+		}
+	}
+	compactRev := etcd.BugNamed("kine-compact-revision-watch")
+	for target, want := range map[string]string{"kine v0.16.5 / SQLite": "fixed, not seen", "kine v0.17.5 / SQLite": "**not found**"} {
+		if got := cell(outcome{Target: target, Product: "kine", Version: "3.6.11"}, compactRev); got != want {
+			t.Errorf("kine-compact-revision-watch on %s: %q, want %q", target, got, want)
+		}
+	}
+}
+
+// v0.14.12's panic (kine's log) as the driver reports it, and a panic no catalogued bug explains.
+const (
+	died14  = "kine-v0.14.12 exited: panic: runtime error: invalid memory address or nil pointer dereference in github.com/k3s-io/kine/pkg/server.(*watcher).CancelEarly at github.com/k3s-io/kine@v0.14.12/pkg/server/watch.go:262 +0xcb"
+	diedPut = "kine-v0.16.5 exited: panic: runtime error: invalid memory address or nil pointer dereference in github.com/k3s-io/kine/pkg/server.(*LimitedServer).Put at github.com/k3s-io/kine@v0.16.5/pkg/server/put.go:32 +0x201"
+)
+
+// TestOutcomeOfCrash: a crash that is the catalogued one of the target's release is found and not
+// counted unexplained; on a release with the fix, or another panic, it is unexplained. The
+// bugs' cells of a crashed target are not judged.
+func TestOutcomeOfCrash(t *testing.T) {
+	cancelEarly := etcd.KnownCrashes[0]
+	ahead := etcd.BugNamed("kine-progress-ahead")
+	for _, tc := range []struct {
+		name, died       string
+		unexplained      int
+		crashCell, label string
+	}{
+		{"kine v0.14.12 / SQLite", died14, 0, "found", "known upstream bug: k3s-io/kine#606 ("},
+		{"kine v0.16.5 / SQLite", died14, 1, "**seen, though fixed**", "[unexplained: the signature of k3s-io/kine#606, fixed in v0.14.13] "},
+		{"kine v0.16.5 / PostgreSQL ×2", diedPut, 1, "?", "kine-v0.16.5 exited: "},
+	} {
+		o := outcomeOf(tc.name, "FAIL: 0 known upstream bugs, 0 unexplained", tc.died)
+		if !strings.HasPrefix(o.Verdict, "CRASH: ") || o.Unexplained != tc.unexplained || !strings.HasPrefix(o.Details[0], tc.label) {
+			t.Errorf("%s: verdict %q, unexplained %d, details %q", tc.name, o.Verdict, o.Unexplained, o.Details)
+		}
+		if got := crashCell(o, cancelEarly); got != tc.crashCell {
+			t.Errorf("%s: crash cell %q, want %q", tc.name, got, tc.crashCell)
+		}
+		if got := cell(o, ahead); got != "?" {
+			t.Errorf("%s: kine-progress-ahead %q, want ?", tc.name, got)
+		}
+	}
+	for _, tc := range []struct {
+		o    outcome
+		want string
+	}{
+		{parseOutput("kine v0.17.5 / SQLite", "FAIL: 0 known upstream bugs, 3 unexplained"), "fixed, not seen"},
+		{parseOutput("kine v0.14.12 / SQLite", "FAIL: 0 known upstream bugs, 3 unexplained"), "**not found**"},
+		{failedOutcome("kine v0.14.12 / PostgreSQL", errors.Join(errSkipped, errors.New("no PostgreSQL"))), "?"},
+		{parseOutput("etcd v3.5.12", readStdout(t, "etcd-v3.5.12")), "·"},
+	} {
+		if got := crashCell(tc.o, cancelEarly); got != tc.want {
+			t.Errorf("%s (%s): %q, want %q", tc.o.Target, tc.o.Verdict, got, tc.want)
 		}
 	}
 }
@@ -105,7 +160,7 @@ func TestTable(t *testing.T) {
 	out := table([]outcome{parseOutput("etcd v3.5.12", readStdout(t, "etcd-v3.5.12")),
 		failedOutcome("kine v0.17.5 / PostgreSQL", errors.Join(errSkipped, errors.New("no PostgreSQL")))}, "run")
 	lines := strings.Split(out, "\n")
-	if want := 3 + len(etcd.KnownBugs) + 2; strings.Count(lines[0], "|")-1 != want {
+	if want := 3 + len(etcd.KnownBugs) + len(etcd.KnownCrashes) + 2; strings.Count(lines[0], "|")-1 != want {
 		t.Errorf("header %q: want %d columns", lines[0], want)
 	}
 	if !strings.HasPrefix(lines[2], "| etcd v3.5.12 | 3.5.12 | FAIL |") || !strings.HasPrefix(lines[3], "| kine v0.17.5 / PostgreSQL | – | SKIP |") {
@@ -130,14 +185,15 @@ func TestSplice(t *testing.T) {
 }
 
 // TestProcessDied: a store process that panicked is reported by its panic line and the frame
-// below it; a running one is not.
+// below it, function and file; a running one is not.
 func TestProcessDied(t *testing.T) {
-	p, err := startProcess(context.Background(), "/bin/sh", t.TempDir(), "-c", `echo "panic: boom"; printf '\tfoo/watch.go:262 +0xcb\n'; exit 2`)
+	p, err := startProcess(context.Background(), "/bin/sh", t.TempDir(), "-c",
+		`echo "panic: boom"; echo; echo "goroutine 7 [running]:"; echo "foo.(*w).Cancel(0xc0, {0x1, 0x2})"; printf '\t/go/pkg/mod/foo@v1/watch.go:262 +0xcb\n'; exit 2`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-p.exited
-	if got, want := p.died(), "sh exited: panic: boom at foo/watch.go:262 +0xcb"; got != want {
+	if got, want := p.died(), "sh exited: panic: boom in foo.(*w).Cancel at foo@v1/watch.go:262 +0xcb"; got != want {
 		t.Errorf("died: %q, want %q", got, want)
 	}
 	running, err := startProcess(context.Background(), "/bin/sh", t.TempDir(), "-c", "sleep 60")

@@ -899,7 +899,7 @@ const (
 	historyRounds  = 4
 )
 
-// progressAheadOfHistory is kine's trigger (k3s-io/kine#731): before v0.17.1 kine sends a watch's
+// progressAheadOfHistory is kine's trigger (k3s-io/kine#731): before v0.16.5, and in v0.17.0, kine sends a watch's
 // created answer before it lists the history the watch owes (server/watch.go watcher.watch), and a
 // RequestProgress is answered on a 100 ms tick at the current revision once the poll loop has read
 // it, checking only the watches that asked for progress notifications (watcher.ProgressAll): a
