@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -159,6 +160,8 @@ type checkFlags struct {
 	scenariosOnly bool
 	noScenarios   bool
 	gating        bool
+	// skip are the probes --skip-probe leaves out.
+	skip workload.Features
 	// kube is --kube's URL: check a Kubernetes API server (checkkube.go) instead of an etcd store.
 	kube      string
 	resource  schema.GroupVersionResource
@@ -189,14 +192,14 @@ type checkFlags struct {
 var workloadFlags = []string{"endpoints", "dial-timeout", "seed", "duration", "ops", "clients", "watchers",
 	"compact-every", "workload", "history", "request-timeout", "kube", "resource", "namespace", "prefix", "scenarios",
 	"no-scenarios", "apiserver-gating", "keep", "cluster", "etcd-binary", "faults", "fault-every", "fault-kinds", "fault-cmd",
-	"recovery-timeout", "etcd-flag", "restart-cmd"}
+	"recovery-timeout", "etcd-flag", "restart-cmd", "skip-probe"}
 
 // checkArgs are the flags' values as given, before parseCheckFlags checks them; set names the
 // flags given.
 type checkArgs struct {
 	endpoints, prefix, kind, report, historyOut, checkHistory, kube, resource, namespace, output string
 	etcdBinary, faultKinds, faultCmd, restartCmd                                                 string
-	etcdFlags                                                                                    etcdFlagList
+	etcdFlags, skipProbes                                                                        etcdFlagList
 	cluster, faults                                                                              int
 	faultEvery                                                                                   int64
 	recoveryTimeout                                                                              time.Duration
@@ -258,6 +261,7 @@ func checkFlagSet(a *checkArgs, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&a.output, "output", "text", "`format` of the result on stdout: text (the report), or json (one JSON document: verdict, counts, violations, known bugs, findings, run; the report goes to stderr)")
 	fs.IntVar(&a.cluster, "cluster", 0, "start a cluster of `N` etcd members (--etcd-binary) on loopback ports and check it, instead of --endpoints; stopped and removed at the end")
 	fs.StringVar(&a.etcdBinary, "etcd-binary", defaultEtcdBinary, "with --cluster: the etcd server `executable` to run")
+	fs.Var(&a.skipProbes, "skip-probe", fmt.Sprintf("leave out the probe of the `feature` named as the capability table names it, one a store is known to crash on; the run then does without it (repeatable; one of %s)", skippableNames()))
 	fs.Var(&a.etcdFlags, "etcd-flag", "with --cluster: a `flag` for each member, as --name=value, after those the tool sets (repeatable)")
 	fs.StringVar(&a.restartCmd, "restart-cmd", "", "with --endpoints: a shell `command` that restarts every member of the store and exits once it serves again, for the scenarios that restart it (--cluster restarts its own; without either they are skipped); run with LISTWATCH_ENDPOINTS and LISTWATCH_SEED set, within --recovery-timeout; a failure is the scenario's error")
 	fs.IntVar(&a.faults, "faults", 0, "inject `N` faults while the workload runs, one every --fault-every requests, taking --fault-kinds in turn (and --fault-cmd); the workload then runs until they are done unless --ops or --duration")
@@ -267,6 +271,15 @@ func checkFlagSet(a *checkArgs, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&a.recoveryTimeout, "recovery-timeout", defaultRecoveryTimeout, "with --faults: how long a fault's recovery (a restart, every endpoint answering with a leader, --fault-cmd) may take before the run stops (COULD NOT RUN); also the bound of a scenario's restart of the store")
 	fs.StringVar(&a.namespace, "namespace", "", "with --kube: the `namespace` of the run, created if the server serves namespaces (default listwatch-check-<seed>)")
 	return fs
+}
+
+// skippableNames lists the names --skip-probe takes, quoted.
+func skippableNames() string {
+	var names []string
+	for _, f := range workload.SkippableProbes.List() {
+		names = append(names, strconv.Quote(f.String()))
+	}
+	return strings.Join(names, ", ")
 }
 
 // badFlags is a usage error saying what is wrong with the command line.
@@ -355,6 +368,13 @@ func (a *checkArgs) validateEtcd(f *checkFlags) error {
 		return badFlags("--prefix %q: need a non-empty key prefix", a.prefix)
 	}
 	f.prefix, f.scenariosOnly, f.noScenarios, f.gating = a.prefix, a.scenariosOnly, a.noScenarios, a.gating
+	for _, name := range a.skipProbes {
+		feat, ok := workload.SkippableProbe(name)
+		if !ok {
+			return badFlags("--skip-probe %q: not a probe that can be left out; want one of %s", name, skippableNames())
+		}
+		f.skip = f.skip.With(feat)
+	}
 	if a.set["endpoints"] {
 		eps, err := parseEndpoints(a.endpoints)
 		if err != nil {

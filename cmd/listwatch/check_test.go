@@ -303,6 +303,10 @@ func TestCheckBadFlags(t *testing.T) {
 		{[]string{"--recovery-timeout", "5s"}, "--recovery-timeout applies to --faults, --cluster and --restart-cmd only"},
 		{[]string{"--kube", "http://127.0.0.1:1", "--restart-cmd", "true"}, "--restart-cmd does not apply to --kube"},
 		{[]string{"--check-history", hist, "--etcd-flag", "--x=1"}, "--etcd-flag does not apply to --check-history"},
+		{[]string{"--skip-probe", "compaction"}, `--skip-probe "compaction": not a probe that can be left out; want one of "watch filters", "watch fragment", "watch progress_notify", "client-chosen watch IDs"`},
+		{[]string{"--skip-probe", "client-chosen watch IDs", "--skip-probe", "watch ids"}, `--skip-probe "watch ids": not a probe that can be left out`},
+		{[]string{"--kube", "http://127.0.0.1:1", "--skip-probe", "watch filters"}, "--skip-probe does not apply to --kube"},
+		{[]string{"--check-history", hist, "--skip-probe", "watch filters"}, "--skip-probe does not apply to --check-history"},
 	}
 	for _, c := range cases {
 		code, out, errOut := runCheckCmd(t, c.args...)
@@ -314,6 +318,22 @@ func TestCheckBadFlags(t *testing.T) {
 		!strings.Contains(errOut, "Exit status: 0 PASS; 1 FAIL") || !strings.Contains(errOut, "130 interrupted") {
 		t.Errorf("check -h: exit %d, stderr %q", code, errOut)
 	}
+}
+
+// TestCheckSkipProbe: --skip-probe leaves the probe out: the capability table says so, the
+// workload runs without the feature, the scenario that needs it is skipped, and the run passes.
+func TestCheckSkipProbe(t *testing.T) {
+	code, out, errOut := runCheckCmd(t, "--ops", "200", "--seed", "1", "--workload", "etcd",
+		"--skip-probe", "client-chosen watch IDs", "--skip-probe", "watch filters")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if !regexp.MustCompile(`\n  client-chosen watch IDs +skipped +left out by the run\n`).MatchString(out) ||
+		!regexp.MustCompile(`\n  watch filters +skipped +left out by the run\n`).MatchString(out) {
+		t.Errorf("the capability table does not say skipped:\n%s", out)
+	}
+	mustContain(t, "stdout", out, "the workload runs without: watch filters, client-chosen watch IDs",
+		"SKIP  filters", "skipped: the run skips watch filters", "\nPASS\n")
 }
 
 // TestCheckAgainstEtcd: --endpoints runs the scenarios and the workload against a real etcd (3.4.23,

@@ -80,7 +80,7 @@ func (env checkEnv) survey(ctx context.Context, t *target, f *checkFlags, stdout
 		return fmt.Sprintf("%6.1fs  probing what the store supports", elapsed.Seconds())
 	})
 	caps, err := workload.ProbeCapabilities(rctx, t.client, workload.ProbeConfig{Prefix: f.prefix + "probe/",
-		Compaction: f.cfg.CompactEvery > 0, Timeout: timeout, Clock: env.clock, Endpoints: t.endpoints})
+		Compaction: f.cfg.CompactEvery > 0, Timeout: timeout, Clock: env.clock, Endpoints: t.endpoints, Skip: f.skip})
 	stop()
 	if err != nil {
 		return nil, err

@@ -25,7 +25,7 @@ const defaultKubeResource = "configmaps"
 
 // etcdFlags apply to an etcd target only, not to --kube.
 var etcdFlags = []string{"endpoints", "compact-every", "workload", "cluster", "etcd-binary", "faults", "fault-every", "fault-kinds",
-	"fault-cmd", "recovery-timeout", "etcd-flag", "restart-cmd"}
+	"fault-cmd", "recovery-timeout", "etcd-flag", "restart-cmd", "skip-probe"}
 
 // checkKubeURL accepts http(s)://host[:port][/path], what a rest.Config's Host may be.
 func checkKubeURL(s string) error {

@@ -31,6 +31,8 @@ const (
 	Differs
 	// NotProbed: the probe was not run (it needs something refused, or the run does not want it).
 	NotProbed
+	// Skipped: the run left the probe out (ProbeConfig.Skip), and does without the feature.
+	Skipped
 )
 
 // String names the status as the capability table shows it.
@@ -42,6 +44,8 @@ func (s CapStatus) String() string {
 		return "REFUSED"
 	case Differs:
 		return "DIFFERS"
+	case Skipped:
+		return "skipped"
 	}
 	return "not probed"
 }
@@ -63,12 +67,12 @@ type Capabilities struct {
 	Results []Capability
 }
 
-// Avoid is the set of features found refused or different: the workload does without them (and,
-// without key versions, without compares on versions).
+// Avoid is the set of features found refused or different, or skipped: the workload does without
+// them (and, without key versions, without compares on versions).
 func (c *Capabilities) Avoid() Features {
 	var s Features
 	for _, r := range c.Results {
-		if r.Status == Refused || r.Status == Differs {
+		if r.Status == Refused || r.Status == Differs || r.Status == Skipped {
 			s = s.With(r.Feature)
 		}
 	}
@@ -106,6 +110,26 @@ type ProbeConfig struct {
 	Clock clock.Clock
 	// Endpoints is what Status found, for the product.
 	Endpoints []Endpoint
+	// Skip are probes to leave out (of SkippableProbes): those a store is known to crash on. The
+	// features show as Skipped, and the workload and the scenarios do without them.
+	Skip Features
+}
+
+// SkippableProbes are the probes ProbeConfig.Skip may leave out: each runs on a watch stream of its
+// own, and the workload and the scenarios can do without the feature (not so a watch from a past
+// revision, which the k8s workload's watches are, nor RequestProgress, which
+// request-progress-answered sends wherever it is refused).
+const SkippableProbes = Features(FeatWatchFilters | FeatFragment | FeatProgressNotify | FeatClientWatchID)
+
+// SkippableProbe is the skippable probe named name as the capability table names it; ok is false
+// when there is none.
+func SkippableProbe(name string) (f Feature, ok bool) {
+	for _, f := range SkippableProbes.List() {
+		if f.String() == name {
+			return f, true
+		}
+	}
+	return 0, false
 }
 
 // ErrProbe: the store refused the basic writes every probe needs.
@@ -134,7 +158,10 @@ func ProbeCapabilities(ctx context.Context, c *clientv3.Client, cfg ProbeConfig)
 	for i := range numFeatures {
 		f := Feature(1) << i
 		r, ok := p.results[f]
-		if !ok {
+		switch {
+		case cfg.Skip.Has(f):
+			r = Capability{Feature: f, Status: Skipped, Detail: "left out by the run"}
+		case !ok:
 			r = Capability{Feature: f, Status: NotProbed}
 		}
 		caps.Results = append(caps.Results, r)

@@ -189,8 +189,11 @@ func (p *prober) probeWatches(ra int64) {
 	})
 }
 
-// withStream runs probe on a new watch stream, closed afterwards.
+// withStream runs probe on a new watch stream, closed afterwards, unless the run skips f.
 func (p *prober) withStream(f Feature, probe func(rs *rawStream)) {
+	if p.cfg.Skip.Has(f) {
+		return
+	}
 	rs, err := p.openStream()
 	if p.refused(f, err) {
 		return

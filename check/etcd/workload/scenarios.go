@@ -188,15 +188,21 @@ func runScenario(ctx context.Context, c *clientv3.Client, cfg ScenarioConfig, sc
 
 // skipReason says why sc cannot run with cfg, "" if it can.
 func skipReason(cfg ScenarioConfig, sc *Scenario) string {
-	var refused []string
+	var refused, skipped []string
 	for _, f := range sc.Needs.List() {
-		if cfg.Capabilities != nil && !cfg.Capabilities.runnable(f) {
+		switch {
+		case cfg.Capabilities == nil:
+		case cfg.Capabilities.status(f) == Skipped:
+			skipped = append(skipped, f.String())
+		case !cfg.Capabilities.runnable(f):
 			refused = append(refused, f.String())
 		}
 	}
 	switch {
 	case len(refused) > 0:
 		return "the store refuses " + strings.Join(refused, ", ")
+	case len(skipped) > 0:
+		return "the run skips " + strings.Join(skipped, ", ")
 	case sc.Needs.Has(FeatCompaction) && !cfg.Compaction:
 		return "it compacts the store (--compact-every 0)"
 	case strings.HasPrefix(sc.Name, "request-progress") && cfg.NoRequestProgress:
