@@ -173,6 +173,9 @@ type KnownCrash struct {
 	Panic, Frame string
 	// Provoker names the probe or scenario of the check that provokes it.
 	Provoker string
+	// SkipProbe, if set, is the probe that provokes it as `listwatch check --skip-probe` names it:
+	// a run that skips it does not crash the release, and judges its other bugs.
+	SkipProbe string
 	// affects reports whether a release of the product has the bug; nil: every release.
 	affects func(v *version.Version) bool
 }
@@ -188,7 +191,7 @@ var KnownCrashes = []*KnownCrash{
 		Trackers: []string{"k3s-io/kine#606"},
 		Affected: "kine v0.14.11, v0.14.12", FixedIn: "v0.14.13",
 		Panic: "nil pointer dereference", Frame: "(*watcher).CancelEarly",
-		Provoker: "the probe of client-chosen watch IDs",
+		Provoker: "the probe of client-chosen watch IDs", SkipProbe: "client-chosen watch IDs",
 		affects: func(v *version.Version) bool {
 			return !v.LessThan(kine0_14_11) && v.LessThan(kine0_14_13)
 		},

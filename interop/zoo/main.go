@@ -159,7 +159,11 @@ func (c *config) checkTarget(ctx context.Context, z *zoo, t target) outcome {
 	if err != nil {
 		return failedOutcome(t.Name, err)
 	}
-	out, err := c.runCheck(ctx, s.targetArgs(), dir)
+	args := s.targetArgs()
+	for _, p := range t.skip {
+		args = append(args, "--skip-probe", p)
+	}
+	out, err := c.runCheck(ctx, args, dir)
 	var died string
 	if s.died != nil {
 		died = s.died()

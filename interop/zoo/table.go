@@ -26,6 +26,8 @@ type outcome struct {
 	Unexplained, Deviations int
 	// Details are the unexplained violations and findings, and the differences from etcd's API.
 	Details []string
+	// Skipped are the probes the capability table says the run left out (--skip-probe).
+	Skipped map[string]bool
 }
 
 var (
@@ -33,12 +35,13 @@ var (
 	unexplainedCount = regexp.MustCompile(`(\d+) unexplained`)
 	deviationCount   = regexp.MustCompile(`(\d+) differences? from etcd's API`)
 	fixedSignature   = regexp.MustCompile(`the signature of (\S+), fixed in`)
+	skippedProbe     = regexp.MustCompile(`^  (\S.*?) +skipped +left out by the run$`)
 )
 
 // parseOutput reads the standard output of `listwatch check` (cmd/listwatch check.go and
 // checketcd.go print these lines).
 func parseOutput(name, stdout string) outcome {
-	o := outcome{Target: name, Found: map[string]bool{}, Fixed: map[string]bool{}}
+	o := outcome{Target: name, Found: map[string]bool{}, Fixed: map[string]bool{}, Skipped: map[string]bool{}}
 	inFindings := false
 	sc := bufio.NewScanner(strings.NewReader(stdout))
 	sc.Buffer(nil, 1<<20)
@@ -47,6 +50,9 @@ func parseOutput(name, stdout string) outcome {
 		trimmed := strings.TrimSpace(line)
 		if m := capabilitiesLine.FindStringSubmatch(line); m != nil {
 			o.Product, o.Version = m[1], m[2]
+		}
+		if m := skippedProbe.FindStringSubmatch(line); m != nil {
+			o.Skipped[m[1]] = true
 		}
 		switch {
 		case line == "findings:":
@@ -174,6 +180,8 @@ func crashCell(o outcome, c *etcd.KnownCrash) string {
 		return "**seen, though fixed**"
 	case strings.HasPrefix(o.Verdict, "SKIP") || strings.HasPrefix(o.Verdict, "ERROR") || strings.HasPrefix(o.Verdict, "CRASH"):
 		return "?"
+	case c.SkipProbe != "" && o.Skipped[c.SkipProbe]:
+		return "probe skipped"
 	case c.AffectsTarget(etcd.Target{Product: product, StoreVersion: storeVersion(o.Target)}):
 		return "**not found**"
 	}
@@ -227,7 +235,7 @@ func table(outcomes []outcome, run string) string {
 		}
 		fmt.Fprintf(&b, " %d | %d |\n", o.Unexplained, o.Deviations)
 	}
-	fmt.Fprintf(&b, "\n%s. Cells: found / **not found** / not provoked (no scenario mirrors it) on a version that has the bug; fixed, not seen / **found, though fixed** on one with the fix; · another product's bug; ? not judged: the target was skipped or not checked, or its store crashed (a crash column says whether the crash is the catalogued one; a store that died mid-run answers nothing after, so the bugs' columns are not judged).\n", run)
+	fmt.Fprintf(&b, "\n%s. Cells: found / **not found** / not provoked (no scenario mirrors it) on a version that has the bug; fixed, not seen / **found, though fixed** on one with the fix; · another product's bug; ? not judged: the target was skipped or not checked, or its store crashed (a crash column says whether the crash is the catalogued one; a store that died mid-run answers nothing after, so the bugs' columns are not judged); probe skipped: the run left out the probe that provokes the crash (--skip-probe), to judge the bugs of a release that crashes on it.\n", run)
 	for _, o := range outcomes {
 		if len(o.Details) == 0 && !strings.HasPrefix(o.Verdict, "SKIP") && !strings.HasPrefix(o.Verdict, "ERROR") {
 			continue
