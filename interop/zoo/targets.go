@@ -125,8 +125,10 @@ func (z *zoo) startKinePostgres(ctx context.Context, bin, dir string, n int) (*s
 }
 
 // startKine starts n kine processes of bin over endpoint (kine's --endpoint; "" is SQLite in dir),
-// with kine's defaults but compacting where asked (--compact-min-retain 0, as etcd does) and no
-// metrics server, and returns once each accepts connections.
+// with kine's defaults but compacting where asked, as etcd does (--compact-min-retain 0, and
+// --compact-interval 0: no compaction of its own, the default of v0.16.5 and later; under
+// v0.14.12's 5m a client's Compact does nothing, and no compaction scenario provokes anything),
+// and no metrics server, and returns once each accepts connections.
 func (z *zoo) startKine(ctx context.Context, bin, dir string, n int, endpoint string) (*store, error) {
 	path := filepath.Join(z.bin, bin)
 	if _, err := os.Stat(path); err != nil {
@@ -157,7 +159,7 @@ func (z *zoo) startKine(ctx context.Context, bin, dir string, n int, endpoint st
 		addr := l.Addr().String()
 		l.Close()
 		// kine's default progress-notify interval (5s): kine answers RequestProgress on that tick
-		args := []string{"--listen-address", addr, "--compact-min-retain", "0", "--metrics-bind-address", "0"}
+		args := []string{"--listen-address", addr, "--compact-min-retain", "0", "--compact-interval", "0", "--metrics-bind-address", "0"}
 		if endpoint != "" {
 			args = append(args, "--endpoint", endpoint)
 		}
