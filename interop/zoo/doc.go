@@ -23,6 +23,10 @@
 //     crash (check/etcd KnownCrashes) of the target's release is found, not unexplained; any other,
 //     or one on a release with the fix, is unexplained; the bugs' cells of a crashed target are
 //     not judged (TestOutcomeOfCrash, TestProcessDied).
+//   - A kine release with a catalogued crash a probe provokes (KnownCrash.SkipProbe) runs each store
+//     again with `check --skip-probe` that probe: its crash cell says probe skipped, its bugs are
+//     judged (TestSkipProbeTargets). Kine runs with --compact-interval 0, so that a client's
+//     Compact compacts on every release.
 //   - The README's table is replaced between its markers and nowhere else (TestSplice).
 //   - Every process the driver starts (stores, PostgreSQL) is stopped and waited for before the
 //     next target starts.
