@@ -42,6 +42,9 @@ func TestCheckClusterFaults(t *testing.T) {
 	binary := cmpOr(os.Getenv("LISTWATCH_CLUSTER_ETCD"), defaultEtcdBinary)
 	needEtcd(t, binary)
 	faults := 12
+	if testing.Short() {
+		faults = 6 // two of each kind
+	}
 	if s := os.Getenv("LISTWATCH_CLUSTER_FAULTS"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 3 {
