@@ -156,12 +156,12 @@ type watchCreates struct {
 	reqs []*pb.WatchCreateRequest
 }
 
-func (w *watchCreates) option(cfg *clientv3.Config) {
-	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainStreamInterceptor(
+func (w *watchCreates) dialOption() grpc.DialOption {
+	return grpc.WithChainStreamInterceptor(
 		func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 			cs, err := streamer(ctx, desc, cc, method, opts...)
 			return &sendSpy{ClientStream: cs, w: w}, err
-		}))
+		})
 }
 
 func (w *watchCreates) all() []*pb.WatchCreateRequest {
@@ -190,17 +190,9 @@ func (s *sendSpy) SendMsg(m any) error {
 // the run skips them.
 func TestProbeSkip(t *testing.T) {
 	st := store.New(store.Options{})
-	defer st.Close()
+	t.Cleanup(func() { st.Close() })
 	spy := &watchCreates{}
-	cli, closeClient, err := etcdgrpc.NewClient(st, etcdgrpc.Options{}, spy.option)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := closeClient(); err != nil {
-			t.Error(err)
-		}
-	}()
+	cli := interceptedClient(t, st, spy.dialOption())
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitTimeout)
 	defer cancel()
 	caps, err := ProbeCapabilities(ctx, cli, ProbeConfig{Prefix: "/probe/", Skip: SkippableProbes})
