@@ -423,6 +423,16 @@ func (e *scenarioEnv) waitFor(d time.Duration, cond func() bool) bool {
 	return true
 }
 
+// waitAskingProgress is waitFor over the request timeout, asking every watch for progress again at
+// each look: a store may answer only once a watch caught up, or hold events until something
+// follows them.
+func (e *scenarioEnv) waitAskingProgress(cond func() bool) bool {
+	return e.waitFor(e.cfg.Timeout, func() bool {
+		_ = e.requestProgress()
+		return cond()
+	})
+}
+
 // requestProgress asks every watch of the scenario for a progress notification.
 func (e *scenarioEnv) requestProgress() error {
 	ctx, cancel := context.WithTimeout(e.ctx, e.cfg.Timeout)
@@ -832,10 +842,7 @@ func scProgressUnsynced(e *scenarioEnv) error {
 		return err
 	}
 	// ask until answered: the watch must catch up first, and etcd then answers
-	answered := e.waitFor(e.cfg.Timeout, func() bool {
-		_ = e.requestProgress()
-		return w.progress() > 0
-	})
+	answered := e.waitAskingProgress(func() bool { return w.progress() > 0 })
 	if !answered {
 		e.finding = fmt.Sprintf("RequestProgress not answered within %v for a watch from a past revision that caught up without an event", e.cfg.Timeout)
 	}
@@ -865,10 +872,7 @@ func scProgressNotAhead(e *scenarioEnv) error {
 	}
 	// asked again until the burst is in: a store with the bug may keep its last events queued
 	// behind the answer until something follows them
-	e.waitFor(e.cfg.Timeout, func() bool {
-		_ = e.requestProgress()
-		return burst.events() >= burstWrites
-	})
+	e.waitAskingProgress(func() bool { return burst.events() >= burstWrites })
 	start, err := e.put("k/0", "0")
 	if err != nil {
 		return err
@@ -889,10 +893,7 @@ func scProgressNotAhead(e *scenarioEnv) error {
 		}
 	}
 	// and again while it catches up: each request is a new chance for the bug
-	e.waitFor(e.cfg.Timeout, func() bool {
-		_ = e.requestProgress()
-		return w.events() >= writes+1
-	})
+	e.waitAskingProgress(func() bool { return w.events() >= writes+1 })
 	return progressAheadOfHistory(e)
 }
 
@@ -935,8 +936,7 @@ func progressAheadOfHistory(e *scenarioEnv) error {
 		if err := e.requestProgress(); err != nil {
 			return err
 		}
-		done := e.waitFor(e.cfg.Timeout, func() bool {
-			_ = e.requestProgress()
+		done := e.waitAskingProgress(func() bool {
 			return !slices.ContainsFunc(ws, func(w *scWatch) bool { return w.events() < historyWrites || w.progress() == 0 })
 		})
 		if !done {
