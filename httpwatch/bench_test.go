@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -189,7 +190,10 @@ func BenchmarkFrameEncode(b *testing.B) {
 // event per watcher (benchwatch.Floor), for comparison with BenchmarkWatchFanout's cpu-ns/event, with
 // the same LISTWATCH_BENCH_WATCHERS, LISTWATCH_BENCH_RATE and LISTWATCH_BENCH_BURST, with frames of
 // LISTWATCH_BENCH_FRAME bytes (default benchwatch.FloorFrameBytes; BenchmarkWatchFanout's
-// bytes/event is the size that moves the same bytes).
+// bytes/event is the size that moves the same bytes). It reports the floor's latency too: p50-ms and
+// p99-ms. LISTWATCH_BENCH_FLUSH_MS spaces each connection's flushes at least that far apart (default
+// 0: flushed whenever no frame waits, as the watch handler and upstream's are), to see what fewer
+// write(2)s would give.
 //
 //	go test -run '^$' -bench LoopbackFloor -benchtime 3000x ./httpwatch/
 func BenchmarkLoopbackFloor(b *testing.B) {
@@ -197,13 +201,17 @@ func BenchmarkLoopbackFloor(b *testing.B) {
 	rate := envInt(b, "LISTWATCH_BENCH_RATE", 300)
 	burst := envInt(b, "LISTWATCH_BENCH_BURST", 1)
 	frame := envInt(b, "LISTWATCH_BENCH_FRAME", benchwatch.FloorFrameBytes)
+	flushMS := envInt(b, "LISTWATCH_BENCH_FLUSH_MS", 0)
 	b.Run(fmt.Sprintf("watchers=%d/rate=%d/burst=%d", watchers, rate, burst), func(b *testing.B) {
-		r, err := benchwatch.Floor(watchers, b.N, rate, burst, frame)
+		r, err := benchwatch.Floor(benchwatch.FloorConfig{Watchers: watchers, Events: b.N, Rate: rate, Burst: burst,
+			FrameBytes: frame, FlushInterval: time.Duration(flushMS) * time.Millisecond})
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(r.EventsPerSec, "events/s")
 		b.ReportMetric(float64(r.CPUPerEvent.Nanoseconds()), "cpu-ns/event")
 		b.ReportMetric(r.EventsPerWrite, "events/chunk")
+		b.ReportMetric(float64(r.Percentile(0.50))/float64(time.Millisecond), "p50-ms")
+		b.ReportMetric(float64(r.Percentile(0.99))/float64(time.Millisecond), "p99-ms")
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -170,22 +171,27 @@ func TestFanoutErrors(t *testing.T) {
 	}
 }
 
-// TestFloor: the floor delivers every frame, of the size asked, and refuses a size below its frame's
+// TestFloor: the floor delivers every frame, of the size asked, with one latency per frame, and refuses a size below its frame's
 // skeleton.
 func TestFloor(t *testing.T) {
-	for _, size := range []int{FloorFrameBytes, 585, len(floorFramePrefix) + len(floorFrameSuffix)} {
-		r, err := Floor(20, 50, 100000, 5, size)
+	for i, size := range []int{FloorFrameBytes, 585, len(floorFramePrefix) + len(floorFrameSuffix)} {
+		// The last run spaces its flushes a little: each frame still arrives.
+		r, err := Floor(FloorConfig{Watchers: 20, Events: 50, Rate: 100000, Burst: 5, FrameBytes: size, FlushInterval: time.Duration(i/2) * time.Millisecond})
 		if err != nil {
 			t.Fatalf("frames of %d bytes: %v", size, err)
 		}
 		if r.EventsPerSec <= 0 || r.CPUPerEvent <= 0 || r.FrameBytes != size {
 			t.Fatalf("frames of %d bytes: %+v", size, r)
 		}
+		if len(r.Latency) != 20*50 || r.Latency[0] < 0 || r.Percentile(0.99) < r.Percentile(0.5) {
+			t.Fatalf("frames of %d bytes: %d latencies, least %v, p50 %v, p99 %v: want 1000, none negative, p50 up to p99",
+				size, len(r.Latency), r.Percentile(0), r.Percentile(0.5), r.Percentile(0.99))
+		}
 	}
-	if _, err := Floor(0, 1, 1, 1, FloorFrameBytes); !errors.Is(err, ErrConfig) {
+	if _, err := Floor(FloorConfig{Watchers: 0, Events: 1, Rate: 1, Burst: 1, FrameBytes: FloorFrameBytes}); !errors.Is(err, ErrConfig) {
 		t.Errorf("no watchers: %v, want ErrConfig", err)
 	}
-	if _, err := Floor(1, 1, 1, 1, 10); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "want at least 40") {
+	if _, err := Floor(FloorConfig{Watchers: 1, Events: 1, Rate: 1, Burst: 1, FrameBytes: 10}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "want at least 40") {
 		t.Errorf("a 10-byte frame: %v, want ErrConfig", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,7 +22,14 @@ type FloorResult struct {
 	EventsPerWrite float64
 	// FrameBytes is each frame's size, newline included.
 	FrameBytes int
+	// Latency holds every frame's send-to-receipt time in µs, sorted: from the moment the sender
+	// hands the event to the writers until a reader has the frame's last byte.
+	Latency []int32
 }
+
+// Percentile is the send-to-receipt latency below which fraction p of the frames arrived: the least
+// latency a watch server could give at the same rate, watchers and frame size on this machine.
+func (r FloorResult) Percentile(p float64) time.Duration { return percentile(r.Latency, p) }
 
 // FloorFrameBytes is the size of Floor's frame for a 300-byte object, the default of the benchmarks
 // that run it alone.
@@ -30,14 +38,22 @@ const FloorFrameBytes = len(floorFramePrefix) + 300 + len(floorFrameSuffix)
 // floorFramePrefix and floorFrameSuffix surround the padding of a Floor frame.
 const floorFramePrefix, floorFrameSuffix = `{"type":"MODIFIED","object":{"pad":"`, "\"}}\n"
 
+// FloorConfig is one Floor run: Watchers connections, each sent Events frames of FrameBytes (newline
+// included: a Fanout run's Result.BytesPerEvent, so that both move the same bytes) at Rate per
+// second in bursts of Burst; each connection is flushed when no frame is waiting, as the watch
+// handler does, but not twice within FlushInterval (0: no such spacing, as upstream's handler).
+type FloorConfig struct {
+	Watchers, Events, Rate, Burst, FrameBytes int
+	FlushInterval                             time.Duration
+}
+
 // Floor is the least any watch server and its clients in this process can spend per event per
-// watcher, for comparison with Fanout's CPU per event: for each of watchers loopback TCP connections,
-// a writer goroutine woken by a channel send per event writes the event's frame (frameBytes long,
-// newline included: a Fanout run's Result.BytesPerEvent, so that both move the same bytes),
-// flushing (one write(2)) only when no event is waiting, as a watch handler does, and a reader
-// goroutine reads the frames; events go out at rate per second in bursts of burst. There is no HTTP,
-// no cache and no encoding.
-func Floor(watchers, events, rate, burst, frameBytes int) (FloorResult, error) {
+// watcher, and the least latency they can give, for comparison with Fanout: for each watcher a
+// loopback TCP connection, a writer goroutine woken by a channel send per event that writes the
+// event's frame and flushes (one write(2)) as FloorConfig says, and a reader goroutine that reads the
+// frames. There is no HTTP, no cache and no encoding.
+func Floor(cfg FloorConfig) (FloorResult, error) {
+	watchers, events, rate, frameBytes := cfg.Watchers, cfg.Events, cfg.Rate, cfg.FrameBytes
 	if watchers <= 0 || events <= 0 || rate <= 0 {
 		return FloorResult{}, fmt.Errorf("%w: watchers %d, events %d, rate %d: want positive counts", ErrConfig, watchers, events, rate)
 	}
@@ -51,7 +67,8 @@ func Floor(watchers, events, rate, burst, frameBytes int) (FloorResult, error) {
 	}
 	defer ln.Close()
 	f := &floorRig{frame: []byte(floorFramePrefix + strings.Repeat("0", pad) + floorFrameSuffix),
-		received: make([]int, watchers)}
+		flushInterval: cfg.FlushInterval, received: make([]int, watchers), latency: make([][]int32, watchers),
+		sentAt: make([]atomic.Int64, events)}
 	for w := range watchers {
 		if err := f.connect(ln, w, events); err != nil {
 			f.stop()
@@ -60,14 +77,17 @@ func Floor(watchers, events, rate, burst, frameBytes int) (FloorResult, error) {
 	}
 	var ru0 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
-	elapsed := f.send(events, rate, max(burst, 1))
+	elapsed := f.send(events, rate, max(cfg.Burst, 1))
 	var ru1 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	f.stop()
 	total := 0
-	for _, r := range f.received {
+	var latency []int32
+	for w, r := range f.received {
 		total += r
+		latency = append(latency, f.latency[w]...)
 	}
+	slices.Sort(latency)
 	if total != events*watchers {
 		return FloorResult{}, fmt.Errorf("%d of %d frames received", total, events*watchers)
 	}
@@ -77,18 +97,25 @@ func Floor(watchers, events, rate, burst, frameBytes int) (FloorResult, error) {
 		CPUPerEvent:    time.Duration(cpu / int64(total)),
 		EventsPerWrite: float64(total) / float64(max(f.flushes.Load(), 1)),
 		FrameBytes:     len(f.frame),
+		Latency:        latency,
 	}, nil
 }
 
 // floorRig is Floor's connections: per watcher, the channel its writer reads, and what its reader
-// received.
+// received and when.
 type floorRig struct {
-	frame    []byte
-	chans    []chan []byte
-	conns    []net.Conn
-	wg       sync.WaitGroup
-	received []int
-	flushes  atomic.Int64
+	frame         []byte
+	flushInterval time.Duration
+	chans         []chan []byte
+	conns         []net.Conn
+	wg            sync.WaitGroup
+	received      []int
+	// latency is, per watcher, each frame's send-to-receipt time in µs; sentAt each event's send
+	// time in Unix ns. Atomic, as the reader learns of a frame through the kernel, which the race
+	// detector does not see as an ordering.
+	latency [][]int32
+	sentAt  []atomic.Int64
+	flushes atomic.Int64
 }
 
 // connect opens watcher w's connection and starts its writer, which flushes only when no frame is
@@ -106,21 +133,11 @@ func (f *floorRig) connect(ln net.Listener, w, events int) error {
 	f.conns = append(f.conns, client, server)
 	ch := make(chan []byte, 100)
 	f.chans = append(f.chans, ch)
-	f.wg.Go(func() {
-		bw := bufio.NewWriterSize(server, 4<<10)
-		for fr := range ch {
-			bw.Write(fr)
-			if len(ch) == 0 && f.flushes.Add(1) > 0 && bw.Flush() != nil {
-				// The reader is gone: drop the rest.
-				for range ch {
-				}
-				return
-			}
-		}
-	})
+	f.wg.Go(func() { f.write(server, ch) })
 	f.wg.Go(func() {
 		buf := make([]byte, 32<<10)
 		want := events * len(f.frame)
+		f.latency[w] = make([]int32, 0, events)
 		for got := 0; got < want; {
 			k, err := client.Read(buf)
 			if err != nil {
@@ -128,11 +145,42 @@ func (f *floorRig) connect(ln net.Listener, w, events int) error {
 				client.Close()
 				return
 			}
+			now := time.Now().UnixNano()
 			got += k
+			for frame := f.received[w]; frame < got/len(f.frame); frame++ {
+				f.latency[w] = append(f.latency[w], int32((now-f.sentAt[frame].Load())/int64(time.Microsecond)))
+			}
 			f.received[w] = got / len(f.frame)
 		}
 	})
 	return nil
+}
+
+// write writes the frames ch brings to conn, flushing when no frame is waiting but not twice within
+// the flush interval: a frame that comes sooner waits, with those after it, until the interval is up.
+func (f *floorRig) write(conn net.Conn, ch <-chan []byte) {
+	bw := bufio.NewWriterSize(conn, 4<<10)
+	var last time.Time
+	for fr := range ch {
+		bw.Write(fr)
+		if len(ch) > 0 {
+			continue
+		}
+		if wait := time.Until(last.Add(f.flushInterval)); f.flushInterval > 0 && wait > 0 {
+			time.Sleep(wait)
+			for len(ch) > 0 {
+				bw.Write(<-ch)
+			}
+		}
+		f.flushes.Add(1)
+		if bw.Flush() != nil {
+			// The reader is gone: drop the rest.
+			for range ch {
+			}
+			return
+		}
+		last = time.Now()
+	}
 }
 
 // send sends every watcher events frames at rate per second in bursts of burst, closes the
@@ -146,6 +194,7 @@ func (f *floorRig) send(events, rate, burst int) time.Duration {
 				time.Sleep(d)
 			}
 		}
+		f.sentAt[i].Store(time.Now().UnixNano())
 		for _, ch := range f.chans {
 			ch <- f.frame
 		}

@@ -241,14 +241,17 @@ func BenchmarkHTTPFanout(b *testing.B) {
 				}
 			}
 			settle()
-			floor, err := benchwatch.Floor(httpWatchers, b.N, rate, 1, floorFrameBytes(results))
+			floor, err := benchwatch.Floor(benchwatch.FloorConfig{Watchers: httpWatchers, Events: b.N, Rate: rate, Burst: 1,
+				FrameBytes: floorFrameBytes(results)})
 			if err != nil {
 				b.Fatal(err)
 			}
 			perEvent := func(r benchwatch.Result) float64 { return float64(r.CPU.Nanoseconds()) / float64(max(r.Events, 1)) }
 			metrics = append(metrics,
 				benchwatch.Metric{Value: float64(floor.CPUPerEvent.Nanoseconds()), Unit: "floor-cpu-ns/event"},
-				benchwatch.Metric{Value: floor.EventsPerWrite, Unit: "floor-events/chunk"})
+				benchwatch.Metric{Value: floor.EventsPerWrite, Unit: "floor-events/chunk"},
+				benchwatch.Metric{Value: float64(floor.Percentile(0.50)) / float64(time.Millisecond), Unit: "floor-p50-ms"},
+				benchwatch.Metric{Value: float64(floor.Percentile(0.99)) / float64(time.Millisecond), Unit: "floor-p99-ms"})
 			if lw, up := results["listwatch"], results["upstream"]; lw.Events > 0 && up.Events > 0 {
 				metrics = append(metrics, benchwatch.Metric{Value: perEvent(lw) / perEvent(up), Unit: "cpu-ratio"})
 			}
