@@ -80,7 +80,16 @@ type Resource struct {
 	// openAPIV3Schema), published in /openapi/v3 and /openapi/v2. Nil: any object, its fields
 	// preserved.
 	Schema *spec.Schema
+	// DeprecationWarning, if set, is the Warning header (code 299) every request of a custom
+	// resource carries, as a deprecated CRD version's do.
+	DeprecationWarning string
+	// StoredVersions are a custom resource's status.storedVersions: the versions its objects may be
+	// stored at (CRDResources: the definition's own, and its storage version).
+	StoredVersions []string
 
+	// crd is what the versions of a custom resource's definition share (CRDResources); nil for
+	// a resource configured otherwise, which serves its one version.
+	crd *crdVersions
 	// strategy holds what a built-in kind's registry strategy does beyond the generic one.
 	strategy *strategy
 	// custom is a custom resource's schema machinery (pruning, defaulting, validation), set by
@@ -259,6 +268,20 @@ func (r Resource) ResourcePrefix() string {
 	}
 	return "/" + r.Resource
 }
+
+// StorageCodec returns the codec of the resource's storage: for a version of a definition with
+// several (CRDResources), one that decodes stored objects to the resource's version and encodes
+// them at the storage version; nil (storage.UnstructuredJSON) otherwise. The assembler (package
+// chain) builds the resource's storage with it.
+func (r Resource) StorageCodec() storage.Codec {
+	if r.crd == nil || len(r.crd.definition.Spec.Versions) < 2 {
+		return nil
+	}
+	return crdCodec{vs: r.crd, version: r.Version}
+}
+
+// multiVersion says whether the resource is a version of a definition with several.
+func (r Resource) multiVersion() bool { return r.StorageCodec() != nil }
 
 // NewObject returns an empty object of the resource's kind: what a BOOKMARK carries, so that every
 // watch event decodes (client-go's unstructured decoder refuses an object without kind).
