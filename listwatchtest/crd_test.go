@@ -52,7 +52,7 @@ func TestCRDs(t *testing.T) {
 		"metadata": map[string]any{"name": "doohickeys.test.listwatch.dev"},
 		"spec": map[string]any{
 			"group": "test.listwatch.dev", "scope": "Namespaced",
-			"names":    map[string]any{"plural": "doohickeys", "kind": "Doohickey"},
+			"names": map[string]any{"plural": "doohickeys", "kind": "Doohickey"},
 			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
 				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
 		},
