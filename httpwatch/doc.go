@@ -133,10 +133,11 @@
 //     stored (at whichever version) to its own, as the CRD handler's storage codec: the stored
 //     version's schema prunes and defaults, apiextensions' conversion package converts (strategy
 //     None), the target version's schema prunes. A body at another version of the definition is
-//     converted to the endpoint's. Gets, lists, watches and write answers are at the version asked
+//     refused, as upstream's handlers refuse it. Gets, lists, watches and write answers are at the version asked
 //     for (TestCRDVersions); an unserved version is a 404 (TestCRDVersionUnserved); a deprecated
 //     version's every answer carries its Warning (deprecationWarning, or upstream's default text);
-//     discovery lists a group's versions by Kubernetes' version order, the first preferred.
+//     discovery lists a group's versions by Kubernetes' version order, the first preferred, and a
+//     CRD's resource with upstream's verbs and the storage version's hash.
 //     interop/httpdiff's TestHTTPDifferentialSchema compares all of it with the real
 //     apiextensions-apiserver.
 //   - Errors before a watch stream starts are ordinary responses with a Status body and its code

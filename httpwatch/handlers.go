@@ -281,6 +281,9 @@ func (h *resourceHandler) decodeBody(w http.ResponseWriter, body []byte, f *form
 		}
 		body = j
 	}
+	if err := h.otherVersionStrictErrors(w, body, validation); err != nil {
+		return nil, err
+	}
 	obj, err := h.decodeObject(body, original, validation == metav1.FieldValidationIgnore)
 	if err != nil {
 		return nil, err
@@ -357,43 +360,19 @@ func duplicateFields(body []byte, strict bool) []error {
 func (h *resourceHandler) decodeCustom(w http.ResponseWriter, obj *unstructured.Unstructured, body []byte, validation string) (*unstructured.Unstructured, error) {
 	strict := isStrict(validation)
 	strictErrs := duplicateFields(body, strict)
-	gvk := obj.GroupVersionKind()
-	obj, unknown, err := h.coerceCustom(obj, strict)
+	unknown, err := h.res.custom.coerce(obj, strict)
 	if err != nil {
+		gvk := obj.GroupVersionKind()
 		return nil, h.transformDecodeError(err, &gvk, body)
 	}
 	for _, path := range unknown {
 		strictErrs = append(strictErrs, fmt.Errorf(`unknown field "%s"`, path))
 	}
+	h.res.custom.applyDefaults(obj)
 	if err := h.strictDecodingErrors(w, obj, body, validation, strictErrs); err != nil {
 		return nil, err
 	}
 	return obj, nil
-}
-
-// coerceCustom passes a decoded custom resource through the schema of its version: pruned (the
-// unknown fields' paths returned when track is set), metadata coerced, defaulted. A body at another
-// version of a definition with several is then converted to the endpoint's version and pruned by
-// its schema.
-//
-// Mirrors the CRD handler's decoder: schemaCoercingDecoder, unstructuredDefaulter and
-// schemaCoercingConverter in a versioning codec (apiextensions-apiserver customresource_handler.go).
-func (h *resourceHandler) coerceCustom(obj *unstructured.Unstructured, track bool) (*unstructured.Unstructured, []string, error) {
-	if !h.res.multiVersion() || obj.GroupVersionKind().GroupVersion() == h.res.GroupVersion() {
-		unknown, err := h.res.custom.coerce(obj, track)
-		if err != nil {
-			return nil, nil, err
-		}
-		h.res.custom.applyDefaults(obj)
-		return obj, unknown, nil
-	}
-	unknown, err := h.res.crd.coerce(obj, false, track)
-	if err != nil {
-		return nil, nil, err
-	}
-	h.res.crd.defaults(obj)
-	converted, err := h.res.crd.convert(obj, h.res.Version)
-	return converted, unknown, err
 }
 
 // typedToUnstructured is the JSON-like content of a typed object, with its kind.
@@ -512,8 +491,9 @@ func (h *resourceHandler) decodeRaw(body, original []byte) (*unstructured.Unstru
 	}
 	obj := &unstructured.Unstructured{Object: content}
 	obj.SetGroupVersionKind(*actual)
-	// A body at another version of the definition is converted later (coerceCustom).
-	if actual.GroupVersion() != expected.GroupVersion() && !(h.res.multiVersion() && h.res.crd.knows(actual.GroupVersion())) {
+	// A body at another version is refused, of a custom resource with several versions too: the
+	// handlers check the decoded object's version before any conversion.
+	if actual.GroupVersion() != expected.GroupVersion() {
 		return nil, actual, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", actual.GroupVersion(), expected.GroupVersion()))
 	}
 	return obj, actual, nil

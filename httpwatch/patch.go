@@ -248,17 +248,17 @@ func (p *patcher) jsonPatch(current *unstructured.Unstructured) (*unstructured.U
 // field of the wrong type is a 422 on the patch; unknown fields are dropped and, with
 // fieldValidation Strict, a 422 too (Warn: warnings).
 func (p *patcher) typedCheck(obj *unstructured.Unstructured, patched string, strictErrs []error) (*unstructured.Unstructured, error) {
-	if p.h.res.custom != nil {
+	if c := p.h.res.custom; c != nil {
 		// The patched custom resource decodes through its schema as a body does
 		// (schemaCoercingDecoder): unknown fields are strict errors of the patch.
-		var unknown []string
-		var err error
-		if obj, unknown, err = p.h.coerceCustom(obj, isStrict(p.validation)); err != nil {
+		unknown, err := c.coerce(obj, isStrict(p.validation))
+		if err != nil {
 			return nil, apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{field.Invalid(field.NewPath("patch"), patched, err.Error())})
 		}
 		for _, path := range unknown {
 			strictErrs = append(strictErrs, fmt.Errorf(`unknown field "%s"`, path))
 		}
+		c.applyDefaults(obj)
 	}
 	if !p.h.res.typed() {
 		return p.strictResult(obj, patched, strictErrs)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/endpoints/discovery"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/listwatch/listwatch/builtin"
@@ -411,6 +412,10 @@ func (r Resource) typed() bool { return r.BuiltIn && builtin.IsBuiltIn(r.GroupVe
 var resourceVerbs = metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
 
 // statusVerbs are the verbs of a status subresource.
+// customResourceVerbs are a CRD's resource's verbs as apiextensions-apiserver's discovery
+// controller lists them (customresource_discovery_controller.go).
+var customResourceVerbs = metav1.Verbs{"delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"}
+
 var statusVerbs = metav1.Verbs{"get", "patch", "update"}
 
 // apiResources are the resource's entries in an APIResourceList: itself and its status and scale
@@ -425,6 +430,12 @@ func (r Resource) apiResources() []metav1.APIResource {
 		ShortNames:   r.ShortNames,
 		Categories:   r.Categories,
 	}}
+	if r.crd != nil {
+		// As apiextensions' discovery controller lists a CRD's resource: its verbs in its order,
+		// the hash of the storage version.
+		out[0].Verbs = customResourceVerbs
+		out[0].StorageVersionHash = discovery.StorageVersionHash(r.Group, r.crd.storage, r.Kind)
+	}
 	if r.isCoreNamespaces() {
 		out = append(out, metav1.APIResource{Name: r.Resource + "/finalize", Namespaced: r.Namespaced, Kind: r.Kind, Verbs: metav1.Verbs{"update"}})
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -19,8 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	serializerjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/kube-openapi/pkg/validation/spec"
+	kjson "sigs.k8s.io/json"
 
 	"github.com/listwatch/listwatch/storage"
 )
@@ -270,9 +273,34 @@ func (vs *crdVersions) defaults(u *unstructured.Unstructured) {
 	structuraldefaulting.Default(u.Object, vs.structural[gvk.Version])
 }
 
-// knows says whether gv is a version of the definition.
-func (vs *crdVersions) knows(gv schema.GroupVersion) bool {
-	return gv.Group == vs.gk.Group && vs.version(gv.Version) != nil
+// otherVersionStrictErrors reports, as fieldValidation says, the unknown and duplicate fields of a
+// body at another version of the resource's definition, which is then refused for its version: the
+// CRD handler's decoder prunes it by its own version's schema before the handlers compare the
+// versions (Strict: the 400 of those fields comes first; Warn: a warning each).
+//
+// Mirrors handlers.createHandler and UpdateResource over schemaCoercingDecoder (apiextensions-apiserver).
+func (h *resourceHandler) otherVersionStrictErrors(w http.ResponseWriter, body []byte, validation string) error {
+	if !h.res.multiVersion() || !isStrict(validation) {
+		return nil
+	}
+	actual, err := serializerjson.DefaultMetaFactory.Interpret(body)
+	if err != nil || actual.Kind == "" || actual.Group != h.res.Group || actual.Version == h.res.Version || h.res.crd.version(actual.Version) == nil {
+		return nil
+	}
+	content := map[string]any{}
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &content); err != nil {
+		return nil
+	}
+	u := &unstructured.Unstructured{Object: content}
+	strictErrs := duplicateFields(body, true)
+	unknown, err := h.res.crd.coerce(u, false, true)
+	if err != nil {
+		return nil
+	}
+	for _, path := range unknown {
+		strictErrs = append(strictErrs, fmt.Errorf(`unknown field "%s"`, path))
+	}
+	return h.strictDecodingErrors(w, u, body, validation, strictErrs)
 }
 
 // crdCodec is the storage codec of one version of a definition.

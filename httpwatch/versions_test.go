@@ -130,11 +130,9 @@ func TestCRDVersions(t *testing.T) {
 			t.Errorf("watch event at v1beta1: %s %v", f.Object, err)
 		}
 	}
-	// A body at another served version is converted to the endpoint's.
-	r = e.do("POST", gearsV1, `{"apiVersion":"example.net/v1beta1","kind":"Gear","metadata":{"name":"b"},"spec":{"size":1,"old":"y"}}`)
-	if got := r.object(t); r.code != 201 || got.GetAPIVersion() != "example.net/v1" || !jsonEqual(got.Object["spec"], `{"color":"blue","size":1}`) {
-		t.Errorf("create at v1 from a v1beta1 body: %d %s", r.code, r.body)
-	}
+	// A body at another version is refused, as upstream's handlers refuse it.
+	wantStatus(t, e.do("POST", gearsV1, `{"apiVersion":"example.net/v1beta1","kind":"Gear","metadata":{"name":"b"}}`), 400,
+		"BadRequest", "the API version in the data (example.net/v1beta1) does not match the expected API version (example.net/v1)")
 
 	// Discovery: v1 preferred; each version its own columns.
 	if r := e.do("GET", "/apis/example.net", ""); !strings.Contains(string(r.body), `"versions":[{"groupVersion":"example.net/v1","version":"v1"},{"groupVersion":"example.net/v1beta1","version":"v1beta1"}],"preferredVersion":{"groupVersion":"example.net/v1","version":"v1"}`) {
