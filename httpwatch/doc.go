@@ -135,7 +135,9 @@
 //     None), the target version's schema prunes. A body at another version of the definition is
 //     refused, as upstream's handlers refuse it. Gets, lists, watches and write answers are at the version asked
 //     for (TestCRDVersions); an unserved version is a 404 (TestCRDVersionUnserved); a deprecated
-//     version's every answer carries its Warning (deprecationWarning, or upstream's default text);
+//     version's every answer carries its Warning (Resource.DeprecationWarning: deprecationWarning,
+//     or upstream's default text); Resource.StoredVersions are status.storedVersions, the file's
+//     with the storage version added;
 //     discovery lists a group's versions by Kubernetes' version order, the first preferred, and a
 //     CRD's resource with upstream's verbs and the storage version's hash.
 //     interop/httpdiff's TestHTTPDifferentialSchema compares all of it with the real

@@ -86,7 +86,8 @@ func (e *env) storedAt(key string) *unstructured.Unstructured {
 // TestCRDVersions: the served versions of a definition share its objects, stored at the storage
 // version and converted to the version asked for on create, get, list, watch (through the watch
 // caches) and patch; each version prunes and defaults by its own schema; a deprecated version's
-// answers carry its Warning; discovery lists the versions, the preferred first.
+// answers carry its Warning; discovery lists the versions, the preferred first; OpenAPI has each
+// version's schema; Tables have each version's columns.
 func TestCRDVersions(t *testing.T) {
 	rs, err := CRDResources([]byte(gearsCRD))
 	if err != nil {
@@ -137,6 +138,14 @@ func TestCRDVersions(t *testing.T) {
 	// Discovery: v1 preferred; each version its own columns.
 	if r := e.do("GET", "/apis/example.net", ""); !strings.Contains(string(r.body), `"versions":[{"groupVersion":"example.net/v1","version":"v1"},{"groupVersion":"example.net/v1beta1","version":"v1beta1"}],"preferredVersion":{"groupVersion":"example.net/v1","version":"v1"}`) {
 		t.Errorf("group discovery: %s", r.body)
+	}
+	// OpenAPI: each served version's schema.
+	if r := e.do("GET", "/openapi/v3/apis/example.net/v1beta1", ""); r.code != 200 || !strings.Contains(string(r.body), `"old":{"type":"string"}`) ||
+		strings.Contains(string(r.body), `"color"`) {
+		t.Errorf("openapi v3 of v1beta1: %d %.300s", r.code, r.body)
+	}
+	if r := e.do("GET", "/openapi/v2", ""); !strings.Contains(string(r.body), `"net.example.v1.Gear"`) || !strings.Contains(string(r.body), `"net.example.v1beta1.Gear"`) {
+		t.Errorf("openapi v2 lacks a version's definition: %d", r.code)
 	}
 	r = e.do("GET", gearsV1beta1+"/a", "", "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
 	if strings.Contains(string(r.body), `"name":"Color"`) || !strings.Contains(string(e.do("GET", gearsV1+"/a", "", "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").body), `"name":"Color"`) {
