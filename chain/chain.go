@@ -193,7 +193,8 @@ func (c *Chain) assemble(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("chain: %w", err)
 		}
 	}
-	for _, r := range cfg.Resources {
+	names := partNames(cfg.Resources)
+	for i, r := range cfg.Resources {
 		name := r.GroupResource().String()
 		sc := StorageConfig(r)
 		sc.Logger = cfg.Logger
@@ -201,7 +202,7 @@ func (c *Chain) assemble(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return fmt.Errorf("chain: the etcd3 storage of %s: %w", name, err)
 		}
-		c.storages[name] = s
+		c.storages[names[i]] = s
 		var under storage.Interface = s
 		if cfg.WrapStorage != nil {
 			under = cfg.WrapStorage(r, s)
@@ -216,7 +217,7 @@ func (c *Chain) assemble(ctx context.Context, cfg Config) error {
 			if err != nil {
 				return fmt.Errorf("chain: the watch cache of %s: %w", name, err)
 			}
-			c.cachers[name] = cacher
+			c.cachers[names[i]] = cacher
 			served = cacher
 		}
 		if cfg.WrapServed != nil {
@@ -225,8 +226,7 @@ func (c *Chain) assemble(ctx context.Context, cfg Config) error {
 		apiCfg.Resources = append(apiCfg.Resources, httpwatch.ServedResource{Resource: r, Storage: served})
 	}
 	// The caches fill concurrently; waiting for each in turn waits for the slowest.
-	for _, r := range cfg.Resources {
-		name := r.GroupResource().String()
+	for _, name := range names {
 		if cacher := c.cachers[name]; cacher != nil {
 			if err := cacher.Wait(ctx); err != nil {
 				return fmt.Errorf("chain: the watch cache of %s never became ready: %w", name, err)
@@ -248,6 +248,22 @@ func (c *Chain) assemble(ctx context.Context, cfg Config) error {
 	c.srv = &http.Server{Handler: h, ReadHeaderTimeout: readHeaderTimeout, ConnState: c.trackConn}
 	c.url = "http://" + c.lis.Addr().String()
 	return nil
+}
+
+// partNames are the names Storage and Cacher know the resources' parts by: the GroupResource as it
+// prints, and for a later version of the same resource (a CRD's, each with its own storage and
+// watch cache, as apiextensions-apiserver builds them) that name, "/" and the version.
+func partNames(resources []httpwatch.Resource) []string {
+	names := make([]string, len(resources))
+	seen := map[string]bool{}
+	for i, r := range resources {
+		names[i] = r.GroupResource().String()
+		if seen[names[i]] {
+			names[i] += "/" + r.Version
+		}
+		seen[r.GroupResource().String()] = true
+	}
+	return names
 }
 
 // systemNamespaces are the namespaces kube-apiserver creates at start (pkg/controlplane's system
@@ -325,7 +341,8 @@ func (c *Chain) Store() *store.Store { return c.store }
 func (c *Chain) Client() *clientv3.Client { return c.client }
 
 // Storage is the etcd3 storage of a resource, named as its GroupResource prints ("pods",
-// "widgets.example.com"); nil if the chain does not serve it.
+// "widgets.example.com"; a CRD version after the first of its resource as "things.example.org/v2");
+// nil if the chain does not serve it.
 func (c *Chain) Storage(resource string) *watch.Store { return c.storages[resource] }
 
 // Cacher is the watch cache of a resource, named as for Storage; nil if the resource is uncached or

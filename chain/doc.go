@@ -21,10 +21,13 @@
 //     WrapStorage (between a watch cache and its etcd3 storage), WrapServed (between the HTTP
 //     handlers and the cache) and WrapHandler (in front of the HTTP API).
 //   - StorageConfig and CacheConfig are the configurations of a resource's etcd3 storage and watch
-//     cache: its key prefix and key function, GetAttrs, NewObject for bookmarks, the list kind and
-//     the trigger index (TestCacheConfigIndexesPodsByNodeName).
+//     cache: its key prefix and key function, GetAttrs, NewObject for bookmarks, the codec (a CRD
+//     version's converts to and from its storage version), the list kind and the trigger index
+//     (TestCacheConfigIndexesPodsByNodeName).
 //   - Store, Client, Storage, Cacher, API and URL reach the parts; Storage and Cacher name a resource
-//     as its GroupResource prints ("pods", "widgets.example.com").
+//     as its GroupResource prints ("pods", "widgets.example.com"); each version of a CRD has its
+//     own storage and cache, as apiextensions-apiserver builds them, a later version named with
+//     "/" and its version ("gears.example.net/v1beta1").
 //   - Shutdown stops the HTTP API as the apiserver does (watches end first, then requests drain);
 //     Close stops everything. Done and Err report when and why the HTTP server stopped serving.
 //   - Errors: New fails with errors matching ErrInvalidConfig for a Config it refuses, and with the

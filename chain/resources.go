@@ -8,11 +8,12 @@ import (
 )
 
 // StorageConfig returns the configuration of r's etcd3 storage: its key prefix, its GroupResource for
-// errors and its NewObject for bookmarks. Callers may add a clock or logger. The chain builds its
+// errors, its NewObject for bookmarks and its codec (a CRD version's converts between the version
+// served and the version stored). Callers may add a clock or logger. The chain builds its
 // storages with it, as the apiserver's generic registry builds a resource's storage from its
 // RESTOptions; httpwatch, which serves them, builds none.
 func StorageConfig(r httpwatch.Resource) watch.Config {
-	return watch.Config{ResourcePrefix: r.ResourcePrefix(), GroupResource: r.GroupResource(), NewFunc: r.NewObject}
+	return watch.Config{ResourcePrefix: r.ResourcePrefix(), GroupResource: r.GroupResource(), NewFunc: r.NewObject, Codec: r.StorageCodec()}
 }
 
 // CacheConfig returns the configuration of a watch cache of r over s: its key prefix and key

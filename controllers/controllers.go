@@ -169,13 +169,17 @@ func newClients(cfg Config) (*clients, error) {
 		return nil, fmt.Errorf("controllers: discovery: %w", err)
 	}
 	c := &clients{mapper: restmapper.NewDiscoveryRESTMapper(groups), clock: cfg.Clock, logger: cfg.Logger}
+	// Each resource at its group's most preferred version that has it, as discovery's
+	// ServerPreferredResources gives them to the namespace controller and the garbage collector.
 	for _, g := range groups {
-		for version, rs := range g.VersionedResources {
-			for _, r := range rs {
-				if r.Kind == "" || containsSlash(r.Name) {
+		seen := map[string]bool{}
+		for _, v := range g.Group.Versions {
+			for _, r := range g.VersionedResources[v.Version] {
+				if r.Kind == "" || containsSlash(r.Name) || seen[r.Name] {
 					continue
 				}
-				gvr := schema.GroupVersionResource{Group: g.Group.Name, Version: version, Resource: r.Name}
+				seen[r.Name] = true
+				gvr := schema.GroupVersionResource{Group: g.Group.Name, Version: v.Version, Resource: r.Name}
 				c.resources = append(c.resources, servedResource{gvr: gvr, kind: r.Kind, namespaced: r.Namespaced, verbs: r.Verbs})
 			}
 		}

@@ -10,7 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -242,4 +245,59 @@ func TestKubeletConfirmsBoundPodDeletion(t *testing.T) {
 			t.Errorf("without the kubelet: %v %+v", err, got)
 		}
 	}
+}
+
+// gearsCRD serves gears.example.net at v1 (storage) and v1beta1.
+const gearsCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gears.example.net}
+spec:
+  group: example.net
+  names: {plural: gears, singular: gear, kind: Gear}
+  scope: Namespaced
+  versions:
+  - {name: v1beta1, served: true, storage: false, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
+  - {name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
+`
+
+// TestNamespaceCRDVersionsOnce: a custom resource served at two versions is one resource to the
+// namespace controller, at its preferred version, as upstream's discovery of preferred resources
+// gives it: its held object is counted once in the namespace's conditions.
+func TestNamespaceCRDVersionsOnce(t *testing.T) {
+	env := listwatchtest.Start(t, listwatchtest.WithControllers(), listwatchtest.WithCRDs(gearsCRD))
+	cs, ctx := kubernetes.NewForConfigOrDie(env.Config()), t.Context()
+	dc := dynamic.NewForConfigOrDie(env.Config())
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "n"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gear := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.net/v1beta1", "kind": "Gear",
+		"metadata": map[string]any{"name": "g", "finalizers": []any{"example.net/never"}}}}
+	gears := dc.Resource(schema.GroupVersionResource{Group: "example.net", Version: "v1beta1", Resource: "gears"}).Namespace("n")
+	if _, err := gears.Create(ctx, gear, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().Namespaces().Delete(ctx, "n", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const want = "Some resources are remaining: gears.example.net has 1 resource instances"
+	var last string
+	poll.WaitFor(t, "the namespace's condition counting the gear once", func() bool {
+		ns, err := cs.CoreV1().Namespaces().Get(ctx, "n", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range ns.Status.Conditions {
+			if c.Type == corev1.NamespaceContentRemaining && c.Status == corev1.ConditionTrue {
+				last = c.Message
+			}
+		}
+		return last == want
+	})
+	if err := gears.Delete(ctx, "g", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gears.Patch(ctx, "g", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll.WaitFor(t, "namespace n gone", gone(t, func() error { _, err := cs.CoreV1().Namespaces().Get(ctx, "n", metav1.GetOptions{}); return err }))
 }

@@ -39,7 +39,10 @@
 //
 // # Deviations
 //
-// Resources are discovered once, at Start: custom resources are those served then. The garbage
+// Resources are discovered once, at Start: custom resources are those served then, each resource
+// at its group's most preferred version that serves it (discovery's ServerPreferredResources, as
+// upstream's namespace controller and garbage collector take them), so a CRD served at several
+// versions is watched and emptied once (TestNamespaceCRDVersionsOnce). The garbage
 // collector keeps no "virtual" owner nodes and does no cycle detection among foreground
 // deletions; the namespace controller has no discovery failure conditions to report, as the API
 // it discovers is the one served. Workload controllers (ReplicaSets, Deployments, Jobs), the

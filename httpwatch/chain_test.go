@@ -24,6 +24,7 @@ func startChain(cfg httpwatch.TestChainConfig) (*httpwatch.TestChain, error) {
 		API:               cfg.API,
 		Logger:            testutil.DiscardLogger(),
 		WrapServed:        cfg.Wrap,
+		Store:             cfg.Store,
 	})
 	if err != nil {
 		return nil, err

@@ -31,6 +31,8 @@ spec:
   - name: v1alpha1
     served: true
     storage: false
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
   - name: v1
     served: true
     storage: true
@@ -79,17 +81,19 @@ spec:
   - name: v1
     served: true
     storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
 `
 
 // TestCRDResources covers CustomResourceDefinitions as YAML and as Go values: the storage version
-// with its names, scope, status subresource, columns, selectable fields and schema; and served, a
+// first, then the other served one, with its names, scope, status subresource, columns, selectable fields and schema; and served, a
 // schema that server-side apply merges by (a list keyed by name) and that /openapi/v3 publishes.
 func TestCRDResources(t *testing.T) {
 	rs, err := CRDResources([]byte(thingsCRD))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rs) != 2 {
+	if len(rs) != 3 || rs[1].Resource != "things" || rs[1].Version != "v1alpha1" || rs[1].StatusSubresource {
 		t.Fatalf("%d resources", len(rs))
 	}
 	th := rs[0]
@@ -99,8 +103,8 @@ func TestCRDResources(t *testing.T) {
 		strings.Join(th.ShortNames, ",") != "th" || strings.Join(th.Categories, ",") != "all" {
 		t.Errorf("things %+v", th)
 	}
-	if rs[1].Namespaced || rs[1].Resource != "knobs" {
-		t.Errorf("knobs %+v", rs[1])
+	if rs[2].Namespaced || rs[2].Resource != "knobs" {
+		t.Errorf("knobs %+v", rs[2])
 	}
 	// A Go value that encodes to the definition's JSON.
 	var value map[string]any
@@ -146,12 +150,16 @@ func TestCRDResources(t *testing.T) {
 		{"bad name", strings.Replace(thingsCRD, "name: things.example.org", "name: things", 1)},
 		{"no group", strings.Replace(thingsCRD, "group: example.org", "group: \"\"", 1)},
 		{"bad scope", strings.Replace(thingsCRD, "scope: Namespaced", "scope: Everywhere", 1)},
-		{"nothing served", strings.ReplaceAll(strings.Split(thingsCRD, "---")[1], "served: true", "served: false")},
+		{"no schema", strings.Replace(strings.Split(thingsCRD, "---")[1], "    schema:\n      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}\n", "", 1)},
 		{"not YAML", "apiVersion: [\n"},
 	} {
 		if _, err := CRDResources([]byte(c.doc)); !errors.Is(err, ErrInvalidCRD) {
 			t.Errorf("%s: %v, want ErrInvalidCRD", c.name, err)
 		}
+	}
+	// A definition that serves nothing is valid, and has no resource.
+	if rs, err := CRDResources([]byte(strings.ReplaceAll(strings.Split(thingsCRD, "---")[1], "served: true", "served: false"))); err != nil || len(rs) != 0 {
+		t.Errorf("nothing served: %v %v", rs, err)
 	}
 	if _, err := CRDResource([]byte(thingsCRD)); !errors.Is(err, ErrInvalidCRD) {
 		t.Errorf("two definitions to CRDResource: %v", err)

@@ -146,11 +146,18 @@ func (r Resource) definition() (*apiextensionsv1.CustomResourceDefinition, error
 
 // coerce prunes the fields the schema does not know, drops non-nullable nulls without defaults and
 // coerces the metadata of the object and of its embedded resources; it returns the paths of the
-// unknown fields when track is set (strict field validation).
-//
-// Mirrors unstructuredSchemaCoercer.apply (apiextensions-apiserver customresource_handler.go) for
-// request bodies: invalid metadata is an error, not dropped.
+// unknown fields when track is set (strict field validation). Invalid metadata is an error, as in
+// a request body.
 func (c *customResource) coerce(u *unstructured.Unstructured, track bool) ([]string, error) {
+	return coerceObject(u, c.gk, func(string) *structuralschema.Structural { return c.structural }, track, false)
+}
+
+// coerceObject is coerce by the structural schema of the object's version (none: only the root's
+// metadata is coerced). Read from storage (stored), invalid metadata is dropped and a missing
+// generation is 1.
+//
+// Mirrors unstructuredSchemaCoercer.apply (apiextensions-apiserver customresource_handler.go).
+func coerceObject(u *unstructured.Unstructured, gk schema.GroupKind, structuralOf func(version string) *structuralschema.Structural, track, stored bool) ([]string, error) {
 	kind, foundKind, err := unstructured.NestedString(u.Object, "kind")
 	if err != nil {
 		return nil, err
@@ -160,7 +167,7 @@ func (c *customResource) coerce(u *unstructured.Unstructured, track bool) ([]str
 		return nil, err
 	}
 	objectMeta, foundObjectMeta, unknown, err := schemaobjectmeta.GetObjectMetaWithOptions(u.Object,
-		schemaobjectmeta.ObjectMetaOptions{ReturnUnknownFieldPaths: track})
+		schemaobjectmeta.ObjectMetaOptions{ReturnUnknownFieldPaths: track, DropMalformedFields: stored})
 	if err != nil {
 		return nil, err
 	}
@@ -168,16 +175,19 @@ func (c *customResource) coerce(u *unstructured.Unstructured, track bool) ([]str
 	if err != nil {
 		return nil, err
 	}
-	if gv.Group == c.gk.Group && kind == c.gk.Kind && c.structural != nil {
-		unknown = append(unknown, structuralpruning.PruneWithOptions(u.Object, c.structural, true,
+	if s := structuralOf(gv.Version); gv.Group == gk.Group && kind == gk.Kind && s != nil {
+		unknown = append(unknown, structuralpruning.PruneWithOptions(u.Object, s, true,
 			structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: track})...)
-		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(u.Object, c.structural)
-		ferr, paths := schemaobjectmeta.CoerceWithOptions(nil, u.Object, c.structural, false,
-			schemaobjectmeta.CoerceOptions{ReturnUnknownFieldPaths: track})
+		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(u.Object, s)
+		ferr, paths := schemaobjectmeta.CoerceWithOptions(nil, u.Object, s, false,
+			schemaobjectmeta.CoerceOptions{ReturnUnknownFieldPaths: track, DropInvalidFields: stored})
 		if ferr != nil {
 			return nil, ferr
 		}
 		unknown = append(unknown, paths...)
+		if stored && objectMeta != nil && objectMeta.Generation == 0 {
+			objectMeta.Generation = 1
+		}
 	}
 	if foundKind {
 		u.SetKind(kind)

@@ -40,7 +40,13 @@ func newSprocketsEnv(t *testing.T) *env {
 // newCRDEnv serves resources (and nothing else) over an in-memory store.
 func newCRDEnv(t *testing.T, resources ...Resource) *env {
 	t.Helper()
-	c, err := StartChain(TestChainConfig{Resources: resources})
+	return newChainEnv(t, TestChainConfig{Resources: resources})
+}
+
+// newChainEnv serves a chain of cfg.
+func newChainEnv(t *testing.T, cfg TestChainConfig) *env {
+	t.Helper()
+	c, err := StartChain(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,10 +59,9 @@ func (s *Server) aggregatedDiscovery(core bool) *apidiscoveryv2.APIGroupDiscover
 	}
 	for _, g := range groups {
 		var versions []apidiscoveryv2.APIVersionDiscovery
-		for gv, handlers := range s.resources {
-			if gv.group != g {
-				continue
-			}
+		for _, gvd := range s.groupVersionsOf(g) {
+			gv := groupVersion{g, gvd.Version}
+			handlers := s.resources[gv]
 			v := apidiscoveryv2.APIVersionDiscovery{Version: gv.version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent, Resources: []apidiscoveryv2.APIResourceDiscovery{}}
 			for _, ar := range s.apiResourceList(gv).APIResources {
 				if isSubresourceName(ar.Name) {

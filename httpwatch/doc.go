@@ -14,7 +14,7 @@
 // watch.go the watch stream (handlers/watch.go), negotiate.go, codec.go and responses.go content
 // negotiation and encodings, transform.go Table and PartialObjectMetadata (handlers/response.go),
 // builtins.go the built-in resources and their strategies, crd.go resources from
-// CustomResourceDefinitions, customresource.go a custom resource's schema at work (pruning,
+// CustomResourceDefinitions, versions.go their versions and the conversion between them, customresource.go a custom resource's schema at work (pruning,
 // defaulting and validation by apiextensions-apiserver's packages), discovery.go aggregated discovery, openapi.go the OpenAPI documents,
 // server.go the paths and legacy discovery.
 //
@@ -30,8 +30,8 @@
 //     versions stored apart (no conversion between them); with Config.EventTTL each create and
 //     update of an event gives it a lease of that TTL, and nothing else gets one (TestEventTTL); Widgets is an example custom resource;
 //     DefaultResources is what `listwatch serve` serves. CRDResource and CRDResources make the
-//     resource of a CustomResourceDefinition given as YAML, JSON or a Go value (ErrInvalidCRD for
-//     anything else). Resource.ResourcePrefix, KeyFunc, GetAttrs, NewObject, NewListObject and
+//     resources of a CustomResourceDefinition given as YAML, JSON or a Go value, one per served
+//     version (ErrInvalidCRD for anything else). Resource.ResourcePrefix, KeyFunc, GetAttrs, NewObject, NewListObject and
 //     TriggerValue are what an assembler (chain.StorageConfig, chain.CacheConfig) configures the
 //     resource's storage and watch cache with. Pods are served as the kube-apiserver
 //     serves them: the watch cache's trigger is spec.nodeName and every pod list and watch names it
@@ -122,6 +122,24 @@
 //     as upstream's field manager does, an applied configuration's whole numbers int64 as
 //     apimachinery's yaml decodes them (TestCustomResourceApply). A CRD whose schema is not
 //     structural or whose printer column does not parse is ErrInvalidCRD (TestCRDSchemaRefused).
+//   - A CRD with several versions is served as apiextensions-apiserver serves it (versions.go):
+//     CRDResources validates it by apiextensions' ValidateCustomResourceDefinition (its 422 message,
+//     wrapped in ErrInvalidCRD: one storage version, unique names, a schema per served version,
+//     every stored version still in spec.versions; a Webhook conversion is refused, as the server
+//     calls no webhook: TestCRDVersionsRefused, TestCRDStorageVersionChange) and gives one
+//     Resource per served version, each with its own schema, subresources, columns and selectable
+//     fields. The versions share the key prefix; each has its own etcd3 storage and watch cache
+//     whose codec (Resource.StorageCodec) encodes writes at the storage version and decodes what is
+//     stored (at whichever version) to its own, as the CRD handler's storage codec: the stored
+//     version's schema prunes and defaults, apiextensions' conversion package converts (strategy
+//     None), the target version's schema prunes. A body at another version of the definition is
+//     refused, as upstream's handlers refuse it. Gets, lists, watches and write answers are at the version asked
+//     for (TestCRDVersions); an unserved version is a 404 (TestCRDVersionUnserved); a deprecated
+//     version's every answer carries its Warning (Resource.DeprecationWarning: deprecationWarning,
+//     or upstream's default text); Resource.StoredVersions are status.storedVersions, the file's
+//     with the storage version added;
+//     discovery lists a group's versions by Kubernetes' version order, the first preferred, and a
+//     CRD's resource with upstream's verbs and the storage version's hash.
 //     interop/httpdiff's TestHTTPDifferentialSchema compares all of it with the real
 //     apiextensions-apiserver.
 //   - Errors before a watch stream starts are ordinary responses with a Status body and its code

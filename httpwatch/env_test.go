@@ -47,6 +47,8 @@ type TestChainConfig struct {
 	CacheClock clock.Clock
 	Wrap       func(Resource, storage.Interface) storage.Interface
 	API        Config
+	// Store is the store to serve; nil: a new one.
+	Store *store.Store
 }
 
 // TestChain is a started chain: its store, its HTTP API and where it is served. Close stops it all.

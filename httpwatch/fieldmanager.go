@@ -57,9 +57,13 @@ func (h *resourceHandler) fieldManager(subresource string) (*managedfields.Field
 			conv := unstructuredConvertor{gv: gvk.GroupVersion()}
 			var fm *managedfields.FieldManager
 			var err error
-			if h.res.typed() {
+			switch {
+			case h.res.typed():
 				fm, err = managedfields.NewDefaultFieldManager(tc, conv, conv, conv, gvk, gvk.GroupVersion(), sub, resetFields)
-			} else {
+			case h.res.multiVersion():
+				crdConv := crdConvertor{conv, h.res.crd}
+				fm, err = managedfields.NewDefaultCRDFieldManager(tc, crdConv, crdConv, crdConv, gvk, gvk.GroupVersion(), sub, resetFields)
+			default:
 				fm, err = managedfields.NewDefaultCRDFieldManager(tc, conv, conv, conv, gvk, gvk.GroupVersion(), sub, resetFields)
 			}
 			if err != nil {
@@ -202,20 +206,52 @@ func customTypeConverter(r Resource) (managedfields.TypeConverter, error) {
 	if err != nil {
 		return nil, err
 	}
-	if v := &crd.Spec.Versions[0]; v.Schema == nil {
+	if r.multiVersion() {
+		// Every version's models: managedFields name the versions their managers wrote at.
+		crd = r.crd.definition.DeepCopy()
+	}
+	if v := &crd.Spec.Versions[0]; v.Schema == nil && !r.multiVersion() {
 		// Without a schema the object keeps whatever it holds, as a CRD whose root preserves
 		// unknown fields.
 		preserve := true
 		v.Schema = &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
 			Type: "object", XPreserveUnknownFields: &preserve}}
 	}
-	built, err := openapibuilder.BuildOpenAPIV3(crd, r.Version, openapibuilder.Options{})
-	if err != nil {
-		return nil, err
+	specs := []*spec3.OpenAPI{{Version: "3.0.0", Components: &spec3.Components{Schemas: static}}}
+	for _, v := range crd.Spec.Versions {
+		built, err := openapibuilder.BuildOpenAPIV3(crd, v.Name, openapibuilder.Options{})
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, built)
 	}
-	merged, err := openapibuilder.MergeSpecsV3(&spec3.OpenAPI{Version: "3.0.0", Components: &spec3.Components{Schemas: static}}, built)
+	merged, err := openapibuilder.MergeSpecsV3(specs...)
 	if err != nil {
 		return nil, err
 	}
 	return managedfields.NewTypeConverter(merged.Components.Schemas, false)
+}
+
+// crdConvertor is the converter, defaulter and creater of a version of a definition with several:
+// apiextensions' converter between them, the defaults of the object's own version.
+//
+// Mirrors the request scope's Convertor, Defaulter and Creater (apiextensions-apiserver
+// customresource_handler.go), which the CRD handler gives its field managers.
+type crdConvertor struct {
+	unstructuredConvertor
+	vs *crdVersions
+}
+
+func (c crdConvertor) Convert(in, out, context any) error {
+	return c.vs.converter.Convert(in, out, context)
+}
+
+func (c crdConvertor) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
+	return c.vs.converter.ConvertToVersion(in, target)
+}
+
+func (c crdConvertor) Default(obj runtime.Object) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		c.vs.defaults(u)
+	}
 }

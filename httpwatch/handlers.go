@@ -281,6 +281,9 @@ func (h *resourceHandler) decodeBody(w http.ResponseWriter, body []byte, f *form
 		}
 		body = j
 	}
+	if err := h.otherVersionStrictErrors(w, body, validation); err != nil {
+		return nil, err
+	}
 	obj, err := h.decodeObject(body, original, validation == metav1.FieldValidationIgnore)
 	if err != nil {
 		return nil, err
@@ -488,6 +491,8 @@ func (h *resourceHandler) decodeRaw(body, original []byte) (*unstructured.Unstru
 	}
 	obj := &unstructured.Unstructured{Object: content}
 	obj.SetGroupVersionKind(*actual)
+	// A body at another version is refused, of a custom resource with several versions too: the
+	// handlers check the decoded object's version before any conversion.
 	if actual.GroupVersion() != expected.GroupVersion() {
 		return nil, actual, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", actual.GroupVersion(), expected.GroupVersion()))
 	}
@@ -808,7 +813,8 @@ func (s *Server) Create(ctx context.Context, gr schema.GroupResource, obj *unstr
 	var h *resourceHandler
 	for _, handlers := range s.resources {
 		for _, candidate := range handlers {
-			if candidate.res.GroupResource() == gr {
+			// Of a resource's versions, the one obj names, if any.
+			if candidate.res.GroupResource() == gr && (h == nil || candidate.res.GroupVersion().String() == obj.GetAPIVersion()) {
 				h = candidate
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/endpoints/discovery"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/listwatch/listwatch/builtin"
@@ -80,7 +81,16 @@ type Resource struct {
 	// openAPIV3Schema), published in /openapi/v3 and /openapi/v2. Nil: any object, its fields
 	// preserved.
 	Schema *spec.Schema
+	// DeprecationWarning, if set, is the Warning header (code 299) every request of a custom
+	// resource carries, as a deprecated CRD version's do.
+	DeprecationWarning string
+	// StoredVersions are a custom resource's status.storedVersions: the versions its objects may be
+	// stored at (CRDResources: the definition's own, and its storage version).
+	StoredVersions []string
 
+	// crd is what the versions of a custom resource's definition share (CRDResources); nil for
+	// a resource configured otherwise, which serves its one version.
+	crd *crdVersions
 	// strategy holds what a built-in kind's registry strategy does beyond the generic one.
 	strategy *strategy
 	// custom is a custom resource's schema machinery (pruning, defaulting, validation), set by
@@ -260,6 +270,20 @@ func (r Resource) ResourcePrefix() string {
 	return "/" + r.Resource
 }
 
+// StorageCodec returns the codec of the resource's storage: for a version of a definition with
+// several (CRDResources), one that decodes stored objects to the resource's version and encodes
+// them at the storage version; nil (storage.UnstructuredJSON) otherwise. The assembler (package
+// chain) builds the resource's storage with it.
+func (r Resource) StorageCodec() storage.Codec {
+	if r.crd == nil || len(r.crd.definition.Spec.Versions) < 2 {
+		return nil
+	}
+	return crdCodec{vs: r.crd, version: r.Version}
+}
+
+// multiVersion says whether the resource is a version of a definition with several.
+func (r Resource) multiVersion() bool { return r.StorageCodec() != nil }
+
 // NewObject returns an empty object of the resource's kind: what a BOOKMARK carries, so that every
 // watch event decodes (client-go's unstructured decoder refuses an object without kind).
 func (r Resource) NewObject() runtime.Object {
@@ -388,6 +412,10 @@ func (r Resource) typed() bool { return r.BuiltIn && builtin.IsBuiltIn(r.GroupVe
 var resourceVerbs = metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
 
 // statusVerbs are the verbs of a status subresource.
+// customResourceVerbs are a CRD's resource's verbs as apiextensions-apiserver's discovery
+// controller lists them (customresource_discovery_controller.go).
+var customResourceVerbs = metav1.Verbs{"delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"}
+
 var statusVerbs = metav1.Verbs{"get", "patch", "update"}
 
 // apiResources are the resource's entries in an APIResourceList: itself and its status and scale
@@ -402,6 +430,12 @@ func (r Resource) apiResources() []metav1.APIResource {
 		ShortNames:   r.ShortNames,
 		Categories:   r.Categories,
 	}}
+	if r.crd != nil {
+		// As apiextensions' discovery controller lists a CRD's resource: its verbs in its order,
+		// the hash of the storage version.
+		out[0].Verbs = customResourceVerbs
+		out[0].StorageVersionHash = discovery.StorageVersionHash(r.Group, r.crd.storage, r.Kind)
+	}
 	if r.isCoreNamespaces() {
 		out = append(out, metav1.APIResource{Name: r.Resource + "/finalize", Namespaced: r.Namespaced, Kind: r.Kind, Verbs: metav1.Verbs{"update"}})
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/utils/clock"
 
 	"github.com/listwatch/listwatch/storage"
@@ -54,8 +56,8 @@ type ServedResource struct {
 
 // Config configures a Server.
 type Config struct {
-	// Resources are the resources to serve; at least one, each group/version/resource once, and every
-	// resource of a group version with the same version.
+	// Resources are the resources to serve; at least one, each group/version/resource once. A group
+	// may have several versions (a CRD's from CRDResources).
 	Resources []ServedResource
 	// MinRequestTimeout is the apiserver's --min-request-timeout. Default DefaultMinRequestTimeout.
 	MinRequestTimeout time.Duration
@@ -148,7 +150,6 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	groupVersions := map[string]string{}
 	for _, sr := range cfg.Resources {
 		r, err := sr.Resource.withDefaults()
 		if err != nil {
@@ -157,13 +158,8 @@ func New(cfg Config) (*Server, error) {
 		if sr.Storage == nil {
 			return nil, fmt.Errorf("%w: resource %q has no storage", ErrInvalidConfig, r.Resource)
 		}
-		if v, ok := groupVersions[r.Group]; ok && v != r.Version {
-			return nil, fmt.Errorf("%w: group %q served at two versions (%s, %s); one version per group", ErrInvalidConfig, r.Group, v, r.Version)
-		} else if !ok {
-			groupVersions[r.Group] = r.Version
-			if r.Group != "" {
-				s.groups = append(s.groups, r.Group)
-			}
+		if r.Group != "" && !slices.Contains(s.groups, r.Group) {
+			s.groups = append(s.groups, r.Group)
 		}
 		gv := groupVersion{r.Group, r.Version}
 		if s.resources[gv] == nil {
@@ -383,6 +379,9 @@ func (s *Server) serveCustom(w http.ResponseWriter, req *http.Request, h *resour
 		s.writeError(w, req, notFoundRoute())
 		return
 	}
+	if h.res.DeprecationWarning != "" {
+		addWarning(w, h.res.DeprecationWarning)
+	}
 	gr := h.gr()
 	var ok bool
 	switch {
@@ -469,6 +468,12 @@ func (s *Server) apiVersions(req *http.Request) *metav1.APIVersions {
 	return v
 }
 
+// groupVersionsOf are the versions of a group, the preferred first: by Kubernetes' version order,
+// as apiextensions-apiserver sorts a CRD group's and the aggregated discovery sorts versions of the
+// same priority.
+//
+// Mirrors sortGroupDiscoveryByKubeAwareVersion (apiextensions-apiserver
+// customresource_discovery_controller.go).
 func (s *Server) groupVersionsOf(group string) []metav1.GroupVersionForDiscovery {
 	var out []metav1.GroupVersionForDiscovery
 	for gv := range s.resources {
@@ -476,6 +481,7 @@ func (s *Server) groupVersionsOf(group string) []metav1.GroupVersionForDiscovery
 			out = append(out, metav1.GroupVersionForDiscovery{GroupVersion: group + "/" + gv.version, Version: gv.version})
 		}
 	}
+	sort.Slice(out, func(i, j int) bool { return version.CompareKubeAwareVersionStrings(out[i].Version, out[j].Version) > 0 })
 	return out
 }
 

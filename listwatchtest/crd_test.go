@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,7 +27,7 @@ metadata:
 spec:
   group: test.listwatch.dev
   scope: ` + scope + `
-  names: {plural: ` + plural + `, singular: ` + kind + `, kind: ` + kind + `}
+  names: {plural: ` + plural + `, singular: ` + strings.ToLower(kind) + `, kind: ` + kind + `}
   versions:
   - name: v1
     served: true
@@ -51,8 +52,9 @@ func TestCRDs(t *testing.T) {
 		"metadata": map[string]any{"name": "doohickeys.test.listwatch.dev"},
 		"spec": map[string]any{
 			"group": "test.listwatch.dev", "scope": "Namespaced",
-			"names":    map[string]any{"plural": "doohickeys", "kind": "Doohickey"},
-			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true}},
+			"names": map[string]any{"plural": "doohickeys", "kind": "Doohickey"},
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
 		},
 	}
 	e := listwatchtest.Start(t, listwatchtest.WithCRDs(crdYAML("gizmos", "Gizmo", "Namespaced"), goValue), listwatchtest.WithCRDFiles(file))

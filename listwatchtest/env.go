@@ -2,6 +2,7 @@ package listwatchtest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -79,9 +80,9 @@ func WithResources(resources ...httpwatch.Resource) Option {
 // WithCRDs serves, besides the other resources, the custom resources CustomResourceDefinitions
 // define, and lists them in discovery. Each definition is YAML or JSON ([]byte or string; a YAML
 // stream may hold several, separated by ---) or a Go value that encodes to one, such as a
-// *k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1.CustomResourceDefinition. The storage
+// *k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1.CustomResourceDefinition. Every served
 // version is served, with its scope, names, status subresource, printer columns, selectable fields
-// and schema, as httpwatch.CRDResource reads them.
+// and schema, converted to and from the storage version, as httpwatch.CRDResources reads them.
 func WithCRDs(defs ...any) Option {
 	return func(o *options) error {
 		for i, def := range defs {
@@ -93,9 +94,12 @@ func WithCRDs(defs ...any) Option {
 			case string:
 				rs, err = httpwatch.CRDResources([]byte(d))
 			default:
-				var r httpwatch.Resource
-				r, err = httpwatch.CRDResource(def)
-				rs = []httpwatch.Resource{r}
+				data, merr := json.Marshal(def)
+				if merr != nil {
+					err = fmt.Errorf("%w: %v", httpwatch.ErrInvalidCRD, merr)
+					break
+				}
+				rs, err = httpwatch.CRDResources(data)
 			}
 			if err != nil {
 				return fmt.Errorf("%w: WithCRDs definition %d: %w", ErrInvalidOption, i, err)

@@ -186,7 +186,7 @@ spec:
   names: {plural: things, kind: Thing}
   scope: Namespaced
   versions:
-  - {name: v1, served: true, storage: true}
+  - {name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}

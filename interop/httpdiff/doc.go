@@ -61,6 +61,14 @@
 //     types) and compared as JSON. Reads are never served by a cache that may lag
 //     (resourceVersion 0 or 1 is not sent), and a protobuf body of a custom resource is not
 //     sent to POST or PUT: the apiserver panics decoding it (schemaCoercingDecoder).
+//   - Several versions of a CRD (TestHTTPDifferentialVersions, versions_test.go): cogs.example.net
+//     served at v1 (storage), v1beta1 and v1alpha1 (deprecated: the default warning and one of its
+//     own), each with its own schema (fields the others lack, defaults, a maximum), status
+//     subresource or none and printer columns, and v2 unserved. Creates (a body sometimes at
+//     another version), gets and lists (JSON, Tables), merge patches, forced applies, updates,
+//     status patches and deletes go to a random version, served or not; watch-lists at a random
+//     served version are read up to their bookmark; the cogs are listed at each version every few
+//     requests, and the group's discovery documents compared once.
 //   - Same answers. Every response's status code, Content-Type, Retry-After and Warning headers and
 //     body (object, list with its metadata and continue token, or Status with its reason, message,
 //     details and causes) must be equal once what is each server's own is normalized: uids,

@@ -54,16 +54,20 @@ const (
 
 // startServers starts the real apiextensions-apiserver over a listwatch store's etcd API and
 // listwatch's chain, both serving widgets.example.com/v1 and the extra CRDs (listwatch's resources
-// made of them by httpwatch.CRDResource).
+// made of them by httpwatch.CRDResources, one per served version).
 func startServers(t *testing.T, extra ...*apiextensionsv1.CustomResourceDefinition) [2]*server {
 	t.Helper()
 	resources := []httpwatch.Resource{httpwatch.Widgets()}
 	for _, crd := range extra {
-		r, err := httpwatch.CRDResource(crd)
+		data, err := json.Marshal(crd)
 		if err != nil {
 			t.Fatal(err)
 		}
-		resources = append(resources, r)
+		rs, err := httpwatch.CRDResources(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resources = append(resources, rs...)
 	}
 	endpoints, kst := kubeapiserver.ListwatchEtcd(t)
 	kube := kubeapiserver.StartT(t, kubeapiserver.Options{EtcdEndpoints: endpoints,
