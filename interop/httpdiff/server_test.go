@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -352,13 +354,15 @@ func objectOf(key string, body map[string]any) (*kubemodel.Object, error) {
 	return kubemodel.FromUnstructured(key, &unstructured.Unstructured{Object: body}, nil)
 }
 
-// metaScheme knows the meta.k8s.io types a protobuf answer may hold: Status, Table,
-// PartialObjectMetadata and its list.
+// metaScheme knows the types a protobuf answer may hold: the meta.k8s.io ones (Status, Table,
+// PartialObjectMetadata and its list) and the built-in kinds (TestHTTPDifferentialBuiltIn).
 var metaScheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
-	if err := metav1.AddMetaToScheme(s); err != nil {
-		panic(err)
+	for _, add := range []func(*runtime.Scheme) error{metav1.AddMetaToScheme, corev1.AddToScheme, appsv1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
 	}
 	return s
 }()
