@@ -49,10 +49,10 @@ type builtinKind struct {
 
 var builtinKinds = map[string]builtinKind{
 	"configmaps": {surfaceKind{"v1", "ConfigMap", "/api/v1/namespaces/a/configmaps", []string{"c0", "c1"}}, "/configmaps", configMapContent,
-		// The authentication information for extension servers, the legacy service-account token
-		// tracking (post-start controllers of kube-apiserver).
-		[]string{"/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication",
-			"/api/v1/namespaces/kube-system/configmaps/kube-apiserver-legacy-service-account-token-tracking"}},
+		// The legacy service-account token tracking's (a post-start controller). The authentication
+		// information for extension servers is written only with a client CA, which the flags give
+		// none.
+		[]string{"/api/v1/namespaces/kube-system/configmaps/kube-apiserver-legacy-service-account-token-tracking"}},
 	"secrets": {surfaceKind{"v1", "Secret", "/api/v1/namespaces/a/secrets", []string{"s0", "s1"}}, "/secrets", secretContent, nil},
 	"pods":    {surfaceKind{"v1", "Pod", "/api/v1/namespaces/a/pods", []string{"p0", "p1"}}, "/pods", podContent, nil},
 	"services": {surfaceKind{"v1", "Service", "/api/v1/namespaces/a/services", []string{"v0", "v1"}}, "/services", serviceContent,
