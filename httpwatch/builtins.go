@@ -2,6 +2,7 @@ package httpwatch
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -214,7 +215,8 @@ var podColumns = []Column{
 					restarts += integer(m, "restartCount")
 				}
 			}
-			return restarts
+			// A string, as printPod's, which also appends the time since the last restart: left out.
+			return strconv.FormatInt(restarts, 10)
 		}},
 	ageColumn,
 	{Name: "IP", Type: "string", Priority: 1, Description: corev1.PodStatus{}.SwaggerDoc()["podIP"],
@@ -232,12 +234,14 @@ var podColumns = []Column{
 		}},
 }
 
-// Services is core/v1 services with the status subresource. No cluster IP is allocated: there is
+// Services is core/v1 services with the status subresource and the spec.clusterIP and spec.type
+// field labels (pkg/registry/core/service SelectableFields). No cluster IP is allocated: there is
 // no IP allocator.
 func Services() Resource {
 	return Resource{
 		Version: "v1", Resource: "services", Kind: "Service", ShortNames: []string{"svc"}, Categories: []string{"all"},
 		Namespaced: true, BuiltIn: true, AllowUnconditionalUpdate: true, StatusSubresource: true,
+		SelectableFields: []SelectableField{selectable("spec.clusterIP"), selectable("spec.type")},
 		strategy: &strategy{
 			prepareForCreate: func(obj map[string]any) {
 				obj["status"] = map[string]any{"loadBalancer": map[string]any{}}
