@@ -176,6 +176,14 @@ func startBuiltinServers(t *testing.T, kinds []builtinKind) [2]*server {
 		{name: "kube", base: kube.URL(), st: kst, c: kc, gen: map[string]string{}, deviations: uniqueCauses},
 		{name: "listwatch", base: ch.URL(), st: ch.Store(), c: &http.Client{Transport: ltr}, gen: map[string]string{}, deviations: uniqueCauses},
 	}
+	prepareBuiltinServers(t, out, kinds)
+	return out
+}
+
+// prepareBuiltinServers creates namespace a on both servers and waits for the objects of kinds
+// kube-apiserver writes at start.
+func prepareBuiltinServers(t *testing.T, out [2]*server, kinds []builtinKind) {
+	t.Helper()
 	for _, s := range out {
 		resp, err := s.do(t.Context(), "POST", "/api/v1/namespaces", "application/json",
 			[]byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a"}}`))
@@ -191,7 +199,6 @@ func startBuiltinServers(t *testing.T, kinds []builtinKind) [2]*server {
 			})
 		}
 	}
-	return out
 }
 
 // uniqueCauses drops the repeats of a Status's causes: a known deviation (README). On an update,

@@ -40,6 +40,25 @@ func TestOverListwatchEtcd(t *testing.T) {
 	if err != nil || len(cms.Items) != 1 || cms.Items[0].Data["k"] != "v" {
 		t.Fatalf("listing configmaps: %v %+v", err, cms)
 	}
+	watchUpdateAndDelete(t, cs, cms)
+
+	for _, key := range []string{"/registry/secrets/demo/sec", "/registry/pods/demo/pod", "/registry/deployments/demo/dep",
+		"/registry/services/specs/demo/svc", "/registry/namespaces/demo"} {
+		res, err := st.Range(&store.RangeRequest{Key: []byte(key)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Kvs) != 1 || !bytes.HasPrefix(res.Kvs[0].Value, []byte("k8s\x00")) {
+			t.Errorf("listwatch's store at %s: %d keys, want 1 in kube-apiserver's protobuf encoding", key, len(res.Kvs))
+		}
+	}
+}
+
+// watchUpdateAndDelete watches the configmaps of cms's namespace from the list's resourceVersion,
+// updates and deletes its one item, and requires the two events.
+func watchUpdateAndDelete(t *testing.T, cs *kubernetes.Clientset, cms *corev1.ConfigMapList) {
+	t.Helper()
+	ctx := t.Context()
 	w, err := cs.CoreV1().ConfigMaps("demo").Watch(ctx, metav1.ListOptions{ResourceVersion: cms.ResourceVersion})
 	if err != nil {
 		t.Fatal(err)
@@ -63,17 +82,6 @@ func TestOverListwatchEtcd(t *testing.T) {
 		got, ok := e.Object.(*corev1.ConfigMap)
 		if e.Type != want || !ok || got.Data["k"] != "w" {
 			t.Fatalf("watch: got %s %#v, want %s of the updated configmap", e.Type, e.Object, want)
-		}
-	}
-
-	for _, key := range []string{"/registry/secrets/demo/sec", "/registry/pods/demo/pod", "/registry/deployments/demo/dep",
-		"/registry/services/specs/demo/svc", "/registry/namespaces/demo"} {
-		res, err := st.Range(&store.RangeRequest{Key: []byte(key)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(res.Kvs) != 1 || !bytes.HasPrefix(res.Kvs[0].Value, []byte("k8s\x00")) {
-			t.Errorf("listwatch's store at %s: %d keys, want 1 in kube-apiserver's protobuf encoding", key, len(res.Kvs))
 		}
 	}
 }
