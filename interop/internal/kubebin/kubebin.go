@@ -64,8 +64,8 @@ func Path() (string, error) {
 	}
 	fi, err := os.Stat(p)
 	if err != nil {
-		return "", fmt.Errorf("%w at %s (%s): %v; `make kube-apiserver` builds %s there, or set %s", ErrNoBinary, p, from,
-			err, Version, PathVar)
+		return "", fmt.Errorf("%w at %s (%s): %v; `make kube-apiserver` builds %s at %s, or set %s", ErrNoBinary, p, from,
+			err, Version, filepath.Clean(DefaultPath()), PathVar)
 	}
 	if fi.IsDir() || fi.Mode()&0o111 == 0 {
 		return "", fmt.Errorf("%w at %s (%s): not an executable file", ErrNoBinary, p, from)
