@@ -34,14 +34,20 @@ func (h *resourceHandler) upstreamType(obj runtime.Object) string {
 	if !h.res.BuiltIn || !single && !list {
 		return fmt.Sprintf("%T", obj)
 	}
+	return "*" + h.internalType(list)
+}
+
+// internalType is the name of the built-in kind's internal Go type in kube-apiserver (core.ConfigMap,
+// apps.DeploymentList): events.k8s.io's events are core's.
+func (h *resourceHandler) internalType(list bool) string {
 	pkg := "core"
 	if h.res.Group == "apps" {
 		pkg = "apps"
 	}
 	if list {
-		return "*" + pkg + "." + h.res.Kind + "List"
+		return pkg + "." + h.res.Kind + "List"
 	}
-	return "*" + pkg + "." + h.res.Kind
+	return pkg + "." + h.res.Kind
 }
 
 // transform converts a response object as negotiated.
