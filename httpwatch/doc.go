@@ -97,7 +97,8 @@
 //     (a custom resource asked for in protobuf is a 406 written in protobuf); the Accept header's
 //     first acceptable clause (by q-value) wins, as=Table and as=PartialObjectMetadata(List)
 //     convert, anything else is a 406 listing the endpoint's media types, before a list's options
-//     are read; a body in another format is a 415 listing them. Errors are Statuses in the
+//     are read; a body in another format is a 415 listing them; a built-in kind's body of another
+//     kind or version is refused as kube-apiserver's codec refuses it (TestCreate). Errors are Statuses in the
 //     negotiated format (raw JSON when none is acceptable). TestNegotiation, TestProtobuf, TestYAML,
 //     TestTable, TestPartialObjectMetadata, TestWatchStreamStart, TestCustomResourceProtobuf and
 //     TestListNegotiatesFirst check it.
