@@ -98,10 +98,10 @@
 //     first acceptable clause (by q-value) wins, as=Table and as=PartialObjectMetadata(List)
 //     convert, anything else is a 406 listing the endpoint's media types, before a list's options
 //     are read; a body in another format is a 415 listing them; a built-in kind's body of another
-//     kind or version is refused as kube-apiserver's codec refuses it (TestCreate). Errors are Statuses in the
-//     negotiated format (raw JSON when none is acceptable). TestNegotiation, TestProtobuf, TestYAML,
-//     TestTable, TestPartialObjectMetadata, TestWatchStreamStart, TestCustomResourceProtobuf and
-//     TestListNegotiatesFirst check it.
+//     kind or version is refused as kube-apiserver's codec refuses it (TestCreate). Errors are
+//     Statuses in the negotiated format (raw JSON when none is acceptable). TestNegotiation,
+//     TestProtobuf, TestYAML, TestTable, TestPartialObjectMetadata, TestWatchStreamStart,
+//     TestCustomResourceProtobuf and TestListNegotiatesFirst check it.
 //   - Writes drop an owner reference equal to an earlier one with upstream's warning
 //     (TestDuplicateOwnerReferences); a custom resource's managedFields type its metadata as
 //     ObjectMeta even without a schema (TestSchemalessManagedFields); an update of a custom
