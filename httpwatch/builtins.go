@@ -2,9 +2,12 @@ package httpwatch
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -48,8 +51,10 @@ func selectable(label string) SelectableField {
 	return SelectableField{Label: label, Path: strings.Split(label, ".")}
 }
 
-// ageColumn is the printers' Age: the time since creation, in kubectl's short form.
-var ageColumn = Column{Name: "Age", Type: "string", Description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
+// ageColumn is the printers' Age: the time since creation, in kubectl's short form. The columns'
+// descriptions are the printers' (pkg/printers/internalversion AddHandlers): most are the Go
+// types' documentation of the field shown.
+var ageColumn = Column{Name: "Age", Type: "string", Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"],
 	value: func(obj map[string]any, now time.Time) any { return age(obj, now) }}
 
 func age(obj map[string]any, now time.Time) string {
@@ -101,7 +106,7 @@ func ConfigMaps() Resource {
 		Version: "v1", Resource: "configmaps", Kind: "ConfigMap", ShortNames: []string{"cm"},
 		Namespaced: true, BuiltIn: true, AllowUnconditionalUpdate: true,
 		strategy: &strategy{validate: validateConfigMapSize, columns: []Column{
-			{Name: "Data", Type: "string", Description: "Data contains the configuration data.",
+			{Name: "Data", Type: "string", Description: corev1.ConfigMap{}.SwaggerDoc()["data"],
 				value: func(obj map[string]any, _ time.Time) any { return lenOf(obj, "data") + lenOf(obj, "binaryData") }},
 			ageColumn,
 		}},
@@ -115,9 +120,9 @@ func Secrets() Resource {
 		Namespaced: true, BuiltIn: true, AllowUnconditionalUpdate: true,
 		SelectableFields: []SelectableField{selectable("type")},
 		strategy: &strategy{validate: validateSecretSize, columns: []Column{
-			{Name: "Type", Type: "string", Description: "Used to facilitate programmatic handling of secret data.",
+			{Name: "Type", Type: "string", Description: corev1.Secret{}.SwaggerDoc()["type"],
 				value: func(obj map[string]any, _ time.Time) any { return str(obj, "type") }},
-			{Name: "Data", Type: "string", Description: "Data contains the secret data.",
+			{Name: "Data", Type: "string", Description: corev1.Secret{}.SwaggerDoc()["data"],
 				value: func(obj map[string]any, _ time.Time) any { return lenOf(obj, "data") }},
 			ageColumn,
 		}},
@@ -201,7 +206,7 @@ var podColumns = []Column{
 			}
 			return str(obj, "status", "phase")
 		}},
-	{Name: "Restarts", Type: "string", Description: "The number of times the containers in this pod have been restarted.",
+	{Name: "Restarts", Type: "string", Description: "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
 		value: func(obj map[string]any, _ time.Time) any {
 			statuses, _, _ := unstructured.NestedSlice(obj, "status", "containerStatuses")
 			var restarts int64
@@ -210,16 +215,17 @@ var podColumns = []Column{
 					restarts += integer(m, "restartCount")
 				}
 			}
-			return restarts
+			// A string, as printPod's, which also appends the time since the last restart: left out.
+			return strconv.FormatInt(restarts, 10)
 		}},
 	ageColumn,
-	{Name: "IP", Type: "string", Priority: 1, Description: "IP address allocated to the pod.",
+	{Name: "IP", Type: "string", Priority: 1, Description: corev1.PodStatus{}.SwaggerDoc()["podIP"],
 		value: func(obj map[string]any, _ time.Time) any { return orNone(str(obj, "status", "podIP")) }},
-	{Name: "Node", Type: "string", Priority: 1, Description: "Name of the Node the Pod is bound to.",
+	{Name: "Node", Type: "string", Priority: 1, Description: corev1.PodSpec{}.SwaggerDoc()["nodeName"],
 		value: func(obj map[string]any, _ time.Time) any { return orNone(str(obj, "spec", "nodeName")) }},
-	{Name: "Nominated Node", Type: "string", Priority: 1, Description: "Name of the node the pod may be scheduled to.",
+	{Name: "Nominated Node", Type: "string", Priority: 1, Description: corev1.PodStatus{}.SwaggerDoc()["nominatedNodeName"],
 		value: func(obj map[string]any, _ time.Time) any { return orNone(str(obj, "status", "nominatedNodeName")) }},
-	{Name: "Readiness Gates", Type: "string", Priority: 1, Description: "Readiness gates of the pod.",
+	{Name: "Readiness Gates", Type: "string", Priority: 1, Description: corev1.PodSpec{}.SwaggerDoc()["readinessGates"],
 		value: func(obj map[string]any, _ time.Time) any {
 			if n := lenOf(obj, "spec", "readinessGates"); n > 0 {
 				return fmt.Sprintf("0/%d", n)
@@ -228,33 +234,35 @@ var podColumns = []Column{
 		}},
 }
 
-// Services is core/v1 services with the status subresource. No cluster IP is allocated: there is
+// Services is core/v1 services with the status subresource and the spec.clusterIP and spec.type
+// field labels (pkg/registry/core/service SelectableFields). No cluster IP is allocated: there is
 // no IP allocator.
 func Services() Resource {
 	return Resource{
 		Version: "v1", Resource: "services", Kind: "Service", ShortNames: []string{"svc"}, Categories: []string{"all"},
 		Namespaced: true, BuiltIn: true, AllowUnconditionalUpdate: true, StatusSubresource: true,
+		SelectableFields: []SelectableField{selectable("spec.clusterIP"), selectable("spec.type")},
 		strategy: &strategy{
 			prepareForCreate: func(obj map[string]any) {
 				obj["status"] = map[string]any{"loadBalancer": map[string]any{}}
 			},
 			allowCreateOnUpdate: true,
 			columns: []Column{
-				{Name: "Type", Type: "string", Description: "How the service is exposed.",
+				{Name: "Type", Type: "string", Description: corev1.ServiceSpec{}.SwaggerDoc()["type"],
 					value: func(obj map[string]any, _ time.Time) any {
 						if t := str(obj, "spec", "type"); t != "" {
 							return t
 						}
 						return "ClusterIP"
 					}},
-				{Name: "Cluster-IP", Type: "string", Description: "The IP address of the service.",
+				{Name: "Cluster-IP", Type: "string", Description: corev1.ServiceSpec{}.SwaggerDoc()["clusterIP"],
 					value: func(obj map[string]any, _ time.Time) any { return orNone(str(obj, "spec", "clusterIP")) }},
-				{Name: "External-IP", Type: "string", Description: "External IP addresses of the service.",
+				{Name: "External-IP", Type: "string", Description: corev1.ServiceSpec{}.SwaggerDoc()["externalIPs"],
 					value: func(obj map[string]any, _ time.Time) any {
 						ips, _, _ := unstructured.NestedStringSlice(obj, "spec", "externalIPs")
 						return orNone(strings.Join(ips, ","))
 					}},
-				{Name: "Port(s)", Type: "string", Description: "The ports exposed by the service.",
+				{Name: "Port(s)", Type: "string", Description: corev1.ServiceSpec{}.SwaggerDoc()["ports"],
 					value: func(obj map[string]any, _ time.Time) any {
 						ports, _, _ := unstructured.NestedSlice(obj, "spec", "ports")
 						var out []string
@@ -276,7 +284,7 @@ func Services() Resource {
 						return orNone(strings.Join(out, ","))
 					}},
 				ageColumn,
-				{Name: "Selector", Type: "string", Priority: 1, Description: "The label selector of the service.",
+				{Name: "Selector", Type: "string", Priority: 1, Description: corev1.ServiceSpec{}.SwaggerDoc()["selector"],
 					value: func(obj map[string]any, _ time.Time) any {
 						sel, _, _ := unstructured.NestedStringMap(obj, "spec", "selector")
 						return orNone(selectorString(sel))
@@ -339,16 +347,16 @@ func Deployments() Resource {
 					value: func(obj map[string]any, _ time.Time) any {
 						return fmt.Sprintf("%d/%d", integer(obj, "status", "readyReplicas"), integer(obj, "spec", "replicas"))
 					}},
-				{Name: "Up-to-date", Type: "string", Description: "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+				{Name: "Up-to-date", Type: "string", Description: appsv1.DeploymentStatus{}.SwaggerDoc()["updatedReplicas"],
 					value: func(obj map[string]any, _ time.Time) any { return integer(obj, "status", "updatedReplicas") }},
-				{Name: "Available", Type: "string", Description: "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
+				{Name: "Available", Type: "string", Description: appsv1.DeploymentStatus{}.SwaggerDoc()["availableReplicas"],
 					value: func(obj map[string]any, _ time.Time) any { return integer(obj, "status", "availableReplicas") }},
 				ageColumn,
 				{Name: "Containers", Type: "string", Priority: 1, Description: "Names of each container in the template.",
 					value: func(obj map[string]any, _ time.Time) any { return templateContainers(obj, "name") }},
 				{Name: "Images", Type: "string", Priority: 1, Description: "Images referenced by each container in the template.",
 					value: func(obj map[string]any, _ time.Time) any { return templateContainers(obj, "image") }},
-				{Name: "Selector", Type: "string", Priority: 1, Description: "Label selector for pods.",
+				{Name: "Selector", Type: "string", Priority: 1, Description: appsv1.DeploymentSpec{}.SwaggerDoc()["selector"],
 					value: func(obj map[string]any, _ time.Time) any {
 						sel, _, _ := unstructured.NestedStringMap(obj, "spec", "selector", "matchLabels")
 						return orNone(selectorString(sel))

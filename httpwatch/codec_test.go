@@ -89,7 +89,7 @@ func TestProtobuf(t *testing.T) {
 		message          string
 	}{
 		{"not protobuf", cmPath, `{"metadata":{"name":"x"}}`, 400, metav1.StatusReasonBadRequest, "…"},
-		{"another kind", cmPath, protobufBody(t, pod), 400, metav1.StatusReasonBadRequest, `Pod in version "v1" cannot be handled as a ConfigMap: no kind "Pod" is registered for version "v1"`},
+		{"another kind", cmPath, protobufBody(t, pod), 400, metav1.StatusReasonBadRequest, `Pod in version "v1" cannot be handled as a ConfigMap: converting (v1.Pod) to (core.ConfigMap): unknown conversion`},
 		{"custom resource", widgetPath, protobufBody(t, cm), 415, metav1.StatusReasonUnsupportedMediaType,
 			"the body of the request was in an unknown format - accepted media types include: application/json, application/yaml"},
 	} {

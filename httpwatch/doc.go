@@ -63,6 +63,11 @@
 // /readyz answer too. An unknown path below a served group version is a 404 Status, a known path
 // with another method a 405 Status, any other path a plain "404 page not found", as the apiserver's
 // go-restful container and NotFoundHandler answer (TestRouting, TestDiscovery, TestNegotiation).
+// A built-in kind's route, as go-restful's in kube-apiserver, then refuses a PATCH whose
+// Content-Type names no patch type (415) and an Accept none of whose media types, without
+// parameters, it produces (406, application/* too), both with go-restful's message, before any
+// handler (TestPatch, TestNegotiation, TestWatchStreamStart; interop/httpdiff
+// TestHTTPDifferentialBuiltIn against a real kube-apiserver).
 // A custom resource's requests go by the verb their method makes, as apiextensions-apiserver's
 // crdHandler routes them: POST creates whatever the path, HEAD is GET, another method is a 405
 // naming the verb, an unknown subresource (or /status without one) a 404 naming the object, PUT and
@@ -92,10 +97,11 @@
 //     (a custom resource asked for in protobuf is a 406 written in protobuf); the Accept header's
 //     first acceptable clause (by q-value) wins, as=Table and as=PartialObjectMetadata(List)
 //     convert, anything else is a 406 listing the endpoint's media types, before a list's options
-//     are read; a body in another format is a 415 listing them. Errors are Statuses in the
-//     negotiated format (raw JSON when none is acceptable). TestNegotiation, TestProtobuf, TestYAML,
-//     TestTable, TestPartialObjectMetadata, TestWatchStreamStart, TestCustomResourceProtobuf and
-//     TestListNegotiatesFirst check it.
+//     are read; a body in another format is a 415 listing them; a built-in kind's body of another
+//     kind or version is refused as kube-apiserver's codec refuses it (TestCreate). Errors are
+//     Statuses in the negotiated format (raw JSON when none is acceptable). TestNegotiation,
+//     TestProtobuf, TestYAML, TestTable, TestPartialObjectMetadata, TestWatchStreamStart,
+//     TestCustomResourceProtobuf and TestListNegotiatesFirst check it.
 //   - Writes drop an owner reference equal to an earlier one with upstream's warning
 //     (TestDuplicateOwnerReferences); a custom resource's managedFields type its metadata as
 //     ObjectMeta even without a schema (TestSchemalessManagedFields); an update of a custom

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/duration"
 )
@@ -65,19 +66,19 @@ func eventRegardingFields(label, field string) []SelectableField {
 // with -o wide Subobject and Source before Message, First Seen, Count and Name after it.
 func eventColumns(f eventFields) []Column {
 	return []Column{
-		{Name: "Last Seen", Type: "string", Description: "The time at which the most recent occurrence of this event was recorded.",
+		{Name: "Last Seen", Type: "string", Description: corev1.Event{}.SwaggerDoc()["lastTimestamp"],
 			value: func(obj map[string]any, now time.Time) any { last, _, _ := eventSeen(obj, f, now); return last }},
-		{Name: "Type", Type: "string", Description: "Type of this event (Normal, Warning), new types could be added in the future.",
+		{Name: "Type", Type: "string", Description: corev1.Event{}.SwaggerDoc()["type"],
 			value: func(obj map[string]any, _ time.Time) any { return str(obj, "type") }},
-		{Name: "Reason", Type: "string", Description: "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.",
+		{Name: "Reason", Type: "string", Description: corev1.Event{}.SwaggerDoc()["reason"],
 			value: func(obj map[string]any, _ time.Time) any { return str(obj, "reason") }},
-		{Name: "Object", Type: "string", Description: "The object this Event is about.",
+		{Name: "Object", Type: "string", Description: corev1.Event{}.SwaggerDoc()["involvedObject"],
 			value: func(obj map[string]any, _ time.Time) any {
 				return strings.ToLower(str(obj, f.regarding, "kind")) + "/" + str(obj, f.regarding, "name")
 			}},
-		{Name: "Subobject", Type: "string", Priority: 1, Description: "The field of the object this Event is about.",
+		{Name: "Subobject", Type: "string", Priority: 1, Description: corev1.ObjectReference{}.SwaggerDoc()["fieldPath"],
 			value: func(obj map[string]any, _ time.Time) any { return str(obj, f.regarding, "fieldPath") }},
-		{Name: "Source", Type: "string", Priority: 1, Description: "The component reporting this event.",
+		{Name: "Source", Type: "string", Priority: 1, Description: corev1.Event{}.SwaggerDoc()["source"],
 			value: func(obj map[string]any, _ time.Time) any {
 				source := str(obj, f.source, "component")
 				if host := str(obj, f.source, "host"); host != "" {
@@ -85,11 +86,11 @@ func eventColumns(f eventFields) []Column {
 				}
 				return source
 			}},
-		{Name: "Message", Type: "string", Description: "A human-readable description of the status of this operation.",
+		{Name: "Message", Type: "string", Description: corev1.Event{}.SwaggerDoc()["message"],
 			value: func(obj map[string]any, _ time.Time) any { return str(obj, f.message) }},
-		{Name: "First Seen", Type: "string", Priority: 1, Description: "The time at which the event was first recorded.",
+		{Name: "First Seen", Type: "string", Priority: 1, Description: corev1.Event{}.SwaggerDoc()["firstTimestamp"],
 			value: func(obj map[string]any, now time.Time) any { _, first, _ := eventSeen(obj, f, now); return first }},
-		{Name: "Count", Type: "string", Priority: 1, Description: "The number of times this event has occurred.",
+		{Name: "Count", Type: "string", Priority: 1, Description: corev1.Event{}.SwaggerDoc()["count"],
 			value: func(obj map[string]any, now time.Time) any { _, _, count := eventSeen(obj, f, now); return count }},
 		{Name: "Name", Type: "string", Format: "name", Priority: 1, Description: nameDescription,
 			value: func(obj map[string]any, _ time.Time) any { return str(obj, "metadata", "name") }},

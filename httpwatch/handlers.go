@@ -26,6 +26,7 @@ import (
 	serializerjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -397,11 +398,11 @@ func (h *resourceHandler) decodeProtobuf(body []byte) (*unstructured.Unstructure
 	if err != nil {
 		return nil, h.transformDecodeError(err, gvk, body)
 	}
+	if err := h.foreignKindError(*gvk); err != nil {
+		return nil, h.transformDecodeError(err, gvk, body)
+	}
 	if gvk.GroupVersion() != expected.GroupVersion() {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", gvk.GroupVersion(), expected.GroupVersion()))
-	}
-	if gvk.Kind != expected.Kind {
-		return nil, h.transformDecodeError(fmt.Errorf("no kind %q is registered for version %q", gvk.Kind, gvk.GroupVersion().String()), gvk, body)
 	}
 	return typedToUnstructured(obj, expected)
 }
@@ -486,8 +487,10 @@ func (h *resourceHandler) decodeRaw(body, original []byte) (*unstructured.Unstru
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &shape); err != nil {
 		return nil, actual, err
 	}
-	if h.res.BuiltIn && actual.Kind != expected.Kind {
-		return nil, actual, fmt.Errorf("no kind %q is registered for version %q", actual.Kind, actual.GroupVersion().String())
+	if h.res.BuiltIn {
+		if err := h.foreignKindError(*actual); err != nil {
+			return nil, actual, err
+		}
 	}
 	obj := &unstructured.Unstructured{Object: content}
 	obj.SetGroupVersionKind(*actual)
@@ -497,6 +500,25 @@ func (h *resourceHandler) decodeRaw(body, original []byte) (*unstructured.Unstru
 		return nil, actual, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", actual.GroupVersion(), expected.GroupVersion()))
 	}
 	return obj, actual, nil
+}
+
+// legacySchemeName is the name of kube-apiserver's scheme (pkg/api/legacyscheme: named after
+// where apimachinery's runtime.NewScheme is called), which its decoding errors quote.
+const legacySchemeName = "pkg/runtime/scheme.go:111"
+
+// foreignKindError is the error of kube-apiserver's codec decoding a body of kind gvk for a
+// built-in kind's endpoint: a kind its scheme does not have in that version (client-go's scheme
+// has the same external kinds) is not registered; another kind decodes and does not convert to
+// the endpoint's internal type; nil for the endpoint's kind, which the caller refuses in another
+// API version.
+func (h *resourceHandler) foreignKindError(gvk schema.GroupVersionKind) error {
+	switch {
+	case !kubescheme.Scheme.Recognizes(gvk):
+		return fmt.Errorf("no kind %q is registered for version %q in scheme %q", gvk.Kind, gvk.GroupVersion().String(), legacySchemeName)
+	case gvk.Kind != h.res.Kind:
+		return fmt.Errorf("converting (%s.%s) to (%s): unknown conversion", gvk.Version, gvk.Kind, h.internalType(false))
+	}
+	return nil
 }
 
 // transformDecodeError mirrors handlers.transformDecodeError.

@@ -143,6 +143,15 @@ func TestList(t *testing.T) {
 		t.Errorf("running pods: %s", got)
 	}
 	checkStatus(t, "pod field", e.do("GET", "/api/v1/pods?fieldSelector=spec.x%3D1", ""), 400, metav1.StatusReasonBadRequest, "field label not supported: spec.x")
+
+	// Services select on spec.clusterIP and spec.type, and refuse other fields as pods do.
+	e.mustCreate("/api/v1/namespaces/default/services", `{"metadata":{"name":"s1"},"spec":{"type":"NodePort","ports":[{"port":80}]}}`)
+	e.mustCreate("/api/v1/namespaces/default/services", `{"metadata":{"name":"s2"},"spec":{"ports":[{"port":80}]}}`)
+	if got := itemNames(t, e.do("GET", "/api/v1/services?fieldSelector=spec.type%3DNodePort", "").list(t)); got != "s1" {
+		t.Errorf("NodePort services: %s", got)
+	}
+	checkStatus(t, "service field", e.do("GET", "/api/v1/services?fieldSelector=spec.size%3D1", ""), 400, metav1.StatusReasonBadRequest,
+		"field label not supported: spec.size")
 }
 
 // TestListCompression: a response over 128 KiB is gzipped for a client that accepts it, and not for

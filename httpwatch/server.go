@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/listwatch/listwatch/storage"
@@ -349,11 +350,19 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request, handler
 	case named && req.Method == http.MethodPut:
 		r.verb = verbUpdate
 	case named && req.Method == http.MethodPatch:
+		if !restfulConsumes(req.Header.Get("Content-Type"), patchRouteConsumes) {
+			s.writeError(w, req, unsupportedRouteMediaType())
+			return
+		}
 		r.verb = verbPatch
 	case named && r.subresource == "" && req.Method == http.MethodDelete:
 		r.verb = verbDelete
 	default:
 		s.writeError(w, req, methodNotAllowed())
+		return
+	}
+	if produces := routeProduces(r.verb); !restfulAccepts(req.Header.Get("Accept"), produces) {
+		s.writeError(w, req, notAcceptableRoute(produces))
 		return
 	}
 	h.serve(w, req, r)
@@ -434,6 +443,68 @@ func notFoundRoute() error {
 
 func methodNotAllowed() error {
 	return apierrors.NewGenericServerResponse(http.StatusMethodNotAllowed, "", schema.GroupResource{}, "", "", 0, false)
+}
+
+// patchRouteConsumes are the Content-Types the PATCH route of a built-in resource consumes: the
+// patch types (CBOR apply only behind a feature gate that is off).
+var patchRouteConsumes = []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType),
+	string(types.ApplyYAMLPatchType)}
+
+// restfulConsumes mirrors go-restful's Route.matchesContentType for a route that consumes
+// consumes and a method that needs a Content-Type: none is application/octet-stream; each of
+// the comma-separated media types is taken without its parameters and matched exactly.
+func restfulConsumes(contentType string, consumes []string) bool {
+	if contentType == "" {
+		contentType = "application/octet-stream"
+	}
+	for part := range strings.SplitSeq(contentType, ",") {
+		mediaType, _, _ := strings.Cut(part, ";")
+		if slices.Contains(consumes, strings.Trim(mediaType, " ")) {
+			return true
+		}
+	}
+	return false
+}
+
+// unsupportedRouteMediaType is go-restful's 415 for a Content-Type no route consumes, as the
+// apiserver's serviceErrorHandler answers it: a bare Status quoting go-restful's message, where the
+// PATCH handler itself (reached by custom resources) lists the patch types.
+func unsupportedRouteMediaType() error {
+	return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "", schema.GroupResource{}, "", "415: Unsupported Media Type", 0, false)
+}
+
+// routeProduces are the media types the route of a built-in resource's verb produces
+// (endpoints/installer.go registerResourceHandlers): the serializers' for every verb, and their
+// streaming forms too for the list and watch routes.
+func routeProduces(v verb) []string {
+	produces := []string{runtime.ContentTypeJSON, runtime.ContentTypeYAML, runtime.ContentTypeProtobuf}
+	if v == verbList || v == verbWatch {
+		produces = append(produces, runtime.ContentTypeJSON+";stream=watch", runtime.ContentTypeProtobuf+";stream=watch")
+	}
+	return produces
+}
+
+// restfulAccepts mirrors go-restful's Route.matchesAccept: none is */*; each of the
+// comma-separated media types is taken without its parameters and is */* or one produces names
+// exactly (application/* is not).
+func restfulAccepts(accept string, produces []string) bool {
+	if accept == "" {
+		return true
+	}
+	for part := range strings.SplitSeq(accept, ",") {
+		mediaType, _, _ := strings.Cut(part, ";")
+		if mediaType = strings.Trim(mediaType, " "); mediaType == "*/*" || slices.Contains(produces, mediaType) {
+			return true
+		}
+	}
+	return false
+}
+
+// notAcceptableRoute is go-restful's 406 for an Accept no route produces, as the apiserver's
+// serviceErrorHandler answers it: go-restful's message lists what the route produces.
+func notAcceptableRoute(produces []string) error {
+	return apierrors.NewGenericServerResponse(http.StatusNotAcceptable, "", schema.GroupResource{}, "",
+		"406: Not Acceptable\n\nAvailable representations: "+strings.Join(produces, ", "), 0, false)
 }
 
 // splitPath mirrors request.splitPath.

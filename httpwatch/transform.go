@@ -25,6 +25,31 @@ import (
 // doTransformObject: Table (kubectl get), PartialObjectMetadata and PartialObjectMetadataList
 // (metadata-only clients).
 
+// upstreamType is obj's Go type as upstream's messages print it (%T): a built-in kind's object is
+// of its internal type (*core.ConfigMap, *apps.DeploymentList; events.k8s.io's events are core's),
+// a custom resource's unstructured, as here.
+func (h *resourceHandler) upstreamType(obj runtime.Object) string {
+	_, single := obj.(*unstructured.Unstructured)
+	_, list := obj.(*unstructured.UnstructuredList)
+	if !h.res.BuiltIn || !single && !list {
+		return fmt.Sprintf("%T", obj)
+	}
+	return "*" + h.internalType(list)
+}
+
+// internalType is the name of the built-in kind's internal Go type in kube-apiserver (core.ConfigMap,
+// apps.DeploymentList): events.k8s.io's events are core's.
+func (h *resourceHandler) internalType(list bool) string {
+	pkg := "core"
+	if h.res.Group == "apps" {
+		pkg = "apps"
+	}
+	if list {
+		return pkg + "." + h.res.Kind + "List"
+	}
+	return pkg + "." + h.res.Kind
+}
+
 // transform converts a response object as negotiated.
 //
 // Mirrors handlers.doTransformObject.
@@ -33,13 +58,14 @@ func (h *resourceHandler) transform(obj runtime.Object, n negotiated) (runtime.O
 	switch target.Kind {
 	case asPartialObjectMetadata:
 		if meta.IsListType(obj) {
-			return nil, notAcceptableMessage(fmt.Sprintf("you requested PartialObjectMetadata, but the requested object is a list (%T)", obj))
+			return nil, notAcceptableMessage(fmt.Sprintf("you requested PartialObjectMetadata, but the requested object is a list (%s)", h.upstreamType(obj)))
 		}
 		return asPartial(obj, target.GroupVersion())
 	case asPartialObjectMetadataList:
 		_, isList := obj.(*unstructured.UnstructuredList)
 		if _, single := obj.(*unstructured.Unstructured); !isList && (!single || h.res.BuiltIn) {
-			return nil, notAcceptableMessage(fmt.Sprintf("you requested PartialObjectMetadataList, but the requested object is not a list (%T)", obj))
+			return nil, notAcceptableMessage(fmt.Sprintf("you requested PartialObjectMetadataList, but the requested object is not a list (%s)",
+				h.upstreamType(obj)))
 		}
 		// A custom resource's object is unstructured, which upstream takes for a list
 		// (metav1.ListInterface): listing its items fails with a 500, "content is not a list".

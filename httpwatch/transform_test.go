@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -37,6 +38,11 @@ func TestTable(t *testing.T) {
 	tbl := e.do("GET", cmPath, "", "Accept", tableAccept).table(t)
 	if got := columnNames(tbl); len(got) != 3 || got[0] != "Name" || got[1] != "Data" || got[2] != "Age" {
 		t.Errorf("configmap columns %v", got)
+	}
+	// The printers' descriptions: the Go types' documentation of the fields shown, whole.
+	if d := tbl.ColumnDefinitions; len(d) == 3 && (d[1].Description != corev1.ConfigMap{}.SwaggerDoc()["data"] ||
+		d[2].Description != metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"]) {
+		t.Errorf("configmap column descriptions %q, %q", d[1].Description, d[2].Description)
 	}
 	if len(tbl.Rows) != 1 || tbl.Rows[0].Cells[0] != "a" || tbl.Rows[0].Cells[1] != float64(1) || tbl.Rows[0].Cells[2] != "90s" || tbl.ResourceVersion == "" {
 		t.Errorf("configmap rows %+v", tbl.Rows)
@@ -116,7 +122,13 @@ func TestPartialObjectMetadata(t *testing.T) {
 	if f := w.next(); json.Unmarshal(f.Object, &p) != nil || p.Kind != "PartialObjectMetadata" || p.Name != "b" {
 		t.Errorf("partial watch event %s", f.Object)
 	}
-	// Failure modes: the list and the single form are not interchangeable.
-	checkStatus(t, "partial of a list", e.do("GET", cmPath, "", "Accept", one), 406, metav1.StatusReasonNotAcceptable, "you requested PartialObjectMetadata, but the requested object is a list (*unstructured.UnstructuredList)")
-	checkStatus(t, "partial list of an object", e.do("GET", cmPath+"/a", "", "Accept", list), 406, metav1.StatusReasonNotAcceptable, "…")
+	// Failure modes: the list and the single form are not interchangeable. The message names
+	// upstream's type: a built-in kind's internal one, a custom resource's unstructured one.
+	checkStatus(t, "partial of a list", e.do("GET", cmPath, "", "Accept", one), 406, metav1.StatusReasonNotAcceptable,
+		"you requested PartialObjectMetadata, but the requested object is a list (*core.ConfigMapList)")
+	checkStatus(t, "partial list of an object", e.do("GET", cmPath+"/a", "", "Accept", list), 406, metav1.StatusReasonNotAcceptable,
+		"you requested PartialObjectMetadataList, but the requested object is not a list (*core.ConfigMap)")
+	e.mustCreate(widgetPath, widgetJSON("w", ""))
+	checkStatus(t, "partial of a widget list", e.do("GET", widgetPath, "", "Accept", one), 406, metav1.StatusReasonNotAcceptable,
+		"you requested PartialObjectMetadata, but the requested object is a list (*unstructured.UnstructuredList)")
 }

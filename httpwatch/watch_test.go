@@ -410,9 +410,12 @@ func TestWatchStreamStart(t *testing.T) {
 	e.spies["configmaps"].nthWatch(t, 2).waitStopped(t)
 
 	// Failure mode: an Accept header without any of the endpoint's formats is a 406 before the
-	// options are read (handlers.ListResource negotiates as for a list first), and one without a
-	// streaming format a 406 before the storage is asked.
+	// options are read (a built-in kind's route refuses it; handlers.ListResource negotiates as for
+	// a list first), and one without a streaming format a 406 before the storage is asked.
 	r := e.do("GET", cmPath+"?watch=true&resourceVersionMatch=bogus", "", "Accept", "text/html")
+	wantStatus(t, r, 406, metav1.StatusReasonNotAcceptable, "406: Not Acceptable\n\nAvailable representations: application/json, "+
+		"application/yaml, application/vnd.kubernetes.protobuf, application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch")
+	r = e.do("GET", widgetPath+"?watch=true&resourceVersionMatch=bogus", "", "Accept", "text/html")
 	wantStatus(t, r, 406, metav1.StatusReasonNotAcceptable, "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf")
 	r = e.do("GET", cmPath+"?watch=true", "", "Accept", "application/yaml")
 	if r.code != 406 || !strings.Contains(string(r.body), "application/json;stream=watch") {

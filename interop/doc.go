@@ -94,7 +94,9 @@
 //   - cacherdiff: upstream's Cacher and listwatch's cache, over one listwatch store, fed the same
 //     seeded history and requests; every answer and every watch stream compared.
 //   - httpdiff: a real apiextensions-apiserver and listwatch's chain serving the same custom
-//     resource, sent the same seeded requests over HTTP; every answer and stream compared.
+//     resource, sent the same seeded requests over HTTP; every answer and stream compared. For
+//     built-in kinds, a real kube-apiserver v1.37.2 over listwatch's etcd API (internal/kubebin,
+//     the binary `make kube-apiserver` builds from the module kube-apiserver/), skipped without it.
 //   - clientgo: client-go, informers and kubectl against listwatch's HTTP API.
 //   - goapi: controller-runtime, a protobuf clientset and kubectl against the Go test API
 //     (package listwatchtest), and against a real cluster named by LISTWATCH_KUBECONFIG.

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -44,6 +46,9 @@ type server struct {
 	writes []int64
 	// gen maps the names this server generated (generateName) to the test's names for them.
 	gen map[string]string
+	// deviations, if set, removes from an answer's body what differs by a known deviation
+	// before it is compared (builtin_test.go).
+	deviations func(body map[string]any)
 }
 
 const (
@@ -343,7 +348,11 @@ func (s *server) describe(r response, asked string) string {
 		fmt.Fprintf(&b, "%s", r.raw)
 		return b.String()
 	}
-	out, err := json.MarshalIndent(s.normalize(runtime.DeepCopyJSONValue(r.body), asked), "", "  ")
+	body := runtime.DeepCopyJSONValue(r.body).(map[string]any)
+	if s.deviations != nil {
+		s.deviations(body)
+	}
+	out, err := json.MarshalIndent(s.normalize(body, asked), "", "  ")
 	if err != nil {
 		return b.String() + err.Error()
 	}
@@ -356,13 +365,15 @@ func objectOf(key string, body map[string]any) (*kubemodel.Object, error) {
 	return kubemodel.FromUnstructured(key, &unstructured.Unstructured{Object: body}, nil)
 }
 
-// metaScheme knows the meta.k8s.io types a protobuf answer may hold: Status, Table,
-// PartialObjectMetadata and its list.
+// metaScheme knows the types a protobuf answer may hold: the meta.k8s.io ones (Status, Table,
+// PartialObjectMetadata and its list) and the built-in kinds (TestHTTPDifferentialBuiltIn).
 var metaScheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
-	if err := metav1.AddMetaToScheme(s); err != nil {
-		panic(err)
+	for _, add := range []func(*runtime.Scheme) error{metav1.AddMetaToScheme, corev1.AddToScheme, appsv1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
 	}
 	return s
 }()

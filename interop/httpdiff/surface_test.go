@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -83,7 +84,12 @@ var surfaceKinds = []surfaceKind{
 // surfaceRequest sends both servers one random request and records the writes it made.
 func (r *runner) surfaceRequest() {
 	r.T.Helper()
-	k := pick(r.Rng, surfaceKinds)
+	r.surfaceRequestTo(pick(r.Rng, surfaceKinds))
+}
+
+// surfaceRequestTo is surfaceRequest to kind k.
+func (r *runner) surfaceRequestTo(k surfaceKind) {
+	r.T.Helper()
 	name := pick(r.Rng, k.names)
 	path := k.collection
 	switch r.Rng.IntN(12) {
@@ -367,9 +373,12 @@ func (r *runner) surfaceObject(k surfaceKind, name string) map[string]any {
 		md["uid"] = "33333333-3333-3333-3333-333333333333"
 	}
 	obj := map[string]any{"apiVersion": k.apiVersion, "kind": k.kind, "metadata": md}
-	if k.kind == "Widget" {
+	switch content := builtinContent[k.apiVersion+" "+k.kind]; {
+	case content != nil:
+		maps.Copy(obj, content(r))
+	case k.kind == "Widget":
 		obj["spec"] = map[string]any{"size": r.Rng.IntN(3)}
-	} else {
+	default:
 		obj["spec"] = r.sprocketSpec()
 	}
 	if r.Rng.IntN(10) == 0 {
