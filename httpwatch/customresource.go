@@ -151,6 +151,19 @@ func (r Resource) definition() (*apiextensionsv1.CustomResourceDefinition, error
 // Mirrors unstructuredSchemaCoercer.apply (apiextensions-apiserver customresource_handler.go) for
 // request bodies: invalid metadata is an error, not dropped.
 func (c *customResource) coerce(u *unstructured.Unstructured, track bool) ([]string, error) {
+	return c.coerceNulls(u, track, true)
+}
+
+// coerceApplied is coerce for the object server-side apply made, which keeps its nulls: the
+// apiserver validates that object as the field manager left it (a non-nullable null is then the
+// schema's type error), where a decoded body's nulls were dropped first.
+func (c *customResource) coerceApplied(u *unstructured.Unstructured) error {
+	_, err := c.coerceNulls(u, false, false)
+	return err
+}
+
+// coerceNulls is coerce, dropping the non-nullable nulls without defaults only if pruneNulls.
+func (c *customResource) coerceNulls(u *unstructured.Unstructured, track, pruneNulls bool) ([]string, error) {
 	kind, foundKind, err := unstructured.NestedString(u.Object, "kind")
 	if err != nil {
 		return nil, err
@@ -171,7 +184,9 @@ func (c *customResource) coerce(u *unstructured.Unstructured, track bool) ([]str
 	if gv.Group == c.gk.Group && kind == c.gk.Kind && c.structural != nil {
 		unknown = append(unknown, structuralpruning.PruneWithOptions(u.Object, c.structural, true,
 			structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: track})...)
-		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(u.Object, c.structural)
+		if pruneNulls {
+			structuraldefaulting.PruneNonNullableNullsWithoutDefaults(u.Object, c.structural)
+		}
 		ferr, paths := schemaobjectmeta.CoerceWithOptions(nil, u.Object, c.structural, false,
 			schemaobjectmeta.CoerceOptions{ReturnUnknownFieldPaths: track})
 		if ferr != nil {

@@ -120,7 +120,9 @@
 //     (TestCustomResourcePruningAndDefaults, TestCustomResourceValidation). Server-side apply merges
 //     by the types apiextensions' OpenAPI builder makes of the CRD (pkg/controller/openapi/builder),
 //     as upstream's field manager does, an applied configuration's whole numbers int64 as
-//     apimachinery's yaml decodes them (TestCustomResourceApply). A CRD whose schema is not
+//     apimachinery's yaml decodes them (TestCustomResourceApply); the applied object keeps its
+//     nulls until validated, as upstream's, so a set list whose last items an apply gave up
+//     (null) is a 422 (TestCustomResourceApplyNull). A CRD whose schema is not
 //     structural or whose printer column does not parse is ErrInvalidCRD (TestCRDSchemaRefused).
 //     interop/httpdiff's TestHTTPDifferentialSchema compares all of it with the real
 //     apiextensions-apiserver.

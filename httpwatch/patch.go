@@ -353,8 +353,9 @@ func (p *patcher) applyConfiguration(live *unstructured.Unstructured) (*unstruct
 	}
 	if c := p.h.res.custom; c != nil {
 		// Upstream stores the applied object as it is and prunes and defaults it whenever it is read
-		// from storage; here that is done once, before it is stored.
-		if _, err := c.coerce(obj, false); err != nil {
+		// from storage; here that is done once, before it is stored. Its nulls are kept: upstream
+		// validates them.
+		if err := c.coerceApplied(obj); err != nil {
 			return nil, apierrors.NewBadRequest(err.Error())
 		}
 		c.applyDefaults(obj)
