@@ -172,7 +172,9 @@
 //     415 for custom resources, as upstream) or an apply configuration to the stored object in each
 //     try of a storage update; a patched object that changes its name or namespace, a failed test
 //     operation or a malformed patch is refused with the apiserver's status and stores nothing
-//     (TestPatch, FuzzPatch).
+//     (TestPatch, FuzzPatch); a custom resource patched into another group or version has its
+//     namespace and name checked before its API version, in upstream's order
+//     (TestCustomResourcePatchToAnotherKind).
 //   - Every create, update and patch records its manager (fieldManager, else the user agent's
 //     first word) in managedFields. Server-side apply creates a missing object (201; through the
 //     status subresource a 404, TestStatusSubresource), merges the
