@@ -149,15 +149,28 @@ func (r Resource) definition() (*apiextensionsv1.CustomResourceDefinition, error
 // unknown fields when track is set (strict field validation). Invalid metadata is an error, as in
 // a request body.
 func (c *customResource) coerce(u *unstructured.Unstructured, track bool) ([]string, error) {
-	return coerceObject(u, c.gk, func(string) *structuralschema.Structural { return c.structural }, track, false)
+	return coerceObject(u, c.gk, func(string) *structuralschema.Structural { return c.structural }, coerceOptions{track: track})
 }
 
+// coerceApplied is coerce for the object server-side apply made, which keeps its nulls: the
+// apiserver validates that object as the field manager left it (a non-nullable null is then the
+// schema's type error), where a decoded body's nulls were dropped first.
+func (c *customResource) coerceApplied(u *unstructured.Unstructured) error {
+	_, err := coerceObject(u, c.gk, func(string) *structuralschema.Structural { return c.structural }, coerceOptions{keepNulls: true})
+	return err
+}
+
+// coerceOptions are coerceObject's: track returns the unknown fields' paths; stored is an object
+// read from storage, whose invalid metadata is dropped and missing generation is 1; keepNulls keeps
+// the non-nullable nulls without defaults (an applied object's).
+type coerceOptions struct{ track, stored, keepNulls bool }
+
 // coerceObject is coerce by the structural schema of the object's version (none: only the root's
-// metadata is coerced). Read from storage (stored), invalid metadata is dropped and a missing
-// generation is 1.
+// metadata is coerced).
 //
 // Mirrors unstructuredSchemaCoercer.apply (apiextensions-apiserver customresource_handler.go).
-func coerceObject(u *unstructured.Unstructured, gk schema.GroupKind, structuralOf func(version string) *structuralschema.Structural, track, stored bool) ([]string, error) {
+func coerceObject(u *unstructured.Unstructured, gk schema.GroupKind, structuralOf func(version string) *structuralschema.Structural, opts coerceOptions) ([]string, error) {
+	track, stored := opts.track, opts.stored
 	kind, foundKind, err := unstructured.NestedString(u.Object, "kind")
 	if err != nil {
 		return nil, err
@@ -178,7 +191,9 @@ func coerceObject(u *unstructured.Unstructured, gk schema.GroupKind, structuralO
 	if s := structuralOf(gv.Version); gv.Group == gk.Group && kind == gk.Kind && s != nil {
 		unknown = append(unknown, structuralpruning.PruneWithOptions(u.Object, s, true,
 			structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: track})...)
-		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(u.Object, s)
+		if !opts.keepNulls {
+			structuraldefaulting.PruneNonNullableNullsWithoutDefaults(u.Object, s)
+		}
 		ferr, paths := schemaobjectmeta.CoerceWithOptions(nil, u.Object, s, false,
 			schemaobjectmeta.CoerceOptions{ReturnUnknownFieldPaths: track, DropInvalidFields: stored})
 		if ferr != nil {

@@ -126,7 +126,9 @@
 //     (TestCustomResourcePruningAndDefaults, TestCustomResourceValidation). Server-side apply merges
 //     by the types apiextensions' OpenAPI builder makes of the CRD (pkg/controller/openapi/builder),
 //     as upstream's field manager does, an applied configuration's whole numbers int64 as
-//     apimachinery's yaml decodes them (TestCustomResourceApply). A CRD whose schema is not
+//     apimachinery's yaml decodes them (TestCustomResourceApply); the applied object keeps its
+//     nulls until validated, as upstream's, so a set list whose last items an apply gave up
+//     (null) is a 422 (TestCustomResourceApplyNull). A CRD whose schema is not
 //     structural or whose printer column does not parse is ErrInvalidCRD (TestCRDSchemaRefused).
 //   - A CRD with several versions is served as apiextensions-apiserver serves it (versions.go):
 //     CRDResources validates it by apiextensions' ValidateCustomResourceDefinition (its 422 message,
@@ -194,7 +196,9 @@
 //     415 for custom resources, as upstream) or an apply configuration to the stored object in each
 //     try of a storage update; a patched object that changes its name or namespace, a failed test
 //     operation or a malformed patch is refused with the apiserver's status and stores nothing
-//     (TestPatch, FuzzPatch).
+//     (TestPatch, FuzzPatch); a custom resource patched into another group or version has its
+//     namespace and name checked before its API version, in upstream's order
+//     (TestCustomResourcePatchToAnotherKind).
 //   - Every create, update and patch records its manager (fieldManager, else the user agent's
 //     first word) in managedFields. Server-side apply creates a missing object (201; through the
 //     status subresource a 404, TestStatusSubresource), merges the

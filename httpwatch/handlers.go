@@ -497,7 +497,8 @@ func (h *resourceHandler) decodeRaw(body, original []byte) (*unstructured.Unstru
 	// A body at another version is refused, of a custom resource with several versions too: the
 	// handlers check the decoded object's version before any conversion.
 	if actual.GroupVersion() != expected.GroupVersion() {
-		return nil, actual, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", actual.GroupVersion(), expected.GroupVersion()))
+		// The object comes with the error: a patch checks its name first.
+		return obj, actual, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", actual.GroupVersion(), expected.GroupVersion()))
 	}
 	return obj, actual, nil
 }

@@ -238,6 +238,16 @@ func (p *patcher) jsonPatch(current *unstructured.Unstructured) (*unstructured.U
 		return p.scaleCheck(patchedJSON, strictErrs)
 	}
 	obj, _, err := p.h.decodeRaw(patchedJSON, patchedJSON)
+	if err != nil && obj != nil && !p.h.res.BuiltIn {
+		// Upstream decodes a patched custom resource of another group or version as it is, and
+		// its patcher checks the namespace and name before anything refuses it.
+		if err := ensureNamespace(p.h.expectedNamespace(p.namespace), obj); err != nil {
+			return nil, err
+		}
+		if err := checkName(obj, p.name); err != nil {
+			return nil, err
+		}
+	}
 	if err != nil {
 		return nil, apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{field.Invalid(field.NewPath("patch"), string(patchedJSON), err.Error())})
 	}
@@ -353,8 +363,9 @@ func (p *patcher) applyConfiguration(live *unstructured.Unstructured) (*unstruct
 	}
 	if c := p.h.res.custom; c != nil {
 		// Upstream stores the applied object as it is and prunes and defaults it whenever it is read
-		// from storage; here that is done once, before it is stored.
-		if _, err := c.coerce(obj, false); err != nil {
+		// from storage; here that is done once, before it is stored. Its nulls are kept: upstream
+		// validates them.
+		if err := c.coerceApplied(obj); err != nil {
 			return nil, apierrors.NewBadRequest(err.Error())
 		}
 		c.applyDefaults(obj)

@@ -259,7 +259,7 @@ func (vs *crdVersions) convert(u *unstructured.Unstructured, to string) (*unstru
 // returning the unknown fields' paths when track is set; read from storage (stored), invalid
 // metadata is dropped and a missing generation is 1.
 func (vs *crdVersions) coerce(u *unstructured.Unstructured, stored, track bool) ([]string, error) {
-	return coerceObject(u, vs.gk, func(v string) *structuralschema.Structural { return vs.structural[v] }, track, stored)
+	return coerceObject(u, vs.gk, func(v string) *structuralschema.Structural { return vs.structural[v] }, coerceOptions{track: track, stored: stored})
 }
 
 // defaults applies the defaults of the object's own version.

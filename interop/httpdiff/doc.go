@@ -100,7 +100,12 @@
 //     for about 1 s after a CRD is served (kubeapiserver.Start returns after its first 200 list) and
 //     sleeps 2 s in the first create after a CRD is Established (a warm-up write on both servers
 //     takes it). A deletion's answer carries no resourceVersion; its revision is the store's right
-//     after it, as nothing else writes to either store meanwhile.
+//     after it, as nothing else writes to either store meanwhile. A write of an existing object
+//     (schema and surface tests) is sent once both servers' watch caches have seen every write
+//     before it (awaitCaches: a list at the store's revision, NotOlderThan): both servers try a
+//     write first on their cache's copy of the object (CacheDelegator.GuaranteedUpdate and Delete)
+//     and keep that try's warnings, so a status patch with fieldValidation Warn of an object
+//     deleted just before warned or not by each server's timing (TestAwaitCaches).
 //   - Nothing is steered clear of: every request kind is sent with every resourceVersion, match and
 //     limit. A deviation listwatch keeps is compared without the detail that differs:
 //     the 415 for a body in an unsupported format lists the media types the server decodes a custom

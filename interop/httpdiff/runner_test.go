@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/interop/internal/diffrun"
 )
 
@@ -381,6 +383,49 @@ func (r *runner) Sync() {
 		}
 	}
 	r.stats.lists++
+}
+
+// awaitCaches waits until each server's watch cache of the collection has seen its store's revision,
+// by listing the collection at that resourceVersion with resourceVersionMatch NotOlderThan: the
+// cache serves it once it is that fresh (upstream answers a 504 after 3 s if not; the list is
+// sent again). A write tries first on the cache's copy of its object (CacheDelegator's
+// GuaranteedUpdate and Delete) and keeps that try's warnings when the storage's current object
+// sends it round again: a status patch with fieldValidation Warn of an object deleted just before
+// warns on a cache that has not seen the deletion and not on one that has, and which one a write
+// meets is each server's timing. Waiting makes every write meet a cache that has seen the writes
+// before it.
+func (r *runner) awaitCaches(collection string) {
+	r.T.Helper()
+	for _, s := range r.servers {
+		path := collection + "?resourceVersionMatch=NotOlderThan&resourceVersion=" + strconv.FormatInt(s.st.Rev(), 10)
+		var last response
+		err := testutil.Poll(s.name+"'s cache at "+path, func() bool {
+			resp, err := s.do(r.ctx, "GET", path, "", nil)
+			if err != nil {
+				r.Fatalf("%s: %s: %v", s.name, path, err)
+			}
+			last = resp
+			return resp.code != http.StatusGatewayTimeout && resp.code != http.StatusTooManyRequests
+		}, nil)
+		if err != nil {
+			r.Fatalf("%v", err)
+		}
+		if last.code != 200 {
+			r.Fatalf("%s: the list waiting for its cache, %s, answered %d: %s", s.name, path, last.code, last.raw)
+		}
+	}
+}
+
+// collectionOf is the collection of an API path (/apis/<group>/<version>/[namespaces/<ns>/]<resource>,
+// then anything), without its query.
+func collectionOf(path string) string {
+	path, _, _ = strings.Cut(path, "?")
+	parts := strings.Split(path, "/")
+	n := 5
+	if len(parts) > 4 && parts[4] == "namespaces" {
+		n = 7
+	}
+	return strings.Join(parts[:min(n, len(parts))], "/")
 }
 
 // list sends both servers the same random list and follows the continue tokens for a few pages.

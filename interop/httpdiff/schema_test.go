@@ -1,6 +1,7 @@
 package httpdiff
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/listwatch/listwatch/internal/testutil"
 	"github.com/listwatch/listwatch/interop/internal/seeds"
 )
 
@@ -76,6 +78,66 @@ func runSchemaSeed(t *testing.T, seed uint64, ops int) stats {
 	return r.stats
 }
 
+// TestAwaitCaches: once awaitCaches has waited for a deletion, a status patch of the deleted sprocket
+// with fieldValidation Warn and an unknown field gets, from both servers, the answer of a cache that
+// has seen the deletion: 404 and no warning (on a cache's stale copy the first try applies the patch
+// and its warning stays). Failure mode: a collection the servers do not serve ends the wait with
+// its answer.
+func TestAwaitCaches(t *testing.T) {
+	r := newRunner(t, 1, 0, sprocketsCRD(t))
+	r.warmUp("/apis/example.net/v1/namespaces/warmup/sprockets",
+		encode(map[string]any{"apiVersion": "example.net/v1", "kind": "Sprocket", "metadata": map[string]any{"name": "warmup"}}))
+	sprocket := encode(map[string]any{"apiVersion": "example.net/v1", "kind": "Sprocket", "metadata": map[string]any{"name": "s0"}})
+	patch := encode(map[string]any{"status": map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "True", "unknown": "x"}}}})
+	for round := range 5 {
+		for _, s := range r.servers {
+			s.mustDo(t, "POST", sprocketsPath, sprocket, 201)
+			s.mustDo(t, "DELETE", sprocketsPath+"/s0", nil, 200)
+		}
+		r.awaitCaches(sprocketsPath)
+		for _, s := range r.servers {
+			resp, err := s.do(r.ctx, "PATCH", sprocketsPath+"/s0/status?fieldValidation=Warn", "application/merge-patch+json", patch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w := resp.header.Values("Warning"); resp.code != 404 || len(w) > 0 {
+				t.Errorf("round %d: %s: status patch of the deleted s0: %d, warnings %q, want 404 and none: %s", round, s.name, resp.code, w, resp.raw)
+			}
+		}
+	}
+	rec := testutil.Record(t, func(tb testing.TB) {
+		r.Runner.T = tb
+		r.awaitCaches("/apis/example.net/v1/namespaces/a/bogus")
+	})
+	r.Runner.T = t
+	if msg := rec.FatalMessage(); !strings.Contains(msg, "answered 404") {
+		t.Errorf("waiting on a collection not served: %q, want the 404 it answered", msg)
+	}
+}
+
+// mustDo sends the server a JSON request and fails t unless it answers code.
+func (s *server) mustDo(t *testing.T, method, path string, body []byte, code int) {
+	t.Helper()
+	if resp, err := s.do(context.Background(), method, path, "application/json", body); err != nil || resp.code != code {
+		t.Fatalf("%s: %s %s: %v %d %s", s.name, method, path, err, resp.code, resp.raw)
+	}
+}
+
+// TestCollectionOf: an API path's collection, namespaced or not, whatever follows it.
+func TestCollectionOf(t *testing.T) {
+	for path, want := range map[string]string{
+		sprocketsPath + "/s0/status?fieldValidation=Warn": sprocketsPath,
+		sprocketsPath + "?dryRun=All":                     sprocketsPath,
+		"/apis/example.org/v1/valves/v0/scale":            "/apis/example.org/v1/valves",
+		"/apis/example.org/v1/valves":                     "/apis/example.org/v1/valves",
+		"/apis/example.com/v1/namespaces/a/widgets/w0":    "/apis/example.com/v1/namespaces/a/widgets",
+	} {
+		if got := collectionOf(path); got != want {
+			t.Errorf("collectionOf(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
 var (
 	sprocketNames    = []string{"s0", "s1", "s2"}
 	fieldValidations = []string{"", "Strict", "Warn", "Ignore"}
@@ -117,7 +179,8 @@ func (r *runner) sprocketSpec() map[string]any {
 }
 
 // sprocketWrite sends both servers the same write with a random fieldValidation, compares the
-// answers and records an accepted write's resourceVersion.
+// answers and records an accepted write's resourceVersion. A write of an object waits for both
+// caches to have seen the writes before it (awaitCaches).
 func (r *runner) sprocketWrite(what, method, name string, query url.Values, body []byte, contentType string) {
 	r.T.Helper()
 	path := sprocketsPath
@@ -135,6 +198,9 @@ func (r *runner) sprocketWrite(what, method, name string, query url.Values, body
 	}
 	if len(query) > 0 {
 		path += "?" + query.Encode()
+	}
+	if method != "POST" {
+		r.awaitCaches(sprocketsPath)
 	}
 	resp := r.call(what+" "+method+" "+path+" "+string(body), method, same(path), func(*server) []byte { return body }, contentType, nil)
 	if resp[0].code >= 300 {

@@ -122,9 +122,13 @@ func (r *runner) surfaceRequestTo(k surfaceKind) {
 }
 
 // send sends both servers one request (currentRV in body replaced by each server's), compares the
-// answers and records the writes it made; it returns the answers' status codes.
+// answers and records the writes it made; it returns the answers' status codes. A write of
+// existing objects waits for both caches to have seen the writes before it (awaitCaches).
 func (r *runner) send(what, method, path, ctype string, body []byte, accept string) [2]int {
 	r.T.Helper()
+	if method == "PUT" || method == "PATCH" || method == "DELETE" {
+		r.awaitCaches(collectionOf(path))
+	}
 	var desc [2]string
 	var codes [2]int
 	for i, s := range r.servers {
