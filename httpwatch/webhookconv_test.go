@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -62,7 +64,10 @@ type convWebhook struct {
 
 func newConvWebhook(t *testing.T) *convWebhook {
 	h := &convWebhook{mode: "ok"}
-	h.srv = httptest.NewTLSServer(h)
+	h.srv = httptest.NewUnstartedServer(h)
+	// A client that does not trust the certificate is a test case, not news.
+	h.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	h.srv.StartTLS()
 	t.Cleanup(h.srv.Close)
 	return h
 }
@@ -118,7 +123,7 @@ func (h *convWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // convertCog renames the cog's size field to the desired version's; the metadata modes change its
-// labels (which conversion may) or its UID (which it may not).
+// labels (which conversion may) or its UID or name (which it may not).
 func convertCog(raw []byte, apiVersion, mode string) []byte {
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON(raw); err != nil {
@@ -139,6 +144,8 @@ func convertCog(raw []byte, apiVersion, mode string) []byte {
 		u.SetGeneration(42)
 	case "changed-uid":
 		u.SetUID("changed")
+	case "changed-name":
+		u.SetName("changed")
 	}
 	out, _ := u.MarshalJSON()
 	return out
@@ -222,5 +229,72 @@ func TestCRDWebhookConversion(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCRDWebhookConversionFailures: each way a conversion webhook fails gives upstream's converter
+// error: a read at the other version is the 500 of an undecodable stored object (GET: InternalError,
+// list: StorageReadError), a write at it the 500 of an encoding that failed, a watch at it an ERROR
+// event; the storage version, which needs no conversion, is still read.
+func TestCRDWebhookConversionFailures(t *testing.T) {
+	for _, c := range []struct{ mode, want, also string }{
+		{"down", `failed: Post "https://127.0.0.1:`, "dial tcp 127.0.0.1:"},
+		{"no caBundle", `failed: Post "https://127.0.0.1:`, "tls: failed to verify certificate: x509: certificate signed by unknown authority"},
+		{"http-error", `failed: an error on the server ("webhook broken") has prevented the request from succeeding`, ""},
+		{"failure", "failed: cogs cannot be converted today", ""},
+		{"empty", "returned 0 objects, expected 1", ""},
+		{"wrong-uid", `failed: expected response.uid="`, `", got "not-the-request"`},
+		{"changed-uid", "returned invalid object: must have the same UID: ", " != changed"},
+		{"changed-name", "returned invalid object: must have the same name: ", " != changed"},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			h := newConvWebhook(t)
+			ca := h.caBundle()
+			if c.mode == "no caBundle" {
+				ca = ""
+			}
+			rs, err := CRDResources([]byte(fmt.Sprintf(cogsCRD, "v1", h.srv.URL+"/convert", ca)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := newChainEnv(t, TestChainConfig{Resources: rs})
+			a := e.mustCreate(cogsV1, `{"apiVersion":"example.net/v1","kind":"Cog","metadata":{"name":"a"},"spec":{"size":3}}`)
+			// The watch starts after a: its one event is c's, created once the webhook fails.
+			w := e.watch(cogsV2 + "?watch=true&resourceVersion=" + a.GetResourceVersion())
+			if c.mode == "down" {
+				h.srv.Close()
+			}
+			h.setMode(c.mode)
+			e.mustCreate(cogsV1, `{"apiVersion":"example.net/v1","kind":"Cog","metadata":{"name":"c"},"spec":{"size":4}}`)
+			want := "conversion webhook for example.net/v1, Kind=Cog " + c.want
+			wantConversionFailure(t, e.do("GET", cogsV2+"/a", ""), "InternalError", want, c.also)
+			wantConversionFailure(t, e.do("GET", cogsV2, ""), "StorageReadError", want, c.also)
+			wantConversionFailure(t, e.do("POST", cogsV2, `{"apiVersion":"example.net/v2","kind":"Cog","metadata":{"name":"b"},"spec":{"count":3}}`),
+				"", "conversion webhook for example.net/v2, Kind=Cog "+c.want, c.also)
+			var st metav1.Status
+			if f := w.next(); f.Type != "ERROR" || json.Unmarshal(f.Object, &st) != nil || st.Reason != "InternalError" ||
+				!strings.Contains(st.Message, want) || !strings.Contains(st.Message, c.also) {
+				t.Errorf("watch at v2: %s", f.line)
+			}
+			w.close()
+			if r := e.do("GET", cogsV1+"/a", ""); r.code != 200 {
+				t.Errorf("get at v1: %d %s", r.code, r.body)
+			}
+			if _, n := h.seen(); (n == 0) != (c.mode == "down" || c.mode == "no caBundle") {
+				t.Errorf("the webhook was called %d times", n)
+			}
+		})
+	}
+}
+
+// wantConversionFailure checks a 500 with reason and a message that holds want and also.
+func wantConversionFailure(t *testing.T, r response, reason metav1.StatusReason, want, also string) {
+	t.Helper()
+	if r.code != 500 {
+		t.Errorf("HTTP %d, want 500: %s", r.code, r.body)
+		return
+	}
+	if s := r.status(t); s.Reason != reason || !strings.Contains(s.Message, want) || !strings.Contains(s.Message, also) {
+		t.Errorf("Status %q %q, want %q holding %q and %q", s.Reason, s.Message, reason, want, also)
 	}
 }
