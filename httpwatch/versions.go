@@ -34,7 +34,8 @@ import (
 // storage decodes what is stored (whatever version it was written at) to its own version and
 // encodes what it writes to the storage version, by the storage codec of the CRD handler: the
 // stored version's schema prunes and defaults what is read, the conversion package converts it
-// (strategy None rewrites apiVersion), the target version's schema prunes the result.
+// (strategy None rewrites apiVersion, Webhook calls the definition's webhook), the target
+// version's schema prunes the result.
 
 // crdKind is the kind of the definitions, as errors name it.
 var crdKind = schema.GroupKind{Group: apiextensionsv1.GroupName, Kind: "CustomResourceDefinition"}
@@ -128,6 +129,8 @@ func newCRDVersions(crd *apiextensionsv1.CustomResourceDefinition) (*crdVersions
 // no webhook machinery (the factory's zero value makes it); Webhook gets one of its own, whose
 // client manager calls the webhook at clientConfig.url with the caBundle. A service clientConfig is
 // refused: the server runs no cluster (no Services, Endpoints or cluster DNS) to resolve it.
+//
+// Mirrors NewCustomResourceDefinitionHandler's NewCRConverterFactory (apiextensions-apiserver customresource_handler.go).
 func converterFactory(crd *apiextensionsv1.CustomResourceDefinition) (*conversion.CRConverterFactory, error) {
 	c := crd.Spec.Conversion
 	if c == nil || c.Strategy != apiextensionsv1.WebhookConverter {
