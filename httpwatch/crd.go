@@ -50,8 +50,9 @@ func CRDResource(crd any) (Resource, error) {
 // separated by ---) or JSON, one per served version, the storage version first; documents of other
 // kinds are an error, empty ones are skipped. The versions of a definition share its storage: each
 // reads and writes objects stored at the storage version, converted as apiextensions-apiserver's
-// None strategy converts them. A definition is validated as the apiserver validates one it is sent
-// (ValidateCustomResourceDefinition, with its messages); a Webhook conversion is refused.
+// None or Webhook strategy converts them. A definition is validated as the apiserver validates one
+// it is sent (ValidateCustomResourceDefinition, with its messages); a conversion webhook named by
+// service is refused (only clientConfig.url is called).
 func CRDResources(data []byte) ([]Resource, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var out []Resource

@@ -133,14 +133,22 @@
 //   - A CRD with several versions is served as apiextensions-apiserver serves it (versions.go):
 //     CRDResources validates it by apiextensions' ValidateCustomResourceDefinition (its 422 message,
 //     wrapped in ErrInvalidCRD: one storage version, unique names, a schema per served version,
-//     every stored version still in spec.versions; a Webhook conversion is refused, as the server
-//     calls no webhook: TestCRDVersionsRefused, TestCRDStorageVersionChange) and gives one
+//     every stored version still in spec.versions, a Webhook conversion's https URL and review
+//     versions; a webhook named by service is refused, as the server has no cluster to resolve it:
+//     TestCRDVersionsRefused, TestCRDStorageVersionChange) and gives one
 //     Resource per served version, each with its own schema, subresources, columns and selectable
 //     fields. The versions share the key prefix; each has its own etcd3 storage and watch cache
 //     whose codec (Resource.StorageCodec) encodes writes at the storage version and decodes what is
 //     stored (at whichever version) to its own, as the CRD handler's storage codec: the stored
 //     version's schema prunes and defaults, apiextensions' conversion package converts (strategy
-//     None), the target version's schema prunes. A body at another version of the definition is
+//     None, or Webhook through its webhook converter and k8s.io/apiserver's webhook client: the
+//     ConversionReview at the first known conversionReviewVersions, to clientConfig.url trusting
+//     caBundle; labels and annotations the webhook sets kept, the rest of metadata restored:
+//     TestCRDWebhookConversion), the target version's schema prunes. A failing webhook (down,
+//     untrusted, an HTTP error, a Failure result, too few objects, another UID, a changed UID or
+//     name) fails the conversion with the converter's error, which is a read's undecodable-object
+//     500 (GET InternalError, list StorageReadError, watch an ERROR event) and a write's plain 500
+//     (TestCRDWebhookConversionFailures). A body at another version of the definition is
 //     refused, as upstream's handlers refuse it. Gets, lists, watches and write answers are at the version asked
 //     for (TestCRDVersions); an unserved version is a 404 (TestCRDVersionUnserved); a deprecated
 //     version's every answer carries its Warning (Resource.DeprecationWarning: deprecationWarning,

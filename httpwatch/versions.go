@@ -3,7 +3,6 @@ package httpwatch
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -22,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	serializerjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	kjson "sigs.k8s.io/json"
 
@@ -34,7 +34,8 @@ import (
 // storage decodes what is stored (whatever version it was written at) to its own version and
 // encodes what it writes to the storage version, by the storage codec of the CRD handler: the
 // stored version's schema prunes and defaults what is read, the conversion package converts it
-// (strategy None rewrites apiVersion), the target version's schema prunes the result.
+// (strategy None rewrites apiVersion, Webhook calls the definition's webhook), the target
+// version's schema prunes the result.
 
 // crdKind is the kind of the definitions, as errors name it.
 var crdKind = schema.GroupKind{Group: apiextensionsv1.GroupName, Kind: "CustomResourceDefinition"}
@@ -84,7 +85,7 @@ func crdDocument(raw []byte) ([]Resource, string, error) {
 }
 
 // newCRDVersions defaults and validates a definition as the apiserver does when it is written, and
-// builds what its versions share. A Webhook conversion is refused: the server calls no webhooks.
+// builds what its versions share.
 func newCRDVersions(crd *apiextensionsv1.CustomResourceDefinition) (*crdVersions, error) {
 	apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(crd)
 	addStoredVersion(crd)
@@ -95,11 +96,11 @@ func newCRDVersions(crd *apiextensionsv1.CustomResourceDefinition) (*crdVersions
 	if errs := apiextensionsvalidation.ValidateCustomResourceDefinition(context.Background(), internal); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(crdKind, crd.Name, errs)
 	}
-	if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
-		return nil, errors.New("spec.conversion.strategy Webhook is not served: the server calls no conversion webhook")
+	factory, err := converterFactory(crd)
+	if err != nil {
+		return nil, err
 	}
-	// A None converter needs no webhook machinery; the factory's zero value makes it.
-	converter, _, err := (&conversion.CRConverterFactory{}).NewConverter(crd)
+	converter, _, err := factory.NewConverter(crd)
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +123,26 @@ func newCRDVersions(crd *apiextensionsv1.CustomResourceDefinition) (*crdVersions
 		vs.served = append(append([]string{vs.storage}, vs.served[:i]...), vs.served[i+1:]...)
 	}
 	return vs, nil
+}
+
+// converterFactory is the conversion package's factory for the definition's strategy: None needs
+// no webhook machinery (the factory's zero value makes it); Webhook gets one of its own, whose
+// client manager calls the webhook at clientConfig.url with the caBundle. A service clientConfig is
+// refused: the server runs no cluster (no Services, Endpoints or cluster DNS) to resolve it.
+//
+// Mirrors NewCustomResourceDefinitionHandler's NewCRConverterFactory (apiextensions-apiserver customresource_handler.go).
+func converterFactory(crd *apiextensionsv1.CustomResourceDefinition) (*conversion.CRConverterFactory, error) {
+	c := crd.Spec.Conversion
+	if c == nil || c.Strategy != apiextensionsv1.WebhookConverter {
+		return &conversion.CRConverterFactory{}, nil
+	}
+	if c.Webhook != nil && c.Webhook.ClientConfig != nil && c.Webhook.ClientConfig.Service != nil {
+		svc := c.Webhook.ClientConfig.Service
+		return nil, fmt.Errorf("spec.conversion.webhook.clientConfig.service %s/%s is not served: the server has no cluster "+
+			"(no Services, Endpoints or cluster DNS) to resolve it; give spec.conversion.webhook.clientConfig.url", svc.Namespace, svc.Name)
+	}
+	// The service resolver is never asked (no service is accepted); the factory wants one.
+	return conversion.NewCRConverterFactory(webhook.NewDefaultServiceResolver(), nil)
 }
 
 // addStoredVersion adds the storage version to status.storedVersions unless it is there, as the

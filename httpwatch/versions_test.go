@@ -230,8 +230,8 @@ func TestCRDStorageVersionChange(t *testing.T) {
 	}
 }
 
-// TestCRDVersionsRefused: definitions apiextensions' validation refuses, with its errors, and a
-// Webhook conversion, which the server cannot make.
+// TestCRDVersionsRefused: definitions apiextensions' validation refuses, with its errors (among
+// them a Webhook conversion's), and a webhook named by service, which the server cannot resolve.
 func TestCRDVersionsRefused(t *testing.T) {
 	for _, c := range []struct{ name, from, to, want string }{
 		{"two storage versions", "served: true\n    storage: false\n    deprecated", "served: true\n    storage: true\n    deprecated",
@@ -239,8 +239,12 @@ func TestCRDVersionsRefused(t *testing.T) {
 		{"served without schema", "  - name: v2\n    served: false", "  - name: v2\n    served: true\n    deprecated: false",
 			`CustomResourceDefinition.apiextensions.k8s.io "gears.example.net" is invalid: spec.versions[2].schema.openAPIV3Schema: Required value`},
 		{"a version twice", "  - name: v2\n", "  - name: v1\n", "must contain unique version names"},
-		{"webhook", "  scope: Namespaced\n", "  scope: Namespaced\n  conversion:\n    strategy: Webhook\n    webhook:\n      conversionReviewVersions: [v1]\n      clientConfig: {url: \"https://conv.example.net/convert\"}\n",
-			"spec.conversion.strategy Webhook is not served"},
+		{"webhook service", "  scope: Namespaced\n", "  scope: Namespaced\n  conversion:\n    strategy: Webhook\n    webhook:\n      conversionReviewVersions: [v1]\n      clientConfig: {service: {namespace: ops, name: conv}}\n",
+			"spec.conversion.webhook.clientConfig.service ops/conv is not served: the server has no cluster (no Services, Endpoints or cluster DNS) to resolve it; give spec.conversion.webhook.clientConfig.url"},
+		{"webhook without a known review version", "  scope: Namespaced\n", "  scope: Namespaced\n  conversion:\n    strategy: Webhook\n    webhook:\n      conversionReviewVersions: [v9]\n      clientConfig: {url: \"https://conv.example.net/convert\"}\n",
+			`spec.conversion.conversionReviewVersions: Invalid value: ["v9"]: must include at least one of v1, v1beta1`},
+		{"webhook over http", "  scope: Namespaced\n", "  scope: Namespaced\n  conversion:\n    strategy: Webhook\n    webhook:\n      conversionReviewVersions: [v1]\n      clientConfig: {url: \"http://conv.example.net/convert\"}\n",
+			`spec.conversion.webhookClientConfig.url: Invalid value: "http": 'https' is the only allowed URL scheme; desired format: https://host[/path]`},
 	} {
 		doc := strings.Replace(gearsCRD, c.from, c.to, 1)
 		if doc == gearsCRD {

@@ -69,6 +69,11 @@
 //     status patches and deletes go to a random version, served or not; watch-lists at a random
 //     served version are read up to their bookmark; the cogs are listed at each version every few
 //     requests, and the group's discovery documents compared once.
+//   - A CRD with Webhook conversion (TestHTTPDifferentialWebhookConversion, webhook_test.go):
+//     gears.example.org at v1 (stored) and v2, a field renamed by a TLS webhook both servers call
+//     by URL with the definition's caBundle; creates, gets and lists at each version, then the
+//     webhook answers a Failure and a get and a create at v2 give the same 500s. Messages are
+//     compared with an undecodable object's revision=N by its place, as other resourceVersions.
 //   - Built-in kinds against kube-apiserver (TestHTTPDifferentialBuiltIn, builtin_test.go): the
 //     surface test's requests, fixed cases, finalizer lifecycles and watch-lists sent to built-in
 //     kinds (LISTWATCH_HTTPDIFF_BUILTIN_KINDS: configmaps by default; secrets, pods, services,

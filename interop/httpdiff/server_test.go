@@ -206,11 +206,12 @@ func (s *server) rvName(v string) string {
 var (
 	uidPattern = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	// rvPattern finds the resourceVersions in the apiserver's messages: "resource version: N",
-	// "current: N", "(N)" (too old resource version, preconditions), "ResourceVersion in ...: N".
+	// "current: N", "(N)" (too old resource version, preconditions), "ResourceVersion in ...: N",
+	// "revision=N" (an object that did not decode).
 	mediaTypesPattern = regexp.MustCompile(`(accepted media types include: ).*`)
 	// storageKeyPattern finds a storage key in a StorageError: a deviation listwatch keeps (doc.go).
 	storageKeyPattern = regexp.MustCompile(`(Key: )\S*?([a-z0-9-]+/[a-z0-9-]+/[a-z0-9.-]+,)`)
-	rvPattern         = regexp.MustCompile(`(?i)(version: |current: |version in [a-z ]+: |\()(\d+)\b`)
+	rvPattern         = regexp.MustCompile(`(?i)(version: |current: |version in [a-z ]+: |revision=|\()(\d+)\b`)
 )
 
 // normalMessage is a Status message with what is the server's own replaced: uids, generated names,
