@@ -60,22 +60,12 @@ func TestBuiltInScaleSubresource(t *testing.T) {
 	if nested(t, d, "spec", "replicas") != int64(5) || d.GetGeneration() != 2 || !scaleManager {
 		t.Errorf("deployment after the scale's PUT: %v", d.Object)
 	}
-	for _, p := range []struct{ name, contentType, body, query string }{
+	patchScales(t, e, deploymentsPath+"/d", []scalePatch{
 		{"merge", mergePatch, `{"spec":{"replicas":3}}`, ""},
 		{"json", "application/json-patch+json", `[{"op":"replace","path":"/spec/replicas","value":4}]`, ""},
 		{"strategic", smPatch, `{"spec":{"replicas":6}}`, ""},
 		{"apply", applyPatch, "apiVersion: autoscaling/v1\nkind: Scale\nmetadata:\n  name: d\nspec:\n  replicas: 7\n", "&force=true"},
-	} {
-		r := e.patch(deploymentsPath+"/d/scale?fieldManager=m-"+p.name+p.query, p.contentType, p.body)
-		if r.code != 200 {
-			t.Errorf("%s patch: %d %s", p.name, r.code, r.body)
-			continue
-		}
-		_, _, spec, _, _ := scaleOf(t, r)
-		if got := nested(t, e.do("GET", deploymentsPath+"/d", "").object(t), "spec", "replicas"); got != spec {
-			t.Errorf("%s patch: scale %d, deployment %v", p.name, spec, got)
-		}
-	}
+	})
 
 	// Without spec.replicas (which upstream's defaulting would set), the Scale has 0.
 	e.mustCreate(deploymentsPath, deployment("n", `"selector":{"matchLabels":{"a":"b"}},`))
