@@ -197,23 +197,30 @@ func (r Resource) withDefaults() (Resource, error) {
 		}
 	}
 	if r.Scale != nil {
-		switch {
-		case r.BuiltIn && !r.typed():
-			return bad("only a custom resource or a built-in kind has a scale subresource here")
-		case r.BuiltIn:
-			scale := *r.Scale
-			scale.typed = true
-			r.Scale = &scale
-		default:
-			if err := r.Scale.check(); err != nil {
-				return bad("%v", err)
-			}
+		scale, err := r.scale()
+		if err != nil {
+			return bad("%v", err)
 		}
+		r.Scale = scale
 	}
 	if r.TriggerField != "" && r.selectableField(r.TriggerField) == nil {
 		return bad("the trigger field %q is not a selectable field", r.TriggerField)
 	}
 	return r.withSchemaAndColumns()
+}
+
+// scale is the resource's scale subresource as served: a custom resource's if the CRD validation
+// takes its paths, a built-in kind's marked typed; another built-in resource has none.
+func (r Resource) scale() (*ScaleSubresource, error) {
+	switch {
+	case r.BuiltIn && !r.typed():
+		return nil, errors.New("only a custom resource or a built-in kind has a scale subresource here")
+	case r.BuiltIn:
+		scale := *r.Scale
+		scale.typed = true
+		return &scale, nil
+	}
+	return r.Scale, r.Scale.check()
 }
 
 // withSchemaAndColumns builds a custom resource's schema machinery and the table convertor of

@@ -239,12 +239,8 @@ func (h *resourceHandler) scaleUpdate(update updatedObjectFunc) updatedObjectFun
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(newObj.Object, s); err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("wrong object passed to Scale update: %v", err))
 		}
-		if h.res.Scale.typed {
-			if err := h.validateTypedScale(s, cr); err != nil {
-				return nil, err
-			}
-		} else if s.Spec.Replicas == invalidSpecReplicas {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("the spec replicas field %q cannot be empty", h.res.Scale.SpecReplicasPath))
+		if err := h.checkScale(s, cr); err != nil {
+			return nil, err
 		}
 		if err := unstructured.SetNestedField(cr.Object, int64(s.Spec.Replicas), scalePath(h.res.Scale.SpecReplicasPath)...); err != nil {
 			return nil, err
@@ -259,6 +255,18 @@ func (h *resourceHandler) scaleUpdate(update updatedObjectFunc) updatedObjectFun
 		cr.SetManagedFields(entries)
 		return cr, nil
 	}
+}
+
+// checkScale refuses a new Scale as the resource's ScaleREST does: a built-in kind's by
+// validateTypedScale, a custom resource's without spec replicas.
+func (h *resourceHandler) checkScale(s *autoscalingv1.Scale, obj *unstructured.Unstructured) error {
+	if h.res.Scale.typed {
+		return h.validateTypedScale(s, obj)
+	}
+	if s.Spec.Replicas == invalidSpecReplicas {
+		return apierrors.NewBadRequest(fmt.Sprintf("the spec replicas field %q cannot be empty", h.res.Scale.SpecReplicasPath))
+	}
+	return nil
 }
 
 // validateTypedScale refuses a built-in kind's new Scale as its ScaleREST does: invalid
