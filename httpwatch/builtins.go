@@ -332,13 +332,14 @@ func Namespaces() Resource {
 // namespaceFinalizer is core/v1 FinalizerKubernetes, the namespace controller's.
 const namespaceFinalizer = "kubernetes"
 
-// Deployments is apps/v1 deployments with the status subresource; metadata.generation counts spec
-// changes, as the deployment strategy does.
+// Deployments is apps/v1 deployments with the status and scale subresources; metadata.generation
+// counts spec changes, as the deployment strategy does.
 func Deployments() Resource {
 	return Resource{
 		Group: "apps", Version: "v1", Resource: "deployments", Kind: "Deployment", ShortNames: []string{"deploy"},
 		Categories: []string{"all"}, Namespaced: true, BuiltIn: true, AllowUnconditionalUpdate: true,
 		StatusSubresource: true,
+		Scale:             &ScaleSubresource{SpecReplicasPath: ".spec.replicas", StatusReplicasPath: ".status.replicas", LabelSelectorPath: ".spec.selector"},
 		strategy: &strategy{
 			prepareForCreate: func(obj map[string]any) { delete(obj, "status") },
 			generation:       true,

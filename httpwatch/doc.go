@@ -228,6 +228,18 @@
 //     replicas, a stale resourceVersion, a body of another kind or format are refused as upstream
 //     refuses them, writing nothing; a CRD whose scale paths are not under .spec or .status is
 //     ErrInvalidCRD (TestScaleSubresourceErrors).
+//   - Deployments serve deployments/scale as kube-apiserver's ScaleREST: an autoscaling/v1 Scale of
+//     spec.replicas (0 when unset: nothing defaults it), status.replicas and spec.selector in its
+//     string form, in JSON, YAML, protobuf and as the printers' Scale Table; PUT and PATCH (JSON,
+//     merge, strategic merge, apply) set spec.replicas alone as an update of the deployment (the
+//     Scale's managers moved as for custom resources, typed by a deduced schema: builtin's has no
+//     Scale); discovery lists it before deployments/status, as the installer's sorted paths
+//     (TestBuiltInScaleSubresource, TestDiscovery). A missing object (404 deployments.apps), negative
+//     replicas (422 Scale.autoscaling), a stale resourceVersion or another UID (409; a patch's UID
+//     on deployments/scale.apps), a body of another kind (400, the legacy scheme's conversion
+//     error), a selector that does not convert (400), DELETE and POST (405) are refused, writing
+//     nothing (TestBuiltInScaleSubresourceErrors); interop/httpdiff's fixed scale requests compare
+//     them with kube-apiserver (TestHTTPDifferentialBuiltIn, LISTWATCH_HTTPDIFF_BUILTIN_KINDS=deployments).
 //   - A pod bound to a node is deleted gracefully: marked with deletionTimestamp and
 //     deletionGracePeriodSeconds (the request's, else spec.terminationGracePeriodSeconds, else 30 s),
 //     shortened by a shorter period, deleted by a zero one; an unbound or finished pod is deleted at

@@ -73,17 +73,27 @@ func (h *resourceHandler) fieldManager(subresource string) (*managedfields.Field
 			h.managers[sub] = fm
 		}
 		if h.res.Scale != nil {
-			// Scales are typed by the same models, which have autoscaling/v1 Scale among the
-			// built-in definitions, as upstream's CRD models have it among its static ones.
-			conv := unstructuredConvertor{gv: scaleGVK.GroupVersion()}
-			h.managers["scale"], h.managersErr = managedfields.NewDefaultCRDFieldManager(tc,
-				conv, conv, conv, scaleGVK, scaleGVK.GroupVersion(), "scale", nil)
+			h.managers["scale"], h.managersErr = h.scaleFieldManager(tc)
 		}
 	})
 	if h.managersErr != nil {
 		return nil, h.managersErr
 	}
 	return h.managers[subresource], nil
+}
+
+// scaleFieldManager is the field manager of the scale subresource. A custom resource's Scales are
+// typed by its models, which have autoscaling/v1 Scale among the built-in definitions, as
+// upstream's CRD models have it among its static ones. A built-in kind's are deduced: package
+// builtin's schema has no Scale, and a Scale (no lists, no maps of keys) has the same fields either
+// way.
+func (h *resourceHandler) scaleFieldManager(tc managedfields.TypeConverter) (*managedfields.FieldManager, error) {
+	conv := unstructuredConvertor{gv: scaleGVK.GroupVersion()}
+	if h.res.typed() {
+		return managedfields.NewDefaultFieldManager(managedfields.NewDeducedTypeConverter(),
+			conv, conv, conv, scaleGVK, scaleGVK.GroupVersion(), "scale", nil)
+	}
+	return managedfields.NewDefaultCRDFieldManager(tc, conv, conv, conv, scaleGVK, scaleGVK.GroupVersion(), "scale", nil)
 }
 
 // resetFields are the fields a write to the resource or subresource leaves alone, as the strategies'

@@ -190,7 +190,7 @@ func (h *resourceHandler) listOptions(query map[string][]string, name string) (m
 func (h *resourceHandler) serveGet(w http.ResponseWriter, req *http.Request, r request) {
 	ep := h.ep
 	if r.subresource == "scale" {
-		ep = scaleEndpoint
+		ep = h.scaleEndpoint()
 	}
 	if _, err := ep.negotiateOutput(req, false); err != nil {
 		h.server.writeErrorFor(w, req, ep, err)
@@ -667,7 +667,7 @@ func (h *resourceHandler) serveUpdate(w http.ResponseWriter, req *http.Request, 
 	}
 	serveWrite, ep, decode := h.serveWrite, h.ep, h.decodeBody
 	if r.subresource == "scale" {
-		serveWrite, ep, decode = h.serveScaleWrite, scaleEndpoint, h.decodeScale
+		serveWrite, ep, decode = h.serveScaleWrite, h.scaleEndpoint(), h.decodeScale
 	}
 	serveWrite(w, req, func(ctx context.Context) (int, runtime.Object, error) {
 		options := &metav1.UpdateOptions{}
@@ -823,6 +823,8 @@ func (h *resourceHandler) hasSubresource(sub string) bool {
 		return h.res.StatusSubresource
 	case "finalize":
 		return h.res.isCoreNamespaces()
+	case "scale":
+		return h.res.Scale != nil
 	}
 	return false
 }

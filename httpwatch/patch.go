@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -311,9 +312,12 @@ func (p *patcher) strictResult(obj *unstructured.Unstructured, patched string, s
 // strategicMerge mirrors smpPatcher.applyPatchToCurrentObject and strategicPatchObject: the patch
 // is merged into the object by the patch strategies of its Go type.
 func (p *patcher) strategicMerge(current *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	schemaObj, err := builtin.New(p.h.res.GroupVersionKind())
-	if err != nil {
-		return nil, apierrors.NewInternalError(err)
+	var schemaObj runtime.Object = &autoscalingv1.Scale{}
+	var err error
+	if p.subresource != "scale" {
+		if schemaObj, err = builtin.New(p.h.res.GroupVersionKind()); err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
 	}
 	patchMap := map[string]any{}
 	var strictErrs []error
@@ -328,6 +332,13 @@ func (p *patcher) strategicMerge(current *unstructured.Unstructured) (*unstructu
 	patched, err := strategicpatch.StrategicMergeMapPatch(current.DeepCopy().Object, patchMap, schemaObj)
 	if err != nil {
 		return nil, interpretStrategicMergePatchError(err)
+	}
+	if p.subresource == "scale" {
+		data, err := json.Marshal(patched)
+		if err != nil {
+			return nil, err
+		}
+		return p.scaleCheck(data, strictErrs)
 	}
 	obj := &unstructured.Unstructured{Object: patched}
 	return p.typedCheck(obj, fmt.Sprintf("%+v", patchMap), strictErrs)
@@ -354,7 +365,7 @@ func (p *patcher) applyConfiguration(live *unstructured.Unstructured) (*unstruct
 	if err := utilyaml.Unmarshal(p.patchBytes, &patchObj.Object); err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
 	}
-	if p.subresource == "scale" && len(live.GetManagedFields()) == 0 {
+	if p.subresource == "scale" && !p.h.res.BuiltIn && len(live.GetManagedFields()) == 0 {
 		return nil, errScaleApplyUnowned
 	}
 	obj, err := p.h.apply(p.subresource, live, patchObj, p.options.FieldManager, force)

@@ -3,6 +3,7 @@ package httpwatch
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -123,8 +124,8 @@ type Column struct {
 	value func(obj map[string]any, now time.Time) any
 }
 
-// ScaleSubresource says where a custom resource keeps what its scale subresource shows: each
-// path is a JSONPath of field names, such as .spec.replicas.
+// ScaleSubresource says where a custom resource or a built-in kind keeps what its scale
+// subresource shows: each path is a JSONPath of field names, such as .spec.replicas.
 //
 // Mirrors apiextensions v1 CustomResourceSubresourceScale.
 type ScaleSubresource struct {
@@ -134,8 +135,11 @@ type ScaleSubresource struct {
 	// required.
 	StatusReplicasPath string
 	// LabelSelectorPath, if set, is the serialized label selector (Scale's status.selector),
-	// under .spec or .status.
+	// under .spec or .status; of a built-in kind, its metav1.LabelSelector, shown in its string form.
 	LabelSelectorPath string
+	// typed is the scale of a built-in kind (set for a BuiltIn resource), as its registry's
+	// ScaleREST serves it: missing replicas are 0, a write is validated as a Scale.
+	typed bool
 }
 
 // SelectableField is a field label a field selector may use, and where its value is in an object.
@@ -193,17 +197,30 @@ func (r Resource) withDefaults() (Resource, error) {
 		}
 	}
 	if r.Scale != nil {
-		if r.BuiltIn {
-			return bad("only a custom resource has a scale subresource here")
-		}
-		if err := r.Scale.check(); err != nil {
+		scale, err := r.scale()
+		if err != nil {
 			return bad("%v", err)
 		}
+		r.Scale = scale
 	}
 	if r.TriggerField != "" && r.selectableField(r.TriggerField) == nil {
 		return bad("the trigger field %q is not a selectable field", r.TriggerField)
 	}
 	return r.withSchemaAndColumns()
+}
+
+// scale is the resource's scale subresource as served: a custom resource's if the CRD validation
+// takes its paths, a built-in kind's marked typed; another built-in resource has none.
+func (r Resource) scale() (*ScaleSubresource, error) {
+	switch {
+	case r.BuiltIn && !r.typed():
+		return nil, errors.New("only a custom resource or a built-in kind has a scale subresource here")
+	case r.BuiltIn:
+		scale := *r.Scale
+		scale.typed = true
+		return &scale, nil
+	}
+	return r.Scale, r.Scale.check()
 }
 
 // withSchemaAndColumns builds a custom resource's schema machinery and the table convertor of
@@ -216,7 +233,7 @@ func (r Resource) withSchemaAndColumns() (Resource, error) {
 		}
 		r.custom = custom
 	}
-	if r.Scale != nil {
+	if r.Scale != nil && !r.BuiltIn {
 		table, err := newColumnTable(scaleColumns())
 		if err != nil {
 			return r, fmt.Errorf("%w: resource %q: %v", ErrInvalidConfig, r.Resource, err)
@@ -445,6 +462,11 @@ func (r Resource) apiResources() []metav1.APIResource {
 	if r.Scale != nil {
 		out = append(out, metav1.APIResource{Name: r.Resource + "/scale", Namespaced: r.Namespaced,
 			Group: scaleGVK.Group, Version: scaleGVK.Version, Kind: scaleGVK.Kind, Verbs: statusVerbs})
+	}
+	if r.BuiltIn {
+		// The installer registers a built-in kind's paths sorted (deployments/scale before
+		// deployments/status); the CRD handler lists status, then scale.
+		slices.SortStableFunc(out[1:], func(a, b metav1.APIResource) int { return strings.Compare(a.Name, b.Name) })
 	}
 	return out
 }

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
+	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
@@ -16,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -23,6 +26,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/scale"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/listwatch/listwatch/builtin"
 )
 
 // The scale subresource of custom resources, as apiextensions-apiserver serves it
@@ -33,9 +38,15 @@ import (
 // scaleGVK is the kind the scale subresource answers in.
 var scaleGVK = autoscalingv1.SchemeGroupVersion.WithKind("Scale")
 
-// scaleEndpoint serves Scales as the custom resource's objects: the scale request scope is a copy
-// of the resource's, whose standard serializers (JSON, YAML) its answers are in.
-var scaleEndpoint = customEndpoint
+// scaleEndpoint serves Scales as the resource's objects: the scale request scope is a copy of the
+// resource's; a custom resource's answers are in its standard serializers (JSON, YAML), a built-in
+// kind's in the legacy codecs (protobuf too).
+func (h *resourceHandler) scaleEndpoint() endpoint {
+	if h.res.Scale.typed {
+		return typedEndpoint
+	}
+	return customEndpoint
+}
 
 // scaleCodecs are the codecs of client-go's scale converter, which the CRD handler's scale request
 // scope decodes with.
@@ -75,11 +86,9 @@ func (s *ScaleSubresource) scaleOf(cr *unstructured.Unstructured) (*autoscalingv
 	if err != nil {
 		return nil, false, err
 	}
-	var selector string
-	if s.LabelSelectorPath != "" {
-		if selector, _, err = unstructured.NestedString(cr.Object, scalePath(s.LabelSelectorPath)...); err != nil {
-			return nil, false, err
-		}
+	selector, err := s.selectorOf(cr)
+	if err != nil {
+		return nil, false, err
 	}
 	return &autoscalingv1.Scale{
 		TypeMeta: metav1.TypeMeta{APIVersion: scaleGVK.GroupVersion().String(), Kind: scaleGVK.Kind},
@@ -88,6 +97,36 @@ func (s *ScaleSubresource) scaleOf(cr *unstructured.Unstructured) (*autoscalingv
 		Spec:   autoscalingv1.ScaleSpec{Replicas: int32(spec)},
 		Status: autoscalingv1.ScaleStatus{Replicas: int32(status), Selector: selector},
 	}, found, nil
+}
+
+// selectorOf is the Scale's status.selector: a custom resource's string at LabelSelectorPath, a
+// built-in kind's metav1.LabelSelector there in its string form.
+//
+// Mirrors scaleFromDeployment's selector (k8s.io/kubernetes pkg/registry/apps/deployment/storage).
+func (s *ScaleSubresource) selectorOf(obj *unstructured.Unstructured) (string, error) {
+	if s.LabelSelectorPath == "" {
+		return "", nil
+	}
+	if !s.typed {
+		selector, _, err := unstructured.NestedString(obj.Object, scalePath(s.LabelSelectorPath)...)
+		return selector, err
+	}
+	m, _, err := unstructured.NestedMap(obj.Object, scalePath(s.LabelSelectorPath)...)
+	if err != nil {
+		return "", err
+	}
+	var ls *metav1.LabelSelector
+	if m != nil {
+		ls = &metav1.LabelSelector{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, ls); err != nil {
+			return "", err
+		}
+	}
+	selector, err := metav1.LabelSelectorAsSelector(ls)
+	if err != nil {
+		return "", err
+	}
+	return selector.String(), nil
 }
 
 // validate checks the replicas (spec: spec and status; else status alone) and the label selector
@@ -143,10 +182,13 @@ func (h *resourceHandler) scaleMappings() managedfields.ResourcePathMappings {
 // Mirrors ScaleREST.Get (apiextensions-apiserver pkg/registry/customresource/etcd.go).
 func (h *resourceHandler) scaleGet(obj *unstructured.Unstructured) (runtime.Object, error) {
 	s, found, err := h.res.Scale.scaleOf(obj)
+	if err != nil && h.res.Scale.typed {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
 	if err != nil {
 		return nil, err
 	}
-	if !found {
+	if !found && !h.res.Scale.typed {
 		return nil, apierrors.NewInternalError(fmt.Errorf("the spec replicas field %q does not exist", h.res.Scale.SpecReplicasPath))
 	}
 	return s, nil
@@ -179,7 +221,7 @@ func (h *resourceHandler) scaleUpdate(update updatedObjectFunc) updatedObjectFun
 		if err != nil {
 			return nil, err
 		}
-		if !found {
+		if !found && !h.res.Scale.typed {
 			old.Spec.Replicas = invalidSpecReplicas
 		}
 		if old.ManagedFields, err = mf.ToSubresource(); err != nil {
@@ -197,8 +239,8 @@ func (h *resourceHandler) scaleUpdate(update updatedObjectFunc) updatedObjectFun
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(newObj.Object, s); err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("wrong object passed to Scale update: %v", err))
 		}
-		if s.Spec.Replicas == invalidSpecReplicas {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("the spec replicas field %q cannot be empty", h.res.Scale.SpecReplicasPath))
+		if err := h.checkScale(s, cr); err != nil {
+			return nil, err
 		}
 		if err := unstructured.SetNestedField(cr.Object, int64(s.Spec.Replicas), scalePath(h.res.Scale.SpecReplicasPath)...); err != nil {
 			return nil, err
@@ -215,6 +257,38 @@ func (h *resourceHandler) scaleUpdate(update updatedObjectFunc) updatedObjectFun
 	}
 }
 
+// checkScale refuses a new Scale as the resource's ScaleREST does: a built-in kind's by
+// validateTypedScale, a custom resource's without spec replicas.
+func (h *resourceHandler) checkScale(s *autoscalingv1.Scale, obj *unstructured.Unstructured) error {
+	if h.res.Scale.typed {
+		return h.validateTypedScale(s, obj)
+	}
+	if s.Spec.Replicas == invalidSpecReplicas {
+		return apierrors.NewBadRequest(fmt.Sprintf("the spec replicas field %q cannot be empty", h.res.Scale.SpecReplicasPath))
+	}
+	return nil
+}
+
+// validateTypedScale refuses a built-in kind's new Scale as its ScaleREST does: invalid
+// managedFields or negative replicas (422; the rest of its metadata is ignored), a UID other than the object's (409).
+//
+// Mirrors scaleUpdatedObjectInfo.UpdatedObject's checks (k8s.io/kubernetes
+// pkg/registry/apps/deployment/storage) with autoscaling's ValidateScale.
+func (h *resourceHandler) validateTypedScale(s *autoscalingv1.Scale, obj *unstructured.Unstructured) error {
+	errs := metav1validation.ValidateManagedFields(s.ManagedFields, field.NewPath("metadata", "managedFields"))
+	if s.Spec.Replicas < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "replicas"), s.Spec.Replicas, "must be greater than or equal to 0"))
+	}
+	if len(errs) > 0 {
+		return apierrors.NewInvalid(schema.GroupKind{Group: scaleGVK.Group, Kind: scaleGVK.Kind}, obj.GetName(), errs)
+	}
+	if s.UID != "" && s.UID != obj.GetUID() {
+		gr := schema.GroupResource{Group: h.res.Group, Resource: h.res.Resource + "/scale"}
+		return apierrors.NewConflict(gr, obj.GetName(), fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", s.UID, obj.GetUID()))
+	}
+	return nil
+}
+
 // decodeScale decodes the body of a PUT of the scale subresource: an autoscaling/v1 Scale in JSON,
 // YAML or protobuf; unknown and duplicate fields are reported as fieldValidation asks.
 //
@@ -222,7 +296,7 @@ func (h *resourceHandler) scaleUpdate(update updatedObjectFunc) updatedObjectFun
 func (h *resourceHandler) decodeScale(w http.ResponseWriter, body []byte, f *format, validation string) (*unstructured.Unstructured, error) {
 	info, ok := runtime.SerializerInfoForMediaType(scaleCodecs().SupportedMediaTypes(), f.mediaType)
 	if !ok {
-		return nil, unsupportedMediaType(scaleEndpoint.mediaTypes(false))
+		return nil, unsupportedMediaType(h.scaleEndpoint().mediaTypes(false))
 	}
 	decoder := info.Serializer
 	if isStrict(validation) && info.StrictSerializer != nil {
@@ -231,6 +305,9 @@ func (h *resourceHandler) decodeScale(w http.ResponseWriter, body []byte, f *for
 	obj, gvk, err := scaleCodecs().DecoderToVersion(decoder, scaleGVK.GroupVersion()).Decode(body, &scaleGVK, &autoscalingv1.Scale{})
 	if err != nil {
 		se, isStrictErr := runtime.AsStrictDecodingError(err)
+		if (!isStrictErr || obj == nil) && h.res.Scale.typed {
+			return nil, typedScaleDecodeError(err, gvk, body)
+		}
 		if !isStrictErr || obj == nil || validation != metav1.FieldValidationWarn {
 			return nil, errScaleDecode
 		}
@@ -257,12 +334,28 @@ var errScaleDecode = func() error {
 	return apierrors.NewBadRequest(err.Error())
 }()
 
+// typedScaleDecodeError is a built-in kind's error for a Scale body that does not decode: a body
+// of another kind the legacy scheme knows decodes, then does not convert to a Scale.
+//
+// Mirrors handlers.transformDecodeError over the legacy scheme.
+func typedScaleDecodeError(err error, gvk *schema.GroupVersionKind, body []byte) error {
+	if gvk != nil && gvk.Kind != "" && *gvk != scaleGVK {
+		if obj, newErr := builtin.New(*gvk); newErr == nil {
+			err = fmt.Errorf("converting (%s) to (autoscaling.Scale): unknown conversion", reflect.TypeOf(obj).Elem())
+		}
+	}
+	if gvk != nil && gvk.Kind != "" {
+		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, scaleGVK.Kind, err))
+	}
+	return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %v (%s)", scaleGVK.Kind, err, summarizeData(body, 30)))
+}
+
 // serveScaleWrite is serveWrite for the scale subresource: answers and errors are a Scale's.
 func (h *resourceHandler) serveScaleWrite(w http.ResponseWriter, req *http.Request, write func(ctx context.Context) (int, runtime.Object, error)) {
 	ctx, cancel := context.WithTimeout(req.Context(), requestTimeoutUpperBound)
 	defer cancel()
-	if _, err := scaleEndpoint.negotiateOutput(req, false); err != nil {
-		h.server.writeErrorFor(w, req, scaleEndpoint, err)
+	if _, err := h.scaleEndpoint().negotiateOutput(req, false); err != nil {
+		h.server.writeErrorFor(w, req, h.scaleEndpoint(), err)
 		return
 	}
 	code, obj, err := write(ctx)
@@ -270,10 +363,10 @@ func (h *resourceHandler) serveScaleWrite(w http.ResponseWriter, req *http.Reque
 		obj, err = h.scaleResult(obj)
 	}
 	if err != nil {
-		h.server.writeErrorFor(w, req, scaleEndpoint, err)
+		h.server.writeErrorFor(w, req, h.scaleEndpoint(), err)
 		return
 	}
-	h.server.writeObjectFor(w, req, scaleEndpoint, code, obj, h.scaleTransform)
+	h.server.writeObjectFor(w, req, h.scaleEndpoint(), code, obj, h.scaleTransform)
 }
 
 // scaleJSON is a Scale's JSON as the scale request scope's codec writes it: its fields in the
@@ -346,5 +439,28 @@ func (h *resourceHandler) scaleTransform(obj runtime.Object, n negotiated) (runt
 	if err != nil {
 		return nil, err
 	}
-	return h.asTableOf(&unstructured.Unstructured{Object: u}, opts, n.convert.GroupVersion(), h.res.scaleTable, scaleGVK)
+	convert := func(obj runtime.Object, opts *metav1.TableOptions) (*metav1.Table, error) {
+		return h.res.scaleTable.convert(obj, opts, h.server.clock.Now())
+	}
+	if h.res.Scale.typed {
+		convert = func(obj runtime.Object, opts *metav1.TableOptions) (*metav1.Table, error) {
+			return h.printTableBy(obj, opts, &typedScaleName, typedScaleColumns)
+		}
+	}
+	return h.asTableOf(&unstructured.Unstructured{Object: u}, opts, n.convert.GroupVersion(), convert, scaleGVK)
 }
+
+// typedScaleName and typedScaleColumns are the printers' columns of a built-in kind's Scale: its
+// Name column has no format.
+//
+// Mirrors scaleColumnDefinitions and printScale (k8s.io/kubernetes pkg/printers/internalversion).
+var (
+	typedScaleName    = metav1.TableColumnDefinition{Name: "Name", Type: "string", Description: nameDescription}
+	typedScaleColumns = []Column{
+		{Name: "Desired", Type: "integer", Description: autoscalingv1.ScaleSpec{}.SwaggerDoc()["replicas"],
+			value: func(obj map[string]any, _ time.Time) any { return integer(obj, "spec", "replicas") }},
+		{Name: "Available", Type: "integer", Description: autoscalingv1.ScaleStatus{}.SwaggerDoc()["replicas"],
+			value: func(obj map[string]any, _ time.Time) any { return integer(obj, "status", "replicas") }},
+		ageColumn,
+	}
+)

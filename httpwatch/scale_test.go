@@ -52,6 +52,26 @@ func scaleOf(t *testing.T, r response) (kind string, name string, spec, status i
 	return o.GetAPIVersion() + "/" + o.GetKind(), o.GetName(), spec, status, selector
 }
 
+// scalePatch is a patch of a scale subresource, sent by manager m-<name>.
+type scalePatch struct{ name, contentType, body, query string }
+
+// patchScales sends each patch to the scale of the object at path and checks that the object's
+// spec.replicas is then the Scale's.
+func patchScales(t *testing.T, e *env, path string, patches []scalePatch) {
+	t.Helper()
+	for _, p := range patches {
+		r := e.patch(path+"/scale?fieldManager=m-"+p.name+p.query, p.contentType, p.body)
+		if r.code != 200 {
+			t.Errorf("%s patch: %d %s", p.name, r.code, r.body)
+			continue
+		}
+		_, _, spec, _, _ := scaleOf(t, r)
+		if got := nested(t, e.do("GET", path, "").object(t), "spec", "replicas"); got != spec {
+			t.Errorf("%s patch: scale %d, object %v", p.name, spec, got)
+		}
+	}
+}
+
 // TestScaleSubresource: a custom resource's scale subresource reads its replicas and selector as an
 // autoscaling/v1 Scale; PUT, merge, JSON and apply patches of the Scale change the spec replicas
 // alone, as an update of the resource (a MODIFIED event, a new generation, the scale's manager in
@@ -103,22 +123,12 @@ func TestScaleSubresource(t *testing.T) {
 		t.Errorf("managedFields %+v, want hpa's spec.replicas through scale", ev.Object.Metadata.ManagedFields)
 	}
 
-	for _, p := range []struct{ name, contentType, body, query string }{
+	patchScales(t, e, pistonsPath+"/p", []scalePatch{
 		{"merge", mergePatch, `{"spec":{"replicas":3}}`, ""},
 		{"json", "application/json-patch+json", `[{"op":"replace","path":"/spec/replicas","value":4}]`, ""},
 		// Forced: the managers of the updates own the replicas.
 		{"apply", applyPatch, "apiVersion: autoscaling/v1\nkind: Scale\nmetadata:\n  name: p\nspec:\n  replicas: 6\n", "&force=true"},
-	} {
-		r := e.patch(pistonsPath+"/p/scale?fieldManager=m-"+p.name+p.query, p.contentType, p.body)
-		if r.code != 200 {
-			t.Errorf("%s patch: %d %s", p.name, r.code, r.body)
-			continue
-		}
-		_, _, spec, _, _ := scaleOf(t, r)
-		if got := nested(t, e.do("GET", pistonsPath+"/p", "").object(t), "spec", "replicas"); got != spec {
-			t.Errorf("%s patch: scale %d, object %v", p.name, spec, got)
-		}
-	}
+	})
 
 	// A cluster-scoped resource, its replicas elsewhere, without a label selector path.
 	e.mustCreate(valvesPath, `{"apiVersion":"example.org/v1","kind":"Valve","metadata":{"name":"v"},"spec":{"size":7}}`)

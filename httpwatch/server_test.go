@@ -68,8 +68,10 @@ func TestDiscovery(t *testing.T) {
 		}
 	}
 	var apps metav1.APIResourceList
-	if r := e.do("GET", "/apis/apps/v1", ""); r.code != 200 || json.Unmarshal(r.body, &apps) != nil || len(apps.APIResources) != 2 ||
-		apps.APIResources[0].Name != "deployments" || apps.APIResources[0].Kind != "Deployment" || apps.APIResources[1].Name != "deployments/status" {
+	if r := e.do("GET", "/apis/apps/v1", ""); r.code != 200 || json.Unmarshal(r.body, &apps) != nil || len(apps.APIResources) != 3 ||
+		apps.APIResources[0].Name != "deployments" || apps.APIResources[0].Kind != "Deployment" || apps.APIResources[1].Name != "deployments/scale" ||
+		apps.APIResources[1].Group != "autoscaling" || apps.APIResources[1].Version != "v1" || apps.APIResources[1].Kind != "Scale" ||
+		strings.Join(apps.APIResources[1].Verbs, ",") != "get,patch,update" || apps.APIResources[2].Name != "deployments/status" {
 		t.Errorf("/apis/apps/v1: %d %s", r.code, r.body)
 	}
 
@@ -90,8 +92,9 @@ func TestDiscovery(t *testing.T) {
 		}
 		d := agg.Items[0].Versions[0].Resources[0]
 		if d.Resource != "deployments" || d.Scope != apidiscoveryv2.ScopeNamespace || d.ResponseKind.Kind != "Deployment" ||
-			d.SingularResource != "deployment" || strings.Join(d.Categories, ",") != "all" || len(d.Subresources) != 1 ||
-			d.Subresources[0].Subresource != "status" || agg.Items[0].Versions[0].Freshness != apidiscoveryv2.DiscoveryFreshnessCurrent {
+			d.SingularResource != "deployment" || strings.Join(d.Categories, ",") != "all" || len(d.Subresources) != 2 ||
+			d.Subresources[0].Subresource != "scale" || d.Subresources[0].ResponseKind.Group != "autoscaling" ||
+			d.Subresources[0].ResponseKind.Kind != "Scale" || d.Subresources[1].Subresource != "status" || agg.Items[0].Versions[0].Freshness != apidiscoveryv2.DiscoveryFreshnessCurrent {
 			t.Errorf("aggregated deployments %+v", d)
 		}
 	}

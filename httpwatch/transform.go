@@ -162,22 +162,27 @@ const nameDescription = "Name must be unique within a namespace. Is required whe
 // for the rest): one row per object; the row's object is its metadata (includeObject=Metadata, the
 // default), the whole object (Object) or nothing (None).
 func (h *resourceHandler) asTable(obj runtime.Object, opts *metav1.TableOptions, gv schema.GroupVersion) (runtime.Object, error) {
-	return h.asTableOf(obj, opts, gv, h.res.table, h.res.GroupVersionKind())
+	return h.asTableOf(obj, opts, gv, h.convertTable, h.res.GroupVersionKind())
 }
 
-// asTableOf is asTable by the columns of cols (nil: the printer's) for objects of kind.
-func (h *resourceHandler) asTableOf(obj runtime.Object, opts *metav1.TableOptions, gv schema.GroupVersion, cols *columnTable,
+// tableConvertor makes the Table of an object or list, before its rows' objects are chosen.
+type tableConvertor func(obj runtime.Object, opts *metav1.TableOptions) (*metav1.Table, error)
+
+// convertTable is the resource's tableConvertor: its JSONPath columns, else its printer's.
+func (h *resourceHandler) convertTable(obj runtime.Object, opts *metav1.TableOptions) (*metav1.Table, error) {
+	if h.res.table != nil {
+		return h.res.table.convert(obj, opts, h.server.clock.Now())
+	}
+	return h.printTable(obj, opts)
+}
+
+// asTableOf is asTable by convert for objects of kind.
+func (h *resourceHandler) asTableOf(obj runtime.Object, opts *metav1.TableOptions, gv schema.GroupVersion, convert tableConvertor,
 	kind schema.GroupVersionKind) (runtime.Object, error) {
 	if co, ok := obj.(runtime.CacheableObject); ok {
 		obj = co.GetObject()
 	}
-	var table *metav1.Table
-	var err error
-	if cols != nil {
-		table, err = cols.convert(obj, opts, h.server.clock.Now())
-	} else {
-		table, err = h.printTable(obj, opts)
-	}
+	table, err := convert(obj, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -212,13 +217,20 @@ func (h *resourceHandler) asTableOf(obj runtime.Object, opts *metav1.TableOption
 // printTable is a built-in kind's Table by its printer's columns: Name (unless the printer has
 // none) then the columns, one row per object, each row's object the object itself.
 func (h *resourceHandler) printTable(obj runtime.Object, opts *metav1.TableOptions) (*metav1.Table, error) {
+	var name *metav1.TableColumnDefinition
+	if h.res.strategy == nil || !h.res.strategy.noNameColumn {
+		name = &metav1.TableColumnDefinition{Name: "Name", Type: "string", Format: "name", Description: nameDescription}
+	}
+	return h.printTableBy(obj, opts, name, h.printerColumns())
+}
+
+// printTableBy is a Table by a printer's columns: name (unless nil), then cols.
+func (h *resourceHandler) printTableBy(obj runtime.Object, opts *metav1.TableOptions, name *metav1.TableColumnDefinition, cols []Column) (*metav1.Table, error) {
 	table := &metav1.Table{}
-	cols := h.printerColumns()
-	nameFirst := h.res.strategy == nil || !h.res.strategy.noNameColumn
+	nameFirst := name != nil
 	if !opts.NoHeaders {
 		if nameFirst {
-			table.ColumnDefinitions = append(table.ColumnDefinitions, metav1.TableColumnDefinition{
-				Name: "Name", Type: "string", Format: "name", Description: nameDescription})
+			table.ColumnDefinitions = append(table.ColumnDefinitions, *name)
 		}
 		for _, c := range cols {
 			table.ColumnDefinitions = append(table.ColumnDefinitions, metav1.TableColumnDefinition{

@@ -47,6 +47,8 @@ type builtinKind struct {
 	override string
 	content  func(r *runner) map[string]any
 	startup  []string
+	// scale says the kind has the scale subresource.
+	scale bool
 }
 
 var builtinKinds = map[string]builtinKind{
@@ -54,13 +56,13 @@ var builtinKinds = map[string]builtinKind{
 		// The legacy service-account token tracking's (a post-start controller). The authentication
 		// information for extension servers is written only with a client CA, which the flags give
 		// none.
-		[]string{"/api/v1/namespaces/kube-system/configmaps/kube-apiserver-legacy-service-account-token-tracking"}},
-	"secrets": {surfaceKind{"v1", "Secret", "/api/v1/namespaces/a/secrets", []string{"s0", "s1"}}, "/secrets", secretContent, nil},
-	"pods":    {surfaceKind{"v1", "Pod", "/api/v1/namespaces/a/pods", []string{"p0", "p1"}}, "/pods", podContent, nil},
+		[]string{"/api/v1/namespaces/kube-system/configmaps/kube-apiserver-legacy-service-account-token-tracking"}, false},
+	"secrets": {surfaceKind{"v1", "Secret", "/api/v1/namespaces/a/secrets", []string{"s0", "s1"}}, "/secrets", secretContent, nil, false},
+	"pods":    {surfaceKind{"v1", "Pod", "/api/v1/namespaces/a/pods", []string{"p0", "p1"}}, "/pods", podContent, nil, false},
 	"services": {surfaceKind{"v1", "Service", "/api/v1/namespaces/a/services", []string{"v0", "v1"}}, "/services", serviceContent,
-		[]string{"/api/v1/namespaces/default/services/kubernetes"}},
+		[]string{"/api/v1/namespaces/default/services/kubernetes"}, false},
 	"deployments": {surfaceKind{"apps/v1", "Deployment", "/apis/apps/v1/namespaces/a/deployments", []string{"d0", "d1"}},
-		"apps/deployments", deploymentContent, nil},
+		"apps/deployments", deploymentContent, nil, true},
 }
 
 // builtinContent is the content of a built-in kind's objects by apiVersion and kind, for
@@ -117,6 +119,9 @@ func runBuiltinSeed(t *testing.T, seed uint64, ops int, kinds []builtinKind) sta
 	for i, k := range kinds {
 		surface[i] = k.surfaceKind
 		r.fixedCases(k.surfaceKind)
+		if k.scale {
+			r.fixedScale(k.surfaceKind)
+		}
 	}
 	for range ops {
 		k := pick(r.Rng, surface)
@@ -137,6 +142,54 @@ func runBuiltinSeed(t *testing.T, seed uint64, ops int, kinds []builtinKind) sta
 	r.stats.Tally = r.Tally
 	t.Logf("seed %d: %s", seed, r.stats)
 	return r.stats
+}
+
+// fixedScale reads and writes the scale subresource of an object: GETs in each format, PUTs and
+// every patch type that succeed, and the refusals (negative replicas, a stale resourceVersion, another
+// UID, a body of another kind, a missing object, a method it does not serve).
+func (r *runner) fixedScale(k surfaceKind) {
+	r.T.Helper()
+	path := k.collection + "/fs"
+	scale := path + "/scale"
+	obj := r.surfaceObject(k, "fs")
+	obj["metadata"] = map[string]any{"name": "fs"}
+	r.send("fixed scale: create", "POST", k.collection, "application/json", encode(obj), "")
+	for _, accept := range []string{"", "application/yaml", "application/vnd.kubernetes.protobuf", "application/json;as=Table;v=v1;g=meta.k8s.io"} {
+		r.send("fixed scale: get "+accept, "GET", scale, "", nil, accept)
+	}
+	body := func(replicas int, md map[string]any) []byte {
+		md["name"] = "fs"
+		return encode(map[string]any{"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": md, "spec": map[string]any{"replicas": replicas}})
+	}
+	r.send("fixed scale: put", "PUT", scale, "application/json", body(3, map[string]any{}), "")
+	r.send("fixed scale: put with resourceVersion", "PUT", scale, "application/json", body(4, map[string]any{"resourceVersion": currentRV}), "")
+	r.send("fixed scale: put negative", "PUT", scale, "application/json", body(-1, map[string]any{}), "")
+	r.send("fixed scale: put stale", "PUT", scale, "application/json", body(5, map[string]any{"resourceVersion": "1"}), "")
+	r.send("fixed scale: put other uid", "PUT", scale, "application/json", body(5, map[string]any{"uid": "11111111-1111-1111-1111-111111111111"}), "")
+	r.send("fixed scale: put invalid label", "PUT", scale, "application/json", body(5, map[string]any{"labels": map[string]any{"a b": "c"}}), "")
+	r.send("fixed scale: put a deployment", "PUT", scale, "application/json", encode(obj), "")
+	r.send("fixed scale: put missing", "PUT", k.collection+"/nx/scale", "application/json", body(1, map[string]any{}), "")
+	for _, c := range []struct{ ctype, patch string }{
+		{"application/merge-patch+json", `{"spec":{"replicas":6}}`},
+		{"application/json-patch+json", `[{"op":"replace","path":"/spec/replicas","value":7}]`},
+		{"application/strategic-merge-patch+json", `{"spec":{"replicas":8}}`},
+		{"application/merge-patch+json", `{"spec":{"replicas":-2}}`},
+		{"application/merge-patch+json", `{"metadata":{"uid":"11111111-1111-1111-1111-111111111111"}}`},
+		{"application/merge-patch+json", `{"spec":{"replicas":"x"}}`},
+		{"application/apply-patch+yaml", `{"apiVersion":"autoscaling/v1","kind":"Scale","metadata":{"name":"fs"},"spec":{"replicas":9}}`},
+	} {
+		r.send("fixed scale: patch "+c.ctype, "PATCH", scale+"?fieldManager=m", c.ctype, []byte(c.patch), "")
+	}
+	r.send("fixed scale: forced apply", "PATCH", scale+"?fieldManager=m&force=true", "application/apply-patch+yaml",
+		[]byte(`{"apiVersion":"autoscaling/v1","kind":"Scale","metadata":{"name":"fs"},"spec":{"replicas":9}}`), "")
+	r.send("fixed scale: apply conflict", "PATCH", scale+"?fieldManager=n", "application/apply-patch+yaml",
+		[]byte(`{"apiVersion":"autoscaling/v1","kind":"Scale","metadata":{"name":"fs"},"spec":{"replicas":2}}`), "")
+	r.send("fixed scale: patch missing", "PATCH", k.collection+"/nx/scale", "application/merge-patch+json", []byte(`{"spec":{"replicas":1}}`), "")
+	r.send("fixed scale: get missing", "GET", k.collection+"/nx/scale", "", nil, "")
+	r.send("fixed scale: delete", "DELETE", scale, "", nil, "")
+	r.send("fixed scale: post", "POST", scale, "application/json", body(1, map[string]any{}), "")
+	r.send("fixed scale: get object", "GET", path, "", nil, "")
+	r.send("fixed scale: cleanup", "DELETE", path, "", nil, "")
 }
 
 // compareStoredOf lists kinds on both servers and compares the lists.

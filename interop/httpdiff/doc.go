@@ -77,7 +77,7 @@
 //   - Built-in kinds against kube-apiserver (TestHTTPDifferentialBuiltIn, builtin_test.go): the
 //     surface test's requests, fixed cases, finalizer lifecycles and watch-lists sent to built-in
 //     kinds (LISTWATCH_HTTPDIFF_BUILTIN_KINDS: configmaps by default; secrets, pods, services,
-//     deployments), with a real kube-apiserver v1.37.2 (the binary `make kube-apiserver` builds,
+//     deployments; a kind with a scale subresource also its fixed scale requests, fixedScale), with a real kube-apiserver v1.37.2 (the binary `make kube-apiserver` builds,
 //     interop/internal/kubebin) as upstream, over listwatch's etcd API, and listwatch's chain
 //     serving httpwatch.BuiltInResources with kube-apiserver's system namespaces. kube-apiserver
 //     keeps the compared kinds in a listwatch store of their own (--etcd-servers-overrides) that

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -367,11 +368,12 @@ func objectOf(key string, body map[string]any) (*kubemodel.Object, error) {
 }
 
 // metaScheme knows the types a protobuf answer may hold: the meta.k8s.io ones (Status, Table,
-// PartialObjectMetadata and its list) and the built-in kinds (TestHTTPDifferentialBuiltIn).
+// PartialObjectMetadata and its list), the built-in kinds and autoscaling/v1 Scale
+// (TestHTTPDifferentialBuiltIn).
 var metaScheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
-	for _, add := range []func(*runtime.Scheme) error{metav1.AddMetaToScheme, corev1.AddToScheme, appsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{metav1.AddMetaToScheme, corev1.AddToScheme, appsv1.AddToScheme, autoscalingv1.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(err)
 		}
