@@ -311,7 +311,11 @@ func (h *resourceHandler) validate(ctx context.Context, obj, old *unstructured.U
 	}
 	errs := apivalidation.ValidateObjectMetaAccessor(obj, h.res.Namespaced, nameFn, field.NewPath("metadata"))
 	if st := h.res.strategy; st != nil && st.validate != nil {
-		errs = append(errs, st.validate(obj.Object)...)
+		var oldObj map[string]any
+		if old != nil {
+			oldObj = old.Object
+		}
+		errs = append(errs, st.validate(obj.Object, oldObj)...)
 	}
 	if h.res.custom != nil {
 		errs = h.res.custom.validate(ctx, obj, old, subresource, errs)
