@@ -41,6 +41,9 @@ type strategy struct {
 	// codec, if set, is the storage codec of a version stored at another (events.k8s.io/v1 events,
 	// stored at core/v1).
 	codec storage.Codec
+	// coreErrors makes validation and precondition errors name the kind of the core group, as
+	// upstream's do for a version validated as core's internal type (events.k8s.io/v1 events).
+	coreErrors bool
 	// noGarbageCollection is a DefaultGarbageCollectionPolicy of Unsupported (events): a delete
 	// adds no orphan or foregroundDeletion finalizer.
 	noGarbageCollection bool

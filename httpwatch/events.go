@@ -50,7 +50,7 @@ func EventsV1() Resource {
 		SelectableFields: append(eventRegardingFields("regarding", "regarding"),
 			selectable("reason"), selectable("reportingController"), selectable("type")),
 		strategy: &strategy{allowCreateOnUpdate: true, noGarbageCollection: true, noNameColumn: true, eventTTL: true,
-			columns: eventColumns(eventsEventFields), validate: eventValidation("events.k8s.io"), codec: eventCodec{}},
+			columns: eventColumns(eventsEventFields), validate: eventValidation("events.k8s.io"), codec: eventCodec{}, coreErrors: true},
 	}
 }
 

