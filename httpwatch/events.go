@@ -75,7 +75,11 @@ func eventColumns(f eventFields) []Column {
 			value: func(obj map[string]any, _ time.Time) any { return str(obj, "reason") }},
 		{Name: "Object", Type: "string", Description: corev1.Event{}.SwaggerDoc()["involvedObject"],
 			value: func(obj map[string]any, _ time.Time) any {
-				return strings.ToLower(str(obj, f.regarding, "kind")) + "/" + str(obj, f.regarding, "name")
+				target := strings.ToLower(str(obj, f.regarding, "kind"))
+				if name := str(obj, f.regarding, "name"); name != "" {
+					target += "/" + name
+				}
+				return target
 			}},
 		{Name: "Subobject", Type: "string", Priority: 1, Description: corev1.ObjectReference{}.SwaggerDoc()["fieldPath"],
 			value: func(obj map[string]any, _ time.Time) any { return str(obj, f.regarding, "fieldPath") }},

@@ -93,6 +93,12 @@ func TestEventsTable(t *testing.T) {
 	if got := string(cells); got != `["60s","Normal","Started","pod/p","","kubelet, n1","hi","4m",2,"a"]` {
 		t.Errorf("cells %s", got)
 	}
+	// An object without a name shows its kind alone, as printEvent.
+	e.mustCreate(core, `{"metadata":{"name":"b"},"involvedObject":{"kind":"Node"}}`)
+	r = e.do("GET", core+"/b", "", "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	if err := json.Unmarshal(r.body, &table); err != nil || len(table.Rows) != 1 || table.Rows[0].Cells[3] != "node" {
+		t.Errorf("event of an unnamed object: %d %s", r.code, r.body)
+	}
 }
 
 // leaseTTL is the granted TTL of the lease the object at key is attached to, 0 for none.
