@@ -164,3 +164,29 @@ func TestEventTTL(t *testing.T) {
 		t.Errorf("a negative EventTTL: %v, want ErrInvalidConfig", err)
 	}
 }
+
+// TestEventManagedFieldsOfZeroFields: a create's managedFields leave out the fields the typed
+// object only holds as zero values (an event's reportingComponent "", eventTime null), as the
+// create handler compares with the scheme's new object; the fields the body set are there.
+func TestEventManagedFieldsOfZeroFields(t *testing.T) {
+	e := newEnv(t)
+	obj := e.mustCreate("/api/v1/namespaces/default/events", `{"metadata":{"name":"a"},"involvedObject":{"kind":"Pod","name":"p"},"reason":"Started"}`)
+	mf := obj.GetManagedFields()
+	if len(mf) != 1 || mf[0].FieldsV1 == nil {
+		t.Fatalf("managedFields %v", mf)
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(mf[0].FieldsV1.Raw, &fields); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"f:reportingComponent", "f:eventTime", "f:firstTimestamp", "f:source"} {
+		if _, ok := fields[f]; ok {
+			t.Errorf("managedFields name %s, which the body did not set: %s", f, mf[0].FieldsV1.Raw)
+		}
+	}
+	for _, f := range []string{"f:reason", "f:involvedObject"} {
+		if _, ok := fields[f]; !ok {
+			t.Errorf("managedFields lack %s: %s", f, mf[0].FieldsV1.Raw)
+		}
+	}
+}
