@@ -171,3 +171,23 @@ func TestEventVersionsValidation(t *testing.T) {
 		t.Errorf("PATCH at core/v1: %d %s", r.code, r.body)
 	}
 }
+
+// TestEventBookmarkObject: the initial-events-end BOOKMARK of an events.k8s.io/v1 watch-list carries
+// the typed zero event, as kube-apiserver's (its null timestamps, empty regarding and source).
+func TestEventBookmarkObject(t *testing.T) {
+	e := newEnv(t)
+	w := e.watch(v1Events + "?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true")
+	f := w.next()
+	var obj map[string]any
+	if err := json.Unmarshal(f.Object, &obj); err != nil || f.Type != "BOOKMARK" {
+		t.Fatalf("%s %s: %v", f.Type, f.Object, err)
+	}
+	for _, k := range []string{"regarding", "deprecatedSource", "eventTime", "deprecatedFirstTimestamp", "deprecatedLastTimestamp"} {
+		if _, ok := obj[k]; !ok {
+			t.Errorf("the bookmark's object lacks %s: %s", k, f.Object)
+		}
+	}
+	if obj["apiVersion"] != "events.k8s.io/v1" || obj["kind"] != "Event" {
+		t.Errorf("the bookmark's object: %s", f.Object)
+	}
+}

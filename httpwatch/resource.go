@@ -1,6 +1,7 @@
 package httpwatch
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -291,9 +292,18 @@ func (r Resource) multiVersion() bool {
 }
 
 // NewObject returns an empty object of the resource's kind: what a BOOKMARK carries, so that every
-// watch event decodes (client-go's unstructured decoder refuses an object without kind).
+// watch event decodes (client-go's unstructured decoder refuses an object without kind). A built-in
+// kind's is its typed zero value as JSON shows it (an event's `"involvedObject": {}`), as
+// upstream's bookmark is the storage's new typed object.
 func (r Resource) NewObject() runtime.Object {
 	u := &unstructured.Unstructured{}
+	if r.typed() {
+		if typed, err := builtin.New(r.GroupVersionKind()); err == nil {
+			if data, err := json.Marshal(typed); err == nil {
+				_ = u.UnmarshalJSON(data) // the JSON of a typed object always decodes
+			}
+		}
+	}
 	u.SetGroupVersionKind(r.GroupVersionKind())
 	return u
 }

@@ -80,7 +80,7 @@
 //     only the test's requests write, once the objects of those kinds it writes at start are
 //     there, and compacts nothing. Without the binary the test skips, saying how to build it. The
 //     kinds left out of the default differ by the defaulting and validation of their types, which
-//     listwatch does not mirror, and events by their deletions and BOOKMARK objects (README).
+//     listwatch does not mirror, and events by their deletions (README).
 //   - Same answers. Every response's status code, Content-Type, Retry-After and Warning headers and
 //     body (object, list with its metadata and continue token, or Status with its reason, message,
 //     details and causes) must be equal once what is each server's own is normalized: uids,
