@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/listwatch/listwatch/storage"
 )
 
 // The built-in resources, as kube-apiserver v1.37 serves them: scope, names, categories, field
@@ -34,8 +36,14 @@ type strategy struct {
 	// columns are the printer's columns after Name.
 	columns []Column
 	// validate is the part of the kind's validation that is mirrored (the size of a ConfigMap's or
-	// Secret's data).
-	validate func(obj map[string]any) field.ErrorList
+	// Secret's data, an event's fields); old is nil on create.
+	validate func(obj, old map[string]any) field.ErrorList
+	// codec, if set, is the storage codec of a version stored at another (events.k8s.io/v1 events,
+	// stored at core/v1).
+	codec storage.Codec
+	// coreErrors makes validation and precondition errors name the kind of the core group, as
+	// upstream's do for a version validated as core's internal type (events.k8s.io/v1 events).
+	coreErrors bool
 	// noGarbageCollection is a DefaultGarbageCollectionPolicy of Unsupported (events): a delete
 	// adds no orphan or foregroundDeletion finalizer.
 	noGarbageCollection bool

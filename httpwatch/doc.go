@@ -26,8 +26,16 @@
 //     Secrets, Pods, Services, Namespaces, Events, Deployments and EventsV1 (BuiltInResources) are
 //     the built-in kinds with their real scopes, names and strategies; events have their field
 //     labels (involvedObject.*, source, ...; regarding.* for events.k8s.io/v1) and printer columns,
-//     so that `kubectl describe` finds an object's events (TestEvents, TestEventsTable), the two
-//     versions stored apart (no conversion between them); with Config.EventTTL each create and
+//     so that `kubectl describe` finds an object's events (TestEvents, TestEventsTable); the two
+//     versions are one resource stored once at core/v1 under /registry/events, EventsV1's storage
+//     codec converting as upstream's conversion (an event reads at the other version with every
+//     field mapped and writes back unchanged, each version's watch sees the other's writes:
+//     TestEventVersionsRoundTrip, TestEventVersionsWatch), validated as upstream's event validation
+//     (legacy checks at core/v1, strict ones at events.k8s.io/v1, 422s naming core's kind:
+//     TestEventVersionsValidation); a built-in kind's BOOKMARK carries its typed zero object
+//     (TestEventBookmarkObject) and a create's managedFields leave out the fields it holds at their
+//     zero value, as upstream compares with the typed new object (TestEventManagedFieldsOfZeroFields);
+//     with Config.EventTTL each create and
 //     update of an event gives it a lease of that TTL, and nothing else gets one (TestEventTTL); Widgets is an example custom resource;
 //     DefaultResources is what `listwatch serve` serves. CRDResource and CRDResources make the
 //     resources of a CustomResourceDefinition given as YAML, JSON or a Go value, one per served

@@ -34,22 +34,23 @@ func Events() Resource {
 		SelectableFields: append(eventRegardingFields("involvedObject", "involvedObject"),
 			selectable("reason"), selectable("reportingComponent"), selectable("type"),
 			SelectableField{Label: "source", Path: []string{"source", "component"}, Fallback: []string{"reportingComponent"}}),
-		strategy: &strategy{allowCreateOnUpdate: true, noGarbageCollection: true, noNameColumn: true, eventTTL: true, columns: eventColumns(coreEventFields)},
+		strategy: &strategy{allowCreateOnUpdate: true, noGarbageCollection: true, noNameColumn: true, eventTTL: true,
+			columns: eventColumns(coreEventFields), validate: eventValidation("")},
 	}
 }
 
-// EventsV1 is events.k8s.io/v1 events, with Config.EventTTL as core/v1's, and that version's field labels (pkg/apis/events/v1
-// conversion.go: regarding.*, reason, reportingController, source, type). Unlike upstream, which
-// keeps both versions in one storage, they are stored apart from core/v1 events: there is no
-// conversion between the two versions.
+// EventsV1 is events.k8s.io/v1 events: the same events as core/v1's (stored under the same key
+// prefix, at core/v1, and converted by its storage codec), with Config.EventTTL as core/v1's, that
+// version's validation and field labels (pkg/apis/events/v1 conversion.go
+// AddFieldLabelConversionsForEvent: regarding.*, reason, reportingController, type; no source).
 func EventsV1() Resource {
 	return Resource{
-		Group: "events.k8s.io", Version: "v1", Resource: "events", Kind: "Event", KeyPrefix: "/events.k8s.io/events",
+		Group: "events.k8s.io", Version: "v1", Resource: "events", Kind: "Event",
 		Namespaced: true, BuiltIn: true, AllowUnconditionalUpdate: true,
 		SelectableFields: append(eventRegardingFields("regarding", "regarding"),
-			selectable("reason"), selectable("reportingController"), selectable("type"),
-			SelectableField{Label: "source", Path: []string{"deprecatedSource", "component"}, Fallback: []string{"reportingController"}}),
-		strategy: &strategy{allowCreateOnUpdate: true, noGarbageCollection: true, noNameColumn: true, eventTTL: true, columns: eventColumns(eventsEventFields)},
+			selectable("reason"), selectable("reportingController"), selectable("type")),
+		strategy: &strategy{allowCreateOnUpdate: true, noGarbageCollection: true, noNameColumn: true, eventTTL: true,
+			columns: eventColumns(eventsEventFields), validate: eventValidation("events.k8s.io"), codec: eventCodec{}, coreErrors: true},
 	}
 }
 
@@ -74,7 +75,11 @@ func eventColumns(f eventFields) []Column {
 			value: func(obj map[string]any, _ time.Time) any { return str(obj, "reason") }},
 		{Name: "Object", Type: "string", Description: corev1.Event{}.SwaggerDoc()["involvedObject"],
 			value: func(obj map[string]any, _ time.Time) any {
-				return strings.ToLower(str(obj, f.regarding, "kind")) + "/" + str(obj, f.regarding, "name")
+				target := strings.ToLower(str(obj, f.regarding, "kind"))
+				if name := str(obj, f.regarding, "name"); name != "" {
+					target += "/" + name
+				}
+				return target
 			}},
 		{Name: "Subobject", Type: "string", Priority: 1, Description: corev1.ObjectReference{}.SwaggerDoc()["fieldPath"],
 			value: func(obj map[string]any, _ time.Time) any { return str(obj, f.regarding, "fieldPath") }},

@@ -15,7 +15,7 @@ import (
 
 // TestEvents serves core/v1 and events.k8s.io/v1 events with their own field labels, as
 // `kubectl describe` selects an object's events (involvedObject.* and the source falling back to
-// reportingComponent), and refuses the labels of the other version.
+// reportingComponent), and refuses the labels of the other version (and source at events.k8s.io/v1).
 func TestEvents(t *testing.T) {
 	e := newEnv(t)
 	const core = "/api/v1/namespaces/default/events"
@@ -44,10 +44,10 @@ func TestEvents(t *testing.T) {
 	e.mustCreate(v1, `{"metadata":{"name":"c"},"regarding":{"kind":"Pod","name":"p","namespace":"default"},"reason":"Pulled",
 		"type":"Normal","reportingController":"kubelet","reportingInstance":"n1","action":"Pull","eventTime":"2026-01-02T03:04:00.000000Z"}`)
 	for _, c := range []struct{ selector, want string }{
-		{"regarding.kind=Pod,regarding.name=p", "c"},
+		// One resource: the core/v1 events a and b are listed here too.
+		{"regarding.kind=Pod,regarding.name=p", "a,c"},
 		{"reportingController=kubelet", "c"},
-		{"source=kubelet", "c"}, // no deprecatedSource: the reportingController
-		{"regarding.kind=ConfigMap", ""},
+		{"regarding.kind=ConfigMap", "b"},
 	} {
 		if got := itemNames(t, e.do("GET", v1+"?fieldSelector="+url.QueryEscape(c.selector), "").list(t)); got != c.want {
 			t.Errorf("events.k8s.io %s: %q, want %q", c.selector, got, c.want)
@@ -56,6 +56,9 @@ func TestEvents(t *testing.T) {
 	if r := e.do("GET", v1+"?fieldSelector="+url.QueryEscape("involvedObject.name=p"), ""); r.code != 400 {
 		t.Errorf("events.k8s.io with a core field label: %d %s", r.code, r.body)
 	}
+	// As AddFieldLabelConversionsForEvent, events.k8s.io/v1 has no source label.
+	wantStatus(t, e.do("GET", v1+"?fieldSelector="+url.QueryEscape("source=kubelet"), ""), 400, metav1.StatusReasonBadRequest,
+		"field label not supported: source")
 
 	// As upstream's event strategy, a PUT of a missing event creates it.
 	if r := e.do("PUT", core+"/d", `{"metadata":{"name":"d"},"involvedObject":{"kind":"Pod","name":"q"}}`); r.code != 201 {
@@ -90,6 +93,12 @@ func TestEventsTable(t *testing.T) {
 	if got := string(cells); got != `["60s","Normal","Started","pod/p","","kubelet, n1","hi","4m",2,"a"]` {
 		t.Errorf("cells %s", got)
 	}
+	// An object without a name shows its kind alone, as printEvent.
+	e.mustCreate(core, `{"metadata":{"name":"b"},"involvedObject":{"kind":"Node"}}`)
+	r = e.do("GET", core+"/b", "", "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	if err := json.Unmarshal(r.body, &table); err != nil || len(table.Rows) != 1 || table.Rows[0].Cells[3] != "node" {
+		t.Errorf("event of an unnamed object: %d %s", r.code, r.body)
+	}
 }
 
 // leaseTTL is the granted TTL of the lease the object at key is attached to, 0 for none.
@@ -120,12 +129,12 @@ func TestEventTTL(t *testing.T) {
 	if r := e.do("PUT", core+"/b", `{"metadata":{"name":"b"},"involvedObject":{"kind":"Pod","name":"q"}}`); r.code != 201 {
 		t.Fatalf("PUT of a missing event: %d %s", r.code, r.body)
 	}
-	e.mustCreate(v1, `{"metadata":{"name":"c"},"regarding":{"kind":"Pod","name":"p"},"reason":"Pulled","reportingController":"kubelet",
+	e.mustCreate(v1, `{"metadata":{"name":"c"},"regarding":{"kind":"Pod","name":"p"},"reason":"Pulled","type":"Normal","reportingController":"kubelet",
 		"reportingInstance":"n1","action":"Pull","eventTime":"2026-01-02T03:04:00.000000Z"}`)
 	e.mustCreate("/api/v1/namespaces/default/configmaps", `{"metadata":{"name":"cm"}}`)
 	checkTTL := func(when string) {
 		t.Helper()
-		for _, key := range []string{"/registry/events/default/a", "/registry/events/default/b", "/registry/events.k8s.io/events/default/c"} {
+		for _, key := range []string{"/registry/events/default/a", "/registry/events/default/b", "/registry/events/default/c"} {
 			if ttl := e.leaseTTL(key); ttl < 90*60 || ttl > 90*60+60 {
 				t.Errorf("%s: %s has a lease of %d s, want 5400 to 5460", when, key, ttl)
 			}
@@ -153,5 +162,31 @@ func TestEventTTL(t *testing.T) {
 	}
 	if _, err := New(Config{Resources: []ServedResource{{Resource: Events(), Storage: plain.storages["events"]}}, EventTTL: -time.Second}); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("a negative EventTTL: %v, want ErrInvalidConfig", err)
+	}
+}
+
+// TestEventManagedFieldsOfZeroFields: a create's managedFields leave out the fields the typed
+// object only holds as zero values (an event's reportingComponent "", eventTime null), as the
+// create handler compares with the scheme's new object; the fields the body set are there.
+func TestEventManagedFieldsOfZeroFields(t *testing.T) {
+	e := newEnv(t)
+	obj := e.mustCreate("/api/v1/namespaces/default/events", `{"metadata":{"name":"a"},"involvedObject":{"kind":"Pod","name":"p"},"reason":"Started"}`)
+	mf := obj.GetManagedFields()
+	if len(mf) != 1 || mf[0].FieldsV1 == nil {
+		t.Fatalf("managedFields %v", mf)
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(mf[0].FieldsV1.Raw, &fields); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"f:reportingComponent", "f:eventTime", "f:firstTimestamp", "f:source"} {
+		if _, ok := fields[f]; ok {
+			t.Errorf("managedFields name %s, which the body did not set: %s", f, mf[0].FieldsV1.Raw)
+		}
+	}
+	for _, f := range []string{"f:reason", "f:involvedObject"} {
+		if _, ok := fields[f]; !ok {
+			t.Errorf("managedFields lack %s: %s", f, mf[0].FieldsV1.Raw)
+		}
 	}
 }

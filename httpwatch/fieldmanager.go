@@ -5,6 +5,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	openapibuilder "k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -123,9 +124,28 @@ func (h *resourceHandler) trackCreate(obj *unstructured.Unstructured, manager st
 	if err != nil {
 		return nil, err
 	}
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(h.res.GroupVersionKind())
+	live, err := h.emptyLive()
+	if err != nil {
+		return nil, err
+	}
 	return asUnstructuredObject(fm.UpdateNoErrors(live, obj, manager))
+}
+
+// emptyLive is the live object a create is compared with: an empty object, for a built-in kind its
+// typed zero value (whose zero fields, such as an event's reportingComponent "", are then no
+// change of the creating manager's), as the create handler's is the scheme's new object.
+func (h *resourceHandler) emptyLive() (*unstructured.Unstructured, error) {
+	gvk := h.res.GroupVersionKind()
+	if !h.res.typed() {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(gvk)
+		return live, nil
+	}
+	typed, err := builtin.New(gvk)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return typedToUnstructured(typed, gvk)
 }
 
 // trackUpdate records the updating manager's fields in the new object's managedFields.

@@ -68,6 +68,15 @@ func (h *resourceHandler) key(namespace, name string) (string, error) {
 
 func (h *resourceHandler) gr() schema.GroupResource { return h.res.GroupResource() }
 
+// gk is the kind of obj as validation and precondition errors name it: upstream's is the internal
+// object's, core's for a version converted to core's (events.k8s.io/v1 events).
+func (h *resourceHandler) gk(obj *unstructured.Unstructured) schema.GroupKind {
+	if st := h.res.strategy; st != nil && st.coreErrors {
+		return schema.GroupKind{Kind: obj.GetKind()}
+	}
+	return obj.GroupVersionKind().GroupKind()
+}
+
 func (h *resourceHandler) newList() *unstructured.UnstructuredList {
 	l := &unstructured.UnstructuredList{Object: map[string]any{}}
 	l.SetGroupVersionKind(h.res.GroupVersion().WithKind(h.res.ListKind))
@@ -252,7 +261,7 @@ func (h *resourceHandler) beforeCreate(ctx context.Context, namespace string, ob
 		obj.SetName(generateName(obj.GetGenerateName()))
 	}
 	if errs := h.validate(ctx, obj, nil, ""); len(errs) > 0 {
-		return apierrors.NewInvalid(obj.GroupVersionKind().GroupKind(), obj.GetName(), errs)
+		return apierrors.NewInvalid(h.gk(obj), obj.GetName(), errs)
 	}
 	return nil
 }
@@ -311,7 +320,11 @@ func (h *resourceHandler) validate(ctx context.Context, obj, old *unstructured.U
 	}
 	errs := apivalidation.ValidateObjectMetaAccessor(obj, h.res.Namespaced, nameFn, field.NewPath("metadata"))
 	if st := h.res.strategy; st != nil && st.validate != nil {
-		errs = append(errs, st.validate(obj.Object)...)
+		var oldObj map[string]any
+		if old != nil {
+			oldObj = old.Object
+		}
+		errs = append(errs, st.validate(obj.Object, oldObj)...)
 	}
 	if h.res.custom != nil {
 		errs = h.res.custom.validate(ctx, obj, old, subresource, errs)
@@ -543,7 +556,7 @@ func (h *resourceHandler) beforeUpdate(ctx context.Context, namespace, subresour
 		errs = h.validateCustomUpdate(ctx, obj, old, subresource)
 	}
 	if len(errs) > 0 {
-		return apierrors.NewInvalid(obj.GroupVersionKind().GroupKind(), obj.GetName(), errs)
+		return apierrors.NewInvalid(h.gk(obj), obj.GetName(), errs)
 	}
 	return nil
 }
@@ -752,8 +765,8 @@ func (h *resourceHandler) delete(ctx context.Context, namespace, name string, op
 // deletion is pending).
 func (h *resourceHandler) beforeDelete(obj *unstructured.Unstructured, options *metav1.DeleteOptions) (graceful, gracefulPending bool, err error) {
 	if options.Preconditions != nil {
-		gvk := obj.GroupVersionKind()
-		gr := schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}
+		gk := h.gk(obj)
+		gr := schema.GroupResource{Group: gk.Group, Resource: gk.Kind}
 		if uid := options.Preconditions.UID; uid != nil && *uid != obj.GetUID() {
 			return false, false, apierrors.NewConflict(gr, obj.GetName(), fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated", *uid, obj.GetUID()))
 		}

@@ -1,6 +1,7 @@
 package httpwatch
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -289,22 +290,37 @@ func (r Resource) ResourcePrefix() string {
 
 // StorageCodec returns the codec of the resource's storage: for a version of a definition with
 // several (CRDResources), one that decodes stored objects to the resource's version and encodes
-// them at the storage version; nil (storage.UnstructuredJSON) otherwise. The assembler (package
-// chain) builds the resource's storage with it.
+// them at the storage version; for events.k8s.io/v1 events, one converting to and from the core/v1
+// events stored; nil (storage.UnstructuredJSON) otherwise. The assembler (package chain) builds
+// the resource's storage with it.
 func (r Resource) StorageCodec() storage.Codec {
-	if r.crd == nil || len(r.crd.definition.Spec.Versions) < 2 {
+	if r.strategy != nil && r.strategy.codec != nil {
+		return r.strategy.codec
+	}
+	if !r.multiVersion() {
 		return nil
 	}
 	return crdCodec{vs: r.crd, version: r.Version}
 }
 
 // multiVersion says whether the resource is a version of a definition with several.
-func (r Resource) multiVersion() bool { return r.StorageCodec() != nil }
+func (r Resource) multiVersion() bool {
+	return r.crd != nil && len(r.crd.definition.Spec.Versions) >= 2
+}
 
 // NewObject returns an empty object of the resource's kind: what a BOOKMARK carries, so that every
-// watch event decodes (client-go's unstructured decoder refuses an object without kind).
+// watch event decodes (client-go's unstructured decoder refuses an object without kind). A built-in
+// kind's is its typed zero value as JSON shows it (an event's `"involvedObject": {}`), as
+// upstream's bookmark is the storage's new typed object.
 func (r Resource) NewObject() runtime.Object {
 	u := &unstructured.Unstructured{}
+	if r.typed() {
+		if typed, err := builtin.New(r.GroupVersionKind()); err == nil {
+			if data, err := json.Marshal(typed); err == nil {
+				_ = u.UnmarshalJSON(data) // the JSON of a typed object always decodes
+			}
+		}
+	}
 	u.SetGroupVersionKind(r.GroupVersionKind())
 	return u
 }

@@ -11,7 +11,7 @@ const maxDataSize = 1 * 1024 * 1024
 
 // validateConfigMapSize mirrors the size check of validation.ValidateConfigMap: data and
 // binaryData together may hold at most 1 MiB, reported against the whole object.
-func validateConfigMapSize(obj map[string]any) field.ErrorList {
+func validateConfigMapSize(obj, _ map[string]any) field.ErrorList {
 	total := dataSize(obj, "data", false) + dataSize(obj, "binaryData", true)
 	if total > maxDataSize {
 		return field.ErrorList{field.TooLong(field.NewPath(""), "", maxDataSize)}
@@ -21,7 +21,7 @@ func validateConfigMapSize(obj map[string]any) field.ErrorList {
 
 // validateSecretSize mirrors the size check of validation.ValidateSecret: the data (stringData
 // merged in, as the conversion to the internal type merges it) may hold at most 1 MiB.
-func validateSecretSize(obj map[string]any) field.ErrorList {
+func validateSecretSize(obj, _ map[string]any) field.ErrorList {
 	sizes := map[string]int{}
 	if m, ok := obj["data"].(map[string]any); ok {
 		for k, v := range m {

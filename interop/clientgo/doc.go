@@ -40,7 +40,9 @@
 //     streams) creates, reads, lists, watches, updates, patches (strategic merge), applies (apply
 //     configurations, with the 409 and its causes on a conflict), updates the status of and deletes
 //     (gracefully for a bound pod, and by collection) the built-in kinds; a typed informer over
-//     protobuf converges (TestProtobufClient).
+//     protobuf converges (TestProtobufClient). Its events.k8s.io/v1 and core/v1 clients see one
+//     resource: an event created at the one is watched and listed (by kubectl describe's field
+//     selector) at the other, and one without eventTime is a 422 (TestEventVersionsClient).
 //   - The metadata client gets, lists and watches PartialObjectMetadata; discovery reads the
 //     aggregated document and a RESTMapper maps the built-in kinds and their short names
 //     (TestMetadataAndDiscovery).

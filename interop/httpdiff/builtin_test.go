@@ -63,6 +63,11 @@ var builtinKinds = map[string]builtinKind{
 		[]string{"/api/v1/namespaces/default/services/kubernetes"}, false},
 	"deployments": {surfaceKind{"apps/v1", "Deployment", "/apis/apps/v1/namespaces/a/deployments", []string{"d0", "d1"}},
 		"apps/deployments", deploymentContent, nil, true},
+	// The two versions of events: one resource kept at /registry/events, so the same names written
+	// at either version are read and written at the other.
+	"events": {surfaceKind{"v1", "Event", "/api/v1/namespaces/a/events", []string{"e0", "e1"}}, "/events", coreEventContent, nil, false},
+	"eventsv1": {surfaceKind{"events.k8s.io/v1", "Event", "/apis/events.k8s.io/v1/namespaces/a/events", []string{"e0", "e1"}},
+		"/events", eventsV1Content, nil, false},
 }
 
 // builtinContent is the content of a built-in kind's objects by apiVersion and kind, for
@@ -318,4 +323,40 @@ func deploymentContent(r *runner) map[string]any {
 		"template": map[string]any{"metadata": map[string]any{"labels": labels},
 			"spec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": "busybox"}}}},
 	}}
+}
+
+// coreEventContent is a core/v1 event: about a pod, sometimes with the fields of a new-style event
+// (eventTime, then the reporting fields the legacy validation requires) or an old one's count.
+func coreEventContent(r *runner) map[string]any {
+	out := map[string]any{"involvedObject": map[string]any{"kind": "Pod", "name": "p", "namespace": "a"},
+		"reason": pick(r.Rng, []string{"Started", "Pulled"}), "message": "m", "type": "Normal"}
+	switch r.Rng.IntN(4) {
+	case 0:
+		out["eventTime"] = "2026-01-02T03:04:00.000001Z"
+		out["reportingComponent"], out["reportingInstance"], out["action"] = "kubelet", "n1", "Start"
+	case 1:
+		out["eventTime"] = "2026-01-02T03:04:00.000001Z"
+	case 2:
+		out["count"], out["firstTimestamp"], out["source"] = 2, "2026-01-02T03:00:05Z", map[string]any{"component": "kubelet"}
+	}
+	return out
+}
+
+// eventsV1Content is an events.k8s.io/v1 event: valid, or missing eventTime or
+// reportingController, or with deprecated fields or a short series.
+func eventsV1Content(r *runner) map[string]any {
+	out := map[string]any{"regarding": map[string]any{"kind": "Pod", "name": "p", "namespace": "a"},
+		"reason": "Pulled", "note": pick(r.Rng, []string{"n0", "n1"}), "type": "Normal", "eventTime": "2026-01-02T03:04:00.000001Z",
+		"reportingController": "kubelet", "reportingInstance": "n1", "action": "Pull"}
+	switch r.Rng.IntN(6) {
+	case 0:
+		delete(out, "eventTime")
+	case 1:
+		delete(out, "reportingController")
+	case 2:
+		out["deprecatedCount"] = 2
+	case 3:
+		out["series"] = map[string]any{"count": r.Rng.IntN(3), "lastObservedTime": "2026-01-02T03:05:00.000000Z"}
+	}
+	return out
 }

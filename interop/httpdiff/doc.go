@@ -77,14 +77,16 @@
 //   - Built-in kinds against kube-apiserver (TestHTTPDifferentialBuiltIn, builtin_test.go): the
 //     surface test's requests, fixed cases, finalizer lifecycles and watch-lists sent to built-in
 //     kinds (LISTWATCH_HTTPDIFF_BUILTIN_KINDS: configmaps by default; secrets, pods, services,
-//     deployments; a kind with a scale subresource also its fixed scale requests, fixedScale), with a real kube-apiserver v1.37.2 (the binary `make kube-apiserver` builds,
+//     deployments, and events and eventsv1, the two versions of one resource, on the same names
+//     so that each reads and writes what the other wrote; a kind with a scale subresource also
+//     gets its fixed scale requests, fixedScale), with a real kube-apiserver v1.37.2 (the binary `make kube-apiserver` builds,
 //     interop/internal/kubebin) as upstream, over listwatch's etcd API, and listwatch's chain
 //     serving httpwatch.BuiltInResources with kube-apiserver's system namespaces. kube-apiserver
 //     keeps the compared kinds in a listwatch store of their own (--etcd-servers-overrides) that
 //     only the test's requests write, once the objects of those kinds it writes at start are
 //     there, and compacts nothing. Without the binary the test skips, saying how to build it. The
 //     kinds left out of the default differ by the defaulting and validation of their types, which
-//     listwatch does not mirror (README).
+//     listwatch does not mirror, and events by their deletions (README).
 //   - Same answers. Every response's status code, Content-Type, Retry-After and Warning headers and
 //     body (object, list with its metadata and continue token, or Status with its reason, message,
 //     details and causes) must be equal once what is each server's own is normalized: uids,
