@@ -330,7 +330,9 @@
 // # Watch guarantees
 //
 // Each watch is checked on its own. Its first revision F is its start revision, or for a watch
-// from 0 its created revision + 1. Its last revision L is the highest of its last event's revision
+// from 0 its created revision + 1; such a watch's event at its created revision itself is not
+// judged, as etcd 3.7.3 reads that revision after registering the watcher and delivers a write
+// committed in between (TestEventAtCreatedRevision). Its last revision L is the highest of its last event's revision
 // and its highest progress notification. Its owed events are the reference events at revisions
 // in [F, L] whose key is in the watch's range and whose type its filters keep. An event is
 // identified by (revision, key, type): etcd can emit a PUT and a DELETE of one key at one revision

@@ -560,7 +560,8 @@ var watchMutations = []mutation{
 			if h.Watches[s.w].Request.StartRevision > 0 {
 				h.Watches[s.w].Request.StartRevision = first + 1
 			} else {
-				created(&h.Watches[s.w]).Revision = first
+				// An event at the created revision itself is not judged (watchCheck.fromCreated).
+				created(&h.Watches[s.w]).Revision = first + 1
 			}
 		}},
 	{name: "created revision behind", want: Resumable,

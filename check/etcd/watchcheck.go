@@ -60,10 +60,16 @@ type watchChecker struct {
 
 	firstRev      int64 // the first revision the watch owes events from
 	firstRevKnown bool
-	lastEventRev  int64
-	lastProgress  int64
-	compactedAt   int // index of the compacted response, or -1
-	createFailed  bool
+	// fromCreated: firstRev is a watch from 0's created revision + 1. An event at the created
+	// revision itself is neither owed nor below the start: etcd's watch server (v3rpc watch.go
+	// recvLoop, 3.7.3) reads the created response's revision after it registers the watcher, so a
+	// write committed in between is delivered at the revision the created response names
+	// (etcd-io/etcd#20243 leaves that revision's meaning open).
+	fromCreated  bool
+	lastEventRev int64
+	lastProgress int64
+	compactedAt  int // index of the compacted response, or -1
+	createFailed bool
 
 	// open: an open history starting at start, whose store others write to
 	open  bool
@@ -153,7 +159,7 @@ func (wc *watchChecker) structural() {
 					continue
 				}
 				if w.Request.StartRevision == 0 {
-					wc.firstRev, wc.firstRevKnown = r.Revision+1, true
+					wc.firstRev, wc.firstRevKnown, wc.fromCreated = r.Revision+1, true, true
 				}
 			}
 			continue
@@ -415,6 +421,9 @@ func (wc *watchChecker) againstReference() {
 		rev, key := ev.Kv.ModRevision, ev.Kv.Key
 		if rev < from && rev >= wc.firstRev {
 			continue // at or below an open history's start: not judged
+		}
+		if wc.fromCreated && rev == wc.firstRev-1 {
+			continue // at the created revision: not judged (fromCreated)
 		}
 		if wc.firstRevKnown && rev < wc.firstRev {
 			wc.report(FirstRevision, SigBelowFirstRevision, []Event{stripPrev(*ev)}, int(ap.resp), rev, "", "event of %s at %d is below the watch's first revision %d", short(key), rev, wc.firstRev)
