@@ -171,8 +171,8 @@ func TestFanoutErrors(t *testing.T) {
 	}
 }
 
-// TestFloor: the floor delivers every frame, of the size asked, with one latency per frame, and refuses a size below its frame's
-// skeleton.
+// TestFloor: the floor delivers every frame, of the size asked, with one latency per frame, and
+// refuses a size below its frame's skeleton.
 func TestFloor(t *testing.T) {
 	for i, size := range []int{FloorFrameBytes, 585, len(floorFramePrefix) + len(floorFrameSuffix)} {
 		// The last run spaces its flushes a little: each frame still arrives.

@@ -67,7 +67,7 @@ func Floor(cfg FloorConfig) (FloorResult, error) {
 	}
 	defer ln.Close()
 	f := &floorRig{frame: []byte(floorFramePrefix + strings.Repeat("0", pad) + floorFrameSuffix),
-		flushInterval: cfg.FlushInterval, received: make([]int, watchers), latency: make([][]int32, watchers),
+		flushInterval: cfg.FlushInterval, latency: make([][]int32, watchers),
 		sentAt: make([]atomic.Int64, events)}
 	for w := range watchers {
 		if err := f.connect(ln, w, events); err != nil {
@@ -83,9 +83,9 @@ func Floor(cfg FloorConfig) (FloorResult, error) {
 	f.stop()
 	total := 0
 	var latency []int32
-	for w, r := range f.received {
-		total += r
-		latency = append(latency, f.latency[w]...)
+	for _, l := range f.latency {
+		total += len(l)
+		latency = append(latency, l...)
 	}
 	slices.Sort(latency)
 	if total != events*watchers {
@@ -101,18 +101,17 @@ func Floor(cfg FloorConfig) (FloorResult, error) {
 	}, nil
 }
 
-// floorRig is Floor's connections: per watcher, the channel its writer reads, and what its reader
-// received and when.
+// floorRig is Floor's connections: per watcher, the channel its writer reads, and when its reader
+// received each frame.
 type floorRig struct {
 	frame         []byte
 	flushInterval time.Duration
 	chans         []chan []byte
 	conns         []net.Conn
 	wg            sync.WaitGroup
-	received      []int
-	// latency is, per watcher, each frame's send-to-receipt time in µs; sentAt each event's send
-	// time in Unix ns. Atomic, as the reader learns of a frame through the kernel, which the race
-	// detector does not see as an ordering.
+	// latency is, per watcher, each frame it received, in order: its send-to-receipt time in µs.
+	// sentAt is each event's send time in Unix ns, atomic as the reader learns of a frame through
+	// the kernel, which the race detector does not see as an ordering.
 	latency [][]int32
 	sentAt  []atomic.Int64
 	flushes atomic.Int64
@@ -147,10 +146,9 @@ func (f *floorRig) connect(ln net.Listener, w, events int) error {
 			}
 			now := time.Now().UnixNano()
 			got += k
-			for frame := f.received[w]; frame < got/len(f.frame); frame++ {
+			for frame := len(f.latency[w]); frame < got/len(f.frame); frame++ {
 				f.latency[w] = append(f.latency[w], int32((now-f.sentAt[frame].Load())/int64(time.Microsecond)))
 			}
-			f.received[w] = got / len(f.frame)
 		}
 	})
 	return nil
