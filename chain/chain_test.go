@@ -583,3 +583,36 @@ func TestCacheConfigIndexesPodsByNodeName(t *testing.T) {
 		t.Errorf("KeyFunc(namespace) = %q, %v; want /namespaces/n", key, err)
 	}
 }
+
+// TestChainServiceKeys: services are kept at kube-apiserver's key, /registry/services/specs/, and
+// an update of another uid names that key, as kube-apiserver's 409 does.
+func TestChainServiceKeys(t *testing.T) {
+	c := newChain(t, chain.Config{})
+	hc := client(t)
+	do := func(method, path, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, c.URL()+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(data)
+	}
+	if code, body := do("POST", "/api/v1/namespaces/default/services", `{"metadata":{"name":"svc"},"spec":{"ports":[{"port":80}]}}`); code != http.StatusCreated {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	resp, err := c.Store().Range(&store.RangeRequest{Key: []byte("/registry/services/specs/default/svc")})
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Errorf("the service at /registry/services/specs/default/svc: %v %v", resp, err)
+	}
+	code, body := do("PUT", "/api/v1/namespaces/default/services/svc", `{"metadata":{"name":"svc","uid":"other"},"spec":{"ports":[{"port":81}]}}`)
+	if code != http.StatusConflict || !strings.Contains(body, "Key: /registry/services/specs/default/svc,") {
+		t.Errorf("an update of another uid: %d %s; want 409 naming the key", code, body)
+	}
+}

@@ -50,6 +50,9 @@
 //     returns (kept as they are in a given store) and NamespaceLifecycle is whole (a create in a
 //     missing namespace is 404, httpwatch's RequireNamespaces); without it, or without namespaces
 //     served, New writes nothing and objects may name any namespace (TestChainSystemNamespaces).
+//   - Objects are kept at kube-apiserver's keys, services at /registry/services/specs/ (its
+//     SpecialDefaultResourcePrefixes), so a failed precondition names the same key
+//     (TestChainServiceKeys).
 //   - Err is nil after Shutdown or Close and is the listener's failure when serving failed
 //     (TestChainServeFailure).
 package chain

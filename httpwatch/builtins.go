@@ -243,11 +243,14 @@ var podColumns = []Column{
 }
 
 // Services is core/v1 services with the status subresource and the spec.clusterIP and spec.type
-// field labels (pkg/registry/core/service SelectableFields). No cluster IP is allocated: there is
-// no IP allocator.
+// field labels (pkg/registry/core/service SelectableFields), kept at /registry/services/specs/ as
+// kube-apiserver keeps them (pkg/kubeapiserver/default_storage_factory_builder.go
+// SpecialDefaultResourcePrefixes), so that either can serve the other's store and a failed
+// precondition names the same key. No cluster IP is allocated: there is no IP allocator.
 func Services() Resource {
 	return Resource{
 		Version: "v1", Resource: "services", Kind: "Service", ShortNames: []string{"svc"}, Categories: []string{"all"},
+		KeyPrefix:  "/services/specs",
 		Namespaced: true, BuiltIn: true, AllowUnconditionalUpdate: true, StatusSubresource: true,
 		SelectableFields: []SelectableField{selectable("spec.clusterIP"), selectable("spec.type")},
 		strategy: &strategy{

@@ -39,7 +39,8 @@
 //
 //   - Start returns only when both APIs serve: a client built from Endpoint alone reads what the
 //     Kubernetes API wrote, client-go discovers, writes and lists, and every write is in the store
-//     at kube-apiserver's key, /registry/<resource>/<namespace>/<name> (TestStart, TestKey).
+//     at kube-apiserver's key, /registry/<resource>/<namespace>/<name> (services at
+//     /registry/services/specs/, as kube-apiserver keeps them) (TestStart, TestKey).
 //   - Environments are independent: twenty started in parallel in one process each see only their
 //     own writes, on ports of their own (TestStartParallel).
 //   - Close stops everything the environment started and waits for it, open etcd and Kubernetes
