@@ -431,14 +431,15 @@ func protobufToJSON(raw []byte) ([]byte, error) {
 	return json.Marshal(u)
 }
 
-// normalAges replaces the cells of a Table's date columns (an age: the time since a timestamp
-// each server set on its own) with "<age>", and returns those columns: the table's own, or cols
-// for a table without column definitions (a watch's events after the first).
+// normalAges replaces the cells of a Table's date columns and of a built-in printer's Age (a string
+// column), each an age: the time since a timestamp each server set on its own, read a moment
+// apart, with "<age>", and returns those columns: the table's own, or cols for a table without
+// column definitions (a watch's events after the first).
 func normalAges(table map[string]any, cols []int) []int {
 	if defs, ok := table["columnDefinitions"].([]any); ok {
 		cols = nil
 		for i, d := range defs {
-			if dm, ok := d.(map[string]any); ok && dm["type"] == "date" {
+			if dm, ok := d.(map[string]any); ok && (dm["type"] == "date" || dm["name"] == "Age") {
 				cols = append(cols, i)
 			}
 		}
