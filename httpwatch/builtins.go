@@ -174,6 +174,8 @@ func Pods() Resource {
 			},
 			gracePeriod: podGracePeriod,
 			columns:     podColumns,
+			// Old kubelets corrupted owner references through pods/status (podStatusStrategy).
+			statusResets: []string{"ownerReferences", "deletionTimestamp"},
 		},
 	}
 }

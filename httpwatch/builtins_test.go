@@ -140,3 +140,22 @@ func TestDeploymentGeneration(t *testing.T) {
 		}
 	}
 }
+
+// TestPodStatusUpdate: as podStatusStrategy, an update of a pod's status keeps its owner
+// references, and its manager claims none of them; labels it changes.
+func TestPodStatusUpdate(t *testing.T) {
+	e := newEnv(t)
+	const pods = "/api/v1/namespaces/default/pods"
+	owner := `{"apiVersion":"v1","kind":"ConfigMap","name":"o","uid":"11111111-1111-1111-1111-111111111111"}`
+	e.mustCreate(pods, `{"metadata":{"name":"p","ownerReferences":[`+owner+`]},"spec":{"containers":[{"name":"c","image":"i"}]}}`)
+	r := e.patch(pods+"/p/status", mergePatch, `{"metadata":{"ownerReferences":null,"labels":{"x":"y"}},"status":{"phase":"Running"}}`)
+	p := r.object(t)
+	if r.code != 200 || len(p.GetOwnerReferences()) != 1 || p.GetLabels()["x"] != "y" {
+		t.Fatalf("status patch: %d %s", r.code, r.body)
+	}
+	for _, m := range p.GetManagedFields() {
+		if got := string(m.FieldsV1.Raw); m.Subresource == "status" && got != `{"f:metadata":{"f:labels":{".":{},"f:x":{}}},"f:status":{"f:phase":{}}}` {
+			t.Errorf("the status manager's fields: %s", got)
+		}
+	}
+}

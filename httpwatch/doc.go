@@ -225,7 +225,8 @@
 //     a field another manager owns with 409 Conflict, one FieldManagerConflict cause per field, unless
 //     force=true; fieldManager is required (TestApply, TestCRDResources).
 //   - With a status subresource, an update of the resource keeps the stored status and an update of
-//     the status keeps everything else (a custom resource's metadata too, a deployment's labels);
+//     the status keeps everything else (a custom resource's metadata too, a deployment's labels, a
+//     pod's owner references: TestPodStatusUpdate);
 //     a new object's status is the strategy's (a pod Pending, a namespace Active, a deployment
 //     empty, others none), so that a status update that changes nothing writes nothing;
 //     metadata.generation counts the spec changes of custom resources and deployments, and a
