@@ -10,7 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/listwatch/listwatch/storage"
@@ -28,6 +31,9 @@ type strategy struct {
 	prepareForCreate func(obj map[string]any)
 	// generation makes metadata.generation start at 1 and grow with every change of spec.
 	generation bool
+	// annotationsGeneration makes it grow with every change of the annotations too (deployments:
+	// their controller copies the annotations to the replica sets).
+	annotationsGeneration bool
 	// allowCreateOnUpdate lets a PUT of a missing object create it.
 	allowCreateOnUpdate bool
 	// gracePeriod returns the grace period of a deletion and whether the kind deletes gracefully
@@ -53,6 +59,13 @@ type strategy struct {
 	// noNameColumn says the printer's columns do not start with Name (events: their columns name
 	// it, last and wide only).
 	noNameColumn bool
+	// internalZero sets what the internal type's zero value has beyond the version's once
+	// converted to it (a deployment's spec.replicas, an int32 there and a pointer in apps/v1):
+	// upstream's BOOKMARK carries the storage's new internal object.
+	internalZero func(obj map[string]any)
+	// statusResets are the metadata fields an update of the status keeps as stored, beyond the
+	// spec: the status strategy's PrepareForUpdate and GetResetFields (a deployment's labels).
+	statusResets []string
 }
 
 func selectable(label string) SelectableField {
@@ -161,6 +174,8 @@ func Pods() Resource {
 			},
 			gracePeriod: podGracePeriod,
 			columns:     podColumns,
+			// Old kubelets corrupted owner references through pods/status (podStatusStrategy).
+			statusResets: []string{"ownerReferences", "deletionTimestamp"},
 		},
 	}
 }
@@ -258,51 +273,107 @@ func Services() Resource {
 				obj["status"] = map[string]any{"loadBalancer": map[string]any{}}
 			},
 			allowCreateOnUpdate: true,
-			columns: []Column{
-				{Name: "Type", Type: "string", Description: corev1.ServiceSpec{}.SwaggerDoc()["type"],
-					value: func(obj map[string]any, _ time.Time) any {
-						if t := str(obj, "spec", "type"); t != "" {
-							return t
-						}
-						return "ClusterIP"
-					}},
-				{Name: "Cluster-IP", Type: "string", Description: corev1.ServiceSpec{}.SwaggerDoc()["clusterIP"],
-					value: func(obj map[string]any, _ time.Time) any { return orNone(str(obj, "spec", "clusterIP")) }},
-				{Name: "External-IP", Type: "string", Description: corev1.ServiceSpec{}.SwaggerDoc()["externalIPs"],
-					value: func(obj map[string]any, _ time.Time) any {
-						ips, _, _ := unstructured.NestedStringSlice(obj, "spec", "externalIPs")
-						return orNone(strings.Join(ips, ","))
-					}},
-				{Name: "Port(s)", Type: "string", Description: corev1.ServiceSpec{}.SwaggerDoc()["ports"],
-					value: func(obj map[string]any, _ time.Time) any {
-						ports, _, _ := unstructured.NestedSlice(obj, "spec", "ports")
-						var out []string
-						for _, p := range ports {
-							m, ok := p.(map[string]any)
-							if !ok {
-								continue
-							}
-							proto := str(m, "protocol")
-							if proto == "" {
-								proto = "TCP"
-							}
-							if np := integer(m, "nodePort"); np > 0 {
-								out = append(out, fmt.Sprintf("%d:%d/%s", integer(m, "port"), np, proto))
-							} else {
-								out = append(out, fmt.Sprintf("%d/%s", integer(m, "port"), proto))
-							}
-						}
-						return orNone(strings.Join(out, ","))
-					}},
-				ageColumn,
-				{Name: "Selector", Type: "string", Priority: 1, Description: corev1.ServiceSpec{}.SwaggerDoc()["selector"],
-					value: func(obj map[string]any, _ time.Time) any {
-						sel, _, _ := unstructured.NestedStringMap(obj, "spec", "selector")
-						return orNone(selectorString(sel))
-					}},
-			},
+			columns:             serviceColumns,
 		},
 	}
+}
+
+// serviceColumns mirror printService (pkg/printers/internalversion). Listwatch stores a service
+// without the defaults kube-apiserver's would have (type, clusterIPs, port protocols): the cells
+// read them as that defaulting sets them, but for a BOOKMARK's zero service, which upstream prints
+// as it is.
+var serviceColumns = []Column{
+	{Name: "Type", Type: "string", Description: corev1.ServiceSpec{}.SwaggerDoc()["type"],
+		value: func(obj map[string]any, _ time.Time) any { return serviceType(obj) }},
+	{Name: "Cluster-IP", Type: "string", Description: corev1.ServiceSpec{}.SwaggerDoc()["clusterIP"],
+		value: func(obj map[string]any, _ time.Time) any {
+			if ips, _, _ := unstructured.NestedStringSlice(obj, "spec", "clusterIPs"); len(ips) > 0 {
+				return ips[0]
+			}
+			return orNone(str(obj, "spec", "clusterIP"))
+		}},
+	{Name: "External-IP", Type: "string", Description: corev1.ServiceSpec{}.SwaggerDoc()["externalIPs"],
+		value: serviceExternalIP},
+	{Name: "Port(s)", Type: "string", Description: corev1.ServiceSpec{}.SwaggerDoc()["ports"],
+		value: servicePorts},
+	ageColumn,
+	{Name: "Selector", Type: "string", Priority: 1, Description: corev1.ServiceSpec{}.SwaggerDoc()["selector"],
+		value: func(obj map[string]any, _ time.Time) any {
+			sel, _, _ := unstructured.NestedStringMap(obj, "spec", "selector")
+			return labels.FormatLabels(sel)
+		}},
+}
+
+// created says whether obj went through a create, which gives it a creationTimestamp and, in
+// kube-apiserver, its kind's defaults; a BOOKMARK's zero object did not.
+func created(obj map[string]any) bool { return str(obj, "metadata", "creationTimestamp") != "" }
+
+// serviceType is spec.type, ClusterIP (its default) when a created service has none.
+func serviceType(obj map[string]any) string {
+	t := str(obj, "spec", "type")
+	if t == "" && created(obj) {
+		t = "ClusterIP"
+	}
+	return t
+}
+
+// serviceExternalIP mirrors getServiceExternalIP (pkg/printers/internalversion) with the wide
+// output the server's Tables use: the external IPs, a load balancer's ingress too, an external
+// name's DNS name, <unknown> for another type.
+func serviceExternalIP(obj map[string]any, _ time.Time) any {
+	ips, _, _ := unstructured.NestedStringSlice(obj, "spec", "externalIPs")
+	switch serviceType(obj) {
+	case "ClusterIP", "NodePort":
+		return orNone(strings.Join(ips, ","))
+	case "LoadBalancer":
+		if out := append(loadBalancerIngress(obj), ips...); len(out) > 0 {
+			return strings.Join(out, ",")
+		}
+		return "<pending>"
+	case "ExternalName":
+		return str(obj, "spec", "externalName")
+	}
+	return "<unknown>"
+}
+
+// loadBalancerIngress mirrors loadBalancerStatusStringer: each ingress point's IP, else its
+// hostname, sorted and without repeats.
+func loadBalancerIngress(obj map[string]any) []string {
+	ingress, _, _ := unstructured.NestedSlice(obj, "status", "loadBalancer", "ingress")
+	set := sets.New[string]()
+	for _, i := range ingress {
+		if m, ok := i.(map[string]any); ok {
+			if ip := str(m, "ip"); ip != "" {
+				set.Insert(ip)
+			} else if host := str(m, "hostname"); host != "" {
+				set.Insert(host)
+			}
+		}
+	}
+	return sets.List(set)
+}
+
+// servicePorts mirrors makePortString: port/protocol, port:nodePort/protocol with a node port, the
+// protocol TCP by default.
+func servicePorts(obj map[string]any, _ time.Time) any {
+	ports, _, _ := unstructured.NestedSlice(obj, "spec", "ports")
+	var out []string
+	for _, p := range ports {
+		m, ok := p.(map[string]any)
+		if !ok {
+			continue
+		}
+		proto := str(m, "protocol")
+		if proto == "" {
+			proto = "TCP"
+		}
+		if np := integer(m, "nodePort"); np > 0 {
+			out = append(out, fmt.Sprintf("%d:%d/%s", integer(m, "port"), np, proto))
+		} else {
+			out = append(out, fmt.Sprintf("%d/%s", integer(m, "port"), proto))
+		}
+	}
+	return orNone(strings.Join(out, ","))
 }
 
 // Namespaces is core/v1 namespaces, cluster-scoped, with the status subresource and the
@@ -343,8 +414,9 @@ func Namespaces() Resource {
 // namespaceFinalizer is core/v1 FinalizerKubernetes, the namespace controller's.
 const namespaceFinalizer = "kubernetes"
 
-// Deployments is apps/v1 deployments with the status and scale subresources; metadata.generation
-// counts spec changes, as the deployment strategy does.
+// Deployments is apps/v1 deployments with the status and scale subresources, as the deployment
+// strategies (pkg/registry/apps/deployment): a new one has an empty status, metadata.generation
+// counts changes of spec and annotations, and an update of the status keeps the labels.
 func Deployments() Resource {
 	return Resource{
 		Group: "apps", Version: "v1", Resource: "deployments", Kind: "Deployment", ShortNames: []string{"deploy"},
@@ -352,8 +424,13 @@ func Deployments() Resource {
 		StatusSubresource: true,
 		Scale:             &ScaleSubresource{SpecReplicasPath: ".spec.replicas", StatusReplicasPath: ".status.replicas", LabelSelectorPath: ".spec.selector"},
 		strategy: &strategy{
-			prepareForCreate: func(obj map[string]any) { delete(obj, "status") },
-			generation:       true,
+			prepareForCreate:      func(obj map[string]any) { obj["status"] = map[string]any{} },
+			generation:            true,
+			annotationsGeneration: true,
+			internalZero: func(obj map[string]any) {
+				_ = unstructured.SetNestedField(obj, int64(0), "spec", "replicas") // spec is a map in the zero object
+			},
+			statusResets: []string{"labels"},
 			columns: []Column{
 				{Name: "Ready", Type: "string", Description: "Number of the pod with ready state",
 					value: func(obj map[string]any, _ time.Time) any {
@@ -369,10 +446,7 @@ func Deployments() Resource {
 				{Name: "Images", Type: "string", Priority: 1, Description: "Images referenced by each container in the template.",
 					value: func(obj map[string]any, _ time.Time) any { return templateContainers(obj, "image") }},
 				{Name: "Selector", Type: "string", Priority: 1, Description: appsv1.DeploymentSpec{}.SwaggerDoc()["selector"],
-					value: func(obj map[string]any, _ time.Time) any {
-						sel, _, _ := unstructured.NestedStringMap(obj, "spec", "selector", "matchLabels")
-						return orNone(selectorString(sel))
-					}},
+					value: deploymentSelector},
 			},
 		},
 	}
@@ -389,8 +463,37 @@ func templateContainers(obj map[string]any, key string) string {
 	return strings.Join(out, ",")
 }
 
-func selectorString(sel map[string]string) string {
-	return metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: sel})
+// deploymentSelector is the Selector cell of printDeployment (pkg/printers/internalversion): the
+// label selector's string form, "" for none (the zero deployment of a BOOKMARK), "<invalid>" for one
+// that does not parse.
+func deploymentSelector(obj map[string]any, _ time.Time) any {
+	s, err := labelSelectorAt(obj, "spec", "selector")
+	if err != nil {
+		return "<invalid>"
+	}
+	return s
+}
+
+// labelSelectorAt is the metav1.LabelSelector at path in its string form, as
+// metav1.LabelSelectorAsSelector gives it: "" when there is none, nothing selected.
+func labelSelectorAt(obj map[string]any, path ...string) (string, error) {
+	var ls *metav1.LabelSelector
+	// A null selector is none, as a nil *metav1.LabelSelector.
+	if v, _, _ := unstructured.NestedFieldNoCopy(obj, path...); v != nil {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return "", fmt.Errorf("%s: %T is not a label selector", strings.Join(path, "."), v)
+		}
+		ls = &metav1.LabelSelector{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, ls); err != nil {
+			return "", err
+		}
+	}
+	selector, err := metav1.LabelSelectorAsSelector(ls)
+	if err != nil {
+		return "", err
+	}
+	return selector.String(), nil
 }
 
 // Widgets is widgets.example.com/v1, a namespaced custom resource with no schema.

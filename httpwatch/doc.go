@@ -32,8 +32,10 @@
 //     field mapped and writes back unchanged, each version's watch sees the other's writes:
 //     TestEventVersionsRoundTrip, TestEventVersionsWatch), validated as upstream's event validation
 //     (legacy checks at core/v1, strict ones at events.k8s.io/v1, 422s naming core's kind:
-//     TestEventVersionsValidation); a built-in kind's BOOKMARK carries its typed zero object
-//     (TestEventBookmarkObject) and a create's managedFields leave out the fields it holds at their
+//     TestEventVersionsValidation); a built-in kind's BOOKMARK carries its typed zero object, as
+//     the internal type's zero converts (a deployment's spec.replicas 0), and as Table the row its
+//     printer gives that object (a deployment's Selector "", a service's Type "")
+//     (TestEventBookmarkObject, TestBuiltInBookmarkTable) and a create's managedFields leave out the fields it holds at their
 //     zero value, as upstream compares with the typed new object (TestEventManagedFieldsOfZeroFields);
 //     with Config.EventTTL each create and
 //     update of an event gives it a lease of that TTL, and nothing else gets one (TestEventTTL); Widgets is an example custom resource;
@@ -223,9 +225,13 @@
 //     a field another manager owns with 409 Conflict, one FieldManagerConflict cause per field, unless
 //     force=true; fieldManager is required (TestApply, TestCRDResources).
 //   - With a status subresource, an update of the resource keeps the stored status and an update of
-//     the status keeps everything else (a custom resource's metadata too); a new object's status is
-//     the strategy's (a pod Pending, a namespace Active, others none); metadata.generation counts
-//     the spec changes of custom resources and deployments (TestStatusSubresource).
+//     the status keeps everything else (a custom resource's metadata too, a deployment's labels, a
+//     pod's owner references: TestPodStatusUpdate);
+//     a new object's status is the strategy's (a pod Pending, a namespace Active, a deployment
+//     empty, others none), so that a status update that changes nothing writes nothing;
+//     metadata.generation counts the spec changes of custom resources and deployments, and a
+//     deployment's annotation changes (TestStatusSubresource, TestDeploymentStatusUpdate,
+//     TestDeploymentGeneration).
 //   - A custom resource with Resource.Scale (a CRD's subresources.scale) serves <plural>/scale:
 //     GET, PUT and PATCH (JSON, merge, apply) of an autoscaling/v1 Scale read from its replicas and
 //     selector paths; a write through it sets the spec replicas alone and is an update of the
@@ -277,6 +283,8 @@
 //     [?(@.type=="Ready")], upstream's cell types and default descriptions; dates as ages by the
 //     server's clock), rows whose object is its metadata, the object or nothing as includeObject
 //     says; in a watch only the first event carries the columns (TestTable, TestCustomResourceTable).
+//     A deployment's Selector is its whole label selector, a service's External-IP as its type
+//     gives it (TestBuiltInPrinterCells).
 //     PartialObjectMetadataList items carry their kind and apiVersion, none is a null list, and a
 //     single custom resource asked for as one is upstream's 500 "content is not a list" (its
 //     unstructured object passes for a list until its items are read) (TestCustomResourceTable).

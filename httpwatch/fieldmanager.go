@@ -99,7 +99,8 @@ func (h *resourceHandler) scaleFieldManager(tc managedfields.TypeConverter) (*ma
 
 // resetFields are the fields a write to the resource or subresource leaves alone, as the strategies'
 // GetResetFields: the resource's status when it has a status subresource; for the status, every
-// other top-level field (spec), and for a custom resource the metadata too.
+// other top-level field (spec), for a custom resource the metadata too, for a built-in kind the
+// metadata fields of its strategy's statusResets.
 func (h *resourceHandler) resetFields(subresource string) map[fieldpath.APIVersion]fieldpath.Filter {
 	if !h.res.StatusSubresource {
 		return nil
@@ -112,6 +113,11 @@ func (h *resourceHandler) resetFields(subresource string) map[fieldpath.APIVersi
 		set := fieldpath.NewSet(fieldpath.MakePathOrDie("spec"))
 		if !h.res.BuiltIn {
 			set.Insert(fieldpath.MakePathOrDie("metadata"))
+		}
+		if h.res.strategy != nil {
+			for _, f := range h.res.strategy.statusResets {
+				set.Insert(fieldpath.MakePathOrDie("metadata", f))
+			}
 		}
 		return map[fieldpath.APIVersion]fieldpath.Filter{gv: fieldpath.NewExcludeSetFilter(set)}
 	}

@@ -566,7 +566,8 @@ func (h *resourceHandler) beforeUpdate(ctx context.Context, namespace, subresour
 //     (custom resources, and built-in kinds that count generations) starts a new generation when
 //     anything but metadata and status changed; a namespace keeps its spec.finalizers;
 //   - an update of the status keeps everything but the status (custom resources: every other field
-//     of the stored object but managedFields; built-in kinds: every field but metadata);
+//     of the stored object but managedFields; built-in kinds: every field but metadata, and the
+//     metadata fields of the strategy's statusResets);
 //   - a namespace's finalize keeps its status.
 //
 // Mirrors customResourceStrategy and statusStrategy PrepareForUpdate (apiextensions-apiserver) and
@@ -599,15 +600,20 @@ func (h *resourceHandler) prepareForUpdate(subresource string, obj, old *unstruc
 				obj.Object[k] = runtime.DeepCopyJSONValue(v)
 			}
 		}
+		if h.res.strategy != nil {
+			for _, f := range h.res.strategy.statusResets {
+				copyNestedField(obj, old, "metadata", f)
+			}
+		}
 		obj.SetGeneration(old.GetGeneration())
 		return
 	case "finalize":
-		copyField(obj, old, "status")
+		copyNestedField(obj, old, "status")
 		obj.SetGeneration(old.GetGeneration())
 		return
 	}
 	if h.res.StatusSubresource {
-		copyField(obj, old, "status")
+		copyNestedField(obj, old, "status")
 	}
 	if h.res.isCoreNamespaces() {
 		finalizers, found, _ := unstructured.NestedFieldCopy(old.Object, "spec", "finalizers")
@@ -624,18 +630,20 @@ func (h *resourceHandler) prepareForUpdate(subresource string, obj, old *unstruc
 			obj.SetGeneration(old.GetGeneration() + 1)
 		}
 	case h.res.strategy != nil && h.res.strategy.generation:
-		if !apiequality.Semantic.DeepEqual(obj.Object["spec"], old.Object["spec"]) {
+		annotationsChanged := h.res.strategy.annotationsGeneration &&
+			!apiequality.Semantic.DeepEqual(obj.GetAnnotations(), old.GetAnnotations())
+		if annotationsChanged || !apiequality.Semantic.DeepEqual(obj.Object["spec"], old.Object["spec"]) {
 			obj.SetGeneration(old.GetGeneration() + 1)
 		}
 	}
 }
 
-// copyField sets obj's top-level field to old's, or removes it when old has none.
-func copyField(obj, old *unstructured.Unstructured, name string) {
-	if v, ok := old.Object[name]; ok {
-		obj.Object[name] = runtime.DeepCopyJSONValue(v)
+// copyNestedField sets obj's field at path to old's (a deep copy), or removes it when old has none.
+func copyNestedField(obj, old *unstructured.Unstructured, path ...string) {
+	if v, ok, _ := unstructured.NestedFieldCopy(old.Object, path...); ok {
+		_ = unstructured.SetNestedField(obj.Object, v, path...) // the path's parents (metadata) are maps
 	} else {
-		delete(obj.Object, name)
+		unstructured.RemoveNestedField(obj.Object, path...)
 	}
 }
 

@@ -311,7 +311,8 @@ func (r Resource) multiVersion() bool {
 // NewObject returns an empty object of the resource's kind: what a BOOKMARK carries, so that every
 // watch event decodes (client-go's unstructured decoder refuses an object without kind). A built-in
 // kind's is its typed zero value as JSON shows it (an event's `"involvedObject": {}`), as
-// upstream's bookmark is the storage's new typed object.
+// upstream's bookmark is the storage's new internal object converted to the version (a
+// deployment's `"replicas": 0`: strategy.internalZero).
 func (r Resource) NewObject() runtime.Object {
 	u := &unstructured.Unstructured{}
 	if r.typed() {
@@ -319,6 +320,9 @@ func (r Resource) NewObject() runtime.Object {
 			if data, err := json.Marshal(typed); err == nil {
 				_ = u.UnmarshalJSON(data) // the JSON of a typed object always decodes
 			}
+		}
+		if r.strategy != nil && r.strategy.internalZero != nil {
+			r.strategy.internalZero(u.Object)
 		}
 	}
 	u.SetGroupVersionKind(r.GroupVersionKind())

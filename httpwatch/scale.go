@@ -111,22 +111,7 @@ func (s *ScaleSubresource) selectorOf(obj *unstructured.Unstructured) (string, e
 		selector, _, err := unstructured.NestedString(obj.Object, scalePath(s.LabelSelectorPath)...)
 		return selector, err
 	}
-	m, _, err := unstructured.NestedMap(obj.Object, scalePath(s.LabelSelectorPath)...)
-	if err != nil {
-		return "", err
-	}
-	var ls *metav1.LabelSelector
-	if m != nil {
-		ls = &metav1.LabelSelector{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, ls); err != nil {
-			return "", err
-		}
-	}
-	selector, err := metav1.LabelSelectorAsSelector(ls)
-	if err != nil {
-		return "", err
-	}
-	return selector.String(), nil
+	return labelSelectorAt(obj.Object, scalePath(s.LabelSelectorPath)...)
 }
 
 // validate checks the replicas (spec: spec and status; else status alone) and the label selector

@@ -95,8 +95,10 @@
 //     and resourceVersions: each server's are its own, so each is compared by its place among the
 //     test's writes on that server ("w3" is the third write's, "@3" a revision after the third
 //     write and before the fourth), in objects, list metadata, decoded continue tokens and the
-//     messages that name them (a patched object quoted in a 422 too, its times left out). A
-//     Table's date columns (ages of each server's timestamps) are compared as "<age>".
+//     messages that name them (a patched object quoted in a 422 too, its times left out), but for
+//     the one a request names itself (its continue token's, its body's), which both servers repeat
+//     as the same number whatever its place ("<asked>"). A Table's date columns and a built-in
+//     printer's Age (ages of each server's timestamps) are compared as "<age>".
 //   - Same streams. Each server's watch streams are judged by a model of that server's writes in
 //     its own resourceVersions (proptest/kubemodel, with the apiserver's watch-list defaulting):
 //     every event exactly as upstream's semantics require, bookmarks never below a delivered event

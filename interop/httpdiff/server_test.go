@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
@@ -237,7 +238,8 @@ func (s *server) normalMessage(msg, asked string) string {
 
 // normalize rewrites a response body in place into what both servers must agree on: without uids,
 // timestamps and managedFields (field-manager bookkeeping of server-side apply, which listwatch
-// does not keep), with generated names, resourceVersions and continue tokens by the test's names.
+// does not keep), with generated names, resourceVersions and continue tokens by the test's names,
+// and a resourceVersion that is the one the request asked for as <asked>.
 func (s *server) normalize(v any, asked string) any {
 	switch x := v.(type) {
 	case map[string]any:
@@ -278,7 +280,9 @@ func (s *server) normalize(v any, asked string) any {
 				}
 				sortManagedFields(mf)
 			}
-			if rv, ok := md["resourceVersion"].(string); ok {
+			if rv, ok := md["resourceVersion"].(string); ok && asked != "" && rv == asked {
+				md["resourceVersion"] = "<asked>"
+			} else if ok {
 				md["resourceVersion"] = s.rvName(rv)
 			}
 			if n, ok := md["name"].(string); ok {
@@ -308,22 +312,54 @@ func (s *server) genName(n string) string {
 	return n
 }
 
-// normalContinue is a continue token decoded (base64url JSON: version, resourceVersion, start key)
-// with its resourceVersion by place.
-func (s *server) normalContinue(token string) string {
+// continueToken is a continue token decoded: base64url JSON of the version, resourceVersion and
+// start key.
+type continueToken struct {
+	V     string `json:"v"`
+	RV    int64  `json:"rv"`
+	Start string `json:"start"`
+}
+
+func decodeContinue(token string) (continueToken, error) {
+	var c continueToken
 	data, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil {
-		return "undecodable continue token " + token
-	}
-	var c struct {
-		V     string `json:"v"`
-		RV    int64  `json:"rv"`
-		Start string `json:"start"`
+		return c, fmt.Errorf("undecodable continue token %s", token)
 	}
 	if err := json.Unmarshal(data, &c); err != nil {
-		return "undecodable continue token " + string(data)
+		return c, fmt.Errorf("undecodable continue token %s", data)
+	}
+	return c, nil
+}
+
+// normalContinue is a continue token decoded with its resourceVersion by place.
+func (s *server) normalContinue(token string) string {
+	c, err := decodeContinue(token)
+	if err != nil {
+		return err.Error()
 	}
 	return fmt.Sprintf("continue{v=%s rv=%s start=%q}", c.V, s.rvName(strconv.FormatInt(c.RV, 10)), s.genStart(c.Start))
+}
+
+// askedRV is the resourceVersion a request names itself: its continue token's, else its body's
+// metadata.resourceVersion; "" for none. An answer that repeats it (a list continued at that
+// revision, a dry-run create's object) carries the same number on both servers, whatever place
+// it has among each server's writes: it is compared as the one asked for.
+func askedRV(path string, body []byte) string {
+	if u, err := url.Parse(path); err == nil {
+		if c, err := decodeContinue(u.Query().Get("continue")); err == nil && c.RV > 0 {
+			return strconv.FormatInt(c.RV, 10)
+		}
+	}
+	var obj struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := yaml.Unmarshal(body, &obj); err != nil {
+		return ""
+	}
+	return obj.Metadata.ResourceVersion
 }
 
 // genStart is a continue token's start key (the page's last key relative to the listed one, then
@@ -395,14 +431,15 @@ func protobufToJSON(raw []byte) ([]byte, error) {
 	return json.Marshal(u)
 }
 
-// normalAges replaces the cells of a Table's date columns (an age: the time since a timestamp
-// each server set on its own) with "<age>", and returns those columns: the table's own, or cols
-// for a table without column definitions (a watch's events after the first).
+// normalAges replaces the cells of a Table's date columns and of a built-in printer's Age (a string
+// column), each an age: the time since a timestamp each server set on its own, read a moment
+// apart, with "<age>", and returns those columns: the table's own, or cols for a table without
+// column definitions (a watch's events after the first).
 func normalAges(table map[string]any, cols []int) []int {
 	if defs, ok := table["columnDefinitions"].([]any); ok {
 		cols = nil
 		for i, d := range defs {
-			if dm, ok := d.(map[string]any); ok && dm["type"] == "date" {
+			if dm, ok := d.(map[string]any); ok && (dm["type"] == "date" || dm["name"] == "Age") {
 				cols = append(cols, i)
 			}
 		}
@@ -417,4 +454,36 @@ func normalAges(table map[string]any, cols []int) []int {
 		}
 	}
 	return cols
+}
+
+// TestAskedResourceVersion: a list continued from a token's revision, or a dry-run create that
+// repeats its body's resourceVersion, answers that same number on both servers, at whatever place
+// it is among each server's writes (kube-apiserver's compared store empty at revision 1, where
+// listwatch's chain has written up to 6): it compares as the one asked for, where by place it
+// would be "w1" against "@0".
+func TestAskedResourceVersion(t *testing.T) {
+	kube, lw := &server{writes: []int64{1, 2}}, &server{writes: []int64{6, 7}}
+	answer := func(kind string) response {
+		return response{code: 200, header: http.Header{}, body: map[string]any{"kind": kind,
+			"metadata": map[string]any{"resourceVersion": "1"}}}
+	}
+	continued := "/apis/apps/v1/namespaces/a/deployments?continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MSwic3RhcnQiOiJ3MFx1MDAwMCJ9"
+	for _, c := range []struct {
+		what, path, body, kind string
+	}{
+		{"a list continued at revision 1", continued, "", "DeploymentList"},
+		{"a dry-run create of a YAML body with resourceVersion 1", "/apis/apps/v1/namespaces/a/deployments?dryRun=All",
+			"metadata:\n  name: d0\n  resourceVersion: \"1\"\n", "Deployment"},
+	} {
+		asked := askedRV(c.path, []byte(c.body))
+		if asked != "1" {
+			t.Errorf("%s: asked %q", c.what, asked)
+		}
+		if k, l := kube.describe(answer(c.kind), asked), lw.describe(answer(c.kind), asked); k != l {
+			t.Errorf("%s: %s against %s", c.what, k, l)
+		}
+	}
+	if k, l := kube.describe(answer("DeploymentList"), ""), lw.describe(answer("DeploymentList"), ""); k == l {
+		t.Errorf("revision 1 by place: %s on both", k)
+	}
 }

@@ -136,11 +136,12 @@ func (r *runner) send(what, method, path, ctype string, body []byte, accept stri
 		if accept != "" {
 			h = http.Header{"Accept": {accept}}
 		}
-		resp, err := s.doHeader(r.ctx, method, path, ctype, r.withCurrentRV(s, path, body), h)
+		sent := r.withCurrentRV(s, path, body)
+		resp, err := s.doHeader(r.ctx, method, path, ctype, sent, h)
 		if err != nil {
 			r.Fatalf("%s: %s: %v", what, s.name, err)
 		}
-		desc[i], codes[i] = s.describe(resp, ""), resp.code
+		desc[i], codes[i] = s.describe(resp, askedRV(path, sent)), resp.code
 	}
 	r.recordRevisions()
 	if desc[0] != desc[1] {
