@@ -99,6 +99,19 @@ func TestEventsTable(t *testing.T) {
 	if err := json.Unmarshal(r.body, &table); err != nil || len(table.Rows) != 1 || table.Rows[0].Cells[3] != "node" {
 		t.Errorf("event of an unnamed object: %d %s", r.code, r.body)
 	}
+	// An event of the new API, without source, shows its reporting controller and instance (each
+	// version), its note trimmed, as formatEventSource; without an instance, the controller alone.
+	e.mustCreate(v1Events, `{"metadata":{"name":"c"},"regarding":{"kind":"Pod","name":"p","namespace":"default"},"reason":"Pulled",
+		"note":" n \n","type":"Normal","reportingController":"kubelet","reportingInstance":"n1","action":"Pull","eventTime":"2026-01-02T03:04:00.000000Z"}`)
+	e.mustCreate(core, `{"metadata":{"name":"d"},"involvedObject":{"kind":"Pod","name":"p"},"reportingComponent":"kubelet"}`)
+	for _, c := range []struct{ path, source, message string }{
+		{core + "/c", "kubelet, n1", "n"}, {v1Events + "/c", "kubelet, n1", "n"}, {v1Events + "/d", "kubelet", ""},
+	} {
+		r = e.do("GET", c.path, "", "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+		if err := json.Unmarshal(r.body, &table); err != nil || len(table.Rows) != 1 || table.Rows[0].Cells[5] != c.source || table.Rows[0].Cells[6] != c.message {
+			t.Errorf("%s: %d %s, want Source %q and Message %q", c.path, r.code, r.body, c.source, c.message)
+		}
+	}
 }
 
 // leaseTTL is the granted TTL of the lease the object at key is attached to, 0 for none.

@@ -85,13 +85,19 @@ func (eventCodec) Decode(data []byte, into runtime.Object) (runtime.Object, erro
 	return out, out.UnmarshalJSON(converted)
 }
 
-// Encode implements storage.Codec: an events.k8s.io/v1 event as the core/v1 event to store.
+// Encode implements storage.Codec: an events.k8s.io/v1 event as the core/v1 event to store, in the
+// bytes core/v1's codec writes for the same event, so that an update through either version that
+// changes nothing is no write, as upstream's, whose two versions share one storage codec.
 func (eventCodec) Encode(obj runtime.Object) ([]byte, error) {
 	ev, err := typedEvent[eventsv1.Event](obj)
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(eventsV1ToCore(ev))
+	core, err := typedToUnstructured(eventsV1ToCore(ev), corev1.SchemeGroupVersion.WithKind("Event"))
+	if err != nil {
+		return nil, err
+	}
+	return storage.UnstructuredJSON.Encode(core)
 }
 
 // typedEvent decodes an unstructured event into its Go type.

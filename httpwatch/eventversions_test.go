@@ -92,6 +92,46 @@ func TestEventVersionsRoundTrip(t *testing.T) {
 	}
 }
 
+// TestEventVersionsNoOpWrite: events.k8s.io/v1 stores an event in the bytes core/v1 does, so a
+// write at either version that changes nothing (a PUT of the object read, a repeated delete of an
+// event its finalizer holds) is no write, as upstream's; the first delete, which marks it, is one.
+func TestEventVersionsNoOpWrite(t *testing.T) {
+	for _, c := range []struct{ name, from, to, body string }{
+		{"core to events.k8s.io", coreEvents, v1Events, coreEventJSON},
+		{"events.k8s.io to core", v1Events, coreEvents, newV1EventJSON},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			created := e.mustCreate(c.from, c.body)
+			created.SetFinalizers([]string{"example.com/keep"})
+			body, _ := created.MarshalJSON()
+			if r := e.do("PUT", c.from+"/a", string(body)); r.code != 200 {
+				t.Fatalf("adding a finalizer: %d %s", r.code, r.body)
+			}
+			rev := e.st.Rev()
+			for _, path := range []string{c.to, c.from} {
+				if r := e.do("PUT", path+"/a", string(e.do("GET", path+"/a", "").body)); r.code != 200 {
+					t.Fatalf("PUT of the object read at %s: %d %s", path, r.code, r.body)
+				}
+			}
+			e.unchanged(rev, "PUTs of the object read")
+			if r := e.do("DELETE", c.from+"/a", ""); r.code != 200 {
+				t.Fatalf("marking delete: %d %s", r.code, r.body)
+			}
+			if e.st.Rev() != rev+1 {
+				t.Errorf("the marking delete made %d writes, want 1", e.st.Rev()-rev)
+			}
+			rev = e.st.Rev()
+			for _, path := range []string{c.to, c.from} {
+				if r := e.do("DELETE", path+"/a", ""); r.code != 200 {
+					t.Fatalf("repeated delete at %s: %d %s", path, r.code, r.body)
+				}
+			}
+			e.unchanged(rev, "repeated deletes")
+		})
+	}
+}
+
 // storedEvents are the keys of the store's events, of either version: all under /registry/events/.
 func (e *env) storedEvents() []string {
 	e.t.Helper()
