@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/url"
 	"reflect"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,7 +94,7 @@ func TestEventVersionsRoundTrip(t *testing.T) {
 }
 
 // TestEventVersionsNoOpWrite: events.k8s.io/v1 stores an event in the bytes core/v1 does, so a
-// write at either version that changes nothing (a PUT of the object read, a repeated delete of an
+// write that changes nothing (a PUT of the object read, a repeated delete at either version of an
 // event its finalizer holds) is no write, as upstream's; the first delete, which marks it, is one.
 func TestEventVersionsNoOpWrite(t *testing.T) {
 	for _, c := range []struct{ name, from, to, body string }{
@@ -109,12 +110,10 @@ func TestEventVersionsNoOpWrite(t *testing.T) {
 				t.Fatalf("adding a finalizer: %d %s", r.code, r.body)
 			}
 			rev := e.st.Rev()
-			for _, path := range []string{c.to, c.from} {
-				if r := e.do("PUT", path+"/a", string(e.do("GET", path+"/a", "").body)); r.code != 200 {
-					t.Fatalf("PUT of the object read at %s: %d %s", path, r.code, r.body)
-				}
+			if r := e.do("PUT", c.from+"/a", string(e.do("GET", c.from+"/a", "").body)); r.code != 200 {
+				t.Fatalf("PUT of the object read: %d %s", r.code, r.body)
 			}
-			e.unchanged(rev, "PUTs of the object read")
+			e.unchanged(rev, "a PUT of the object read")
 			if r := e.do("DELETE", c.from+"/a", ""); r.code != 200 {
 				t.Fatalf("marking delete: %d %s", r.code, r.body)
 			}
@@ -130,6 +129,46 @@ func TestEventVersionsNoOpWrite(t *testing.T) {
 			e.unchanged(rev, "repeated deletes")
 		})
 	}
+}
+
+// TestEventVersionsManagedFields: a write at one version of events drops the managers that wrote
+// at the other, as kube-apiserver's field manager, whose type converter for a group has no type
+// for the other group's Event; managers of the version written keep their fields.
+func TestEventVersionsManagedFields(t *testing.T) {
+	for _, c := range []struct{ name, from, to, body, fromVersion, toVersion string }{
+		{"core then events.k8s.io", coreEvents, v1Events, coreEventJSON, "v1", "events.k8s.io/v1"},
+		{"events.k8s.io then core", v1Events, coreEvents, newV1EventJSON, "events.k8s.io/v1", "v1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			if r := e.do("POST", c.from+"?fieldManager=b", c.body); r.code != 201 {
+				t.Fatalf("create: %d %s", r.code, r.body)
+			}
+			patch := func(path, manager, labels string) []metav1.ManagedFieldsEntry {
+				t.Helper()
+				r := e.do("PATCH", path+"/a?fieldManager="+manager, `{"metadata":{"labels":`+labels+`}}`, "Content-Type", "application/merge-patch+json")
+				if r.code != 200 {
+					t.Fatalf("patch at %s: %d %s", path, r.code, r.body)
+				}
+				return r.object(t).GetManagedFields()
+			}
+			if got := managers(patch(c.from, "c", `{"x":"1"}`)); got != "b@"+c.fromVersion+",c@"+c.fromVersion {
+				t.Errorf("after a patch at the same version: %s", got)
+			}
+			if got := managers(patch(c.to, "d", `{"y":"1"}`)); got != "d@"+c.toVersion {
+				t.Errorf("after a patch at the other version: %s, want d@%s alone", got, c.toVersion)
+			}
+		})
+	}
+}
+
+// managers lists managedFields entries as manager@apiVersion.
+func managers(entries []metav1.ManagedFieldsEntry) string {
+	var out []string
+	for _, m := range entries {
+		out = append(out, m.Manager+"@"+m.APIVersion)
+	}
+	return strings.Join(out, ",")
 }
 
 // storedEvents are the keys of the store's events, of either version: all under /registry/events/.
