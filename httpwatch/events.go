@@ -35,7 +35,7 @@ func Events() Resource {
 			selectable("reason"), selectable("reportingComponent"), selectable("type"),
 			SelectableField{Label: "source", Path: []string{"source", "component"}, Fallback: []string{"reportingComponent"}}),
 		strategy: &strategy{allowCreateOnUpdate: true, noGarbageCollection: true, noNameColumn: true, eventTTL: true,
-			columns: eventColumns(coreEventFields), validate: eventValidation("")},
+			columns: eventColumns(coreEventFields), validate: eventValidation(""), validatesMeta: true},
 	}
 }
 
@@ -50,7 +50,8 @@ func EventsV1() Resource {
 		SelectableFields: append(eventRegardingFields("regarding", "regarding"),
 			selectable("reason"), selectable("reportingController"), selectable("type")),
 		strategy: &strategy{allowCreateOnUpdate: true, noGarbageCollection: true, noNameColumn: true, eventTTL: true,
-			columns: eventColumns(eventsEventFields), validate: eventValidation("events.k8s.io"), codec: eventCodec{}, coreErrors: true},
+			columns: eventColumns(eventsEventFields), validate: eventValidation("events.k8s.io"), validatesMeta: true,
+			codec: eventCodec{}, coreErrors: true},
 	}
 }
 

@@ -128,7 +128,8 @@ func eventAsCore(obj map[string]any, group string) (*corev1.Event, error) {
 	return eventsV1ToCore(ev), nil
 }
 
-// eventValidation validates the events of the version of group group, on create (old nil) and update.
+// eventValidation validates the events of the version of group group, on create (old nil) and update;
+// an events.k8s.io/v1 create has its metadata checked between the legacy and the strict checks.
 //
 // Mirrors ValidateEventCreate and ValidateEventUpdate (k8s.io/kubernetes pkg/apis/core/validation events.go).
 func eventValidation(group string) func(obj, old map[string]any) field.ErrorList {
@@ -142,6 +143,8 @@ func eventValidation(group string) func(obj, old map[string]any) field.ErrorList
 			return errs
 		}
 		if old == nil {
+			errs = append(errs, apivalidation.ValidateObjectMetaAccessor(&unstructured.Unstructured{Object: obj}, true,
+				apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))...)
 			return append(errs, strictValidateEventCreate(ev)...)
 		}
 		prior, err := eventAsCore(old, group)

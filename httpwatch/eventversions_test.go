@@ -223,6 +223,7 @@ func TestEventVersionsWatch(t *testing.T) {
 // core/v1 gets the legacy checks only.
 func TestEventVersionsValidation(t *testing.T) {
 	e := newEnv(t)
+	const dns1123Subdomain = `a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`
 	const qualifiedName = `name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`
 	for _, c := range []struct{ path, body, message string }{
 		{v1Events, `{"metadata":{"name":"c"},"regarding":{"kind":"Pod","name":"p"},"reason":"R","type":"Normal","reportingController":"c","reportingInstance":"i","action":"A"}`,
@@ -234,9 +235,18 @@ func TestEventVersionsValidation(t *testing.T) {
 		{v1Events, `{"metadata":{"name":"c"},"regarding":{"kind":"Pod","name":"p"},"reason":"R","type":"Bad","reportingController":"c","reportingInstance":"i","action":"A",
 			"deprecatedCount":3,"deprecatedSource":{"host":"h"},"series":{"count":1},"eventTime":"2026-01-02T03:04:00.000000Z"}`,
 			`Event "c" is invalid: [series.count: Invalid value: "": should be at least 2, series.lastObservedTime: Required value, type: Invalid value: "": has invalid value: Bad, count: Invalid value: "": needs to be unset, source: Invalid value: "": needs to be unset]`},
+		// The metadata is checked where the strict validation checks it, after the legacy checks,
+		// and not at all at core/v1 when the legacy checks find something.
+		{v1Events, `{"metadata":{"name":"Bad_"},"regarding":{"kind":"Pod","name":"p"},"reason":"R","type":"Normal","reportingInstance":"i","action":"A","eventTime":"2026-01-02T03:04:00.000000Z"}`,
+			`Event "Bad_" is invalid: [reportingController: Required value, reportingController: Invalid value: "": name part must be non-empty, reportingController: Invalid value: "": ` + qualifiedName +
+				`, metadata.name: Invalid value: "Bad_": ` + dns1123Subdomain + `]`},
+		{coreEvents, `{"metadata":{"name":"c","labels":{"bad key!":"v"}},"involvedObject":{"kind":"Pod","name":"p","namespace":"other"}}`,
+			`Event "c" is invalid: involvedObject.namespace: Invalid value: "other": does not match event.namespace`},
 	} {
 		wantStatus(t, e.do("POST", c.path, c.body), 422, metav1.StatusReasonInvalid, c.message)
 	}
+	// At core/v1 a name need only be a path segment, as the generic checks ask.
+	e.mustCreate(coreEvents, `{"metadata":{"name":"Bad_"},"involvedObject":{"kind":"Pod","name":"p"}}`)
 	// A core/v1 event without eventTime needs none of them.
 	e.mustCreate(coreEvents, `{"metadata":{"name":"old"},"involvedObject":{"kind":"Pod","name":"p"},"count":3}`)
 

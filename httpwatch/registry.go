@@ -314,6 +314,9 @@ func (h *resourceHandler) validate(ctx context.Context, obj, old *unstructured.U
 	if errs := h.validateTypeMeta(obj); len(errs) > 0 {
 		return errs
 	}
+	if st := h.res.strategy; old == nil && st != nil && st.validatesMeta {
+		return h.validateCreateOwnMeta(obj)
+	}
 	nameFn := apivalidation.NameIsDNSSubdomain
 	if h.res.isCoreNamespaces() {
 		nameFn = apivalidation.ValidateNamespaceName
@@ -330,6 +333,18 @@ func (h *resourceHandler) validate(ctx context.Context, obj, old *unstructured.U
 		errs = h.res.custom.validate(ctx, obj, old, subresource, errs)
 	}
 	return errs
+}
+
+// validateCreateOwnMeta validates a create of a kind whose validation checks the metadata itself,
+// where and how it does (events): the generic checks of the metadata, whose name check is only the
+// path segment's, follow only when it finds nothing.
+//
+// Mirrors rest.ValidateCreate (k8s.io/apiserver pkg/registry/rest/create.go).
+func (h *resourceHandler) validateCreateOwnMeta(obj *unstructured.Unstructured) field.ErrorList {
+	if errs := h.res.strategy.validate(obj.Object, nil); len(errs) > 0 {
+		return errs
+	}
+	return apivalidation.ValidateObjectMetaAccessor(obj, h.res.Namespaced, path.ValidatePathSegmentName, field.NewPath("metadata"))
 }
 
 // validateCustomUpdate validates an update of a custom resource or its status in upstream's order,
