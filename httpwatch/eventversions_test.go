@@ -2,6 +2,7 @@ package httpwatch
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"reflect"
 	"strings"
@@ -245,8 +246,21 @@ func TestEventVersionsValidation(t *testing.T) {
 	} {
 		wantStatus(t, e.do("POST", c.path, c.body), 422, metav1.StatusReasonInvalid, c.message)
 	}
-	// At core/v1 a name need only be a path segment, as the generic checks ask.
-	e.mustCreate(coreEvents, `{"metadata":{"name":"Bad_"},"involvedObject":{"kind":"Pod","name":"p"}}`)
+	// At core/v1 a name need only be a path segment, as the generic checks ask, on update too.
+	bad := e.mustCreate(coreEvents, `{"metadata":{"name":"Bad_","generateName":"Bad_"},"involvedObject":{"kind":"Pod","name":"p"}}`)
+	bad.SetLabels(map[string]string{"a": "b"})
+	if body, _ := bad.MarshalJSON(); e.do("PUT", coreEvents+"/Bad_", string(body)).code != 200 {
+		t.Error("an update of a core/v1 event named Bad_ was refused")
+	}
+	// An events.k8s.io/v1 update checks core's finalizer names too, and an immutable field's value
+	// prints as the internal type's (Go field names).
+	e.mustCreate(coreEvents, `{"metadata":{"name":"im"},"involvedObject":{"kind":"Pod","name":"p","namespace":"default"},"reason":"R","message":"m","source":{"component":"kubelet"},"type":"Normal"}`)
+	const imV1 = `{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":"im"%s},"regarding":{"kind":"Pod","name":"p","namespace":"default"},"reason":"R","note":"m","type":"Normal"%s}`
+	wantStatus(t, e.do("PUT", v1Events+"/im", fmt.Sprintf(imV1, "", "")), 422, metav1.StatusReasonInvalid,
+		`Event "im" is invalid: source: Invalid value: {"Component":"","Host":""}: field is immutable`)
+	wantStatus(t, e.do("PUT", v1Events+"/im", fmt.Sprintf(imV1, `,"finalizers":["bad finalizer"]`, `,"deprecatedSource":{"component":"kubelet"}`)), 422, metav1.StatusReasonInvalid,
+		`Event "im" is invalid: [metadata.finalizers: Invalid value: "bad finalizer": `+qualifiedName+
+			`, metadata.finalizers[0]: Invalid value: "bad finalizer": name is neither a standard finalizer name nor is it fully qualified]`)
 	// A core/v1 event without eventTime needs none of them.
 	e.mustCreate(coreEvents, `{"metadata":{"name":"old"},"involvedObject":{"kind":"Pod","name":"p"},"count":3}`)
 

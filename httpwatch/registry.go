@@ -315,7 +315,7 @@ func (h *resourceHandler) validate(ctx context.Context, obj, old *unstructured.U
 		return errs
 	}
 	if st := h.res.strategy; old == nil && st != nil && st.validatesMeta {
-		return h.validateCreateOwnMeta(obj)
+		return h.validateOwnMeta(obj, nil)
 	}
 	nameFn := apivalidation.NameIsDNSSubdomain
 	if h.res.isCoreNamespaces() {
@@ -335,16 +335,23 @@ func (h *resourceHandler) validate(ctx context.Context, obj, old *unstructured.U
 	return errs
 }
 
-// validateCreateOwnMeta validates a create of a kind whose validation checks the metadata itself,
-// where and how it does (events): the generic checks of the metadata, whose name check is only the
-// path segment's, follow only when it finds nothing.
+// validateOwnMeta validates a create (old nil) or update of a kind whose validation checks the
+// metadata itself, where and how it does (events), with the generic checks of the metadata, whose
+// name check is only the path segment's: on create they follow only when it finds nothing, on
+// update they come first.
 //
-// Mirrors rest.ValidateCreate (k8s.io/apiserver pkg/registry/rest/create.go).
-func (h *resourceHandler) validateCreateOwnMeta(obj *unstructured.Unstructured) field.ErrorList {
-	if errs := h.res.strategy.validate(obj.Object, nil); len(errs) > 0 {
-		return errs
+// Mirrors rest.ValidateCreate and rest.ValidateUpdate (k8s.io/apiserver pkg/registry/rest).
+func (h *resourceHandler) validateOwnMeta(obj, old *unstructured.Unstructured) field.ErrorList {
+	md := field.NewPath("metadata")
+	if old == nil {
+		if errs := h.res.strategy.validate(obj.Object, nil); len(errs) > 0 {
+			return errs
+		}
+		return apivalidation.ValidateObjectMetaAccessor(obj, h.res.Namespaced, path.ValidatePathSegmentName, md)
 	}
-	return apivalidation.ValidateObjectMetaAccessor(obj, h.res.Namespaced, path.ValidatePathSegmentName, field.NewPath("metadata"))
+	errs := apivalidation.ValidateObjectMetaAccessor(obj, h.res.Namespaced, path.ValidatePathSegmentName, md)
+	errs = append(errs, apivalidation.ValidateObjectMetaAccessorUpdate(obj, old, md)...)
+	return append(errs, h.res.strategy.validate(obj.Object, old.Object)...)
 }
 
 // validateCustomUpdate validates an update of a custom resource or its status in upstream's order,
@@ -564,7 +571,9 @@ func (h *resourceHandler) beforeUpdate(ctx context.Context, namespace, subresour
 		obj.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
 	}
 	var errs field.ErrorList
-	if h.res.BuiltIn {
+	if st := h.res.strategy; st != nil && st.validatesMeta {
+		errs = h.validateOwnMeta(obj, old)
+	} else if h.res.BuiltIn {
 		errs = h.validate(ctx, obj, old, subresource)
 		errs = append(errs, apivalidation.ValidateObjectMetaAccessorUpdate(obj, old, field.NewPath("metadata"))...)
 	} else {
