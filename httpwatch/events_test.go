@@ -3,7 +3,9 @@ package httpwatch
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -202,4 +204,40 @@ func TestEventManagedFieldsOfZeroFields(t *testing.T) {
 			t.Errorf("managedFields lack %s: %s", f, mf[0].FieldsV1.Raw)
 		}
 	}
+}
+
+// TestEventApplyTypedForm: a server-side apply answers with and stores the event as its Go type
+// encodes it, as upstream's field manager returns the typed object: the fields the configuration
+// leaves out at their zero value ("eventTime": null, "source": {}, "reportingComponent": ""), on
+// create and on an apply that drops a field.
+func TestEventApplyTypedForm(t *testing.T) {
+	e := newEnv(t)
+	const events = "/api/v1/namespaces/default/events"
+	apply := func(body string) map[string]any {
+		t.Helper()
+		r := e.do("PATCH", events+"/ap?fieldManager=m", body, "Content-Type", "application/apply-patch+yaml")
+		if r.code != http.StatusCreated && r.code != http.StatusOK {
+			t.Fatalf("apply: %d %s", r.code, r.body)
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(r.body, &obj); err != nil {
+			t.Fatal(err)
+		}
+		return obj
+	}
+	check := func(what string, obj map[string]any) {
+		t.Helper()
+		for k, want := range map[string]any{"eventTime": nil, "firstTimestamp": nil, "source": map[string]any{}, "reportingComponent": "", "reportingInstance": ""} {
+			if got, ok := obj[k]; !ok || !reflect.DeepEqual(got, want) {
+				t.Errorf("%s: %s is %v (present %t), want %v", what, k, got, ok, want)
+			}
+		}
+	}
+	check("created", apply(`{"apiVersion":"v1","kind":"Event","metadata":{"name":"ap"},"involvedObject":{"kind":"Pod","name":"p"},"message":"m","action":"A"}`))
+	check("a field dropped", apply(`{"apiVersion":"v1","kind":"Event","metadata":{"name":"ap"},"involvedObject":{"kind":"Pod","name":"p"},"message":"m"}`))
+	var stored map[string]any
+	if err := json.Unmarshal(e.do("GET", events+"/ap", "").body, &stored); err != nil {
+		t.Fatal(err)
+	}
+	check("stored", stored)
 }
