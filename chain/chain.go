@@ -32,7 +32,8 @@ import (
 var ErrInvalidConfig = errors.New("chain: invalid config")
 
 // Config configures a Chain. The zero value is the chain `listwatch serve` runs: a new in-memory
-// store, httpwatch.DefaultResources each behind a watch cache, the real clocks, slog.Default(), on a
+// store, httpwatch.DefaultResources each behind a watch cache but those of DefaultUncached (events,
+// as kube-apiserver), the real clocks, slog.Default(), on a
 // free loopback port.
 type Config struct {
 	// Store is an existing store to serve. The chain never closes it; the caller closes it after
@@ -49,7 +50,11 @@ type Config struct {
 	Resources []httpwatch.Resource
 	// Uncached names resources, as their GroupResource prints ("pods", "widgets.example.com"), that
 	// are served straight from their etcd3 storage, as the apiserver's --watch-cache-sizes=<name>#0.
+	// Those of DefaultUncached are uncached unless Cached names them.
 	Uncached []string
+	// Cached names resources of DefaultUncached that get a watch cache all the same, as
+	// --watch-cache-sizes=events#100 gives one to events.
+	Cached []string
 	// DisableWatchCache serves every resource without a watch cache, as --watch-cache=false.
 	DisableWatchCache bool
 	// CacheClock drives every watch cache. Default the real clock.
@@ -160,10 +165,32 @@ func (cfg *Config) validate() error {
 			return fmt.Errorf("%w: Uncached names %q, which is not a served resource", ErrInvalidConfig, name)
 		}
 	}
+	for _, name := range cfg.Cached {
+		if !slices.Contains(DefaultUncached(), name) || slices.Contains(cfg.Uncached, name) {
+			return fmt.Errorf("%w: Cached names %q, which is not uncached by default or is named in Uncached too", ErrInvalidConfig, name)
+		}
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	return nil
+}
+
+// DefaultUncached are the resources kube-apiserver serves without a watch cache unless
+// --watch-cache-sizes gives them one: both versions of events, one resource whose objects are
+// many, short-lived and rarely read back.
+//
+// Mirrors kubeapiserver.DefaultWatchCacheSizes (k8s.io/kubernetes pkg/kubeapiserver/default_storage_factory_builder.go).
+func DefaultUncached() []string {
+	return []string{"events", "events.events.k8s.io"}
+}
+
+// cached reports whether the resource named gets a watch cache.
+func (cfg *Config) cached(name string) bool {
+	if cfg.DisableWatchCache || slices.Contains(cfg.Uncached, name) {
+		return false
+	}
+	return !slices.Contains(DefaultUncached(), name) || slices.Contains(cfg.Cached, name)
 }
 
 // assemble builds the stages in order, recording each in c as soon as it exists so that release
@@ -208,7 +235,7 @@ func (c *Chain) assemble(ctx context.Context, cfg Config) error {
 			under = cfg.WrapStorage(r, s)
 		}
 		var served storage.Interface = under
-		if !cfg.DisableWatchCache && !slices.Contains(cfg.Uncached, name) {
+		if cfg.cached(name) {
 			cc := CacheConfig(r, under)
 			cc.Clock = cfg.CacheClock
 			cc.Logger = cfg.Logger

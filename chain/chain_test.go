@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -197,6 +198,9 @@ func TestChainServes(t *testing.T) {
 	c := newChain(t, chain.Config{})
 	for _, r := range httpwatch.DefaultResources() {
 		name := r.GroupResource().String()
+		if slices.Contains(chain.DefaultUncached(), name) {
+			continue // TestChainEventsUncached
+		}
 		if c.Storage(name) == nil || c.Cacher(name) == nil || !c.Cacher(name).Ready() {
 			t.Errorf("%s: storage %v, cacher %v: want both, the cache ready", name, c.Storage(name), c.Cacher(name))
 		}
@@ -277,6 +281,43 @@ func TestChainUncached(t *testing.T) {
 		}
 		expectServes(t, c)
 	})
+}
+
+// TestChainEventsUncached: as kube-apiserver, the chain serves both versions of events from their
+// etcd3 storage, so a GET with a malformed resourceVersion is the storage's 400 (a watch cache
+// answers 500); Cached gives them a cache, and naming a resource not uncached by default in it is
+// refused.
+func TestChainEventsUncached(t *testing.T) {
+	c := newChain(t, chain.Config{})
+	for _, name := range []string{"events", "events.events.k8s.io"} {
+		if c.Cacher(name) != nil || c.Storage(name) == nil {
+			t.Errorf("%s: cached %t, storage %t: want only the storage", name, c.Cacher(name) != nil, c.Storage(name) != nil)
+		}
+	}
+	hc := client(t)
+	for _, path := range []string{"/api/v1/namespaces/default/events/e", "/apis/events.k8s.io/v1/namespaces/default/events/e"} {
+		resp, err := hc.Get(c.URL() + path + "?resourceVersion=x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		const want = `invalid resource version: resourceVersion: Invalid value: \"x\": strconv.ParseUint: parsing \"x\": invalid syntax`
+		if resp.StatusCode != http.StatusBadRequest || !bytes.Contains(body, []byte(want)) {
+			t.Errorf("GET %s?resourceVersion=x: %d %s, want 400 %s", path, resp.StatusCode, body, want)
+		}
+	}
+
+	cached := newChain(t, chain.Config{Cached: []string{"events"}})
+	if cached.Cacher("events") == nil || cached.Cacher("events.events.k8s.io") != nil {
+		t.Errorf("Cached events: core cached %t, events.k8s.io cached %t: want only core's", cached.Cacher("events") != nil, cached.Cacher("events.events.k8s.io") != nil)
+	}
+	for _, names := range [][]string{{"configmaps"}, {"nodes"}} {
+		_, err := chain.New(t.Context(), chain.Config{Cached: names})
+		if !errors.Is(err, chain.ErrInvalidConfig) {
+			t.Errorf("Cached %v: %v, want ErrInvalidConfig", names, err)
+		}
+	}
 }
 
 // countingStorage counts the watches and lists made through it.

@@ -9,8 +9,9 @@
 // # API
 //
 //   - New(ctx, Config) builds and starts a Chain. The zero Config serves httpwatch.DefaultResources
-//     (the built-in ConfigMaps, Secrets, Pods, Services, Namespaces and Deployments, and Widgets),
-//     each behind a watch cache, over a new store, on a free loopback port; Config.Resources may add
+//     (the built-in ConfigMaps, Secrets, Pods, Services, Namespaces, Deployments and both versions
+//     of Events, and Widgets), each behind a watch cache but events, which kube-apiserver serves
+//     uncached (DefaultUncached; Config.Cached gives them one), over a new store, on a free loopback port; Config.Resources may add
 //     custom resources (httpwatch.CRDResources) or replace the set, and SystemNamespaces creates the
 //     namespaces kube-apiserver creates at start. Config takes an existing
 //     store or options for a new one, the resources and which of them are uncached, the clocks of
@@ -37,6 +38,9 @@
 //
 //   - When New returns, every watch cache has its first list and the HTTP API serves lists, watches
 //     and writes over the store (TestChainServes, TestChainUncached).
+//   - Events, both versions, have no watch cache unless Config.Cached names them: a GET with a
+//     malformed resourceVersion is the etcd3 storage's 400, not a watch cache's answer
+//     (TestChainEventsUncached).
 //   - Each hook sits where its name says and sees every resource (TestChainHooks).
 //   - Close stops everything the chain started and waits for it: no goroutine of the HTTP server,
 //     its connections, the caches, the etcd client and server or a store the chain made is left

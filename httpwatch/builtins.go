@@ -44,6 +44,10 @@ type strategy struct {
 	// validate is the part of the kind's validation that is mirrored (the size of a ConfigMap's or
 	// Secret's data, an event's fields); old is nil on create.
 	validate func(obj, old map[string]any) field.ErrorList
+	// validatesMeta says validate checks the metadata itself on create, in its own place (events:
+	// events.k8s.io/v1's strict checks, none at core/v1), and the generic checks follow only when
+	// it finds nothing.
+	validatesMeta bool
 	// codec, if set, is the storage codec of a version stored at another (events.k8s.io/v1 events,
 	// stored at core/v1).
 	codec storage.Codec

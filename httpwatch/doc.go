@@ -30,8 +30,12 @@
 //     versions are one resource stored once at core/v1 under /registry/events, EventsV1's storage
 //     codec converting as upstream's conversion (an event reads at the other version with every
 //     field mapped and writes back unchanged, each version's watch sees the other's writes:
-//     TestEventVersionsRoundTrip, TestEventVersionsWatch), validated as upstream's event validation
-//     (legacy checks at core/v1, strict ones at events.k8s.io/v1, 422s naming core's kind:
+//     TestEventVersionsRoundTrip, TestEventVersionsWatch) and stores it in core/v1's bytes (a write
+//     at either version that changes nothing is no write: TestEventVersionsNoOpWrite); a write at
+//     one version drops the managers that wrote at the other, as upstream's field manager
+//     (TestEventVersionsManagedFields); events are validated as upstream's event validation
+//     (legacy checks at core/v1, strict ones with the metadata at events.k8s.io/v1, the generic
+//     metadata checks after them and only if they pass, 422s naming core's kind:
 //     TestEventVersionsValidation); a built-in kind's BOOKMARK carries its typed zero object, as
 //     the internal type's zero converts (a deployment's spec.replicas 0), and as Table the row its
 //     printer gives that object (a deployment's Selector "", a service's Type "")
@@ -267,8 +271,9 @@
 //     deletes of namespaced objects are never refused (TestNamespaceLifecycleMissingNamespace). A delete's
 //     propagation marks the object for a garbage collector as the generic registry store does:
 //     Foreground with the foregroundDeletion finalizer, Orphan or orphanDependents=true with the
-//     orphan finalizer, kept with its deletionTimestamp until they go; events take none
-//     (TestDeletePropagation). package controllers plays the controllers that remove them. A
+//     orphan finalizer, kept with its deletionTimestamp until they go; events take none, and a
+//     delete strips those two from an event whatever the options, so that one holding only them is
+//     deleted (TestDeletePropagation, TestEventDeleteDropsGCFinalizers). package controllers plays the controllers that remove them. A
 //     delete whose options remove the last finalizer deletes the object as stored, in one write,
 //     and, as upstream, fails a resourceVersion precondition (TestDeleteRemovingLastFinalizer).
 //   - Size limits are kube-apiserver's over etcd: a body over MaxRequestBodyBytes is 413, a

@@ -35,7 +35,7 @@ func Events() Resource {
 			selectable("reason"), selectable("reportingComponent"), selectable("type"),
 			SelectableField{Label: "source", Path: []string{"source", "component"}, Fallback: []string{"reportingComponent"}}),
 		strategy: &strategy{allowCreateOnUpdate: true, noGarbageCollection: true, noNameColumn: true, eventTTL: true,
-			columns: eventColumns(coreEventFields), validate: eventValidation("")},
+			columns: eventColumns(coreEventFields), validate: eventValidation(""), validatesMeta: true},
 	}
 }
 
@@ -50,7 +50,8 @@ func EventsV1() Resource {
 		SelectableFields: append(eventRegardingFields("regarding", "regarding"),
 			selectable("reason"), selectable("reportingController"), selectable("type")),
 		strategy: &strategy{allowCreateOnUpdate: true, noGarbageCollection: true, noNameColumn: true, eventTTL: true,
-			columns: eventColumns(eventsEventFields), validate: eventValidation("events.k8s.io"), codec: eventCodec{}, coreErrors: true},
+			columns: eventColumns(eventsEventFields), validate: eventValidation("events.k8s.io"), validatesMeta: true,
+			codec: eventCodec{}, coreErrors: true},
 	}
 }
 
@@ -84,15 +85,9 @@ func eventColumns(f eventFields) []Column {
 		{Name: "Subobject", Type: "string", Priority: 1, Description: corev1.ObjectReference{}.SwaggerDoc()["fieldPath"],
 			value: func(obj map[string]any, _ time.Time) any { return str(obj, f.regarding, "fieldPath") }},
 		{Name: "Source", Type: "string", Priority: 1, Description: corev1.Event{}.SwaggerDoc()["source"],
-			value: func(obj map[string]any, _ time.Time) any {
-				source := str(obj, f.source, "component")
-				if host := str(obj, f.source, "host"); host != "" {
-					source += ", " + host
-				}
-				return source
-			}},
+			value: func(obj map[string]any, _ time.Time) any { return eventSource(obj, f) }},
 		{Name: "Message", Type: "string", Description: corev1.Event{}.SwaggerDoc()["message"],
-			value: func(obj map[string]any, _ time.Time) any { return str(obj, f.message) }},
+			value: func(obj map[string]any, _ time.Time) any { return strings.TrimSpace(str(obj, f.message)) }},
 		{Name: "First Seen", Type: "string", Priority: 1, Description: corev1.Event{}.SwaggerDoc()["firstTimestamp"],
 			value: func(obj map[string]any, now time.Time) any { _, first, _ := eventSeen(obj, f, now); return first }},
 		{Name: "Count", Type: "string", Priority: 1, Description: corev1.Event{}.SwaggerDoc()["count"],
@@ -100,6 +95,24 @@ func eventColumns(f eventFields) []Column {
 		{Name: "Name", Type: "string", Format: "name", Priority: 1, Description: nameDescription,
 			value: func(obj map[string]any, _ time.Time) any { return str(obj, "metadata", "name") }},
 	}
+}
+
+// eventSource is the source's component and host, each falling back to the reporting controller
+// and instance of an event of the new API, joined by ", ".
+//
+// Mirrors formatEventSource (k8s.io/kubernetes pkg/printers/internalversion printers.go).
+func eventSource(obj map[string]any, f eventFields) string {
+	component, instance := str(obj, f.source, "component"), str(obj, f.source, "host")
+	if component == "" {
+		component = str(obj, f.reporting)
+	}
+	if instance == "" {
+		instance = str(obj, "reportingInstance")
+	}
+	if instance == "" {
+		return component
+	}
+	return component + ", " + instance
 }
 
 // eventSeen mirrors printEvent's timestamps and count: the first seen falls back to eventTime, the

@@ -3,7 +3,9 @@ package httpwatch
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +101,19 @@ func TestEventsTable(t *testing.T) {
 	if err := json.Unmarshal(r.body, &table); err != nil || len(table.Rows) != 1 || table.Rows[0].Cells[3] != "node" {
 		t.Errorf("event of an unnamed object: %d %s", r.code, r.body)
 	}
+	// An event of the new API, without source, shows its reporting controller and instance (each
+	// version), its note trimmed, as formatEventSource; without an instance, the controller alone.
+	e.mustCreate(v1Events, `{"metadata":{"name":"c"},"regarding":{"kind":"Pod","name":"p","namespace":"default"},"reason":"Pulled",
+		"note":" n \n","type":"Normal","reportingController":"kubelet","reportingInstance":"n1","action":"Pull","eventTime":"2026-01-02T03:04:00.000000Z"}`)
+	e.mustCreate(core, `{"metadata":{"name":"d"},"involvedObject":{"kind":"Pod","name":"p"},"reportingComponent":"kubelet"}`)
+	for _, c := range []struct{ path, source, message string }{
+		{core + "/c", "kubelet, n1", "n"}, {v1Events + "/c", "kubelet, n1", "n"}, {v1Events + "/d", "kubelet", ""},
+	} {
+		r = e.do("GET", c.path, "", "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+		if err := json.Unmarshal(r.body, &table); err != nil || len(table.Rows) != 1 || table.Rows[0].Cells[5] != c.source || table.Rows[0].Cells[6] != c.message {
+			t.Errorf("%s: %d %s, want Source %q and Message %q", c.path, r.code, r.body, c.source, c.message)
+		}
+	}
 }
 
 // leaseTTL is the granted TTL of the lease the object at key is attached to, 0 for none.
@@ -189,4 +204,40 @@ func TestEventManagedFieldsOfZeroFields(t *testing.T) {
 			t.Errorf("managedFields lack %s: %s", f, mf[0].FieldsV1.Raw)
 		}
 	}
+}
+
+// TestEventApplyTypedForm: a server-side apply answers with and stores the event as its Go type
+// encodes it, as upstream's field manager returns the typed object: the fields the configuration
+// leaves out at their zero value ("eventTime": null, "source": {}, "reportingComponent": ""), on
+// create and on an apply that drops a field.
+func TestEventApplyTypedForm(t *testing.T) {
+	e := newEnv(t)
+	const events = "/api/v1/namespaces/default/events"
+	apply := func(body string) map[string]any {
+		t.Helper()
+		r := e.do("PATCH", events+"/ap?fieldManager=m", body, "Content-Type", "application/apply-patch+yaml")
+		if r.code != http.StatusCreated && r.code != http.StatusOK {
+			t.Fatalf("apply: %d %s", r.code, r.body)
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(r.body, &obj); err != nil {
+			t.Fatal(err)
+		}
+		return obj
+	}
+	check := func(what string, obj map[string]any) {
+		t.Helper()
+		for k, want := range map[string]any{"eventTime": nil, "firstTimestamp": nil, "source": map[string]any{}, "reportingComponent": "", "reportingInstance": ""} {
+			if got, ok := obj[k]; !ok || !reflect.DeepEqual(got, want) {
+				t.Errorf("%s: %s is %v (present %t), want %v", what, k, got, ok, want)
+			}
+		}
+	}
+	check("created", apply(`{"apiVersion":"v1","kind":"Event","metadata":{"name":"ap"},"involvedObject":{"kind":"Pod","name":"p"},"message":"m","action":"A"}`))
+	check("a field dropped", apply(`{"apiVersion":"v1","kind":"Event","metadata":{"name":"ap"},"involvedObject":{"kind":"Pod","name":"p"},"message":"m"}`))
+	var stored map[string]any
+	if err := json.Unmarshal(e.do("GET", events+"/ap", "").body, &stored); err != nil {
+		t.Fatal(err)
+	}
+	check("stored", stored)
 }

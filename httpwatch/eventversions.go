@@ -3,6 +3,7 @@ package httpwatch
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kjson "sigs.k8s.io/json"
@@ -85,13 +87,19 @@ func (eventCodec) Decode(data []byte, into runtime.Object) (runtime.Object, erro
 	return out, out.UnmarshalJSON(converted)
 }
 
-// Encode implements storage.Codec: an events.k8s.io/v1 event as the core/v1 event to store.
+// Encode implements storage.Codec: an events.k8s.io/v1 event as the core/v1 event to store, in the
+// bytes core/v1's codec writes for the same event, so that an update through either version that
+// changes nothing is no write, as upstream's, whose two versions share one storage codec.
 func (eventCodec) Encode(obj runtime.Object) ([]byte, error) {
 	ev, err := typedEvent[eventsv1.Event](obj)
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(eventsV1ToCore(ev))
+	core, err := typedToUnstructured(eventsV1ToCore(ev), corev1.SchemeGroupVersion.WithKind("Event"))
+	if err != nil {
+		return nil, err
+	}
+	return storage.UnstructuredJSON.Encode(core)
 }
 
 // typedEvent decodes an unstructured event into its Go type.
@@ -122,7 +130,8 @@ func eventAsCore(obj map[string]any, group string) (*corev1.Event, error) {
 	return eventsV1ToCore(ev), nil
 }
 
-// eventValidation validates the events of the version of group group, on create (old nil) and update.
+// eventValidation validates the events of the version of group group, on create (old nil) and update;
+// an events.k8s.io/v1 create has its metadata checked between the legacy and the strict checks.
 //
 // Mirrors ValidateEventCreate and ValidateEventUpdate (k8s.io/kubernetes pkg/apis/core/validation events.go).
 func eventValidation(group string) func(obj, old map[string]any) field.ErrorList {
@@ -135,15 +144,40 @@ func eventValidation(group string) func(obj, old map[string]any) field.ErrorList
 		if group == "" {
 			return errs
 		}
+		md := field.NewPath("metadata")
 		if old == nil {
+			errs = append(errs, apivalidation.ValidateObjectMetaAccessor(&unstructured.Unstructured{Object: obj}, true,
+				apivalidation.NameIsDNSSubdomain, md)...)
+			errs = append(errs, kubeFinalizerNames(ev.Finalizers, md)...)
 			return append(errs, strictValidateEventCreate(ev)...)
 		}
 		prior, err := eventAsCore(old, group)
 		if err != nil {
 			return append(errs, field.Invalid(field.NewPath(""), "", err.Error()))
 		}
+		errs = append(errs, apivalidation.ValidateObjectMetaAccessorUpdate(&unstructured.Unstructured{Object: obj},
+			&unstructured.Unstructured{Object: old}, md)...)
+		errs = append(errs, kubeFinalizerNames(ev.Finalizers, md)...)
 		return append(errs, strictValidateEventUpdate(ev, prior)...)
 	}
+}
+
+// kubeFinalizerNames is the check core's ValidateObjectMeta and ValidateObjectMetaUpdate add to the
+// generic ones: a finalizer without "/" must be a standard one (kubernetes, orphan,
+// foregroundDeletion).
+//
+// Mirrors validateKubeFinalizerName (k8s.io/kubernetes pkg/apis/core/validation validation.go).
+func kubeFinalizerNames(finalizers []string, md *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, f := range finalizers {
+		switch {
+		case strings.Contains(f, "/"), f == string(corev1.FinalizerKubernetes),
+			f == metav1.FinalizerOrphanDependents, f == metav1.FinalizerDeleteDependents:
+		default:
+			errs = append(errs, field.Invalid(md.Child("finalizers").Index(i), f, "name is neither a standard finalizer name nor is it fully qualified"))
+		}
+	}
+	return errs
 }
 
 // legacyValidateEvent mirrors legacyValidateEvent (k8s.io/kubernetes pkg/apis/core/validation events.go).
@@ -221,10 +255,10 @@ func strictValidateEventUpdate(ev, old *corev1.Event) field.ErrorList {
 	immutable := func(name string, a, b any) {
 		errs = append(errs, apivalidation.ValidateImmutableField(a, b, field.NewPath(name))...)
 	}
-	immutable("involvedObject", ev.InvolvedObject, old.InvolvedObject)
+	immutable("involvedObject", internalReference(ev.InvolvedObject), internalReference(old.InvolvedObject))
 	immutable("reason", ev.Reason, old.Reason)
 	immutable("message", ev.Message, old.Message)
-	immutable("source", ev.Source, old.Source)
+	immutable("source", internalEventSource(ev.Source), internalEventSource(old.Source))
 	immutable("firstTimestamp", ev.FirstTimestamp, old.FirstTimestamp)
 	immutable("lastTimestamp", ev.LastTimestamp, old.LastTimestamp)
 	immutable("count", ev.Count, old.Count) // upstream checks reason again here; its answer names it once
@@ -233,10 +267,38 @@ func strictValidateEventUpdate(ev, old *corev1.Event) field.ErrorList {
 		immutable("eventTime", ev.EventTime, old.EventTime)
 	}
 	immutable("action", ev.Action, old.Action)
-	immutable("related", ev.Related, old.Related)
+	immutable("related", internalRelated(ev.Related), internalRelated(old.Related))
 	immutable("reportingController", ev.ReportingController, old.ReportingController)
 	immutable("reportingInstance", ev.ReportingInstance, old.ReportingInstance)
 	return errs
+}
+
+// internalEventSource and internalObjectReference have the shape of the internal EventSource and
+// ObjectReference (k8s.io/kubernetes pkg/apis/core types.go): Go field names and no JSON tags, so
+// that an immutable field's value prints in a 422 as upstream's, which validates internal types
+// (`{"Component":"","Host":""}`).
+type (
+	internalEventSource     struct{ Component, Host string }
+	internalObjectReference struct {
+		Kind, Namespace, Name string
+		UID                   types.UID
+		APIVersion            string
+		ResourceVersion       string
+		FieldPath             string
+	}
+)
+
+func internalReference(r corev1.ObjectReference) internalObjectReference {
+	return internalObjectReference{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, UID: r.UID,
+		APIVersion: r.APIVersion, ResourceVersion: r.ResourceVersion, FieldPath: r.FieldPath}
+}
+
+func internalRelated(r *corev1.ObjectReference) *internalObjectReference {
+	if r == nil {
+		return nil
+	}
+	out := internalReference(*r)
+	return &out
 }
 
 // equalSeries says whether two series are the same.

@@ -2,8 +2,10 @@ package httpwatch
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"reflect"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,6 +94,84 @@ func TestEventVersionsRoundTrip(t *testing.T) {
 	}
 }
 
+// TestEventVersionsNoOpWrite: events.k8s.io/v1 stores an event in the bytes core/v1 does, so a
+// write that changes nothing (a PUT of the object read, a repeated delete at either version of an
+// event its finalizer holds) is no write, as upstream's; the first delete, which marks it, is one.
+func TestEventVersionsNoOpWrite(t *testing.T) {
+	for _, c := range []struct{ name, from, to, body string }{
+		{"core to events.k8s.io", coreEvents, v1Events, coreEventJSON},
+		{"events.k8s.io to core", v1Events, coreEvents, newV1EventJSON},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			created := e.mustCreate(c.from, c.body)
+			created.SetFinalizers([]string{"example.com/keep"})
+			body, _ := created.MarshalJSON()
+			if r := e.do("PUT", c.from+"/a", string(body)); r.code != 200 {
+				t.Fatalf("adding a finalizer: %d %s", r.code, r.body)
+			}
+			rev := e.st.Rev()
+			if r := e.do("PUT", c.from+"/a", string(e.do("GET", c.from+"/a", "").body)); r.code != 200 {
+				t.Fatalf("PUT of the object read: %d %s", r.code, r.body)
+			}
+			e.unchanged(rev, "a PUT of the object read")
+			if r := e.do("DELETE", c.from+"/a", ""); r.code != 200 {
+				t.Fatalf("marking delete: %d %s", r.code, r.body)
+			}
+			if e.st.Rev() != rev+1 {
+				t.Errorf("the marking delete made %d writes, want 1", e.st.Rev()-rev)
+			}
+			rev = e.st.Rev()
+			for _, path := range []string{c.to, c.from} {
+				if r := e.do("DELETE", path+"/a", ""); r.code != 200 {
+					t.Fatalf("repeated delete at %s: %d %s", path, r.code, r.body)
+				}
+			}
+			e.unchanged(rev, "repeated deletes")
+		})
+	}
+}
+
+// TestEventVersionsManagedFields: a write at one version of events drops the managers that wrote
+// at the other, as kube-apiserver's field manager, whose type converter for a group has no type
+// for the other group's Event; managers of the version written keep their fields.
+func TestEventVersionsManagedFields(t *testing.T) {
+	for _, c := range []struct{ name, from, to, body, fromVersion, toVersion string }{
+		{"core then events.k8s.io", coreEvents, v1Events, coreEventJSON, "v1", "events.k8s.io/v1"},
+		{"events.k8s.io then core", v1Events, coreEvents, newV1EventJSON, "events.k8s.io/v1", "v1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			if r := e.do("POST", c.from+"?fieldManager=b", c.body); r.code != 201 {
+				t.Fatalf("create: %d %s", r.code, r.body)
+			}
+			patch := func(path, manager, labels string) []metav1.ManagedFieldsEntry {
+				t.Helper()
+				r := e.do("PATCH", path+"/a?fieldManager="+manager, `{"metadata":{"labels":`+labels+`}}`, "Content-Type", "application/merge-patch+json")
+				if r.code != 200 {
+					t.Fatalf("patch at %s: %d %s", path, r.code, r.body)
+				}
+				return r.object(t).GetManagedFields()
+			}
+			if got := managers(patch(c.from, "c", `{"x":"1"}`)); got != "b@"+c.fromVersion+",c@"+c.fromVersion {
+				t.Errorf("after a patch at the same version: %s", got)
+			}
+			if got := managers(patch(c.to, "d", `{"y":"1"}`)); got != "d@"+c.toVersion {
+				t.Errorf("after a patch at the other version: %s, want d@%s alone", got, c.toVersion)
+			}
+		})
+	}
+}
+
+// managers lists managedFields entries as manager@apiVersion.
+func managers(entries []metav1.ManagedFieldsEntry) string {
+	var out []string
+	for _, m := range entries {
+		out = append(out, m.Manager+"@"+m.APIVersion)
+	}
+	return strings.Join(out, ",")
+}
+
 // storedEvents are the keys of the store's events, of either version: all under /registry/events/.
 func (e *env) storedEvents() []string {
 	e.t.Helper()
@@ -144,6 +224,7 @@ func TestEventVersionsWatch(t *testing.T) {
 // core/v1 gets the legacy checks only.
 func TestEventVersionsValidation(t *testing.T) {
 	e := newEnv(t)
+	const dns1123Subdomain = `a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`
 	const qualifiedName = `name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`
 	for _, c := range []struct{ path, body, message string }{
 		{v1Events, `{"metadata":{"name":"c"},"regarding":{"kind":"Pod","name":"p"},"reason":"R","type":"Normal","reportingController":"c","reportingInstance":"i","action":"A"}`,
@@ -155,9 +236,31 @@ func TestEventVersionsValidation(t *testing.T) {
 		{v1Events, `{"metadata":{"name":"c"},"regarding":{"kind":"Pod","name":"p"},"reason":"R","type":"Bad","reportingController":"c","reportingInstance":"i","action":"A",
 			"deprecatedCount":3,"deprecatedSource":{"host":"h"},"series":{"count":1},"eventTime":"2026-01-02T03:04:00.000000Z"}`,
 			`Event "c" is invalid: [series.count: Invalid value: "": should be at least 2, series.lastObservedTime: Required value, type: Invalid value: "": has invalid value: Bad, count: Invalid value: "": needs to be unset, source: Invalid value: "": needs to be unset]`},
+		// The metadata is checked where the strict validation checks it, after the legacy checks,
+		// and not at all at core/v1 when the legacy checks find something.
+		{v1Events, `{"metadata":{"name":"Bad_"},"regarding":{"kind":"Pod","name":"p"},"reason":"R","type":"Normal","reportingInstance":"i","action":"A","eventTime":"2026-01-02T03:04:00.000000Z"}`,
+			`Event "Bad_" is invalid: [reportingController: Required value, reportingController: Invalid value: "": name part must be non-empty, reportingController: Invalid value: "": ` + qualifiedName +
+				`, metadata.name: Invalid value: "Bad_": ` + dns1123Subdomain + `]`},
+		{coreEvents, `{"metadata":{"name":"c","labels":{"bad key!":"v"}},"involvedObject":{"kind":"Pod","name":"p","namespace":"other"}}`,
+			`Event "c" is invalid: involvedObject.namespace: Invalid value: "other": does not match event.namespace`},
 	} {
 		wantStatus(t, e.do("POST", c.path, c.body), 422, metav1.StatusReasonInvalid, c.message)
 	}
+	// At core/v1 a name need only be a path segment, as the generic checks ask, on update too.
+	bad := e.mustCreate(coreEvents, `{"metadata":{"name":"Bad_","generateName":"Bad_"},"involvedObject":{"kind":"Pod","name":"p"}}`)
+	bad.SetLabels(map[string]string{"a": "b"})
+	if body, _ := bad.MarshalJSON(); e.do("PUT", coreEvents+"/Bad_", string(body)).code != 200 {
+		t.Error("an update of a core/v1 event named Bad_ was refused")
+	}
+	// An events.k8s.io/v1 update checks core's finalizer names too, and an immutable field's value
+	// prints as the internal type's (Go field names).
+	e.mustCreate(coreEvents, `{"metadata":{"name":"im"},"involvedObject":{"kind":"Pod","name":"p","namespace":"default"},"reason":"R","message":"m","source":{"component":"kubelet"},"type":"Normal"}`)
+	const imV1 = `{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":"im"%s},"regarding":{"kind":"Pod","name":"p","namespace":"default"},"reason":"R","note":"m","type":"Normal"%s}`
+	wantStatus(t, e.do("PUT", v1Events+"/im", fmt.Sprintf(imV1, "", "")), 422, metav1.StatusReasonInvalid,
+		`Event "im" is invalid: source: Invalid value: {"Component":"","Host":""}: field is immutable`)
+	wantStatus(t, e.do("PUT", v1Events+"/im", fmt.Sprintf(imV1, `,"finalizers":["bad finalizer"]`, `,"deprecatedSource":{"component":"kubelet"}`)), 422, metav1.StatusReasonInvalid,
+		`Event "im" is invalid: [metadata.finalizers: Invalid value: "bad finalizer": `+qualifiedName+
+			`, metadata.finalizers[0]: Invalid value: "bad finalizer": name is neither a standard finalizer name nor is it fully qualified]`)
 	// A core/v1 event without eventTime needs none of them.
 	e.mustCreate(coreEvents, `{"metadata":{"name":"old"},"involvedObject":{"kind":"Pod","name":"p"},"count":3}`)
 

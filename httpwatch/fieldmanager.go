@@ -60,7 +60,8 @@ func (h *resourceHandler) fieldManager(subresource string) (*managedfields.Field
 			var err error
 			switch {
 			case h.res.typed():
-				fm, err = managedfields.NewDefaultFieldManager(tc, conv, conv, conv, gvk, gvk.GroupVersion(), sub, resetFields)
+				bconv := builtinConvertor{conv}
+				fm, err = managedfields.NewDefaultFieldManager(tc, bconv, bconv, bconv, gvk, gvk.GroupVersion(), sub, resetFields)
 			case h.res.multiVersion():
 				crdConv := crdConvertor{conv, h.res.crd}
 				fm, err = managedfields.NewDefaultCRDFieldManager(tc, crdConv, crdConv, crdConv, gvk, gvk.GroupVersion(), sub, resetFields)
@@ -221,6 +222,22 @@ func (c unstructuredConvertor) New(kind schema.GroupVersionKind) (runtime.Object
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(kind)
 	return u, nil
+}
+
+// builtinConvertor is the converter of a built-in kind's field manager: unstructuredConvertor's,
+// but any other version (another group's, such as an event's managers that wrote at the other
+// version of events) is missing, so that a write drops the managers that wrote at it, as the
+// apiserver's field manager drops them: its scheme cannot convert to that version or its type
+// converter, built from the OpenAPI models of the served versions of the group's resources alone,
+// has no type for it.
+type builtinConvertor struct{ unstructuredConvertor }
+
+func (c builtinConvertor) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
+	gvk := in.GetObjectKind().GroupVersionKind()
+	if to, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{gvk}); !ok || to.GroupVersion() != c.gv {
+		return nil, runtime.NewNotRegisteredGVKErrForTarget("listwatch", gvk, target)
+	}
+	return c.unstructuredConvertor.ConvertToVersion(in, target)
 }
 
 // customTypeConverter is the type converter of a custom resource with a schema: the OpenAPI v3

@@ -315,6 +315,18 @@ func (h *resourceHandler) decodeBody(w http.ResponseWriter, body []byte, f *form
 	return typedToUnstructured(typed, h.res.GroupVersionKind())
 }
 
+// typedForm is a built-in object as its Go type encodes it.
+func (h *resourceHandler) typedForm(obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	typed, err := builtin.New(h.res.GroupVersionKind())
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, typed); err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return typedToUnstructured(typed, h.res.GroupVersionKind())
+}
+
 // strictDecodingErrors reports a body's unknown and duplicate fields as handlers.createHandler and
 // UpdateResource do: with fieldValidation Strict a 400 naming them, with Warn a warning each.
 func (h *resourceHandler) strictDecodingErrors(w http.ResponseWriter, obj *unstructured.Unstructured, body []byte, validation string, strictErrs []error) error {

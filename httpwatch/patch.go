@@ -372,6 +372,13 @@ func (p *patcher) applyConfiguration(live *unstructured.Unstructured) (*unstruct
 	if err != nil {
 		return nil, err
 	}
+	if p.h.res.typed() && p.subresource != "scale" {
+		// Upstream's field manager answers with the kind's typed object, whose fields at their zero
+		// value show as its Go type encodes them (an event's "eventTime": null, "source": {}).
+		if obj, err = p.h.typedForm(obj); err != nil {
+			return nil, err
+		}
+	}
 	if c := p.h.res.custom; c != nil {
 		// Upstream stores the applied object as it is and prunes and defaults it whenever it is read
 		// from storage; here that is done once, before it is stored. Its nulls are kept: upstream

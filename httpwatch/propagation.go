@@ -21,7 +21,8 @@ func (h *resourceHandler) gcSupported() bool {
 }
 
 // shouldOrphanDependents mirrors registry.shouldOrphanDependents with the default policy
-// DeleteDependents (every served kind's): the options decide, then the object's finalizers.
+// DeleteDependents (every served kind's but events', Unsupported): the options decide, then the
+// object's finalizers.
 func (h *resourceHandler) shouldOrphanDependents(obj *unstructured.Unstructured, options *metav1.DeleteOptions) bool {
 	if !h.gcSupported() {
 		return false
@@ -70,12 +71,11 @@ func (h *resourceHandler) shouldDeleteDependents(obj *unstructured.Unstructured,
 
 // deletionFinalizersForGarbageCollection mirrors registry.deletionFinalizersForGarbageCollection:
 // the object's finalizers with the orphan and foregroundDeletion finalizers as the options and the
-// object ask, and whether they differ from the object's.
+// object ask, and whether they differ from the object's. A kind without garbage collection
+// (events) asks for neither, so a delete strips them as upstream's does: an event holding only
+// the orphan finalizer is deleted, not marked.
 func (h *resourceHandler) deletionFinalizersForGarbageCollection(obj *unstructured.Unstructured, options *metav1.DeleteOptions) (bool, []string) {
 	old := obj.GetFinalizers()
-	if !h.gcSupported() {
-		return false, old
-	}
 	var out []string
 	for _, f := range old {
 		if f != metav1.FinalizerOrphanDependents && f != metav1.FinalizerDeleteDependents {

@@ -83,6 +83,45 @@ func TestDeletePropagation(t *testing.T) {
 	e.unchanged(rev, "refused deletes")
 }
 
+// TestEventDeleteDropsGCFinalizers: a delete of an event, whose kind the garbage collector does not
+// concern, removes the orphan and foregroundDeletion finalizers whatever the options ask, as the
+// registry store with the policy Unsupported: an event holding only those is deleted, one holding
+// another is marked and keeps that one; with a resourceVersion precondition the first is a 409,
+// the precondition having become the abandoned update's empty resourceVersion.
+func TestEventDeleteDropsGCFinalizers(t *testing.T) {
+	e := newEnv(t)
+	const events = "/api/v1/namespaces/default/events"
+	event := func(name, finalizers string) string {
+		return `{"metadata":{"name":"` + name + `","finalizers":[` + finalizers + `]},"involvedObject":{"kind":"Pod","name":"p"}}`
+	}
+	for _, c := range []struct{ finalizer, body string }{
+		{`"orphan"`, `{"propagationPolicy":"Orphan"}`}, {`"orphan"`, `{"orphanDependents":true}`},
+		{`"foregroundDeletion"`, `{"propagationPolicy":"Foreground"}`}, {`"orphan"`, ``}, {`"foregroundDeletion"`, ``},
+	} {
+		body := c.body
+		e.mustCreate(events, event("held", c.finalizer))
+		if r := e.do("DELETE", events+"/held", body); r.code != http.StatusOK {
+			t.Fatalf("delete %s %s: %d %s", c.finalizer, body, r.code, r.body)
+		}
+		if r := e.do("GET", events+"/held", ""); r.code != http.StatusNotFound {
+			t.Errorf("delete %s %s kept the event: %s", c.finalizer, body, r.body)
+		}
+	}
+	e.mustCreate(events, event("kept", `"orphan","example.com/keep"`))
+	obj := e.do("DELETE", "/apis/events.k8s.io/v1/namespaces/default/events/kept", `{"propagationPolicy":"Orphan"}`).object(t)
+	if !slices.Equal(obj.GetFinalizers(), []string{"example.com/keep"}) || obj.GetDeletionTimestamp() == nil {
+		t.Errorf("an event with another finalizer: finalizers %v, deletionTimestamp %v; want that one, marked", obj.GetFinalizers(), obj.GetDeletionTimestamp())
+	}
+
+	// Failure mode: the precondition, even the current resourceVersion, fails, as upstream's.
+	held := e.mustCreate(events, event("held", `"orphan"`))
+	rev := e.st.Rev()
+	r := e.do("DELETE", events+"/held", `{"preconditions":{"resourceVersion":"`+held.GetResourceVersion()+`"}}`)
+	wantStatus(t, r, http.StatusConflict, metav1.StatusReasonConflict, `Operation cannot be fulfilled on events "held": StorageError: invalid object, Code: 4, Key: /registry/events/default/held, `+
+		"ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: ResourceVersion in precondition: , ResourceVersion in object meta: "+held.GetResourceVersion())
+	e.unchanged(rev, "a delete whose precondition became empty")
+}
+
 // TestDeleteRemovingLastFinalizer: a delete whose options remove an object's only finalizer (orphan,
 // with propagationPolicy Background) deletes the object as stored, in one write, as the registry
 // store abandons its update (errDeleteNow): a watch sees the DELETED object with the finalizer and

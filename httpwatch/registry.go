@@ -314,6 +314,9 @@ func (h *resourceHandler) validate(ctx context.Context, obj, old *unstructured.U
 	if errs := h.validateTypeMeta(obj); len(errs) > 0 {
 		return errs
 	}
+	if st := h.res.strategy; old == nil && st != nil && st.validatesMeta {
+		return h.validateOwnMeta(obj, nil)
+	}
 	nameFn := apivalidation.NameIsDNSSubdomain
 	if h.res.isCoreNamespaces() {
 		nameFn = apivalidation.ValidateNamespaceName
@@ -330,6 +333,25 @@ func (h *resourceHandler) validate(ctx context.Context, obj, old *unstructured.U
 		errs = h.res.custom.validate(ctx, obj, old, subresource, errs)
 	}
 	return errs
+}
+
+// validateOwnMeta validates a create (old nil) or update of a kind whose validation checks the
+// metadata itself, where and how it does (events), with the generic checks of the metadata, whose
+// name check is only the path segment's: on create they follow only when it finds nothing, on
+// update they come first.
+//
+// Mirrors rest.ValidateCreate and rest.ValidateUpdate (k8s.io/apiserver pkg/registry/rest).
+func (h *resourceHandler) validateOwnMeta(obj, old *unstructured.Unstructured) field.ErrorList {
+	md := field.NewPath("metadata")
+	if old == nil {
+		if errs := h.res.strategy.validate(obj.Object, nil); len(errs) > 0 {
+			return errs
+		}
+		return apivalidation.ValidateObjectMetaAccessor(obj, h.res.Namespaced, path.ValidatePathSegmentName, md)
+	}
+	errs := apivalidation.ValidateObjectMetaAccessor(obj, h.res.Namespaced, path.ValidatePathSegmentName, md)
+	errs = append(errs, apivalidation.ValidateObjectMetaAccessorUpdate(obj, old, md)...)
+	return append(errs, h.res.strategy.validate(obj.Object, old.Object)...)
 }
 
 // validateCustomUpdate validates an update of a custom resource or its status in upstream's order,
@@ -549,7 +571,9 @@ func (h *resourceHandler) beforeUpdate(ctx context.Context, namespace, subresour
 		obj.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
 	}
 	var errs field.ErrorList
-	if h.res.BuiltIn {
+	if st := h.res.strategy; st != nil && st.validatesMeta {
+		errs = h.validateOwnMeta(obj, old)
+	} else if h.res.BuiltIn {
 		errs = h.validate(ctx, obj, old, subresource)
 		errs = append(errs, apivalidation.ValidateObjectMetaAccessorUpdate(obj, old, field.NewPath("metadata"))...)
 	} else {
