@@ -408,7 +408,7 @@ func (r *runner) awaitCaches(collection string) {
 			return resp.code != http.StatusGatewayTimeout && resp.code != http.StatusTooManyRequests
 		}, nil)
 		if err != nil {
-			r.Fatalf("%v", err)
+			r.Fatalf("%v; the last answer: %d %.300s", err, last.code, last.raw)
 		}
 		switch last.code {
 		case http.StatusOK:
@@ -421,14 +421,17 @@ func (r *runner) awaitCaches(collection string) {
 	}
 }
 
-// collectionOf is the collection of an API path (/apis/<group>/<version>/[namespaces/<ns>/]<resource>,
-// then anything), without its query.
+// collectionOf is the collection of an API path (/apis/<group>/<version>/[namespaces/<ns>/]<resource>
+// or the core group's /api/v1/[namespaces/<ns>/]<resource>, then anything), without its query.
 func collectionOf(path string) string {
 	path, _, _ = strings.Cut(path, "?")
 	parts := strings.Split(path, "/")
 	n := 5
-	if len(parts) > 4 && parts[4] == "namespaces" {
-		n = 7
+	if len(parts) > 1 && parts[1] == "api" {
+		n = 4
+	}
+	if len(parts) > n-1 && parts[n-1] == "namespaces" {
+		n += 2
 	}
 	return strings.Join(parts[:min(n, len(parts))], "/")
 }

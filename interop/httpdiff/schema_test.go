@@ -131,6 +131,9 @@ func TestCollectionOf(t *testing.T) {
 		"/apis/example.org/v1/valves/v0/scale":            "/apis/example.org/v1/valves",
 		"/apis/example.org/v1/valves":                     "/apis/example.org/v1/valves",
 		"/apis/example.com/v1/namespaces/a/widgets/w0":    "/apis/example.com/v1/namespaces/a/widgets",
+		"/api/v1/namespaces/a/events/e0?dryRun=All":       "/api/v1/namespaces/a/events",
+		"/api/v1/namespaces/a/configmaps":                 "/api/v1/namespaces/a/configmaps",
+		"/api/v1/nodes/n0/status":                         "/api/v1/nodes",
 	} {
 		if got := collectionOf(path); got != want {
 			t.Errorf("collectionOf(%q) = %q, want %q", path, got, want)
