@@ -42,7 +42,7 @@ type Config struct {
 	// StoreOptions configure the store the chain makes: its clock, its progress-notify interval (etcd's
 	// --experimental-watch-progress-notify-interval), its sync interval. Must be zero with Store.
 	StoreOptions store.Options
-	// Etcd configures the in-process etcd server the client talks to (member name and ID, request
+	// Etcd configures the in-process etcd server the clients talk to (member name and ID, request
 	// limits).
 	Etcd etcdgrpc.Options
 
@@ -102,13 +102,14 @@ const (
 	handlerGrace = 10 * time.Second
 )
 
-// Chain is the list-watch path over one store: an in-process etcd client, the etcd3 storage of each
-// resource, a watch cache over it (unless uncached) and the HTTP API, served on a listener.
+// Chain is the list-watch path over one store: an in-process etcd, the etcd3 storage of each resource
+// on a client of its own, a watch cache over it (unless uncached) and the HTTP API, served on a
+// listener.
 type Chain struct {
 	store      *store.Store
 	ownsStore  bool
+	etcd       *etcdgrpc.InProcess
 	client     *clientv3.Client
-	closeEtcd  func() error
 	storages   map[string]*watch.Store
 	cachers    map[string]*cache.Cacher
 	api        *httpwatch.Server
@@ -200,8 +201,9 @@ func (c *Chain) assemble(ctx context.Context, cfg Config) error {
 	if c.store == nil {
 		c.store, c.ownsStore = store.New(cfg.StoreOptions), true
 	}
+	c.etcd = etcdgrpc.ServeInProcess(c.store, cfg.Etcd)
 	var err error
-	if c.client, c.closeEtcd, err = etcdgrpc.NewClient(c.store, cfg.Etcd); err != nil {
+	if c.client, err = c.etcd.Dial(); err != nil {
 		return fmt.Errorf("chain: starting the in-process etcd client: %w", err)
 	}
 	apiCfg := cfg.API
@@ -225,7 +227,12 @@ func (c *Chain) assemble(ctx context.Context, cfg Config) error {
 		name := r.GroupResource().String()
 		sc := StorageConfig(r)
 		sc.Logger = cfg.Logger
-		s, err := watch.New(c.client, sc)
+		// Mirrors storagebackend/factory/etcd3.go newETCD3Storage: a client, so watch streams, per storage.
+		cli, err := c.etcd.Dial()
+		if err != nil {
+			return fmt.Errorf("chain: the etcd client of %s: %w", name, err)
+		}
+		s, err := watch.New(cli, sc)
 		if err != nil {
 			return fmt.Errorf("chain: the etcd3 storage of %s: %w", name, err)
 		}
@@ -338,7 +345,7 @@ func (c *Chain) serve() {
 	}()
 }
 
-// release stops the parts behind the HTTP server, last built first: the caches, the etcd client and
+// release stops the parts behind the HTTP server, last built first: the caches, the etcd clients and
 // server, and the store if the chain made it.
 func (c *Chain) release() error {
 	var errs []error
@@ -348,9 +355,9 @@ func (c *Chain) release() error {
 	for _, s := range c.storages {
 		s.Close()
 	}
-	if c.closeEtcd != nil {
-		if err := c.closeEtcd(); err != nil {
-			errs = append(errs, fmt.Errorf("chain: closing the etcd client: %w", err))
+	if c.etcd != nil {
+		if err := c.etcd.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("chain: closing the etcd clients: %w", err))
 		}
 	}
 	if c.ownsStore {
@@ -364,7 +371,8 @@ func (c *Chain) release() error {
 // Store is the store the chain serves.
 func (c *Chain) Store() *store.Store { return c.store }
 
-// Client is the in-process etcd client every etcd3 storage of the chain uses.
+// Client is a client of the chain's in-process etcd. Each etcd3 storage has a client of its own, as
+// kube-apiserver gives each, so this one's watches and RequestProgress share no stream with theirs.
 func (c *Chain) Client() *clientv3.Client { return c.client }
 
 // Storage is the etcd3 storage of a resource, named as its GroupResource prints ("pods",
@@ -426,7 +434,7 @@ func (c *Chain) Shutdown(ctx context.Context) error {
 }
 
 // Close stops everything the chain started and waits for it: every watch is told to end, every
-// connection is cut, the handlers are waited for, then the watch caches, the etcd client and
+// connection is cut, the handlers are waited for, then the watch caches, the etcd clients and
 // server and, if the chain made it, the store are stopped. It never closes a store given in
 // Config.Store. It is idempotent and may follow Shutdown.
 func (c *Chain) Close() error {

@@ -1,8 +1,8 @@
 // Package chain assembles the whole list-watch path of listwatch in one process, as `listwatch serve`
-// runs it: an in-memory store (package store), served over etcd's v3 gRPC API to an in-process
-// clientv3 client (etcdgrpc.NewClient, over bufconn), the etcd3 storage of each resource (package
-// watch), a watch cache over it (package cache; optional per resource) and the Kubernetes HTTP API
-// (package httpwatch) on a listener. Tests use it to get a running Kubernetes API in one call. Chain
+// runs it: an in-memory store (package store), served over etcd's v3 gRPC API in-process
+// (etcdgrpc.ServeInProcess, over bufconn), the etcd3 storage of each resource (package watch) on a
+// clientv3 client of its own, a watch cache over it (package cache; optional per resource) and the
+// Kubernetes HTTP API (package httpwatch) on a listener. Tests use it to get a running Kubernetes API in one call. Chain
 // is the assembler: httpwatch serves the storage.Interface it is given and builds none; the chain
 // builds each from the resource's description.
 //
@@ -25,7 +25,8 @@
 //     cache: its key prefix and key function, GetAttrs, NewObject for bookmarks, the codec (a CRD
 //     version's converts to and from its storage version), the list kind and the trigger index
 //     (TestCacheConfigIndexesPodsByNodeName).
-//   - Store, Client, Storage, Cacher, API and URL reach the parts; Storage and Cacher name a resource
+//   - Store, Client, Storage, Cacher, API and URL reach the parts (Client is a client of the
+//     in-process etcd apart from the storages' own); Storage and Cacher name a resource
 //     as its GroupResource prints ("pods", "widgets.example.com"); each version of a CRD has its
 //     own storage and cache, as apiextensions-apiserver builds them, a later version named with
 //     "/" and its version ("gears.example.net/v1beta1").
@@ -42,6 +43,12 @@
 //     malformed resourceVersion is the etcd3 storage's 400, not a watch cache's answer
 //     (TestChainEventsUncached).
 //   - Each hook sits where its name says and sees every resource (TestChainHooks).
+//   - Each etcd3 storage has a clientv3 client of its own, so watch streams of its own, as
+//     kube-apiserver's storage factory gives each (storagebackend/factory/etcd3.go
+//     newETCD3Storage). etcd answers a RequestProgress only while every watch of its stream has
+//     reached its start revision, and an uncached watch-list (events) starts at the current
+//     revision plus one; on its own stream it never keeps a watch cache from becoming fresh while
+//     nothing is written (TestChainCacheFreshWhileUncachedWatchWaits).
 //   - Close stops everything the chain started and waits for it: no goroutine of the HTTP server,
 //     its connections, the caches, the etcd client and server or a store the chain made is left
 //     (TestChainCloseLeavesNoGoroutine). It never closes a store given in Config.Store

@@ -6,8 +6,12 @@
 //
 //   - NewServer(st, opts) returns a *grpc.Server with the KV, Watch, Lease, Maintenance and Cluster
 //     services (and grpc.health.v1) registered, configured as etcd configures its gRPC server.
-//   - NewClient(st, opts, configure...) serves st in-process over a bufconn listener and returns a
-//     real *clientv3.Client connected to it, plus the function that closes both.
+//   - ServeInProcess(st, opts) serves st in-process over a bufconn listener and returns an
+//     *InProcess, whose Dial connects any number of real *clientv3.Clients to it, each on a gRPC
+//     connection of its own (so with watch streams of its own, as separate clients of one etcd
+//     member), and whose Close closes them all and the server; Dial after Close fails with
+//     ErrInProcessClosed. NewClient(st, opts, configure...) is ServeInProcess and one Dial: the
+//     client plus the function that closes both. (TestInProcessClientsHaveOwnStreams)
 //   - NewServerAndHTTP also returns the HTTP handler of etcd's client URL for the same member:
 //     /health (etcdhttp's answer; 503 with "ALARM NOSPACE" or "ALARM CORRUPT" while an alarm not
 //     named in ?exclude= is on), /version, and /metrics (Prometheus: etcd's metric names read from
@@ -86,8 +90,8 @@
 //   - No leaks. Each watch or lease-keepalive stream runs in its handler's goroutine plus, for a watch,
 //     one send goroutine that the handler stops and waits for; the store watch stream is closed before
 //     the handler returns. The server waits for handlers on Stop and GracefulStop, so once either
-//     returns no goroutine of this package is left. NewClient's close function closes the client, then
-//     stops the server and waits for it. (goleak in TestMain after every test;
+//     returns no goroutine of this package is left. InProcess.Close (NewClient's close function)
+//     closes the clients, then stops the server and waits for it. (goleak in TestMain after every test;
 //     TestWatchClientDisconnect, TestWatchAfterClientHalfClose, TestRangeStreamCanceled)
 //
 //   - Maintenance is v3rpc's for a member that is its own leader. Status reports the store's predicted

@@ -84,7 +84,8 @@
 //   - BOOKMARK events carry an empty object (Config.NewFunc) with only the revision. They come from
 //     etcd progress notifications: periodic ones only for ListOptions.ProgressNotify, and (as
 //     upstream) the answers to RequestWatchProgress, which etcd broadcasts to every watch sharing the
-//     gRPC stream, that is every watch of the client. etcd answers a progress request only while every
+//     gRPC stream, that is every watch of the client (kube-apiserver, and listwatch's chain, give
+//     each resource's Store a client of its own). etcd answers a progress request only while every
 //     watch of the stream has caught up and none starts after the current revision. AllowWatchBookmarks
 //     alone brings none (TestTransformBookmarks, TestPeriodicProgressNotify,
 //     TestWatchChanRequestWatchProgress; storagetest ProgressNotify, ProgressBroadcast,
