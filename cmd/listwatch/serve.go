@@ -235,6 +235,8 @@ type backgroundServer struct {
 
 func (s backgroundServer) Name() string { return s.name }
 
+func (backgroundServer) clientOfAPIs() {}
+
 func (s backgroundServer) Serve() error {
 	<-s.stopped
 	return nil
@@ -261,6 +263,8 @@ func newControllersServer(cfg controllers.Config) *controllersServer {
 }
 
 func (*controllersServer) Name() string { return "controllers" }
+
+func (*controllersServer) clientOfAPIs() {}
 
 func (s *controllersServer) Serve() error {
 	defer close(s.done)
@@ -352,8 +356,13 @@ type server interface {
 	Shutdown(ctx context.Context)
 }
 
-// serve runs servers until ctx ends or one of them fails, then shuts all of them down, giving open
-// requests shutdownTimeout to finish, and closes st once every server has stopped. It returns the
+// apiClient marks a server that is a client of the others (the controllers, the compactor): serve
+// shuts those down before the rest.
+type apiClient interface{ clientOfAPIs() }
+
+// serve runs servers until ctx ends or one of them fails, then shuts all of them down, the
+// apiClients first, giving open requests shutdownTimeout to finish, and closes st once every server
+// has stopped. It returns the
 // first server failure, or nil after a shutdown asked for by ctx.
 func serve(ctx context.Context, st *store.Store, servers []server, shutdownTimeout time.Duration, stdout io.Writer) error {
 	defer st.Close()
@@ -385,15 +394,27 @@ func serve(ctx context.Context, st *store.Store, servers []server, shutdownTimeo
 
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	var stopping sync.WaitGroup
+	// The APIs' clients stop first, so none fails for an API that went away under it (the
+	// controllers' discovery when a signal comes right after the start).
+	var clients, apis []server
 	for _, s := range servers {
-		stopping.Add(1)
-		go func() {
-			defer stopping.Done()
-			s.Shutdown(shutdownCtx)
-		}()
+		if _, ok := s.(apiClient); ok {
+			clients = append(clients, s)
+		} else {
+			apis = append(apis, s)
+		}
 	}
-	stopping.Wait()
+	for _, group := range [][]server{clients, apis} {
+		var stopping sync.WaitGroup
+		for _, s := range group {
+			stopping.Add(1)
+			go func() {
+				defer stopping.Done()
+				s.Shutdown(shutdownCtx)
+			}()
+		}
+		stopping.Wait()
+	}
 	running.Wait()
 	close(results)
 	for r := range results {

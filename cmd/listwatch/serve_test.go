@@ -223,6 +223,56 @@ func TestServeStopsAllWhenOneFails(t *testing.T) {
 	}
 }
 
+// downAPI is an API whose Shutdown closes down; startingClient is a client still starting, whose
+// Serve fails if the API goes down before the client is told to stop, as the controllers' discovery.
+type downAPI struct{ down chan struct{} }
+
+func (downAPI) Name() string               { return "api" }
+func (a downAPI) Serve() error             { <-a.down; return nil }
+func (a downAPI) Shutdown(context.Context) { close(a.down) }
+
+type startingClient struct {
+	apiDown <-chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
+}
+
+func (*startingClient) Name() string  { return "client" }
+func (*startingClient) clientOfAPIs() {}
+func (c *startingClient) Serve() error {
+	select {
+	case <-c.apiDown:
+		return errors.New("connection refused")
+	case <-c.ctx.Done():
+		return nil
+	}
+}
+
+// Shutdown gives an API shut down beside it a moment to go first, as the scheduler may.
+func (c *startingClient) Shutdown(context.Context) {
+	select {
+	case <-c.apiDown:
+	case <-time.After(50 * time.Millisecond):
+	}
+	c.cancel()
+}
+
+// TestServeStopsClientsFirst: on a signal, the servers that are clients of the APIs (the
+// controllers) stop before the APIs, so a client still starting is not failed by an API gone under
+// it, and serve ends without error (TestSIGINT failed once so: discovery's "connection refused").
+func TestServeStopsClientsFirst(t *testing.T) {
+	for range 5 {
+		ctx, cancel := context.WithCancel(context.Background())
+		api := downAPI{down: make(chan struct{})}
+		cctx, ccancel := context.WithCancel(context.Background())
+		client := &startingClient{apiDown: api.down, ctx: cctx, cancel: ccancel}
+		cancel()
+		if err := serve(ctx, store.New(store.Options{}), []server{api, client}, time.Second, io.Discard); err != nil {
+			t.Fatalf("serve after its context ended = %v, want nil", err)
+		}
+	}
+}
+
 // scan copies r's lines to a channel that it closes at EOF; the returned channel closes when it is done.
 func scan(r io.Reader, ch chan<- string) <-chan struct{} {
 	done := make(chan struct{})
