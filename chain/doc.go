@@ -50,7 +50,7 @@
 //     revision plus one; on its own stream it never keeps a watch cache from becoming fresh while
 //     nothing is written (TestChainCacheFreshWhileUncachedWatchWaits).
 //   - Close stops everything the chain started and waits for it: no goroutine of the HTTP server,
-//     its connections, the caches, the etcd client and server or a store the chain made is left
+//     its connections, the caches, the etcd clients and server or a store the chain made is left
 //     (TestChainCloseLeavesNoGoroutine). It never closes a store given in Config.Store
 //     (TestChainKeepsGivenStore). It is idempotent.
 //   - Shutdown ends every open watch cleanly (the stream ends without an ERROR frame) before the

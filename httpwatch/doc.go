@@ -41,6 +41,8 @@
 //     printer gives that object (a deployment's Selector "", a service's Type "")
 //     (TestEventBookmarkObject, TestBuiltInBookmarkTable) and a create's managedFields leave out the fields it holds at their
 //     zero value, as upstream compares with the typed new object (TestEventManagedFieldsOfZeroFields);
+//     a server-side apply of a built-in kind answers and stores the object as its Go type encodes
+//     it, and a value the type cannot hold is the field manager's 500 (TestEventApplyTypedForm);
 //     with Config.EventTTL each create and
 //     update of an event gives it a lease of that TTL, and nothing else gets one (TestEventTTL); Widgets is an example custom resource;
 //     DefaultResources is what `listwatch serve` serves. CRDResource and CRDResources make the

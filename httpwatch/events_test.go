@@ -209,7 +209,8 @@ func TestEventManagedFieldsOfZeroFields(t *testing.T) {
 // TestEventApplyTypedForm: a server-side apply answers with and stores the event as its Go type
 // encodes it, as upstream's field manager returns the typed object: the fields the configuration
 // leaves out at their zero value ("eventTime": null, "source": {}, "reportingComponent": ""), on
-// create and on an apply that drops a field.
+// create and on an apply that drops a field; a value the Go type cannot hold is refused as upstream's
+// field manager refuses it.
 func TestEventApplyTypedForm(t *testing.T) {
 	e := newEnv(t)
 	const events = "/api/v1/namespaces/default/events"
@@ -240,4 +241,19 @@ func TestEventApplyTypedForm(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("stored", stored)
+
+	// A value the Go type cannot hold is upstream's field manager's plain 500, and nothing is stored.
+	r := e.do("PATCH", events+"/bad?fieldManager=m", `{"apiVersion":"v1","kind":"Event","metadata":{"name":"bad","creationTimestamp":"x"},"involvedObject":{"kind":"Pod","name":"p"}}`,
+		"Content-Type", "application/apply-patch+yaml")
+	var status map[string]any
+	if err := json.Unmarshal(r.body, &status); err != nil {
+		t.Fatal(err)
+	}
+	const want = `failed to convert new object (/bad; /v1, Kind=Event) to proper version: unable to convert unstructured object to /v1, Kind=Event: parsing time "x" as "2006-01-02T15:04:05Z07:00": cannot parse "x" as "2006"`
+	if r.code != http.StatusInternalServerError || status["message"] != want || status["reason"] != nil {
+		t.Errorf("apply of creationTimestamp x: %d %s, want 500 %q without a reason", r.code, r.body, want)
+	}
+	if r := e.do("GET", events+"/bad", ""); r.code != http.StatusNotFound {
+		t.Errorf("after the refused apply: GET %d %s", r.code, r.body)
+	}
 }

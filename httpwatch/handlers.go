@@ -315,16 +315,23 @@ func (h *resourceHandler) decodeBody(w http.ResponseWriter, body []byte, f *form
 	return typedToUnstructured(typed, h.res.GroupVersionKind())
 }
 
-// typedForm is a built-in object as its Go type encodes it.
-func (h *resourceHandler) typedForm(obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	typed, err := builtin.New(h.res.GroupVersionKind())
+// typedForm is a built-in object as its Go type encodes it. A value the Go type cannot hold (a
+// timestamp that is no time, which the field manager's schema takes as a string) is the plain
+// error upstream's field manager gives when it converts the applied object to its version (a 500
+// without a reason): applied is the applied configuration it names.
+//
+// Mirrors managedfields/internal/structuredmerge.go structuredMergeManager.Apply's toVersioned.
+func (h *resourceHandler) typedForm(obj, applied *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	gvk := h.res.GroupVersionKind()
+	typed, err := builtin.New(gvk)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, typed); err != nil {
-		return nil, apierrors.NewInternalError(err)
+		return nil, fmt.Errorf("failed to convert new object (%s/%s; %v) to proper version: unable to convert unstructured object to %v: %v",
+			applied.GetNamespace(), applied.GetName(), applied.GroupVersionKind(), gvk, err)
 	}
-	return typedToUnstructured(typed, h.res.GroupVersionKind())
+	return typedToUnstructured(typed, gvk)
 }
 
 // strictDecodingErrors reports a body's unknown and duplicate fields as handlers.createHandler and

@@ -375,7 +375,7 @@ func (p *patcher) applyConfiguration(live *unstructured.Unstructured) (*unstruct
 	if p.h.res.typed() && p.subresource != "scale" {
 		// Upstream's field manager answers with the kind's typed object, whose fields at their zero
 		// value show as its Go type encodes them (an event's "eventTime": null, "source": {}).
-		if obj, err = p.h.typedForm(obj); err != nil {
+		if obj, err = p.h.typedForm(obj, patchObj); err != nil {
 			return nil, err
 		}
 	}

@@ -362,8 +362,7 @@ type apiClient interface{ clientOfAPIs() }
 
 // serve runs servers until ctx ends or one of them fails, then shuts all of them down, the
 // apiClients first, giving open requests shutdownTimeout to finish, and closes st once every server
-// has stopped. It returns the
-// first server failure, or nil after a shutdown asked for by ctx.
+// has stopped. It returns the first server failure, or nil after a shutdown asked for by ctx.
 func serve(ctx context.Context, st *store.Store, servers []server, shutdownTimeout time.Duration, stdout io.Writer) error {
 	defer st.Close()
 	type result struct {
@@ -425,8 +424,8 @@ func serve(ctx context.Context, st *store.Store, servers []server, shutdownTimeo
 	return failure
 }
 
-// chainServer is the Kubernetes API of a chain (httpwatch.DefaultResources, each behind a watch
-// cache, over the in-process etcd client), which serves from chain.New on.
+// chainServer is the Kubernetes API of a chain (httpwatch.DefaultResources, each over its own
+// in-process etcd client and, but for events, behind a watch cache), which serves from chain.New on.
 type chainServer struct {
 	name string
 	c    *chain.Chain

@@ -235,11 +235,13 @@ type startingClient struct {
 	apiDown <-chan struct{}
 	ctx     context.Context
 	cancel  context.CancelFunc
+	done    chan struct{} // closed by Serve
 }
 
 func (*startingClient) Name() string  { return "client" }
 func (*startingClient) clientOfAPIs() {}
 func (c *startingClient) Serve() error {
+	defer close(c.done)
 	select {
 	case <-c.apiDown:
 		return errors.New("connection refused")
@@ -248,13 +250,15 @@ func (c *startingClient) Serve() error {
 	}
 }
 
-// Shutdown gives an API shut down beside it a moment to go first, as the scheduler may.
+// Shutdown gives an API shut down beside it a moment to go first, as the scheduler may, then
+// stops the client and waits for its Serve to return, as the server interface asks.
 func (c *startingClient) Shutdown(context.Context) {
 	select {
 	case <-c.apiDown:
 	case <-time.After(50 * time.Millisecond):
 	}
 	c.cancel()
+	<-c.done
 }
 
 // TestServeStopsClientsFirst: on a signal, the servers that are clients of the APIs (the
@@ -265,7 +269,7 @@ func TestServeStopsClientsFirst(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		api := downAPI{down: make(chan struct{})}
 		cctx, ccancel := context.WithCancel(context.Background())
-		client := &startingClient{apiDown: api.down, ctx: cctx, cancel: ccancel}
+		client := &startingClient{apiDown: api.down, ctx: cctx, cancel: ccancel, done: make(chan struct{})}
 		cancel()
 		if err := serve(ctx, store.New(store.Options{}), []server{api, client}, time.Second, io.Discard); err != nil {
 			t.Fatalf("serve after its context ended = %v, want nil", err)

@@ -124,6 +124,7 @@ func runBuiltinSeed(t *testing.T, seed uint64, ops int, kinds []builtinKind) sta
 	for i, k := range kinds {
 		surface[i] = k.surfaceKind
 		r.fixedCases(k.surfaceKind)
+		r.fixedTypedApply(k.surfaceKind)
 		if k.scale {
 			r.fixedScale(k.surfaceKind)
 		}
@@ -147,6 +148,22 @@ func runBuiltinSeed(t *testing.T, seed uint64, ops int, kinds []builtinKind) sta
 	r.stats.Tally = r.Tally
 	t.Logf("seed %d: %s", seed, r.stats)
 	return r.stats
+}
+
+// fixedTypedApply applies, to a new object and to an existing one, a value the field manager's
+// schema takes (a string) that the kind's Go type does not (a timestamp that is no time).
+func (r *runner) fixedTypedApply(k surfaceKind) {
+	r.T.Helper()
+	path := k.collection + "/ft?fieldManager=m"
+	obj := r.surfaceObject(k, "ft")
+	delete(obj, "unknownTop") // the field manager's schema refuses it first
+	obj["metadata"] = map[string]any{"name": "ft", "creationTimestamp": "x"}
+	r.send("fixed: apply of a value the Go type refuses, creating", "PATCH", path, "application/apply-patch+yaml", encode(obj), "")
+	obj["metadata"] = map[string]any{"name": "ft"}
+	r.send("fixed: apply, creating", "PATCH", path, "application/apply-patch+yaml", encode(obj), "")
+	obj["metadata"] = map[string]any{"name": "ft", "creationTimestamp": "x"}
+	r.send("fixed: apply of a value the Go type refuses, updating", "PATCH", path, "application/apply-patch+yaml", encode(obj), "")
+	r.send("fixed: cleanup", "DELETE", k.collection+"/ft", "", nil, "")
 }
 
 // fixedScale reads and writes the scale subresource of an object: GETs in each format, PUTs and

@@ -97,8 +97,11 @@
 //     write and before the fourth), in objects, list metadata, decoded continue tokens and the
 //     messages that name them (a patched object quoted in a 422 too, its times left out), but for
 //     the one a request names itself (its continue token's, its body's), which both servers repeat
-//     as the same number whatever its place ("<asked>"). A Table's date columns and a built-in
-//     printer's Age (ages of each server's timestamps) are compared as "<age>".
+//     as the same number whatever its place ("<asked>", the answer's own resourceVersion only:
+//     TestAskedResourceVersion). A Table's date columns and a built-in printer's Age (ages of each
+//     server's timestamps) are compared as "<age>", a cell that holds no age as it is
+//     (TestNormalAges). A write waits first for both servers' caches of its collection
+//     (TestCollectionOf: the collection of a path, core group and namespaces included).
 //   - Same streams. Each server's watch streams are judged by a model of that server's writes in
 //     its own resourceVersions (proptest/kubemodel, with the apiserver's watch-list defaulting):
 //     every event exactly as upstream's semantics require, bookmarks never below a delivered event

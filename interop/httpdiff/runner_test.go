@@ -422,7 +422,8 @@ func (r *runner) awaitCaches(collection string) {
 }
 
 // collectionOf is the collection of an API path (/apis/<group>/<version>/[namespaces/<ns>/]<resource>
-// or the core group's /api/v1/[namespaces/<ns>/]<resource>, then anything), without its query.
+// or the core group's /api/v1/[namespaces/<ns>/]<resource>, then anything; a namespace's own path is
+// in /api/v1/namespaces), without its query.
 func collectionOf(path string) string {
 	path, _, _ = strings.Cut(path, "?")
 	parts := strings.Split(path, "/")
@@ -430,7 +431,9 @@ func collectionOf(path string) string {
 	if len(parts) > 1 && parts[1] == "api" {
 		n = 4
 	}
-	if len(parts) > n-1 && parts[n-1] == "namespaces" {
+	// As upstream's RequestInfoFactory: namespaces/<ns> is a scope only when a resource follows it,
+	// not a namespace's own status or finalize.
+	if len(parts) > n+1 && parts[n-1] == "namespaces" && parts[n+1] != "status" && parts[n+1] != "finalize" {
 		n += 2
 	}
 	return strings.Join(parts[:min(n, len(parts))], "/")

@@ -134,6 +134,10 @@ func TestCollectionOf(t *testing.T) {
 		"/api/v1/namespaces/a/events/e0?dryRun=All":       "/api/v1/namespaces/a/events",
 		"/api/v1/namespaces/a/configmaps":                 "/api/v1/namespaces/a/configmaps",
 		"/api/v1/nodes/n0/status":                         "/api/v1/nodes",
+		"/api/v1/namespaces/a":                            "/api/v1/namespaces",
+		"/api/v1/namespaces/a/status":                     "/api/v1/namespaces",
+		"/api/v1/namespaces/a/finalize":                   "/api/v1/namespaces",
+		"/apis/example.com/v1/namespaces/a/widgets":       "/apis/example.com/v1/namespaces/a/widgets",
 	} {
 		if got := collectionOf(path); got != want {
 			t.Errorf("collectionOf(%q) = %q, want %q", path, got, want)

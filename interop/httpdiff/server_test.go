@@ -9,12 +9,14 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -240,7 +242,7 @@ func (s *server) normalMessage(msg, asked string) string {
 // normalize rewrites a response body in place into what both servers must agree on: without uids,
 // timestamps and managedFields (field-manager bookkeeping of server-side apply, which listwatch
 // does not keep), with generated names, resourceVersions and continue tokens by the test's names,
-// and a resourceVersion that is the one the request asked for as <asked>.
+// and the answer's own resourceVersion, if it is the one the request asked for, as <asked>.
 func (s *server) normalize(v any, asked string) any {
 	switch x := v.(type) {
 	case map[string]any:
@@ -293,13 +295,15 @@ func (s *server) normalize(v any, asked string) any {
 				md["continue"] = s.normalContinue(c)
 			}
 		}
+		// Only the answer's own resourceVersion repeats the one asked for: a list's items are
+		// compared by their place, whatever number they have.
 		for k, e := range x {
-			x[k] = s.normalize(e, asked)
+			x[k] = s.normalize(e, "")
 		}
 		return x
 	case []any:
 		for i, e := range x {
-			x[i] = s.normalize(e, asked)
+			x[i] = s.normalize(e, "")
 		}
 		return x
 	}
@@ -435,12 +439,13 @@ func protobufToJSON(raw []byte) ([]byte, error) {
 // normalAges replaces the cells of a Table's date columns and of a built-in printer's Age (a string
 // column), each an age: the time since a timestamp each server set on its own, read a moment
 // apart, with "<age>", and returns those columns: the table's own, or cols for a table without
-// column definitions (a watch's events after the first).
+// column definitions (a watch's events after the first). Only a timestamp or a duration is
+// replaced: a cell without one ("<unknown>" for no creationTimestamp, null) is compared as it is.
 func normalAges(table map[string]any, cols []int) []int {
 	if defs, ok := table["columnDefinitions"].([]any); ok {
 		cols = nil
 		for i, d := range defs {
-			if dm, ok := d.(map[string]any); ok && (dm["type"] == "date" || dm["name"] == "Age") {
+			if dm, ok := d.(map[string]any); ok && (dm["type"] == "date" || dm["type"] == "string" && dm["name"] == "Age") {
 				cols = append(cols, i)
 			}
 		}
@@ -450,12 +455,18 @@ func normalAges(table map[string]any, cols []int) []int {
 		cells, _ := row.(map[string]any)["cells"].([]any)
 		for _, c := range cols {
 			if c < len(cells) {
-				cells[c] = "<age>"
+				if v, ok := cells[c].(string); ok && ageCell.MatchString(v) {
+					cells[c] = "<age>"
+				}
 			}
 		}
 	}
 	return cols
 }
+
+// ageCell is an age as a Table shows it: a timestamp (a date column's RFC 3339) or a duration as
+// duration.HumanDuration prints it (a built-in printer's Age: "5s", "3m2s", "4d").
+var ageCell = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T|^[0-9]+[smhdy]`)
 
 // TestAskedResourceVersion: a list continued from a token's revision, or a dry-run create that
 // repeats its body's resourceVersion, answers that same number on both servers, at whatever place
@@ -486,5 +497,40 @@ func TestAskedResourceVersion(t *testing.T) {
 	}
 	if k, l := kube.describe(answer("DeploymentList"), ""), lw.describe(answer("DeploymentList"), ""); k == l {
 		t.Errorf("revision 1 by place: %s on both", k)
+	}
+	// An item of the continued list is compared by its place, though its number is the one asked for.
+	withItem := func() response {
+		a := answer("DeploymentList")
+		a.body["items"] = []any{map[string]any{"metadata": map[string]any{"resourceVersion": "1"}}}
+		return a
+	}
+	if k, l := kube.describe(withItem(), "1"), lw.describe(withItem(), "1"); k == l || strings.Count(k, "asked") != 1 {
+		t.Errorf("an item at the asked revision: %s against %s, want it by place", k, l)
+	}
+}
+
+// TestNormalAges: the ages of a Table compare as "<age>", what is no age as it is (a BOOKMARK row's
+// "<unknown>", a null date, another string column).
+func TestNormalAges(t *testing.T) {
+	table := map[string]any{
+		"columnDefinitions": []any{
+			map[string]any{"name": "Name", "type": "string"},
+			map[string]any{"name": "Age", "type": "string"},
+			map[string]any{"name": "Created", "type": "date"},
+		},
+		"rows": []any{
+			map[string]any{"cells": []any{"a", "5s", "2026-12-04T22:00:00Z"}},
+			map[string]any{"cells": []any{"3m2s", "<unknown>", nil}},
+		},
+	}
+	if cols := normalAges(table, nil); !reflect.DeepEqual(cols, []int{1, 2}) {
+		t.Errorf("columns = %v, want [1 2]", cols)
+	}
+	want := []any{
+		map[string]any{"cells": []any{"a", "<age>", "<age>"}},
+		map[string]any{"cells": []any{"3m2s", "<unknown>", nil}},
+	}
+	if diff := cmp.Diff(want, table["rows"]); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
 	}
 }
