@@ -5,7 +5,6 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	openapibuilder "k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -148,11 +147,7 @@ func (h *resourceHandler) emptyLive() (*unstructured.Unstructured, error) {
 		live.SetGroupVersionKind(gvk)
 		return live, nil
 	}
-	typed, err := builtin.New(gvk)
-	if err != nil {
-		return nil, apierrors.NewInternalError(err)
-	}
-	return typedToUnstructured(typed, gvk)
+	return typedZero(gvk)
 }
 
 // trackUpdate records the updating manager's fields in the new object's managedFields.

@@ -406,6 +406,16 @@ func typedToUnstructured(obj runtime.Object, gvk schema.GroupVersionKind) (*unst
 	return u, nil
 }
 
+// typedZero is the zero value of the built-in kind gvk as an unstructured object (an event's
+// `"involvedObject": {}`, `"eventTime": null`).
+func typedZero(gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+	typed, err := builtin.New(gvk)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return typedToUnstructured(typed, gvk)
+}
+
 // decodeProtobuf decodes a protobuf body of a built-in kind.
 func (h *resourceHandler) decodeProtobuf(body []byte) (*unstructured.Unstructured, error) {
 	expected := h.res.GroupVersionKind()

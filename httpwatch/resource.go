@@ -1,7 +1,6 @@
 package httpwatch
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -314,17 +313,16 @@ func (r Resource) multiVersion() bool {
 // upstream's bookmark is the storage's new internal object converted to the version (a
 // deployment's `"replicas": 0`: strategy.internalZero).
 func (r Resource) NewObject() runtime.Object {
-	u := &unstructured.Unstructured{}
 	if r.typed() {
-		if typed, err := builtin.New(r.GroupVersionKind()); err == nil {
-			if data, err := json.Marshal(typed); err == nil {
-				_ = u.UnmarshalJSON(data) // the JSON of a typed object always decodes
+		// A served built-in kind is one of builtin's, so its zero value always converts.
+		if u, err := typedZero(r.GroupVersionKind()); err == nil {
+			if r.strategy != nil && r.strategy.internalZero != nil {
+				r.strategy.internalZero(u.Object)
 			}
-		}
-		if r.strategy != nil && r.strategy.internalZero != nil {
-			r.strategy.internalZero(u.Object)
+			return u
 		}
 	}
+	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(r.GroupVersionKind())
 	return u
 }
